@@ -1,0 +1,391 @@
+"""timm VisionTransformer / DeiT  <->  (ArchSpec, Stack).
+
+Key names live here and nowhere else. The mapping follows SPEC.md
+"Conventions": fused ``attn.qkv`` rows are ordered (q|k|v, head, head_dim),
+so q, k and v are the three equal row blocks; everything is kept in
+PyTorch's (out, in) layout.
+
+What cannot be read from a state dict (heads, pooling when ambiguous) comes
+from the file's lg metadata when present; heads otherwise from the caller,
+else from q/k-norm sizes (exact), else the DeiT/ViT convention d = 64, and
+the spec records that the number was assumed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from ..errors import LgError
+from ..stack import (CLASSES, EMBED, FIXED, LAYER_ROLE_AXES, TOKENS, ArchSpec, Named, Stack,
+                     stack_layers)
+
+FAMILY = "vit"
+PLAIN_MODEL_NAME = "vit_base_patch16_224"
+DISTILLED_MODEL_NAME = "deit_base_distilled_patch16_224"
+CONVENTIONAL_HEAD_DIM = 64
+
+# Per-block parameter (after "blocks.N.") -> canonical role. attn.qkv is
+# handled separately: it splits into three roles.
+BLOCK_KEYS = {
+    "norm1.weight": "norm1_weight",
+    "norm1.bias": "norm1_bias",
+    "attn.q_norm.weight": "q_norm_weight",
+    "attn.q_norm.bias": "q_norm_bias",
+    "attn.k_norm.weight": "k_norm_weight",
+    "attn.k_norm.bias": "k_norm_bias",
+    "attn.proj.weight": "o",
+    "attn.proj.bias": "o_bias",
+    "ls1.gamma": "ls1",
+    "norm2.weight": "norm2_weight",
+    "norm2.bias": "norm2_bias",
+    "mlp.fc1.weight": "fc1",
+    "mlp.fc1.bias": "fc1_bias",
+    "mlp.fc2.weight": "fc2",
+    "mlp.fc2.bias": "fc2_bias",
+    "ls2.gamma": "ls2",
+}
+QKV_WEIGHT, QKV_BIAS = "attn.qkv.weight", "attn.qkv.bias"
+BLOCK_KEY_FOR_ROLE = {role: key for key, role in BLOCK_KEYS.items()}
+
+# Global state dict key -> (role, axes).
+GLOBAL_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cls_token": ("cls_token", (FIXED, FIXED, EMBED)),
+    "dist_token": ("dist_token", (FIXED, FIXED, EMBED)),
+    "reg_token": ("reg_token", (FIXED, FIXED, EMBED)),
+    "pos_embed": ("pos_embed", (FIXED, TOKENS, EMBED)),
+    "patch_embed.proj.weight": ("patch_embed_weight", (EMBED, FIXED, FIXED, FIXED)),
+    "patch_embed.proj.bias": ("patch_embed_bias", (EMBED,)),
+    "norm_pre.weight": ("pre_norm_weight", (EMBED,)),
+    "norm_pre.bias": ("pre_norm_bias", (EMBED,)),
+    "norm.weight": ("norm_weight", (EMBED,)),
+    "norm.bias": ("norm_bias", (EMBED,)),
+    "fc_norm.weight": ("fc_norm_weight", (EMBED,)),
+    "fc_norm.bias": ("fc_norm_bias", (EMBED,)),
+    "head.weight": ("head_weight", (CLASSES, EMBED)),
+    "head.bias": ("head_bias", (CLASSES,)),
+    "head_dist.weight": ("head_dist_weight", (CLASSES, EMBED)),
+    "head_dist.bias": ("head_dist_bias", (CLASSES,)),
+}
+GLOBAL_KEY_FOR_ROLE = {role: key for key, (role, _) in GLOBAL_KEYS.items()}
+BLOCK_PATTERN = re.compile(r"^blocks\.(\d+)\.(.+)$")
+
+# The timm constructor arguments lg records and passes (in this order).
+CONFIG_KEYS = ("depth", "embed_dim", "num_heads", "mlp_ratio", "patch_size", "img_size",
+               "in_chans", "num_classes", "global_pool", "class_token", "reg_tokens",
+               "no_embed_class", "pre_norm", "final_norm", "fc_norm", "qkv_bias", "qk_norm",
+               "proj_bias", "init_values")
+# timm VisionTransformer defaults: the load call omits arguments equal to these.
+TIMM_DEFAULTS = {"global_pool": "token", "class_token": True, "reg_tokens": 0,
+                 "no_embed_class": False, "pre_norm": False, "final_norm": True,
+                 "qkv_bias": True, "qk_norm": False, "proj_bias": True, "init_values": None,
+                 "in_chans": 3}
+
+
+class VitAdapter:
+    """timm VisionTransformer (and DeiT distilled) state dicts."""
+
+    family = FAMILY
+
+    # ------------------------------------------------------------ detection
+    @staticmethod
+    def recognises(state_dict: Mapping[str, torch.Tensor]) -> bool:
+        return "patch_embed.proj.weight" in state_dict and any(
+            k.startswith("blocks.0.") for k in state_dict)
+
+    # ------------------------------------------------------------ reading
+    def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
+                 heads: int | None = None) -> tuple[ArchSpec, Stack]:
+        """Split a timm ViT state dict into (spec, canonical stack)."""
+        config = dict(config or {})
+        per_layer, globals_ = self._sort_keys(state_dict)
+        depth = len(per_layer)
+        if depth == 0:
+            raise LgError(_not_vit("no transformer blocks (blocks.N.*)"))
+        if "patch_embed.proj.weight" not in globals_:
+            raise LgError(_not_vit("no patch embedding (patch_embed.proj.weight)"))
+
+        first = per_layer[0]
+        if QKV_WEIGHT not in first or "attn.proj.weight" not in first or "mlp.fc1.weight" not in first:
+            raise LgError(_not_vit("blocks.0 lacks attn.qkv.weight, attn.proj.weight or mlp.fc1.weight"))
+        width = first["attn.proj.weight"].shape[0]
+        attn_dim, qkv_in = first[QKV_WEIGHT].shape[0] // 3, first[QKV_WEIGHT].shape[1]
+        if first[QKV_WEIGHT].shape[0] % 3 or qkv_in != width:
+            raise LgError(_not_vit(f"attn.qkv.weight of shape {tuple(first[QKV_WEIGHT].shape)} "
+                                   f"does not fit width {width}"))
+        mlp_dim = first["mlp.fc1.weight"].shape[0]
+        expected_keys = set(first)
+        for index, layer in enumerate(per_layer):
+            if set(layer) != expected_keys:
+                diff = sorted(set(layer) ^ expected_keys)
+                raise LgError(_not_vit(f"blocks.{index} has different parameters from blocks.0 ({diff[0]})"))
+            for key, tensor in layer.items():
+                if tensor.shape != first[key].shape:
+                    raise LgError(_not_vit(f"blocks.{index}.{key} has shape {tuple(tensor.shape)}, "
+                                           f"blocks.0's is {tuple(first[key].shape)}"))
+
+        heads_value, head_dim, assumed = self._heads(attn_dim, first, config, heads)
+
+        layers: dict[str, Named] = {}
+        for part, role in zip(torch.stack([l[QKV_WEIGHT] for l in per_layer]).chunk(3, dim=1),
+                              ("q", "k", "v")):
+            layers[role] = Named(part, LAYER_ROLE_AXES[role])
+        if QKV_BIAS in first:
+            for part, role in zip(torch.stack([l[QKV_BIAS] for l in per_layer]).chunk(3, dim=1),
+                                  ("q_bias", "k_bias", "v_bias")):
+                layers[role] = Named(part, LAYER_ROLE_AXES[role])
+        for key, role in BLOCK_KEYS.items():
+            if key in first:
+                layers[role] = Named(stack_layers([l[key] for l in per_layer]), LAYER_ROLE_AXES[role])
+
+        stack_globals = {GLOBAL_KEYS[k][0]: Named(v, GLOBAL_KEYS[k][1]) for k, v in globals_.items()}
+        extras = self._extras(globals_, first, width, config)
+        spec = ArchSpec(family=FAMILY, depth=depth, width=width, heads=heads_value, head_dim=head_dim,
+                        mlp_dim=mlp_dim, extras=extras, heads_assumed=assumed)
+        stack = Stack(layers=layers, globals=stack_globals)
+        try:
+            stack.check(spec)
+        except ValueError as exc:
+            raise LgError(_not_vit(str(exc))) from None
+        return spec, stack
+
+    def _sort_keys(self, state_dict: Mapping[str, torch.Tensor]):
+        per_layer: dict[int, dict[str, torch.Tensor]] = {}
+        globals_: dict[str, torch.Tensor] = {}
+        unknown: list[str] = []
+        for key, value in state_dict.items():
+            match = BLOCK_PATTERN.match(key)
+            if match:
+                name = match.group(2)
+                if name in BLOCK_KEYS or name in (QKV_WEIGHT, QKV_BIAS):
+                    per_layer.setdefault(int(match.group(1)), {})[name] = value
+                else:
+                    unknown.append(key)
+            elif key in GLOBAL_KEYS:
+                globals_[key] = value
+            else:
+                unknown.append(key)
+        if unknown:
+            shown = ", ".join(sorted(unknown)[:3]) + (f" (+{len(unknown) - 3} more)" if len(unknown) > 3 else "")
+            raise LgError(_not_vit(f"unexpected keys {shown}"))
+        indices = sorted(per_layer)
+        if indices and indices != list(range(len(indices))):
+            raise LgError(_not_vit(f"block indices are not 0..{len(indices) - 1} (found {indices[:6]})"))
+        return [per_layer[i] for i in indices], globals_
+
+    @staticmethod
+    def _heads(attn_dim: int, first: Mapping[str, torch.Tensor], config: Mapping[str, Any],
+               heads: int | None) -> tuple[int, int, bool]:
+        recorded = config.get("num_heads")
+        if recorded is not None and heads is not None and int(recorded) != int(heads):
+            raise LgError(f"the file's metadata says {recorded} heads; --heads {heads} contradicts it")
+        chosen = recorded if recorded is not None else heads
+        assumed = False
+        if chosen is None and "attn.q_norm.weight" in first:
+            chosen = attn_dim // first["attn.q_norm.weight"].shape[0]  # q/k norm is per head_dim
+        if chosen is None:
+            assumed = True
+            # DeiT/ViT convention d = 64; for widths it does not divide, the
+            # divisor of attn_dim nearest to attn_dim / 64.
+            target = attn_dim / CONVENTIONAL_HEAD_DIM
+            divisors = [h for h in range(1, attn_dim + 1) if attn_dim % h == 0]
+            chosen = min(divisors, key=lambda h: (abs(h - target), -h))
+        chosen = int(chosen)
+        if chosen <= 0 or attn_dim % chosen:
+            raise LgError(f"{chosen} heads do not divide the attention width {attn_dim}")
+        return chosen, attn_dim // chosen, assumed
+
+    @staticmethod
+    def _extras(globals_: Mapping[str, torch.Tensor], first: Mapping[str, torch.Tensor],
+                width: int, config: Mapping[str, Any]) -> dict[str, Any]:
+        patch = globals_["patch_embed.proj.weight"]
+        if patch.dim() != 4 or patch.shape[2] != patch.shape[3]:
+            raise LgError(_not_vit(f"patch_embed.proj.weight of shape {tuple(patch.shape)} is not (D, C, p, p)"))
+        patch_size = int(patch.shape[2])
+        in_chans = int(patch.shape[1])
+        class_token = "cls_token" in globals_
+        distilled = "dist_token" in globals_
+        reg_tokens = int(globals_["reg_token"].shape[1]) if "reg_token" in globals_ else 0
+        prefix = int(class_token) + int(distilled) + reg_tokens
+        fc_norm = "fc_norm.weight" in globals_
+        if "global_pool" in config:
+            global_pool = config["global_pool"]
+        elif distilled or (class_token and not fc_norm):
+            global_pool = "token"
+        else:
+            # No class token, or MAE-style fc_norm after pooling: average pooling.
+            global_pool = "avg"
+        if "pos_embed" not in globals_:
+            raise LgError(_not_vit("no learned position embedding (pos_embed)"))
+        tokens = int(globals_["pos_embed"].shape[1])
+        if "img_size" in config and "no_embed_class" in config:
+            img_size = config["img_size"]
+            no_embed_class = bool(config["no_embed_class"])
+        else:
+            # pos_embed covers prefix tokens too unless no_embed_class (DeiT-3 style).
+            with_prefix, without = tokens - prefix, tokens
+            if _is_square(with_prefix) and with_prefix > 0:
+                no_embed_class, patches = False, with_prefix
+            elif _is_square(without):
+                no_embed_class, patches = True, without
+            else:
+                raise LgError(_not_vit(f"pos_embed has {tokens} tokens: neither it nor it minus {prefix} "
+                                       f"prefix tokens is a square patch grid"))
+            img_size = math.isqrt(patches) * patch_size
+        head = globals_.get("head.weight")
+        extras = {
+            "patch_size": patch_size,
+            "img_size": img_size,
+            "in_chans": in_chans,
+            "num_classes": int(head.shape[0]) if head is not None else 0,
+            "global_pool": global_pool,
+            "class_token": class_token,
+            "distilled": distilled,
+            "reg_tokens": reg_tokens,
+            "prefix_tokens": prefix,
+            "no_embed_class": no_embed_class,
+            "pre_norm": "norm_pre.weight" in globals_,
+            # timm puts the final norm after pooling (fc_norm) or before it (norm).
+            "final_norm": "norm.weight" in globals_ or fc_norm,
+            "fc_norm": fc_norm,
+            "qkv_bias": QKV_BIAS in first,
+            "qk_norm": "attn.q_norm.weight" in first,
+            "proj_bias": "attn.proj.bias" in first,
+            "init_values": config.get("init_values", 1e-5) if "ls1.gamma" in first else None,
+        }
+        return extras
+
+    # ------------------------------------------------------------ writing
+    def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
+        """The timm state dict for (spec, stack): the inverse of to_stack."""
+        stack.check(spec)
+        out: dict[str, torch.Tensor] = {}
+        for key, (role, _) in GLOBAL_KEYS.items():
+            if role in stack.globals:
+                out[key] = stack.globals[role].data
+        layers = stack.layers
+        qkv = torch.cat([layers["q"].data, layers["k"].data, layers["v"].data], dim=1)
+        qkv_bias = (torch.cat([layers["q_bias"].data, layers["k_bias"].data, layers["v_bias"].data], dim=1)
+                    if "q_bias" in layers else None)
+        for index in range(spec.depth):
+            prefix = f"blocks.{index}."
+            out[prefix + QKV_WEIGHT] = qkv[index]
+            if qkv_bias is not None:
+                out[prefix + QKV_BIAS] = qkv_bias[index]
+            for role, named in layers.items():
+                if role in BLOCK_KEY_FOR_ROLE:
+                    out[prefix + BLOCK_KEY_FOR_ROLE[role]] = named.data[index]
+        return out
+
+    # ------------------------------------------------------------ timm
+    def model_args(self, spec: ArchSpec) -> dict[str, Any]:
+        """timm.create_model keyword arguments that rebuild this architecture."""
+        e = spec.extras
+        return {
+            "depth": spec.depth,
+            "embed_dim": spec.width,
+            "num_heads": spec.heads,
+            "mlp_ratio": _mlp_ratio(spec.width, spec.mlp_dim),
+            "patch_size": e["patch_size"],
+            "img_size": e["img_size"],
+            "in_chans": e["in_chans"],
+            "num_classes": e["num_classes"],
+            "global_pool": e["global_pool"],
+            "class_token": e["class_token"],
+            "reg_tokens": e["reg_tokens"],
+            "no_embed_class": e["no_embed_class"],
+            "pre_norm": e["pre_norm"],
+            "final_norm": e["final_norm"],
+            "fc_norm": e["fc_norm"],
+            "qkv_bias": e["qkv_bias"],
+            "qk_norm": e["qk_norm"],
+            "proj_bias": e["proj_bias"],
+            "init_values": e["init_values"],
+        }
+
+    def config(self, spec: ArchSpec) -> dict[str, Any]:
+        """What lg records in ``lg.config``: the timm name and model_args."""
+        return {"model_name": self.model_name(spec), **self.model_args(spec)}
+
+    @staticmethod
+    def model_name(spec: ArchSpec) -> str:
+        return DISTILLED_MODEL_NAME if spec.extras.get("distilled") else PLAIN_MODEL_NAME
+
+    def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
+        """timm's own random initialisation of this architecture."""
+        import timm
+
+        if seed is not None:
+            torch.manual_seed(seed)
+        return timm.create_model(self.model_name(spec), pretrained=False, **self.model_args(spec))
+
+    def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
+        """timm's random initialisation, as a Stack (for methods that mix in random layers)."""
+        model = self.create_model(spec, seed=seed)
+        _, stack = self.to_stack(model.state_dict(), config=self.model_args(spec))
+        return stack
+
+    def pretrained_cfg_overlay(self, spec: ArchSpec, path: str) -> dict[str, Any]:
+        # num_classes: timm drops the head (and loads non-strictly) when it
+        # differs from the pretrained config's; input_size: channels and size.
+        e = spec.extras
+        return {"file": path, "num_classes": e["num_classes"],
+                "input_size": (e["in_chans"], e["img_size"], e["img_size"])}
+
+    def load_call(self, spec: ArchSpec, path: str) -> str:
+        """The exact Python line that loads the file strictly in timm."""
+        overlay = self.pretrained_cfg_overlay(spec, path)
+        overlay_text = ", ".join(f"{k}={v!r}" for k, v in overlay.items())
+        args = self.model_args(spec)
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items()
+                          if k not in TIMM_DEFAULTS or TIMM_DEFAULTS[k] != v)
+        return (f"timm.create_model({self.model_name(spec)!r}, pretrained=True, "
+                f"pretrained_cfg_overlay=dict({overlay_text}), {shown})")
+
+    def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
+        """A timm model holding these weights, loaded strictly."""
+        model = self.create_model(spec)
+        model.load_state_dict(self.from_stack(spec, stack), strict=True)
+        return model
+
+    def spec_of_model(self, model: nn.Module) -> dict[str, Any]:
+        """The config that a live timm model was built with (heads, pooling, ...)."""
+        if not hasattr(model, "blocks") or not hasattr(model, "patch_embed"):
+            raise LgError(f"{type(model).__name__} is not a timm VisionTransformer")
+        img_size = model.patch_embed.img_size
+        return {
+            "num_heads": model.blocks[0].attn.num_heads if len(model.blocks) else None,
+            "global_pool": model.global_pool,
+            "no_embed_class": bool(model.no_embed_class),
+            "img_size": int(img_size[0]) if isinstance(img_size, (tuple, list)) else int(img_size),
+            "init_values": _layer_scale_init(model),
+        }
+
+
+def _layer_scale_init(model: nn.Module) -> float | None:
+    block = model.blocks[0] if len(model.blocks) else None
+    gamma = getattr(getattr(block, "ls1", None), "gamma", None)
+    return 1e-5 if gamma is not None else None
+
+
+def _mlp_ratio(width: int, mlp_dim: int) -> float:
+    # timm builds the MLP with int(width * mlp_ratio): pick a ratio for which
+    # that truncation gives exactly mlp_dim.
+    ratio = mlp_dim / width
+    if int(width * ratio) != mlp_dim:
+        ratio = (mlp_dim + 0.5) / width
+    return ratio
+
+
+def _is_square(n: int) -> bool:
+    return n >= 0 and math.isqrt(n) ** 2 == n
+
+
+def _not_vit(found: str) -> str:
+    return ("not a timm VisionTransformer checkpoint: expected blocks.N.{norm1,attn.qkv,attn.proj,"
+            f"norm2,mlp.fc1,mlp.fc2}}, patch_embed.proj, pos_embed; {found}")
+

@@ -1,0 +1,209 @@
+"""The canonical view of a checkpoint: per-role tensors stacked over layers,
+every axis named (SPEC.md, "A canonical view").
+
+Methods see only `ArchSpec` and `Stack`; adapters (`lgcli.arch`) translate
+between a family's state dict and this view. Role names are roles, not state
+dict keys: `q`, `k`, `v` are always separate (adapters split fused qkv), and
+matrices are in PyTorch layout `(out, in)`.
+
+Axis names (SPEC.md table):
+
+- ``layer``    the stacking axis of per-layer tensors (size = depth)
+- ``embed``    the residual width D
+- ``attn``     heads x head_dim (q, k, v rows; o columns)
+- ``mlp``      the MLP hidden width F
+- ``head_dim`` one head's dimension d (q/k norm), fixed under width changes
+- ``tokens``   position-embedding tokens (prefix tokens + patches)
+- ``classes``  classifier outputs
+- ``-``        an axis no method resizes (image channels, patch pixels, a
+               size-1 batch axis)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+import torch
+
+LAYER, EMBED, ATTN, MLP, HEAD_DIM, TOKENS, CLASSES, FIXED = (
+    "layer", "embed", "attn", "mlp", "head_dim", "tokens", "classes", "-")
+AXIS_NAMES = (LAYER, EMBED, ATTN, MLP, HEAD_DIM, TOKENS, CLASSES, FIXED)
+
+# Roles of per-layer tensors, in a fixed order (used for display and tests).
+MATRIX_ROLES = ("q", "k", "v", "o", "fc1", "fc2")
+LAYER_ROLE_AXES: dict[str, tuple[str, ...]] = {
+    "q": (LAYER, ATTN, EMBED),
+    "k": (LAYER, ATTN, EMBED),
+    "v": (LAYER, ATTN, EMBED),
+    "o": (LAYER, EMBED, ATTN),
+    "fc1": (LAYER, MLP, EMBED),
+    "fc2": (LAYER, EMBED, MLP),
+    "q_bias": (LAYER, ATTN),
+    "k_bias": (LAYER, ATTN),
+    "v_bias": (LAYER, ATTN),
+    "o_bias": (LAYER, EMBED),
+    "fc1_bias": (LAYER, MLP),
+    "fc2_bias": (LAYER, EMBED),
+    "norm1_weight": (LAYER, EMBED),
+    "norm1_bias": (LAYER, EMBED),
+    "norm2_weight": (LAYER, EMBED),
+    "norm2_bias": (LAYER, EMBED),
+    "ls1": (LAYER, EMBED),
+    "ls2": (LAYER, EMBED),
+    "q_norm_weight": (LAYER, HEAD_DIM),
+    "q_norm_bias": (LAYER, HEAD_DIM),
+    "k_norm_weight": (LAYER, HEAD_DIM),
+    "k_norm_bias": (LAYER, HEAD_DIM),
+}
+
+# Roles whose values are multiplicative gains (LayerNorm weights, layer scale):
+# methods that pad, zero or average must know that "neutral" is 1 for these
+# norms, not 0.
+NORM_WEIGHT_ROLES = frozenset(
+    {"norm1_weight", "norm2_weight", "q_norm_weight", "k_norm_weight",
+     "norm_weight", "fc_norm_weight", "pre_norm_weight"})
+
+
+@dataclass
+class Named:
+    """A tensor with one name per axis."""
+
+    data: torch.Tensor
+    axes: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.data.dim() != len(self.axes):
+            raise ValueError(
+                f"tensor of shape {tuple(self.data.shape)} given {len(self.axes)} axis names {self.axes}")
+        unknown = [a for a in self.axes if a not in AXIS_NAMES]
+        if unknown:
+            raise ValueError(f"unknown axis names {unknown}")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    def size_of(self, axis: str) -> int:
+        return self.data.shape[self.axes.index(axis)]
+
+    def replace(self, data: torch.Tensor) -> "Named":
+        return Named(data, self.axes)
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """Sizes of a transformer, and what its family needs to rebuild it.
+
+    `extras` holds the family's own configuration (for timm ViTs: patch size,
+    image size, input channels, classes, prefix tokens, pooling, qkv bias,
+    layer scale, ...). Methods may read `extras` but treat it as opaque; only
+    adapters interpret it.
+    """
+
+    family: str
+    depth: int
+    width: int
+    heads: int
+    head_dim: int
+    mlp_dim: int
+    extras: Mapping[str, Any] = field(default_factory=dict)
+    heads_assumed: bool = False
+
+    @property
+    def attn_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    def axis_sizes(self) -> dict[str, int]:
+        """The size of every resizable axis kind in a model of this spec."""
+        return {LAYER: self.depth, EMBED: self.width, ATTN: self.attn_dim,
+                MLP: self.mlp_dim, HEAD_DIM: self.head_dim}
+
+    def with_sizes(self, *, depth: int | None = None, width: int | None = None,
+                   heads: int | None = None, head_dim: int | None = None,
+                   mlp_dim: int | None = None) -> "ArchSpec":
+        """A copy with some sizes replaced; `heads_assumed` survives only if
+        heads are unchanged."""
+        changes: dict[str, Any] = {}
+        for name, value in (("depth", depth), ("width", width), ("heads", heads),
+                            ("head_dim", head_dim), ("mlp_dim", mlp_dim)):
+            if value is not None:
+                changes[name] = int(value)
+        if "heads" in changes and changes["heads"] != self.heads:
+            changes["heads_assumed"] = False
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"family": self.family, "depth": self.depth, "width": self.width,
+                "heads": self.heads, "head_dim": self.head_dim, "mlp_dim": self.mlp_dim,
+                "heads_assumed": self.heads_assumed, "extras": dict(self.extras)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "ArchSpec":
+        return cls(family=obj["family"], depth=int(obj["depth"]), width=int(obj["width"]),
+                   heads=int(obj["heads"]), head_dim=int(obj["head_dim"]),
+                   mlp_dim=int(obj["mlp_dim"]), extras=dict(obj.get("extras", {})),
+                   heads_assumed=bool(obj.get("heads_assumed", False)))
+
+    def __str__(self) -> str:
+        return (f"{self.family} depth {self.depth} width {self.width} heads {self.heads} "
+                f"(head dim {self.head_dim}) mlp {self.mlp_dim}")
+
+
+@dataclass
+class Stack:
+    """Per-layer tensors stacked over layers (axis 0 is ``layer``), and global
+    tensors, each with named axes.
+
+    `layers` maps a role from LAYER_ROLE_AXES to a Named whose first axis is
+    ``layer``; `globals` maps a global role (``patch_embed_weight``,
+    ``pos_embed``, ``cls_token``, ``head_weight``, ...) to a Named. Which
+    roles are present depends on the architecture (biases, layer scale, ...).
+    """
+
+    layers: dict[str, Named] = field(default_factory=dict)
+    globals: dict[str, Named] = field(default_factory=dict)
+
+    @property
+    def depth(self) -> int:
+        first = next(iter(self.layers.values()), None)
+        return 0 if first is None else first.data.shape[0]
+
+    def items(self) -> Iterator[tuple[str, Named]]:
+        """All tensors, per-layer roles first, as (role, Named)."""
+        yield from self.layers.items()
+        yield from self.globals.items()
+
+    def layer(self, index: int) -> dict[str, torch.Tensor]:
+        """One layer's tensors by role (views, not copies)."""
+        return {role: named.data[index] for role, named in self.layers.items()}
+
+    def map(self, fn) -> "Stack":
+        """A new Stack with `fn(role, Named) -> Tensor` applied to every tensor."""
+        return Stack(layers={r: n.replace(fn(r, n)) for r, n in self.layers.items()},
+                     globals={r: n.replace(fn(r, n)) for r, n in self.globals.items()})
+
+    def check(self, spec: ArchSpec) -> None:
+        """Raise ValueError unless every named axis has the size `spec` gives it."""
+        sizes = spec.axis_sizes()
+        for role, named in self.items():
+            for axis, size in zip(named.axes, named.data.shape):
+                if axis in sizes and sizes[axis] != size:
+                    raise ValueError(
+                        f"{role}: axis '{axis}' has size {size}, the spec says {sizes[axis]}")
+
+    def num_parameters(self) -> int:
+        return sum(n.data.numel() for _, n in self.items())
+
+
+def stack_layers(per_layer: list[torch.Tensor]) -> torch.Tensor:
+    """Stack same-role tensors of consecutive layers along a new leading axis."""
+    return torch.stack(per_layer, dim=0)
+
+
+def describe_axes(stack: Stack) -> str:
+    """A JSON description of roles, shapes and axes (debugging, docs)."""
+    return json.dumps({role: {"shape": list(n.shape), "axes": list(n.axes)}
+                       for role, n in stack.items()}, indent=1)

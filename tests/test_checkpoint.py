@@ -1,0 +1,199 @@
+"""Checkpoint I/O: every source form, provenance, atomic writes, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import struct
+
+import pytest
+import torch
+
+import lgcli
+from lgcli.checkpoint import read_checkpoint, write_checkpoint
+from lgcli.errors import LgError
+
+from conftest import make_vit, run_lg, write_plain
+
+
+@pytest.fixture
+def vit_file(tmp_path):
+    return write_plain(make_vit("cls-token"), tmp_path / "vit.safetensors")
+
+
+def assert_one_line_failure(result, *, mentions: str):
+    assert result.code != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("lg: error: ") and mentions in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+    assert result.stdout == b""
+
+
+def test_sharded_folder_reads_like_the_single_file(vit_file, tmp_path):
+    from safetensors.torch import save_file
+
+    whole = read_checkpoint(vit_file)
+    keys = sorted(whole.tensors)
+    folder = tmp_path / "sharded"
+    folder.mkdir()
+    halves = {"model-00001-of-00002.safetensors": keys[: len(keys) // 2],
+              "model-00002-of-00002.safetensors": keys[len(keys) // 2:]}
+    weight_map = {}
+    for shard, shard_keys in halves.items():
+        save_file({k: whole.tensors[k] for k in shard_keys}, str(folder / shard))
+        weight_map.update({k: shard for k in shard_keys})
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    sharded = read_checkpoint(folder)
+    assert set(sharded.tensors) == set(whole.tensors)
+    assert all(torch.equal(sharded.tensors[k], whole.tensors[k]) for k in keys)
+    assert lgcli.load(folder, heads=2).spec == lgcli.load(vit_file, heads=2).spec
+
+
+def test_pth_wrappers_and_prefixes_are_unwrapped(tmp_path):
+    model = make_vit("cls-token")
+    state = model.state_dict()
+    wrapped = {"model": {f"module._orig_mod.{k}": v for k, v in state.items()}, "epoch": 3}
+    path = tmp_path / "ckpt.pth"
+    torch.save(wrapped, path)
+    got = read_checkpoint(path).tensors
+    assert set(got) == set(state) and all(torch.equal(got[k], state[k]) for k in state)
+    ema = tmp_path / "ema.pt"
+    torch.save({"model_ema": state}, ema)
+    assert set(read_checkpoint(ema).tensors) == set(state)
+
+
+def test_write_is_atomic_refuses_overwrite_and_keeps_inputs(vit_file, tmp_path):
+    loaded = lgcli.load(vit_file, heads=2)
+    before = vit_file.read_bytes()
+    out = tmp_path / "out.safetensors"
+    lgcli.save(out, loaded.spec, loaded.stack, source=loaded)
+    first = out.read_bytes()
+    with pytest.raises(LgError, match="exists; pass --force"):
+        lgcli.save(out, loaded.spec, loaded.stack, source=loaded)
+    assert out.read_bytes() == first
+    with pytest.raises(LgError, match="is an input"):
+        lgcli.save(vit_file, loaded.spec, loaded.stack, source=loaded, force=True)
+    lgcli.save(out, loaded.spec, loaded.stack, source=loaded, force=True)
+    assert vit_file.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.safetensors", "vit.safetensors"]
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    bad = {"a": torch.zeros(2), "b": "not a tensor"}
+    with pytest.raises(Exception):
+        write_checkpoint(tmp_path / "x.safetensors", bad, {})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_metadata_and_provenance_chain_through_pipes(vit_file, tmp_path):
+    loaded = lgcli.load(vit_file, heads=2)
+    step1 = tmp_path / "step1.safetensors"
+    lgcli.save(step1, loaded.spec, loaded.stack, method="first", options={"a": 1}, source=loaded)
+    second = lgcli.load(step1)
+    step2 = tmp_path / "step2.safetensors"
+    lgcli.save(step2, second.spec, second.stack, method="second", source=second)
+    meta = read_checkpoint(step2).metadata
+    assert meta["format"] == "pt" and meta["lg.kind"] == "model" and meta["lg.family"] == "vit"
+    assert json.loads(meta["lg.config"])["num_heads"] == 2
+    assert meta["lg.version"] == lgcli.__version__
+    assert meta["lg.source_sha256"] == second.checkpoint.sha256
+    chain = lgcli.inspect_checkpoint(step2)["provenance"]
+    assert [s.get("method") for s in chain] == ["second", "first", None]
+    assert chain[1]["file"] == "step1.safetensors" and chain[1]["options"] == {"a": 1}
+    assert chain[2]["file"] == "vit.safetensors"
+    assert chain[1]["source_sha256"] == loaded.checkpoint.sha256
+
+
+def test_dtype_is_kept(tmp_path):
+    model = make_vit("cls-token").half()
+    path = write_plain(model, tmp_path / "half.safetensors")
+    loaded = lgcli.load(path, heads=2)
+    out = tmp_path / "out.safetensors"
+    lgcli.save(out, loaded.spec, loaded.stack, source=loaded)
+    assert {t.dtype for t in read_checkpoint(out).tensors.values()} == {torch.float16}
+
+
+# ------------------------------------------------------------------ bad input, through the CLI
+
+def test_missing_file(tmp_path, lg):
+    assert_one_line_failure(lg("inspect", tmp_path / "nope.safetensors"), mentions="no such file")
+
+
+def test_random_bytes(tmp_path, lg):
+    path = tmp_path / "random.safetensors"
+    path.write_bytes(os.urandom(4096))
+    assert_one_line_failure(lg("inspect", path), mentions="not a safetensors file")
+
+
+def test_truncated_file(vit_file, tmp_path, lg):
+    data = vit_file.read_bytes()
+    path = tmp_path / "cut.safetensors"
+    path.write_bytes(data[: len(data) // 2])
+    assert_one_line_failure(lg("inspect", path), mentions="truncated")
+    assert_one_line_failure(lg("inspect", "-", stdin=data[: len(data) // 2]), mentions="<stdin>")
+
+
+def test_header_larger_than_file_and_than_allowed(tmp_path, lg):
+    bigger = tmp_path / "bigger.safetensors"
+    bigger.write_bytes(struct.pack("<Q", 5000) + b'{"a": 1}')
+    assert_one_line_failure(lg("inspect", bigger), mentions="header claims 5000 bytes")
+    huge = tmp_path / "huge.safetensors"
+    huge.write_bytes(struct.pack("<Q", 200_000_000) + b"{}" * 10)
+    assert_one_line_failure(lg("inspect", huge), mentions="allows at most")
+
+
+def test_empty_stdin(lg):
+    assert_one_line_failure(lg("inspect", "-", stdin=b""), mentions="empty input")
+
+
+class _Payload:
+    """Unpickling this runs code: it writes a marker file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_pickle_with_code_is_refused_and_never_runs(tmp_path):
+    marker = tmp_path / "payload-ran"
+    path = tmp_path / "evil.pth"
+    with open(path, "wb") as f:
+        pickle.dump({"state_dict": {"x": _Payload(str(marker))}}, f)
+    # Sanity: a plain unpickle would run it.
+    assert not marker.exists()
+    result = run_lg("inspect", path)
+    assert_one_line_failure(result, mentions="refused")
+    assert not marker.exists(), "the pickle's payload ran"
+
+
+def test_unknown_keys_and_shapes(tmp_path, lg):
+    state = make_vit("cls-token").state_dict()
+    from safetensors.torch import save_file
+
+    extra = tmp_path / "extra.safetensors"
+    save_file({**state, "attn_pool.latent": torch.zeros(1, 1, 64)}, str(extra))
+    assert_one_line_failure(lg("inspect", extra), mentions="unexpected keys attn_pool.latent")
+    bad_shape = dict(state)
+    bad_shape["blocks.1.mlp.fc1.weight"] = torch.zeros(100, 64)
+    shaped = tmp_path / "shape.safetensors"
+    save_file(bad_shape, str(shaped))
+    assert_one_line_failure(lg("inspect", shaped), mentions="not a timm VisionTransformer")
+    other = tmp_path / "bert.safetensors"
+    save_file({"encoder.layer.0.attention.self.query.weight": torch.zeros(4, 4)}, str(other))
+    assert_one_line_failure(lg("inspect", other), mentions="expected a timm VisionTransformer")
+
+
+def test_debug_shows_the_traceback(tmp_path, lg):
+    path = tmp_path / "random.safetensors"
+    path.write_bytes(os.urandom(100))
+    result = run_lg("--debug", "inspect", path)
+    assert result.code != 0 and "Traceback" in result.stderr
+
+
+def test_usage_error_is_one_line(lg):
+    result = lg("inspect")
+    assert result.code != 0 and len(result.stderr.strip().splitlines()) == 1
