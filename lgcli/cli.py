@@ -87,7 +87,7 @@ def inspect(
 def render_inspect(report: dict[str, Any]) -> None:
     table = Table(title=f"{report['file']}", show_header=False, title_justify="left")
     table.add_column("field", style="bold")
-    table.add_column("value")
+    table.add_column("value", overflow="fold")
     heads = f"{report['heads']}" + (" (assumed: head dim 64; pass --heads)" if report["heads_assumed"] else "")
     params = report["parameters"]
     rows = [
@@ -233,4 +233,69 @@ def eval_command(
     if as_json:
         print_json(report)
     else:
-        print_eval_table(report, out_console())
+        console = out_console()
+        if not console.is_terminal:
+            console.width = 200  # a file or pipe: keep rows on one line rather than wrap at 80
+        print_eval_table(report, console)
+
+
+# ---- lg shrink / lg grow (issue 3) ----
+
+_RESIZE_HELP = {
+    "depth": "Target number of blocks (default: the source's).",
+    "width": "Target embedding width (default: the source's).",
+    "heads": "Target attention heads (default: width / the source's head dim).",
+    "mlp_dim": "Target MLP hidden size (default: keep the source's MLP ratio).",
+    "method": "bot, select, heur-lg, auto-lg, clone, tleg-fit (see docs/methods.md).",
+    "output": "Output file, or '-' for stdout.",
+}
+
+
+def _resize_command(direction: str, src: str, output: Optional[str], as_json: bool,
+                    force: bool, **kwargs: Any) -> None:
+    from .resize import resize_file
+
+    if output is None:
+        raise LgError("give an output: -o FILE, or -o - to write the checkpoint to stdout")
+    report = resize_file(src, output, direction=direction, force=force, **kwargs)
+    if as_json and output != "-":
+        print_json(report)
+        return
+    if as_json:  # stdout carries the checkpoint: the report goes to stderr
+        sys.stderr.write(json.dumps(report, indent=2, default=str) + "\n")
+        return
+    s, t = report["source"], report["target"]
+    note(f"{direction} ({report['method']}): depth {s['depth']} -> {t['depth']}, width {s['width']} -> "
+         f"{t['width']}, heads {s['heads']} -> {t['heads']}, mlp {s['mlp_dim']} -> {t['mlp_dim']}; "
+         f"wrote {report['output']}")
+
+
+def _register_resize(direction: str, summary: str) -> None:
+    @app.command(name=direction, help=summary)
+    def command(
+        src: str = typer.Argument(..., help="Source checkpoint, or '-' for stdin."),
+        depth: Optional[int] = typer.Option(None, "--depth", help=_RESIZE_HELP["depth"]),
+        width: Optional[int] = typer.Option(None, "--width", help=_RESIZE_HELP["width"]),
+        heads: Optional[int] = typer.Option(None, "--heads", help=_RESIZE_HELP["heads"]),
+        source_heads: Optional[int] = typer.Option(
+            None, "--source-heads", help="The source's heads, when its file does not record them."),
+        mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim", help=_RESIZE_HELP["mlp_dim"]),
+        method: str = typer.Option("bot", "--method", help=_RESIZE_HELP["method"]),
+        output: Optional[str] = typer.Option(None, "-o", "--output", help=_RESIZE_HELP["output"]),
+        seed: int = typer.Option(0, "--seed", help="Seed for random layers (heur-lg, auto-lg)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing output."),
+        as_json: bool = typer.Option(False, "--json", help="Print a JSON report (stderr when -o -)."),
+        wavelet: Optional[str] = typer.Option(None, "--wavelet",
+                                              help="bot: a pywt discrete wavelet, or auto (default haar)."),
+        fit: Optional[str] = typer.Option(None, "--fit", help="bot: interp or crop for non-power-of-two ratios."),
+        qkv_axis: Optional[str] = typer.Option(None, "--qkv-axis", help="bot: heads or flat."),
+        rescale: Optional[str] = typer.Option(None, "--rescale", help="bot: std, mean or none."),
+        insert: Optional[str] = typer.Option(None, "--insert", help="clone: interleave or top."),
+    ) -> None:
+        _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
+                        source_heads=source_heads, mlp_dim=mlp_dim, method=method, seed=seed,
+                        wavelet=wavelet, fit=fit, qkv_axis=qkv_axis, rescale=rescale, insert=insert)
+
+
+_register_resize("shrink", "Make a model smaller without training (BoT wavelets by default).")
+_register_resize("grow", "Make a model larger without training (BoT wavelets by default).")

@@ -1,0 +1,107 @@
+"""Function-preserving growth (Net2Net / HyperCloning), SPEC.md "Baselines".
+
+Width: every changed axis is tiled `n = target / source` times; along a
+linear weight's input axis the copies are divided by n, so
+``W' = W.repeat(n_out, n_in) / n_in`` (SPEC). With x' = x.repeat(n) this gives
+W' x' = (W x).repeat(n_out): the hidden state of the grown model is the
+source's, tiled. LayerNorm sees the same mean and variance on a tiled vector,
+GELU is elementwise, and the head divides by n again, so the logits are the
+source's.
+
+Attention needs the head dim fixed: tiling the flat attn axis (heads x d) then
+tiles whole heads, each head's q.k uses the same 1/sqrt(d) scale, and o's
+columns (an input axis, divided by n) sum the repeated heads back. Changing d
+would split heads across the tiling, so clone refuses it.
+
+Depth: new blocks whose output projections o and fc2 (and their biases) are
+zero, so each starts as the identity on the residual stream. Their other
+tensors copy the source layer they follow, so that they compute that layer's
+features once o / fc2 move off zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..errors import LgError
+from ..stack import ArchSpec, LAYER, Named, Stack
+from .common import MethodContext, MethodResult, as_compute, axis_changes, is_linear_weight, iter_tensors
+
+DEFAULTS: dict[str, Any] = {"insert": "interleave"}
+CHOICES: dict[str, tuple[str, ...] | None] = {"insert": ("interleave", "top")}
+# The residual-branch outputs: zero makes a block the identity.
+BRANCH_OUTPUT_ROLES = ("o", "o_bias", "fc2", "fc2_bias")
+
+
+def validate(source: ArchSpec, target: ArchSpec) -> None:
+    if target.head_dim != source.head_dim:
+        raise LgError(f"clone keeps the head dim ({source.head_dim}) so repeated heads compute the "
+                      f"same attention: use --heads {target.width // source.head_dim} "
+                      f"or another method")
+    before, after = source.axis_sizes(), target.axis_sizes()
+    for axis, size in after.items():
+        if axis != LAYER and size % before[axis]:
+            valid = ", ".join(str(before["embed"] * k) for k in range(1, 5))
+            raise LgError(f"clone grows width by whole multiples: {axis} {before[axis]} -> {size} is not "
+                          f"one (valid widths: {valid}, ...)")
+
+
+def insertion_plan(source_depth: int, target_depth: int, insert: str) -> list[tuple[int, bool]]:
+    """For every target layer, (source layer it copies, whether it is a new
+    identity block). `interleave` spreads the k new blocks evenly: after source
+    layer l (1-based) come floor(l k / L) - floor((l - 1) k / L) of them;
+    `top` puts them all after the last layer."""
+    new = target_depth - source_depth
+    plan: list[tuple[int, bool]] = []
+    for layer in range(source_depth):
+        plan.append((layer, False))
+        if insert == "top":
+            count = new if layer == source_depth - 1 else 0
+        else:
+            count = (layer + 1) * new // source_depth - layer * new // source_depth
+        plan.extend((layer, True) for _ in range(count))
+    return plan
+
+
+def tile(named: Named, source: ArchSpec, target: ArchSpec) -> torch.Tensor:
+    """Width growth by repetition, divided along a linear weight's input axis."""
+    data = named.data
+    changes = axis_changes(named, source, target, skip=(LAYER,))
+    if not changes:
+        return data
+    data = as_compute(data)
+    input_dim = named.data.dim() - 1 if is_linear_weight(named) else None
+    for change in changes:
+        copies = change.target // change.source
+        repeats = [1] * data.dim()
+        repeats[change.dim] = copies
+        data = data.repeat(*repeats)
+        if change.dim == input_dim:
+            data = data / copies
+    return data
+
+
+def clone(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
+          context: MethodContext) -> MethodResult:
+    validate(source, target)
+    plan = insertion_plan(source.depth, target.depth, options["insert"])
+    copied = torch.tensor([layer for layer, _ in plan])
+    new_positions = [i for i, (_, is_new) in enumerate(plan) if is_new]
+
+    def grow_layers(role: str, named: Named) -> Named:
+        data = tile(named, source, target)
+        if not new_positions:
+            return Named(data, named.axes)
+        data = data.index_select(0, copied.to(data.device))
+        if role in BRANCH_OUTPUT_ROLES:
+            data[new_positions] = 0
+        return Named(data, named.axes)
+
+    layers = {r: grow_layers(r, n) for r, n, per_layer in iter_tensors(stack) if per_layer}
+    globals_ = {r: Named(tile(n, source, target), n.axes)
+                for r, n, per_layer in iter_tensors(stack) if not per_layer}
+    report = {"insert": options["insert"], "new_layers": new_positions,
+              "width_factor": target.width // source.width}
+    return MethodResult(Stack(layers=layers, globals=globals_), report)

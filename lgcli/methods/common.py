@@ -1,0 +1,117 @@
+"""What every resize method shares: its calling convention, and the per-axis
+view of a size change (methods resize axes by name, never by key names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+
+from ..stack import ATTN, CLASSES, EMBED, LAYER, MLP, ArchSpec, Named, Stack
+
+COMPUTE_DTYPE = torch.float32
+WIDTH_AXES = (EMBED, ATTN, MLP)
+
+
+@dataclass
+class MethodContext:
+    """What a method may need besides the stack: the direction asked for, a
+    seed, and the family's random initialisation (for heur-lg / auto-lg)."""
+
+    direction: str
+    seed: int | None = None
+    random_stack: Callable[[ArchSpec], Stack] | None = None
+
+
+@dataclass
+class MethodResult:
+    stack: Stack
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AxisChange:
+    """One axis of one tensor whose size changes: its position, name, sizes."""
+
+    dim: int
+    axis: str
+    source: int
+    target: int
+
+
+def axis_changes(named: Named, source: ArchSpec, target: ArchSpec,
+                 skip: tuple[str, ...] = ()) -> list[AxisChange]:
+    """The axes of `named` whose size differs between the two specs."""
+    before, after = source.axis_sizes(), target.axis_sizes()
+    return [AxisChange(dim, axis, before[axis], after[axis])
+            for dim, axis in enumerate(named.axes)
+            if axis in before and axis not in skip and before[axis] != after[axis]]
+
+
+def as_compute(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor in float32 (a no-op for float32 input): methods compute in
+    float32 and `lgcli.api.save` writes the source's dtype."""
+    return tensor.to(COMPUTE_DTYPE)
+
+
+def is_linear_weight(named: Named) -> bool:
+    """A linear layer's (out, in) weight, possibly stacked over layers: its last
+    axis is contracted with the input, which matters to methods that keep the
+    function (clone divides along it)."""
+    axes = named.axes[1:] if named.axes[0] == LAYER else named.axes
+    return (len(axes) == 2 and axes[0] in (EMBED, ATTN, MLP, CLASSES)
+            and axes[1] in (EMBED, ATTN, MLP))
+
+
+def iter_tensors(stack: Stack) -> Iterator[tuple[str, Named, bool]]:
+    """(role, Named, is_per_layer) for every tensor of the stack."""
+    for role, named in stack.layers.items():
+        yield role, named, True
+    for role, named in stack.globals.items():
+        yield role, named, False
+
+
+def uniform_indices(source: int, target: int) -> torch.Tensor:
+    """Weight selection's element indices (SPEC.md "Baselines", Xu et al. 2024):
+    ``arange(s) * (T // s)`` when the source size T divides by the target size
+    s, else ``round(linspace(0, T - 1, s))``. torch.round rounds halves to even
+    (as numpy does): linspace(0, 5, 5) = [0, 1.25, 2.5, 3.75, 5] gives
+    [0, 1, 2, 4, 5]."""
+    if target > source:
+        raise ValueError(f"cannot select {target} of {source} elements")
+    if source % target == 0:
+        return torch.arange(target) * (source // target)
+    return torch.round(torch.linspace(0, source - 1, target, dtype=torch.float64)).long()
+
+
+def select_along(tensor: torch.Tensor, changes: list[AxisChange],
+                 indices_for: Callable[[AxisChange], torch.Tensor]) -> torch.Tensor:
+    """Keep, along each changed axis, the elements `indices_for(change)` names."""
+    for change in changes:
+        tensor = tensor.index_select(change.dim, indices_for(change).to(tensor.device))
+    return tensor
+
+
+def embed_into(backdrop: torch.Tensor, values: torch.Tensor, changes: list[AxisChange],
+               indices_for: Callable[[AxisChange], torch.Tensor]) -> torch.Tensor:
+    """The inverse of `select_along`: a copy of `backdrop` (target-sized) with
+    `values` written at the selected positions of every changed axis."""
+    out = backdrop.clone()
+    index: list[Any] = [slice(None)] * out.dim()
+    broadcast = [i for i, _ in enumerate(index)]
+    for change in changes:
+        shape = [1] * out.dim()
+        shape[change.dim] = -1
+        index[change.dim] = indices_for(change).to(out.device).view(shape)
+    if changes:
+        # Unchanged axes need explicit aranges once advanced indexing is used.
+        for dim in broadcast:
+            if isinstance(index[dim], slice):
+                shape = [1] * out.dim()
+                shape[dim] = -1
+                index[dim] = torch.arange(out.shape[dim], device=out.device).view(shape)
+        out[tuple(index)] = values.to(out.dtype)
+    else:
+        out.copy_(values)
+    return out

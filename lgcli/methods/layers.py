@@ -1,0 +1,77 @@
+"""Heur-LG and Auto-LG (WAVE appendix Eqs. A.3 / A.4, SPEC.md "Baselines"):
+inherit whole layers, initialise the rest at random.
+
+- heur-lg: the last N source layers become the top N target layers; the
+  layers below are timm's random initialisation.
+- auto-lg: the first N source layers become the bottom N target layers; the
+  layers above are random.
+
+N = min(source depth, target depth). The papers keep the width; when the width
+changes too, the inherited tensors (and the globals) change width the way
+weight selection does: the uniform element indices of SPEC "Baselines" pick
+the kept elements when shrinking, and when growing the source values are
+written at those same positions of the random target (so `select` undoes it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..errors import LgError
+from ..stack import LAYER, ArchSpec, Named, Stack
+from .common import (AxisChange, MethodContext, MethodResult, axis_changes, embed_into,
+                     iter_tensors, select_along, uniform_indices)
+
+DEFAULTS: dict[str, Any] = {}
+CHOICES: dict[str, tuple[str, ...] | None] = {}
+
+
+def heur_lg(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
+            context: MethodContext) -> MethodResult:
+    return _inherit_layers(stack, source, target, context, from_top=True)
+
+
+def auto_lg(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
+            context: MethodContext) -> MethodResult:
+    return _inherit_layers(stack, source, target, context, from_top=False)
+
+
+def _width_indices(change: AxisChange) -> torch.Tensor:
+    small, large = sorted((change.source, change.target))
+    return uniform_indices(large, small)
+
+
+def _inherit_layers(stack: Stack, source: ArchSpec, target: ArchSpec, context: MethodContext,
+                    *, from_top: bool) -> MethodResult:
+    kept = min(source.depth, target.depth)
+    source_layers = torch.arange(source.depth - kept, source.depth) if from_top else torch.arange(kept)
+    target_layers = torch.arange(target.depth - kept, target.depth) if from_top else torch.arange(kept)
+    growing = context.direction == "grow"
+    random: Stack | None = None
+    if growing:
+        if context.random_stack is None:
+            raise LgError("heur-lg/auto-lg need the family's random initialisation to grow")
+        random = context.random_stack(target)
+
+    def inherit(named: Named, backdrop: Named | None, per_layer: bool) -> Named:
+        data = named.data.index_select(0, source_layers.to(named.data.device)) if per_layer else named.data
+        changes = axis_changes(named, source, target, skip=(LAYER,))
+        if not growing:
+            return Named(select_along(data, changes, _width_indices), named.axes)
+        assert backdrop is not None
+        if per_layer:
+            out = backdrop.data.clone()
+            region = out.index_select(0, target_layers)
+            out[target_layers] = embed_into(region, data, changes, _width_indices)
+            return Named(out, named.axes)
+        return Named(embed_into(backdrop.data, data, changes, _width_indices), named.axes)
+
+    layers = {r: inherit(n, random.layers[r] if random else None, True) for r, n in stack.layers.items()}
+    globals_ = {r: inherit(n, random.globals[r] if random else None, False)
+                for r, n in stack.globals.items()}
+    random_layers = sorted(set(range(target.depth)) - set(target_layers.tolist()))
+    report = {"inherited": dict(zip(map(str, target_layers.tolist()), source_layers.tolist())),
+              "random_layers": random_layers, "seed": context.seed}
+    return MethodResult(Stack(layers=layers, globals=globals_), report)

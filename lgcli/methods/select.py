@@ -1,0 +1,45 @@
+"""Weight selection (Xu et al. 2024), SPEC.md "Baselines": a smaller model
+initialised with a subset of a larger one's weights.
+
+Depth: the first N layers. Every other axis: the uniform element indices of
+`common.uniform_indices`. Indices depend only on the axis kind and its sizes,
+so q, k and v rows, their biases and o's columns are sliced consistently, and
+every tensor along the residual stream keeps the same embed elements.
+The flat attn axis is sliced as the paper does (heads x head_dim as one axis).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..stack import LAYER, ArchSpec, Named, Stack
+from .common import AxisChange, MethodContext, MethodResult, axis_changes, iter_tensors, select_along, uniform_indices
+
+DEFAULTS: dict[str, Any] = {}
+CHOICES: dict[str, tuple[str, ...] | None] = {}
+
+
+def selection_indices(change: AxisChange) -> torch.Tensor:
+    """First-N layers along depth; uniform element selection elsewhere."""
+    if change.axis == LAYER:
+        return torch.arange(change.target)
+    return uniform_indices(change.source, change.target)
+
+
+def select(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
+           context: MethodContext) -> MethodResult:
+    def pick(named: Named) -> Named:
+        changes = axis_changes(named, source, target)
+        if not changes:
+            return named
+        return Named(select_along(named.data, changes, selection_indices), named.axes)
+
+    out = Stack(layers={r: pick(n) for r, n, per_layer in iter_tensors(stack) if per_layer},
+                globals={r: pick(n) for r, n, per_layer in iter_tensors(stack) if not per_layer})
+    sizes = {axis: (source.axis_sizes()[axis], size) for axis, size in target.axis_sizes().items()
+             if source.axis_sizes()[axis] != size}
+    report = {"indices": {axis: selection_indices(AxisChange(0, axis, a, b)).tolist()[:16]
+                          for axis, (a, b) in sizes.items()}}
+    return MethodResult(out, report)

@@ -1,0 +1,78 @@
+"""Training-free TLEG fit (SPEC.md "TLEG", lg's own addition): fit the
+learngene's line per element over depth, then evaluate it at the new depth.
+
+TLEG Eq. 1: theta_l = theta_B + ((l - 1) / L) * theta_A, l = 1..L. From an
+L-layer model, A and B are the ordinary least-squares line of every element
+against x_l = (l - 1) / L; the target's layers are B + ((l - 1) / L') * A.
+Width is unchanged (a learngene's width is its own); globals are kept.
+
+The report gives the fit's relative residual ||theta - fit|| / ||theta|| and
+R^2 per role: on ordinary checkpoints a line over depth explains little
+(SPEC measures R^2 ~ 0.10 on DINOv2 ViT-S), so this is a baseline close to
+the mean layer unless the source was trained under the TLEG constraint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..errors import LgError
+from ..stack import LAYER, ArchSpec, Named, Stack
+from .common import MethodContext, MethodResult, as_compute
+
+DEFAULTS: dict[str, Any] = {}
+CHOICES: dict[str, tuple[str, ...] | None] = {}
+
+
+def depth_positions(depth: int) -> torch.Tensor:
+    """x_l = (l - 1) / L for l = 1..L (TLEG Eq. 1)."""
+    return torch.arange(depth, dtype=torch.float64) / depth
+
+
+def fit_line(stacked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Least-squares (A, B) per element of a (L, ...) stack, and the residual.
+    One layer has no slope: A = 0, B = that layer."""
+    depth = stacked.shape[0]
+    theta = as_compute(stacked).reshape(depth, -1)
+    x = depth_positions(depth)
+    centred = (x - x.mean()).to(theta)
+    mean = theta.mean(dim=0)
+    sxx = float((centred ** 2).sum())
+    slope = (centred @ theta) / sxx if sxx > 0 else torch.zeros_like(mean)
+    base = mean - slope * float(x.mean())
+    residual = theta - (base + x.to(theta)[:, None] * slope)
+    shape = stacked.shape[1:]
+    return slope.reshape(shape), base.reshape(shape), residual.reshape(stacked.shape)
+
+
+def tleg_fit(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
+             context: MethodContext) -> MethodResult:
+    widths = {axis: (size, target.axis_sizes()[axis]) for axis, size in source.axis_sizes().items()
+              if axis != LAYER and size != target.axis_sizes()[axis]}
+    if widths:
+        axis, (before, after) = next(iter(widths.items()))
+        raise LgError(f"tleg-fit changes depth only ({axis} {before} -> {after} asked): change the width "
+                      f"first with another method, e.g. `lg grow SRC --width W --method clone -o - | "
+                      f"lg grow - --depth L --method tleg-fit -o OUT`")
+    x_target = depth_positions(target.depth)
+    layers: dict[str, Named] = {}
+    roles: dict[str, dict[str, float]] = {}
+    residual_energy = total_energy = 0.0
+    for role, named in stack.layers.items():
+        slope, base, residual = fit_line(named.data)
+        theta = as_compute(named.data)
+        energy = float(torch.linalg.vector_norm(theta)) ** 2
+        spread = float(torch.linalg.vector_norm(theta - theta.mean(dim=0))) ** 2
+        lost = float(torch.linalg.vector_norm(residual)) ** 2
+        del residual
+        residual_energy += lost
+        total_energy += energy
+        roles[role] = {"relative_residual": (lost / energy) ** 0.5 if energy else 0.0,
+                       "r2": 1.0 - lost / spread if spread else 1.0}
+        grown = base.unsqueeze(0) + x_target.to(slope).view(-1, *([1] * slope.dim())) * slope.unsqueeze(0)
+        layers[role] = Named(grown, named.axes)
+    report = {"relative_residual": (residual_energy / total_energy) ** 0.5 if total_energy else 0.0,
+              "roles": roles}
+    return MethodResult(Stack(layers=layers, globals=dict(stack.globals)), report)

@@ -1,0 +1,164 @@
+"""Shrink and grow a checkpoint without training: what `lg shrink` and
+`lg grow` do, as functions for notebooks and scripts.
+
+    >>> from lgcli.resize import resize, resize_file
+    >>> spec, stack, report = resize("deit_b.safetensors", direction="shrink", depth=6, width=384)
+    >>> report = resize_file("deit_s.safetensors", "big.safetensors", direction="grow",
+    ...                      depth=12, width=768, method="clone")
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, BinaryIO
+
+from .api import Loaded, load, save
+from .arch import get_adapter
+from .checkpoint import STDIO, check_output
+from .errors import LgError
+from .methods import GROW, SHRINK, MethodContext, get_method, resolve_options
+from .stack import ATTN, EMBED, HEAD_DIM, LAYER, MLP, ArchSpec, Stack
+
+AXIS_FLAGS = {LAYER: "--depth", EMBED: "--width", ATTN: "--width", MLP: "--mlp-dim",
+              HEAD_DIM: "--heads"}
+
+
+def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
+                heads: int | None = None, mlp_dim: int | None = None) -> ArchSpec:
+    """The target architecture: unchanged axes keep their size; heads come
+    from `heads`, else width / the source's head dim; the MLP keeps the
+    source's ratio unless `mlp_dim` is given."""
+    for flag, value in (("--depth", depth), ("--width", width), ("--heads", heads),
+                        ("--mlp-dim", mlp_dim)):
+        if value is not None and value < 1:
+            raise LgError(f"{flag} must be at least 1, not {value}")
+    new_width = source.width if width is None else int(width)
+    if heads is not None:
+        if new_width % heads:
+            valid = [h for h in range(1, new_width + 1) if new_width % h == 0]
+            raise LgError(f"width {new_width} does not split into {heads} heads "
+                          f"(head counts that divide it: {_short_list(valid)})")
+        new_heads = int(heads)
+    elif new_width == source.width:
+        new_heads = source.heads
+    else:
+        head_dim = source.head_dim
+        if new_width % head_dim:
+            raise LgError(f"width {new_width} is not a whole number of heads of dimension {head_dim} "
+                          f"(valid widths: {_valid_widths(new_width, head_dim)}; or pass --heads)")
+        new_heads = new_width // head_dim
+    new_mlp = mlp_dim if mlp_dim is not None else round(source.mlp_dim * new_width / source.width)
+    return source.with_sizes(depth=depth if depth is not None else source.depth, width=new_width,
+                             heads=new_heads, head_dim=new_width // new_heads, mlp_dim=new_mlp)
+
+
+def _valid_widths(width: int, head_dim: int) -> str:
+    below = max(1, width // head_dim - 2)
+    return ", ".join(str(k * head_dim) for k in range(below, below + 6)) + ", ..."
+
+
+def _short_list(values: list[int]) -> str:
+    return ", ".join(map(str, values[:12])) + (", ..." if len(values) > 12 else "")
+
+
+def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
+    """`grow` never makes an axis smaller and `shrink` never larger: a mixed
+    change is two commands in a pipe."""
+    if direction not in (GROW, SHRINK):
+        raise ValueError(f"direction must be grow or shrink, not {direction!r}")
+    before, after = source.axis_sizes(), target.axis_sizes()
+    before["heads"], after["heads"] = source.heads, target.heads
+    for axis in (LAYER, EMBED, MLP, "heads", HEAD_DIM):
+        smaller, larger = after[axis] < before[axis], after[axis] > before[axis]
+        if (direction == GROW and smaller) or (direction == SHRINK and larger):
+            other = SHRINK if direction == GROW else GROW
+            word = "smaller" if direction == GROW else "larger"
+            raise LgError(f"{direction} cannot make {_axis_label(axis)} {word} ({before[axis]} -> "
+                          f"{after[axis]}): use `lg {other}`; for a mixed change pipe the two: "
+                          f"lg shrink SRC ... -o - | lg grow - ... -o OUT")
+
+
+def _axis_label(axis: str) -> str:
+    return {LAYER: "the depth", EMBED: "the width", MLP: "the MLP dim", "heads": "the head count",
+            HEAD_DIM: "the head dim"}[axis]
+
+
+def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth: int | None = None,
+           width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
+           method: str = "bot", seed: int | None = None, source_heads: int | None = None,
+           stdin: BinaryIO | None = None, **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
+    """Resize a model checkpoint to a new depth / width with a training-free
+    method. Returns the target spec, the target Stack and a JSON-ready report.
+
+    `method_options` are the method's own (bot: wavelet, fit, qkv_axis,
+    rescale; clone: insert); None means the method's default. `source_heads`
+    is the source's head count when its file does not record it."""
+    started = time.perf_counter()
+    chosen = get_method(method)
+    if direction not in chosen.directions:
+        raise LgError(f"method '{method}' cannot {direction} (it can: {', '.join(chosen.directions)})")
+    options = resolve_options(chosen, method_options)
+    loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
+              else load(loaded_or_path, heads=source_heads, stdin=stdin))
+    plan = _plan(loaded, chosen, options, direction=direction, depth=depth, width=width, heads=heads,
+                 mlp_dim=mlp_dim)
+    source, target = plan
+    adapter = get_adapter(source.family)
+    context = MethodContext(direction=direction, seed=seed,
+                            random_stack=lambda spec: adapter.random_stack(spec, seed=seed))
+    result = chosen.run(loaded.stack, source, target, options, context)
+    try:
+        result.stack.check(target)
+    except ValueError as exc:  # a method bug, not a user error
+        raise RuntimeError(f"method {method} returned a wrongly sized stack: {exc}") from None
+    report = {
+        "command": direction,
+        "method": method,
+        "options": options,
+        "seed": seed,
+        "source": _sizes(source),
+        "target": _sizes(target),
+        "parameters": {"source": loaded.stack.num_parameters(),
+                       "target": result.stack.num_parameters()},
+        "details": result.report,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    return target, result.stack, report
+
+
+def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, depth, width, heads,
+          mlp_dim) -> tuple[ArchSpec, ArchSpec]:
+    if all(v is None for v in (depth, width, heads, mlp_dim)):
+        raise LgError(f"nothing to {direction}: give --depth, --width, --heads or --mlp-dim")
+    source = loaded.spec
+    target = target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim)
+    check_direction(source, target, direction)
+    if chosen.validate is not None:
+        chosen.validate(options, source, target, direction)
+    return source, target
+
+
+def _sizes(spec: ArchSpec) -> dict[str, int]:
+    return {"depth": spec.depth, "width": spec.width, "heads": spec.heads, "head_dim": spec.head_dim,
+            "mlp_dim": spec.mlp_dim}
+
+
+def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *, direction: str,
+                force: bool = False, source_heads: int | None = None, stdin: BinaryIO | None = None,
+                stdout: BinaryIO | None = None, **kwargs: Any) -> dict[str, Any]:
+    """`resize`, then write the result to `output` ('-' for stdout) in the
+    source's dtype, with provenance chained to the source. Returns the report
+    (with the output's name and sha256). The output is checked before any work."""
+    inputs = () if isinstance(source, Loaded) else (str(source),)
+    check_output(output, force=force, inputs=inputs)
+    loaded = source if isinstance(source, Loaded) else load(source, heads=source_heads, stdin=stdin)
+    spec, stack, report = resize(loaded, direction=direction, **kwargs)
+    recorded = {"direction": direction, **report["options"]}
+    if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
+        recorded["seed"] = report["seed"]
+    sha256 = save(output, spec, stack, method=report["method"], options=recorded, source=loaded,
+                  force=force, stdout=stdout)
+    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
+    report["sha256"] = sha256
+    return report
