@@ -47,6 +47,8 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
     family = lg.get("family") or detect_family(checkpoint.tensors)
     adapter = get_adapter(family)
     spec, stack = adapter.to_stack(checkpoint.tensors, config=lg.get("config"), heads=heads)
+    # The stacks are copies: the file's pages need not stay in memory too.
+    checkpoint.release_pages()
     return Loaded(spec=spec, stack=stack, checkpoint=checkpoint)
 
 

@@ -22,20 +22,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import pickle
 import struct
 import sys
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Mapping
+from typing import Any, BinaryIO, Iterable, Mapping
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors import SafetensorError
 from safetensors.torch import load as safetensors_load_bytes
-from safetensors.torch import save as safetensors_save_bytes
-from safetensors.torch import save_file as safetensors_save_file
 
 from . import __version__
 from .errors import LgError
@@ -52,6 +52,15 @@ WRAPPER_KEYS = ("model", "state_dict", "model_ema")
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 LG_PREFIX = "lg."
 JSON_KEYS = ("config", "options", "source")
+# safetensors dtype names <-> torch dtypes (the safetensors format's own table).
+DTYPES: dict[str, torch.dtype] = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+    "U8": torch.uint8, "BOOL": torch.bool,
+    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
+}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+HASH_CHUNK = 1 << 24
 
 
 @dataclass
@@ -60,9 +69,30 @@ class Checkpoint:
 
     tensors: dict[str, torch.Tensor]
     metadata: dict[str, str] = field(default_factory=dict)
-    sha256: str = ""
+    # The hex digest, or a Future computing it: a large file is hashed in a
+    # background thread while its tensors are used (hashlib releases the GIL).
+    digest: str | Future = ""
     source: str = STDIO
     nbytes: int = 0
+    # The private memory map that file-backed tensors view (None otherwise).
+    mapping: mmap.mmap | None = field(default=None, repr=False)
+
+    def release_pages(self) -> None:
+        """Let the kernel drop this process's copies of the mapped file pages.
+
+        Call it once the tensors have been copied elsewhere (an adapter's
+        stacks): the pages no longer count towards the process's memory, and
+        a tensor read again later is faulted back in from the file unchanged
+        (the mapping is private and was never written).
+        """
+        if self.mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+            self.mapping.madvise(mmap.MADV_DONTNEED)
+
+    @property
+    def sha256(self) -> str:
+        if isinstance(self.digest, Future):
+            self.digest = self.digest.result()
+        return self.digest
 
     @property
     def lg(self) -> dict[str, Any]:
@@ -186,41 +216,93 @@ def _read_safetensors_bytes(data: bytes, name: str) -> Checkpoint:
     except (SafetensorError, ValueError, RuntimeError) as exc:
         raise LgError(f"{label}: corrupt safetensors data ({_one_line(exc)})") from None
     return Checkpoint(tensors=dict(tensors), metadata=dict(header.get("__metadata__", {}) or {}),
-                      sha256=hashlib.sha256(data).hexdigest(), source=name, nbytes=len(data))
+                      digest=hashlib.sha256(data).hexdigest(), source=name, nbytes=len(data))
 
 
 def _read_safetensors_file(path: Path) -> Checkpoint:
+    """Tensors as zero-copy views of a private memory map of the file.
+
+    ACCESS_COPY makes the mapping copy-on-write: tensors are writable, and a
+    write never reaches the file (inputs are never modified). Pages are read
+    on first touch, so a method that handles one role at a time never holds
+    the whole input in memory twice.
+    """
     total = path.stat().st_size
     with open(path, "rb") as f:
         prefix = f.read(8)
         if len(prefix) == 8:
             (length,) = struct.unpack("<Q", prefix)
             prefix += f.read(min(length, MAX_HEADER_BYTES + 1))
-    header = _parse_header(prefix, total, str(path))
-    _check_offsets(header, total - 8 - struct.unpack("<Q", prefix[:8])[0], str(path))
+        header = _parse_header(prefix, total, str(path))
+        data_start = 8 + struct.unpack("<Q", prefix[:8])[0]
+        entries = _tensor_entries(header, total - data_start, str(path))
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if total else None
     tensors: dict[str, torch.Tensor] = {}
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            for key in f.keys():
-                tensors[key] = f.get_tensor(key)
-    except (SafetensorError, ValueError, RuntimeError) as exc:
-        raise LgError(f"{path}: corrupt safetensors file ({_one_line(exc)})") from None
+    for key, dtype, shape, begin, end in entries:
+        tensors[key] = _tensor_from_buffer(mapped, dtype, shape, data_start + begin, end - begin)
     return Checkpoint(tensors=tensors, metadata=dict(header.get("__metadata__", {}) or {}),
-                      sha256=_sha256_file(path), source=str(path), nbytes=total)
+                      digest=_hash_in_background(mapped), source=str(path), nbytes=total,
+                      mapping=mapped)
 
 
-def _check_offsets(header: Mapping[str, Any], data_bytes: int, name: str) -> None:
-    """Refuse tensors whose byte ranges fall outside the file (truncation)."""
+def _tensor_entries(header: Mapping[str, Any], data_bytes: int, name: str):
+    """(key, dtype, shape, begin, end) per tensor, refusing byte ranges that fall
+    outside the file (truncation) or do not match the dtype and shape."""
+    entries = []
     for key, info in header.items():
         if key == "__metadata__":
             continue
         try:
-            begin, end = info["data_offsets"]
+            begin, end = (int(v) for v in info["data_offsets"])
+            shape = [int(n) for n in info["shape"]]
+            dtype_name = info["dtype"]
         except (TypeError, KeyError, ValueError):
-            raise LgError(f"{name}: corrupt safetensors header (entry {key!r} has no data_offsets)") from None
+            raise LgError(f"{name}: corrupt safetensors header (entry {key!r} lacks dtype, shape "
+                          f"or data_offsets)") from None
+        if dtype_name not in DTYPES:
+            raise LgError(f"{name}: tensor {key!r} has dtype {dtype_name}, which lg does not read "
+                          f"(known: {', '.join(DTYPES)})")
         if not (0 <= begin <= end <= data_bytes):
             raise LgError(f"{name}: truncated or corrupt (tensor {key!r} needs bytes {begin}..{end}, "
                           f"the file holds {data_bytes})")
+        dtype = DTYPES[dtype_name]
+        numel = 1
+        for n in shape:
+            numel *= n
+        if any(n < 0 for n in shape) or numel * dtype.itemsize != end - begin:
+            raise LgError(f"{name}: corrupt safetensors header (tensor {key!r} of shape {shape} "
+                          f"and dtype {dtype_name} cannot fill {end - begin} bytes)")
+        entries.append((key, dtype, shape, begin, end))
+    return entries
+
+
+def _tensor_from_buffer(buffer, dtype: torch.dtype, shape: list[int], offset: int,
+                        nbytes: int) -> torch.Tensor:
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    if offset % dtype.itemsize:
+        # Misaligned data (legal in the format, never written by safetensors
+        # or lg): copy it into an aligned tensor rather than view it.
+        raw = torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes, offset=offset).clone()
+        return raw.view(dtype).reshape(shape)
+    return torch.frombuffer(buffer, dtype=dtype, count=nbytes // dtype.itemsize,
+                            offset=offset).reshape(shape)
+
+
+_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lg-sha256")
+
+
+def _hash_in_background(buffer) -> Future:
+    def digest() -> str:
+        h = hashlib.sha256()
+        if buffer is not None:
+            view = memoryview(buffer)
+            for start in range(0, len(view), HASH_CHUNK):
+                h.update(view[start:start + HASH_CHUNK])
+            view.release()
+        return h.hexdigest()
+
+    return _HASHER.submit(digest)
 
 
 def _sha256_file(path: Path) -> str:
@@ -259,7 +341,7 @@ def _read_sharded(folder: Path) -> Checkpoint:
         raise LgError(f"{index_path}: {len(missing)} tensors listed but not in their shards (first: {missing[0]})")
     index_meta = index.get("metadata") or {}
     metadata = {**{k: str(v) for k, v in index_meta.items()}, **metadata}
-    return Checkpoint(tensors=tensors, metadata=metadata, sha256=digest.hexdigest(),
+    return Checkpoint(tensors=tensors, metadata=metadata, digest=digest.hexdigest(),
                       source=str(folder), nbytes=nbytes)
 
 
@@ -275,7 +357,7 @@ def _read_pickle(path: Path) -> Checkpoint:
     except Exception as exc:  # torch raises a variety of types on garbage
         raise LgError(f"{path}: not a readable PyTorch checkpoint ({_one_line(exc)})") from None
     state = unwrap_state_dict(obj, str(path))
-    return Checkpoint(tensors=state, metadata={}, sha256=_sha256_file(path), source=str(path),
+    return Checkpoint(tensors=state, metadata={}, digest=_sha256_file(path), source=str(path),
                       nbytes=path.stat().st_size)
 
 
@@ -336,22 +418,26 @@ def check_output(destination: str | os.PathLike, *, force: bool,
 def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch.Tensor],
                      metadata: Mapping[str, str], *, force: bool = False,
                      stdout: BinaryIO | None = None) -> str:
-    """Write tensors and metadata as safetensors; returns the file's sha256."""
+    """Write tensors and metadata as safetensors; returns the written bytes' sha256.
+
+    The file is streamed tensor by tensor from the tensors' own memory (views
+    of one storage are fine), hashed on the way in a second thread: no copy
+    of the whole model is made.
+    """
     dst = str(destination)
-    clean = _independent_tensors(tensors)
     meta = {"format": "pt", **dict(metadata)}
+    header, ordered = _layout(tensors, meta)
     if dst == STDIO:
-        data = safetensors_save_bytes(clean, metadata=meta)
         stream = stdout if stdout is not None else sys.stdout.buffer
-        stream.write(data)
+        digest = _stream_safetensors(stream, header, ordered)
         stream.flush()
-        return hashlib.sha256(data).hexdigest()
+        return digest
     check_output(dst, force=force)
     path = Path(dst)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    os.close(fd)
     try:
-        safetensors_save_file(clean, tmp, metadata=meta)
+        with os.fdopen(fd, "wb") as stream:
+            digest = _stream_safetensors(stream, header, ordered)
         if path.exists() and not force:  # appeared while we worked
             raise LgError(f"{dst}: exists; pass --force to overwrite it")
         os.replace(tmp, path)
@@ -359,27 +445,68 @@ def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    return _sha256_file(path)
+    return digest
 
 
-def _independent_tensors(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Contiguous tensors that share no storage (safetensors refuses aliasing)."""
-    seen: set[int] = set()
-    out: dict[str, torch.Tensor] = {}
+def _layout(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]):
+    """The safetensors header and the tensors in file order.
+
+    Largest element size first, as safetensors does, so every tensor's offset
+    is a multiple of its element size (readers can map it without copying).
+    """
     for key, tensor in tensors.items():
-        t = tensor.detach().cpu()
-        ptr = t.untyped_storage().data_ptr()
-        if not t.is_contiguous() or ptr in seen or t.storage_offset() != 0 or \
-                t.untyped_storage().nbytes() != t.numel() * t.element_size():
-            t = t.contiguous().clone()
-        seen.add(t.untyped_storage().data_ptr())
-        out[key] = t
-    return out
+        if not isinstance(tensor, torch.Tensor):
+            raise LgError(f"cannot write {key!r}: a {type(tensor).__name__}, not a tensor")
+        if tensor.dtype not in DTYPE_NAMES:
+            raise LgError(f"cannot write {key!r}: dtype {tensor.dtype} has no safetensors name")
+    ordered = sorted(tensors.items(), key=lambda kv: (-kv[1].element_size(), kv[0]))
+    header: dict[str, Any] = {"__metadata__": dict(metadata)}
+    offset = 0
+    for key, tensor in ordered:
+        nbytes = tensor.numel() * tensor.element_size()
+        header[key] = {"dtype": DTYPE_NAMES[tensor.dtype], "shape": list(tensor.shape),
+                       "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    return header, ordered
+
+
+def _stream_safetensors(stream: BinaryIO, header: Mapping[str, Any],
+                        ordered: Iterable[tuple[str, torch.Tensor]]) -> str:
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)  # the format pads the header to 8 bytes
+    digest = hashlib.sha256()
+    prefix = struct.pack("<Q", len(encoded)) + encoded
+    stream.write(prefix)
+    digest.update(prefix)
+    pending: Future | None = None
+    for _, tensor in ordered:
+        data = _raw_bytes(tensor)
+        if pending is not None:
+            pending.result()  # the digest must see the chunks in file order
+        pending = _HASHER.submit(digest.update, data)
+        stream.write(data)
+    if pending is not None:
+        pending.result()
+    return digest.hexdigest()
+
+
+def _raw_bytes(tensor: torch.Tensor) -> memoryview:
+    """The tensor's bytes in native (little-endian) order, without a copy when
+    it is already contiguous on the CPU."""
+    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+    if flat.numel() == 0:
+        return memoryview(b"")
+    return memoryview(flat.view(torch.uint8).numpy())
 
 
 def save_bytes(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]) -> bytes:
     """Serialise to safetensors bytes in memory (tests, notebooks)."""
-    return safetensors_save_bytes(_independent_tensors(tensors), metadata={"format": "pt", **dict(metadata)})
+    import io
+
+    buffer = io.BytesIO()
+    header, ordered = _layout(tensors, {"format": "pt", **dict(metadata)})
+    _stream_safetensors(buffer, header, ordered)
+    return buffer.getvalue()
 
 
 def read_bytes(data: bytes) -> Checkpoint:

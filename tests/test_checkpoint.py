@@ -197,3 +197,63 @@ def test_debug_shows_the_traceback(tmp_path, lg):
 def test_usage_error_is_one_line(lg):
     result = lg("inspect")
     assert result.code != 0 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_writer_output_is_read_exactly_by_safetensors_itself(tmp_path):
+    from safetensors.torch import load_file
+
+    base = torch.randn(4, 6)
+    tensors = {
+        "f32": torch.randn(3, 5),
+        "bf16": torch.randn(7).to(torch.bfloat16),
+        "f16": torch.randn(2, 3).half(),
+        "i64": torch.arange(5),
+        "bool": torch.tensor([True, False, True]),
+        "scalar": torch.tensor(3.5),
+        "empty": torch.zeros(0, 4),
+        "view_row": base[1],          # views of one storage, written without copies
+        "view_cols": base[:, 2:4],    # non-contiguous
+    }
+    path = tmp_path / "t.safetensors"
+    digest = write_checkpoint(path, tensors, {"k": "v"})
+    import hashlib
+
+    assert digest == hashlib.sha256(path.read_bytes()).hexdigest()
+    theirs = load_file(str(path))
+    ours = read_checkpoint(path)
+    assert ours.sha256 == digest and ours.metadata == {"format": "pt", "k": "v"}
+    for key, value in tensors.items():
+        for got in (theirs[key], ours.tensors[key]):
+            assert got.dtype == value.dtype and got.shape == value.shape
+            assert torch.equal(got, value), key
+
+
+def test_reading_never_writes_to_the_file(vit_file):
+    before = vit_file.read_bytes()
+    checkpoint = read_checkpoint(vit_file)
+    for tensor in checkpoint.tensors.values():
+        tensor.zero_()  # copy-on-write mapping: the file must not change
+    assert vit_file.read_bytes() == before
+
+
+def test_misaligned_tensor_data_is_read_correctly(tmp_path):
+    import json as json_module
+
+    values = torch.arange(6, dtype=torch.float32)
+    header = {"pad": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+              "x": {"dtype": "F32", "shape": [2, 3], "data_offsets": [1, 25]}}
+    encoded = json_module.dumps(header).encode()
+    path = tmp_path / "odd.safetensors"
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + b"\x07" + values.numpy().tobytes())
+    got = read_checkpoint(path).tensors
+    assert torch.equal(got["x"], values.reshape(2, 3)) and got["pad"].tolist() == [7]
+
+
+def test_header_shape_that_does_not_fill_its_bytes_is_refused(tmp_path, lg):
+    import json as json_module
+
+    header = {"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}}
+    encoded = json_module.dumps(header).encode()
+    path = tmp_path / "lying.safetensors"
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + bytes(8))
+    assert_one_line_failure(lg("inspect", path), mentions="cannot fill 8 bytes")
