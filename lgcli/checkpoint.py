@@ -436,6 +436,8 @@ def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch
     path = Path(dst)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
+        # mkstemp creates the file 0600; give it the mode a plain open() would.
+        os.fchmod(fd, 0o666 & ~_current_umask())
         with os.fdopen(fd, "wb") as stream:
             digest = _stream_safetensors(stream, header, ordered)
         if path.exists() and not force:  # appeared while we worked
@@ -446,6 +448,12 @@ def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch
             os.unlink(tmp)
         raise
     return digest
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _layout(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]):

@@ -31,7 +31,7 @@ app = typer.Typer(
 )
 
 # Messages and progress: stderr, so stdout stays clean for data.
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def out_console() -> Console:

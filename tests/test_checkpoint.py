@@ -257,3 +257,13 @@ def test_header_shape_that_does_not_fill_its_bytes_is_refused(tmp_path, lg):
     path = tmp_path / "lying.safetensors"
     path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + bytes(8))
     assert_one_line_failure(lg("inspect", path), mentions="cannot fill 8 bytes")
+
+
+def test_written_file_gets_the_usual_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "m.safetensors"
+        write_checkpoint(path, {"x": torch.zeros(2)}, {})
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
