@@ -194,9 +194,10 @@ def eval_command(
                                              "without val/."),
     steps: int = typer.Option(0, "--steps", min=0, help="Fine-tune each checkpoint this many steps first "
                                                         "(the init-quality probe)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate of the probe [default: 1e-4]."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate of the probe [default: 3e-4]."),
     warmup: Optional[int] = typer.Option(None, "--warmup", min=0,
-                                         help="Linear warm-up steps before the cosine decay [default: 0]."),
+                                         help="Linear warm-up steps before the cosine decay "
+                                              "[default: 10% of --steps]."),
     lr_sweep: Optional[str] = typer.Option(None, "--lr-sweep", help="Comma-separated rates: run each and "
                                                                     "report every checkpoint at its best."),
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Global batch size of the probe."),
@@ -214,13 +215,13 @@ def eval_command(
 ) -> None:
     """Top-1, top-5 and loss on the test split; with --steps, how fast each checkpoint learns."""
     from .data import load_data
-    from .evaluate import DEFAULT_LR, DEFAULT_WARMUP, ProbeSettings, evaluate
+    from .evaluate import DEFAULT_LR, ProbeSettings, evaluate
     from .report import check_plot_path, plot_curves, print_eval_table
 
     if plot:
         check_plot_path(plot, force=force)
     settings = ProbeSettings(steps=steps, lr=DEFAULT_LR if lr is None else lr,
-                             warmup=DEFAULT_WARMUP if warmup is None else warmup, lr_sweep=_parse_rates(lr_sweep),
+                             warmup=warmup, lr_sweep=_parse_rates(lr_sweep),
                              batch_size=batch_size, eval_every=eval_every, label_smoothing=label_smoothing,
                              seed=seed, device=device)
     if settings.lr_sweep and lr is not None:

@@ -1,0 +1,390 @@
+"""The one training loop for everything in `lg` that trains.
+
+AdamW, linear warm-up then cosine decay to zero, optional label smoothing,
+bf16 autocast on CUDA (full precision on CPU), seeded, an atomic checkpoint
+every N steps, exact resume, rich progress on stderr, and DDP under
+``torchrun`` (gloo on CPU, NCCL on CUDA).
+
+Determinism is by construction, so that resume is exact and DDP matches one
+process: the learning rate is a pure function of the step, the data order is
+DistributedSampler's seeded permutation of each epoch (see
+`lgcli.data.train_order`), and every step's randomness (augmentation,
+dropout) is seeded from ``(seed, step, rank)``. A run resumed at step K
+therefore replays steps K+1.. exactly as the uninterrupted run did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from lgcli.data import ImageSet, train_order
+from lgcli.errors import LgError
+
+# `loss_fn(model, images, labels) -> scalar loss`; distillation and fitting
+# methods pass their own (a teacher's logits, functional_call, ...).
+LossFn = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+# `on_step(step, model)` after `step` optimiser steps (step 0: before any);
+# called on every rank, with the unwrapped model in train mode.
+StepCallback = Callable[[int, torch.nn.Module], None]
+
+# Fields that must match for a checkpoint to be resumed: changing them would
+# make the resumed run a different run, not a continuation.
+PLAIN_LOG_SECONDS = 30
+
+RESUME_MUST_MATCH = ("steps", "batch_size", "lr", "weight_decay", "warmup_steps", "label_smoothing",
+                     "seed", "augment")
+
+
+@dataclass
+class TrainConfig:
+    steps: int
+    batch_size: int = 64  # global: split evenly over DDP processes
+    lr: float = 5e-4
+    weight_decay: float = 0.05
+    warmup_steps: int = 0
+    label_smoothing: float = 0.0
+    grad_clip: float | None = 1.0
+    seed: int = 0
+    device: str = "cpu"
+    augment: bool = False  # random 1-pixel-per-14 shifts and horizontal flips
+    checkpoint_path: str | None = None
+    checkpoint_every: int = 0  # 0: only at the end (when checkpoint_path is set)
+    resume: bool = False
+    force: bool = False
+    num_workers: int = 0
+    progress: bool = True
+    description: str = "training"
+    callback_every: int = 0  # 0: on_step is called at step 0 and the last step only
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    losses: list[float] = field(default_factory=list)  # global-batch mean loss per step run here
+    resumed_from: int = 0
+
+
+def learning_rate(step: int, config: TrainConfig) -> float:
+    """The rate for optimiser step `step` (0-based): linear warm-up over
+    `warmup_steps`, then half a cosine down to zero at `steps`."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    remaining = max(config.steps - config.warmup_steps, 1)
+    progress = (step - config.warmup_steps) / remaining
+    return config.lr * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def cross_entropy_loss(label_smoothing: float = 0.0) -> LossFn:
+    def loss(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(model(images).float(), labels, label_smoothing=label_smoothing)
+
+    return loss
+
+
+def model_input(model: torch.nn.Module) -> tuple[int, int]:
+    """(channels, image size) a timm ViT-like model takes."""
+    patch_embed = getattr(model, "patch_embed", None)
+    if patch_embed is not None and getattr(patch_embed, "img_size", None) is not None:
+        return int(patch_embed.proj.in_channels), int(patch_embed.img_size[0])
+    channels, height, _ = model.pretrained_cfg["input_size"]
+    return int(channels), int(height)
+
+
+@dataclass
+class Distributed:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    def mean(self, value: torch.Tensor) -> torch.Tensor:
+        if self.active:
+            value = value.detach().clone()
+            dist.all_reduce(value)
+            value /= self.world_size
+        return value
+
+    def sum(self, value: torch.Tensor) -> torch.Tensor:
+        if self.active:
+            value = value.clone()
+            dist.all_reduce(value)
+        return value
+
+    def barrier(self) -> None:
+        if self.active:
+            dist.barrier()
+
+
+def distributed_setup(device: str) -> Distributed:
+    """Join the process group torchrun describes in the environment (if any)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return Distributed()
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+    return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def resolve_device(device: str, distributed: Distributed) -> torch.device:
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise LgError("--device cuda: no CUDA device is available here (use --device cpu)")
+        if distributed.active:
+            return torch.device("cuda", distributed.local_rank)
+        return torch.device(device)
+    if device != "cpu":
+        raise LgError(f"--device must be cpu or cuda, got {device!r}")
+    return torch.device("cpu")
+
+
+def autocast(device: torch.device):
+    # bf16 on CUDA only: CPU bf16 autocast is slow on most CPUs and changes
+    # results between machines for no gain.
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def step_generator(seed: int, step: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed * 1_000_003 + step)
+
+
+def augment_batch(images: torch.Tensor, generator: torch.Generator, rank: int = 0,
+                  world_size: int = 1) -> torch.Tensor:
+    """Random shifts of up to 1/14 of the side (padding with black, -1 after
+    normalisation) and horizontal flips, per image, on any device.
+
+    The draws are made for the whole global batch and this rank takes every
+    `world_size`-th, the same positions `train_order` gives it, so each image
+    gets the same transform under DDP as in one process."""
+    batch, _, height, width = images.shape
+    pad = max(1, height // 14)
+    padded = F.pad(images, (pad, pad, pad, pad), value=-1.0)
+    shifts = torch.randint(0, 2 * pad + 1, (batch * world_size, 2), generator=generator)[rank::world_size]
+    flips = (torch.rand(batch * world_size, generator=generator) < 0.5)[rank::world_size]
+    out = torch.empty_like(images)
+    for i in range(batch):
+        dy, dx = int(shifts[i, 0]), int(shifts[i, 1])
+        crop = padded[i, :, dy:dy + height, dx:dx + width]
+        out[i] = crop.flip(-1) if flips[i] else crop
+    return out
+
+
+def parameter_groups(model: torch.nn.Module, parameters: Iterable[torch.nn.Parameter] | None,
+                     weight_decay: float) -> list[dict]:
+    """AdamW groups: no decay on biases, norms and embeddings-as-tokens (timm's
+    `no_weight_decay`), as in DeiT; decay on weight matrices."""
+    chosen = None if parameters is None else {id(p) for p in parameters}
+    skip = set(getattr(model, "no_weight_decay", lambda: set())())
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad or (chosen is not None and id(parameter) not in chosen):
+            continue
+        (no_decay if parameter.ndim <= 1 or name in skip else decay).append(parameter)
+    if not decay and not no_decay:
+        raise LgError("nothing to train: no parameter requires a gradient")
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+class _Batches(torch.utils.data.Dataset):
+    """Index lists → model-ready batches, so DataLoader workers can prefetch."""
+
+    def __init__(self, data: ImageSet, batches: list[list[int]], image_size: int, channels: int):
+        self.data, self.batches, self.image_size, self.channels = data, batches, image_size, channels
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int):
+        return self.data.batch(self.batches[index], self.image_size, self.channels)
+
+
+def _batch_stream(data: ImageSet, config: TrainConfig, start_step: int, distributed: Distributed,
+                  image_size: int, channels: int):
+    probe = train_order(len(data), config.batch_size, 0, config.seed, distributed.rank, distributed.world_size)
+    per_epoch = len(probe)
+    if per_epoch == 0:
+        raise LgError(f"the train split has {len(data)} images, fewer than one batch of {config.batch_size}")
+    epoch, offset = divmod(start_step, per_epoch)
+    while True:
+        batches = train_order(len(data), config.batch_size, epoch, config.seed, distributed.rank,
+                              distributed.world_size)[offset:]
+        loader = torch.utils.data.DataLoader(_Batches(data, batches, image_size, channels), batch_size=None,
+                                             shuffle=False, num_workers=config.num_workers)
+        yield from loader
+        epoch, offset = epoch + 1, 0
+
+
+def _save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int,
+                     config: TrainConfig) -> None:
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+             "config": asdict(config)}
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     config: TrainConfig) -> int:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many types for a damaged file
+        raise LgError(f"cannot resume from {path}: {error}".splitlines()[0]) from None
+    saved = state.get("config", {})
+    changed = [name for name in RESUME_MUST_MATCH if saved.get(name) != getattr(config, name)]
+    if changed:
+        details = ", ".join(f"{name} {saved.get(name)} -> {getattr(config, name)}" for name in changed)
+        raise LgError(f"cannot resume {path}: the run's settings differ ({details})")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return int(state["step"])
+
+
+def train(model: torch.nn.Module, data: ImageSet, config: TrainConfig, *, loss_fn: LossFn | None = None,
+          parameters: Iterable[torch.nn.Parameter] | None = None, on_step: StepCallback | None = None,
+          image_size: int | None = None, channels: int | None = None) -> TrainResult:
+    """Train `model` in place on `data` for `config.steps` optimiser steps.
+
+    `parameters` restricts what is trained (default: every parameter that
+    requires a gradient). Under torchrun each process passes the same model
+    and data; the global batch is split between them.
+    """
+    if config.steps < 0:
+        raise LgError(f"--steps must be >= 0, got {config.steps}")
+    distributed = distributed_setup(config.device)
+    device = resolve_device(config.device, distributed)
+    model_channels, model_size = model_input(model)
+    channels = channels or model_channels
+    image_size = image_size or model_size
+    loss_fn = loss_fn or cross_entropy_loss(config.label_smoothing)
+
+    model.to(device).train()
+    optimizer = torch.optim.AdamW(parameter_groups(model, parameters, config.weight_decay), lr=config.lr,
+                                  betas=(0.9, 0.999))
+    checkpoint = Path(config.checkpoint_path) if config.checkpoint_path else None
+    start_step = 0
+    if checkpoint is not None and checkpoint.exists():
+        if config.resume:
+            start_step = _load_checkpoint(checkpoint, model, optimizer, config)
+        elif not config.force:
+            raise LgError(f"{checkpoint} exists: pass --resume to continue that run or --force to start over")
+    elif config.resume and checkpoint is not None and distributed.rank == 0:
+        print(f"lg: no checkpoint at {checkpoint} yet; starting from step 0", file=sys.stderr)
+    if checkpoint is not None:
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+
+    trained = model
+    if distributed.active:
+        trained = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    result = TrainResult(steps=start_step, resumed_from=start_step)
+    if on_step is not None and start_step == 0:
+        on_step(0, model)
+
+    def wants_callback(step: int) -> bool:
+        return step == config.steps or (config.callback_every > 0 and step % config.callback_every == 0)
+
+    progress = _progress(config, distributed)
+    plain_log = config.progress and distributed.rank == 0 and not progress.console.is_terminal
+    last_logged = time.monotonic()
+    task = progress.add_task(config.description, total=config.steps, completed=start_step, loss=float("nan"))
+    with progress:
+        stream = _batch_stream(data, config, start_step, distributed, image_size, channels)
+        for step in range(start_step, config.steps):
+            images, labels = next(stream)
+            if config.augment:
+                images = augment_batch(images, step_generator(config.seed, step), distributed.rank,
+                                       distributed.world_size)
+            images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            torch.manual_seed(config.seed * 1_000_003 + step * 1_009 + distributed.rank)  # dropout etc.
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(step, config)
+            with autocast(device):
+                loss = loss_fn(trained, images, labels)
+            if not torch.isfinite(loss):
+                raise LgError(f"the loss became {loss.item()} at step {step + 1}: lower --lr")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip:
+                torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]],
+                                               config.grad_clip)
+            optimizer.step()
+            done = step + 1
+            result.losses.append(float(distributed.mean(loss.detach().float())))
+            result.steps = done
+            progress.update(task, completed=done, loss=result.losses[-1])
+            if plain_log and (done == config.steps or time.monotonic() - last_logged >= PLAIN_LOG_SECONDS):
+                # Not a terminal (a log file, CI): rich draws nothing live, so say where we are.
+                last_logged = time.monotonic()
+                print(f"{config.description}: step {done}/{config.steps} loss {result.losses[-1]:.4f} "
+                      f"lr {learning_rate(step, config):.3g}", file=sys.stderr, flush=True)
+            if checkpoint is not None and (done == config.steps or (
+                    config.checkpoint_every > 0 and done % config.checkpoint_every == 0)):
+                if distributed.rank == 0:
+                    _save_checkpoint(checkpoint, model, optimizer, done, config)
+                distributed.barrier()
+            if on_step is not None and wants_callback(done):
+                on_step(done, model)
+                model.train()
+    return result
+
+
+def _progress(config: TrainConfig, distributed: Distributed):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = Console(stderr=True)
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("loss {task.fields[loss]:.4f}"), TimeRemainingColumn(), console=console,
+                    disable=not config.progress or distributed.rank != 0, transient=True)
+
+
+@torch.no_grad()
+def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int = 256, device: str = "cpu",
+                      image_size: int | None = None, channels: int | None = None) -> dict[str, float]:
+    """Top-1, top-5 (top-k for k = min(5, classes)) and mean cross-entropy on
+    all of `data`. Under DDP each process scores a share and the totals are
+    summed, so every process returns the same figures."""
+    distributed = distributed_setup(device)
+    target = resolve_device(device, distributed)
+    if channels is None or image_size is None:
+        model_channels, model_size = model_input(model)
+        channels, image_size = channels or model_channels, image_size or model_size
+    was_training = model.training
+    model.to(target).eval()
+    totals = torch.zeros(4, dtype=torch.float64)  # correct@1, correct@k, loss sum, count
+    indices = list(range(distributed.rank, len(data), distributed.world_size))
+    for start in range(0, len(indices), batch_size):
+        images, labels = data.batch(indices[start:start + batch_size], image_size, channels)
+        images, labels = images.to(target), labels.to(target)
+        with autocast(target):
+            logits = model(images).float()
+        k = min(5, logits.shape[-1])
+        top = logits.topk(k, dim=-1).indices
+        hits = top == labels[:, None]
+        totals += torch.tensor([hits[:, 0].sum().item(), hits.any(-1).sum().item(),
+                                F.cross_entropy(logits, labels, reduction="sum").item(), len(labels)],
+                               dtype=torch.float64)
+    totals = distributed.sum(totals)
+    model.train(was_training)
+    count = max(totals[3].item(), 1.0)
+    return {"top1": 100.0 * totals[0].item() / count, "top5": 100.0 * totals[1].item() / count,
+            "loss": totals[2].item() / count, "images": int(totals[3].item())}
