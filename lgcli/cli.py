@@ -290,7 +290,7 @@ def _register_resize(direction: str, summary: str) -> None:
                                               help="bot: a pywt discrete wavelet, or auto (default haar)."),
         fit: Optional[str] = typer.Option(None, "--fit", help="bot: interp or crop for non-power-of-two ratios."),
         qkv_axis: Optional[str] = typer.Option(None, "--qkv-axis", help="bot: heads or flat."),
-        rescale: Optional[str] = typer.Option(None, "--rescale", help="bot: std, mean or none."),
+        rescale: Optional[str] = typer.Option(None, "--rescale", help="bot: none (default), std or mean."),
         insert: Optional[str] = typer.Option(None, "--insert", help="clone: interleave or top."),
     ) -> None:
         _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,

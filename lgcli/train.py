@@ -38,10 +38,11 @@ LossFn = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 # called on every rank, with the unwrapped model in train mode.
 StepCallback = Callable[[int, torch.nn.Module], None]
 
-# Fields that must match for a checkpoint to be resumed: changing them would
-# make the resumed run a different run, not a continuation.
+# Without a terminal, progress is a plain line on stderr this often.
 PLAIN_LOG_SECONDS = 30
 
+# Fields that must match for a checkpoint to be resumed: changing them would
+# make the resumed run a different run, not a continuation.
 RESUME_MUST_MATCH = ("steps", "batch_size", "lr", "weight_decay", "warmup_steps", "label_smoothing",
                      "seed", "augment")
 
