@@ -20,6 +20,7 @@ never opened for writing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import mmap
@@ -31,7 +32,7 @@ import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Mapping
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
 import torch
 from safetensors import SafetensorError
@@ -434,20 +435,29 @@ def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch
         return digest
     check_output(dst, force=force)
     path = Path(dst)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        # mkstemp creates the file 0600; give it the mode a plain open() would.
-        os.fchmod(fd, 0o666 & ~_current_umask())
-        with os.fdopen(fd, "wb") as stream:
-            digest = _stream_safetensors(stream, header, ordered)
+    with atomic_path(path) as tmp, open(tmp, "wb") as stream:
+        digest = _stream_safetensors(stream, header, ordered)
         if path.exists() and not force:  # appeared while we worked
             raise LgError(f"{dst}: exists; pass --force to overwrite it")
+    return digest
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; renamed over `path` when the
+    block succeeds, removed when it fails, so nothing half-written is left.
+    The file gets the mode a plain open() would give (mkstemp's is 0600)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix,
+                               dir=path.parent if str(path.parent) else ".")
+    os.fchmod(fd, 0o666 & ~_current_umask())
+    os.close(fd)
+    try:
+        yield Path(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
-    return digest
 
 
 def _current_umask() -> int:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from lgcli.checkpoint import atomic_path
 from lgcli.errors import LgError
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -247,11 +248,10 @@ def write_idx(path: Path, array: torch.Tensor) -> None:
     """Write a uint8 tensor as a gzipped IDX file (used to build the embedded subset)."""
     array = array.to(torch.uint8).contiguous()
     header = struct.pack(">HBB", 0, 0x08, array.dim()) + struct.pack(">" + "I" * array.dim(), *array.shape)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     # mtime=0 keeps the file byte-identical when rebuilt.
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as handle:
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw, \
+            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as handle:
         handle.write(header + array.numpy().tobytes())
-    os.replace(tmp, path)
 
 
 def load_idx_dataset(folder: Path, name: str, classes: list[str]) -> ImageData:

@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from lgcli.checkpoint import atomic_path
 from lgcli.errors import LgError
 
 
@@ -101,10 +102,8 @@ def plot_curves(report: dict, path: str | os.PathLike, *, force: bool = False) -
         axes.grid(alpha=0.3)
     accuracy_axes.legend(fontsize=8, loc="lower right")
     figure.tight_layout()
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}.png")
     try:
-        figure.savefig(tmp, dpi=110)
-        os.replace(tmp, target)
+        with atomic_path(target) as tmp:
+            figure.savefig(tmp, dpi=110, format="png")
     finally:
         plt.close(figure)
-        tmp.unlink(missing_ok=True)

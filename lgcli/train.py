@@ -29,6 +29,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from lgcli.data import ImageSet, train_order
+from lgcli.checkpoint import atomic_path
 from lgcli.errors import LgError
 
 # `loss_fn(model, images, labels) -> scalar loss`; distillation and fitting
@@ -234,12 +235,8 @@ def _save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.
                      config: TrainConfig) -> None:
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
              "config": asdict(config)}
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
+    with atomic_path(path) as tmp:
         torch.save(state, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
