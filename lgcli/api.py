@@ -4,6 +4,7 @@
     >>> loaded = lgcli.load("deit_s.safetensors")          # spec + canonical stack
     >>> model, spec = lgcli.load_model("deit_s.safetensors")  # a timm nn.Module
     >>> lgcli.inspect_checkpoint("deit_s.safetensors")["load_call"]
+    >>> gene = lgcli.load_learngene("tleg.lg.safetensors")  # a learngene (kind, spec, tensors)
 """
 
 from __future__ import annotations
@@ -42,8 +43,11 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
     """Read a model checkpoint (file, '-', sharded folder, .pth) into (spec, stack)."""
     checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
     lg = checkpoint.lg
+    if lg.get("kind", MODEL) == LEARNGENE:
+        raise LgError(f"{_shown(checkpoint)}: is a learngene, not a model: build a model from it with "
+                      f"`lg grow {_shown(checkpoint)} --depth N -o OUT`")
     if lg.get("kind", MODEL) != MODEL:
-        raise LgError(f"{checkpoint.source}: is a {lg.get('kind')}, not a model checkpoint")
+        raise LgError(f"{_shown(checkpoint)}: is a {lg.get('kind')}, not a model checkpoint")
     family = lg.get("family") or detect_family(checkpoint.tensors)
     adapter = get_adapter(family)
     spec, stack = adapter.to_stack(checkpoint.tensors, config=lg.get("config"), heads=heads)
@@ -71,6 +75,47 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     metadata = provenance_metadata(kind=kind, family=spec.family, config=adapter.config(spec),
                                    method=method, options=options, source=parent)
     return write_checkpoint(destination, state, metadata, force=force, stdout=stdout)
+
+
+def is_learngene(checkpoint: Checkpoint) -> bool:
+    return checkpoint.lg.get("kind") == LEARNGENE
+
+
+def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | None = None):
+    """Read a learngene file: its kind, the family configuration it expands
+    from, its tensors by role, and what condensing recorded."""
+    from .learngenes import Learngene, get_kind
+
+    checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
+    lg = checkpoint.lg
+    if lg.get("kind", MODEL) != LEARNGENE:
+        raise LgError(f"{_shown(checkpoint)}: is a model checkpoint, not a learngene (make one with "
+                      f"`lg condense TEACHER --method tleg|wave --data D -o OUT`)")
+    kind = get_kind(lg.get("method"))
+    spec = get_adapter(lg.get("family") or "").spec_from_config(lg.get("config") or {})
+    info = lg.get("learngene") if isinstance(lg.get("learngene"), dict) else {}
+    return Learngene(kind=kind.name, spec=spec, tensors=dict(checkpoint.tensors), sizes=info.get("sizes", {}),
+                     condensed=info.get("condensed", {}), checkpoint=checkpoint)
+
+
+def save_learngene(destination: str | os.PathLike, learngene, *, options: Mapping[str, Any] | None = None,
+                   source: Checkpoint | None = None, force: bool = False,
+                   stdout: BinaryIO | None = None) -> str:
+    """Write a learngene file (kind ``learngene``): its tensors by role in
+    float32, the family configuration it expands from, its sizes, the condense
+    settings (`options`) and the teacher's provenance (`source`)."""
+    check_output(destination, force=force, inputs=(source.source,) if source else ())
+    adapter = get_adapter(learngene.spec.family)
+    metadata = provenance_metadata(kind=LEARNGENE, family=learngene.spec.family,
+                                   config=adapter.config(learngene.spec), method=learngene.kind,
+                                   options=options, source=source,
+                                   learngene={"sizes": learngene.sizes, "condensed": learngene.condensed})
+    tensors = {name: t.detach().float().contiguous() for name, t in learngene.tensors.items()}
+    return write_checkpoint(destination, tensors, metadata, force=force, stdout=stdout)
+
+
+def _shown(checkpoint: Checkpoint) -> str:
+    return "<stdin>" if checkpoint.source == STDIO else checkpoint.source
 
 
 def load_model(source: str | os.PathLike | Checkpoint, heads: int | None = None,
@@ -103,7 +148,7 @@ def create_model(spec: ArchSpec, seed: int | None = None) -> nn.Module:
     return get_adapter(spec.family).create_model(spec, seed=seed)
 
 
-def parameter_groups(stack: Stack) -> dict[str, int]:
+def parameter_counts(stack: Stack) -> dict[str, int]:
     """Parameter counts: transformer blocks, embeddings, final norms, classifier head."""
     groups = {"blocks": 0, "embeddings": 0, "norm": 0, "head": 0}
     for role, named in stack.layers.items():
@@ -125,6 +170,8 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
     """Everything `lg inspect` reports, as a JSON-ready dict."""
     checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
     lg = checkpoint.lg
+    if is_learngene(checkpoint):
+        return inspect_learngene(checkpoint)
     loaded = load(checkpoint, heads=heads)
     spec = loaded.spec
     adapter = get_adapter(spec.family)
@@ -152,11 +199,49 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
         "num_classes": e.get("num_classes"),
         "prefix_tokens": e.get("prefix_tokens"),
         "pooling": e.get("global_pool"),
-        "parameters": parameter_groups(loaded.stack),
+        "parameters": parameter_counts(loaded.stack),
         "dtypes": dtypes,
         "config": adapter.config(spec),
         "provenance": provenance_chain(lg) if lg else [],
         "load_call": adapter.load_call(spec, shown_path),
+    }
+
+
+def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
+    """What `lg inspect` reports for a learngene: what it is, its parameters,
+    the teacher, the auxiliary model's accuracy, and the sizes it can become."""
+    from .learngenes import get_kind
+
+    gene = load_learngene(checkpoint)
+    spec = gene.spec
+    described = get_kind(gene.kind).describe(gene)
+    chain = provenance_chain(checkpoint.lg)
+    shown_path = "<file>" if checkpoint.source == STDIO else checkpoint.source
+    per_layer = sum(t.numel() for name, t in gene.tensors.items() if not name.startswith("global."))
+    return {
+        "file": checkpoint.source,
+        "sha256": checkpoint.sha256,
+        "bytes": checkpoint.nbytes,
+        "kind": LEARNGENE,
+        "learngene": gene.kind,
+        "family": spec.family,
+        "aux_depth": spec.depth,
+        "width": spec.width,
+        "heads": spec.heads,
+        "head_dim": spec.head_dim,
+        "mlp_dim": spec.mlp_dim,
+        "num_classes": spec.extras.get("num_classes"),
+        "sizes": gene.sizes,
+        "parameters": {"learngene": per_layer, "globals": gene.num_parameters() - per_layer,
+                       "total": gene.num_parameters()},
+        "teacher": chain[1] if len(chain) > 1 else None,
+        "accuracy": gene.condensed.get("accuracy"),
+        "condensed": gene.condensed,
+        **described,
+        "config": get_adapter(spec.family).config(spec),
+        "provenance": chain,
+        "expand_call": f"lg grow {shown_path} --depth N -o OUT",
+        "load_call": f"lgcli.load_learngene({shown_path!r})",
     }
 
 

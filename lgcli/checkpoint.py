@@ -11,6 +11,8 @@ transformers expect) plus lg's keys, all prefixed ``lg.``:
 - ``lg.method``   the method that produced the file, ``lg.options`` its options (JSON)
 - ``lg.source_sha256`` and ``lg.source`` (JSON of the source's own lg metadata,
   which nests its source in turn: provenance chains through pipes)
+- ``lg.learngene`` (learngenes only, JSON): the kind's own sizes, and what
+  condensing recorded (steps, seconds, the auxiliary model's test accuracy)
 - ``lg.version``
 
 Writes are atomic (a temporary file in the destination folder, then a
@@ -52,7 +54,7 @@ PICKLE_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
 WRAPPER_KEYS = ("model", "state_dict", "model_ema")
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 LG_PREFIX = "lg."
-JSON_KEYS = ("config", "options", "source")
+JSON_KEYS = ("config", "options", "source", "learngene")
 # safetensors dtype names <-> torch dtypes (the safetensors format's own table).
 DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -129,11 +131,12 @@ def encode_lg_metadata(lg: Mapping[str, Any]) -> dict[str, str]:
 
 def provenance_metadata(*, kind: str, family: str, config: Mapping[str, Any],
                         method: str | None = None, options: Mapping[str, Any] | None = None,
-                        source: Checkpoint | None = None) -> dict[str, str]:
+                        source: Checkpoint | None = None,
+                        learngene: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The ``__metadata__`` of a file lg writes, chained to its source."""
     lg: dict[str, Any] = {"kind": kind, "family": family, "config": dict(config),
                           "method": method, "options": dict(options) if options else None,
-                          "version": __version__}
+                          "learngene": dict(learngene) if learngene else None, "version": __version__}
     if source is not None:
         lg["source_sha256"] = source.sha256
         parent = source.lg
@@ -517,16 +520,6 @@ def _raw_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(flat.view(torch.uint8).numpy())
 
 
-def save_bytes(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]) -> bytes:
-    """Serialise to safetensors bytes in memory (tests, notebooks)."""
-    import io
-
-    buffer = io.BytesIO()
-    header, ordered = _layout(tensors, {"format": "pt", **dict(metadata)})
-    _stream_safetensors(buffer, header, ordered)
-    return buffer.getvalue()
-
-
 def read_bytes(data: bytes) -> Checkpoint:
     """Parse safetensors bytes held in memory (tests, notebooks)."""
     return _read_safetensors_bytes(data, STDIO)
@@ -534,4 +527,4 @@ def read_bytes(data: bytes) -> Checkpoint:
 
 __all__ = ["Checkpoint", "read_checkpoint", "write_checkpoint", "check_output",
            "provenance_metadata", "provenance_chain", "decode_lg_metadata", "encode_lg_metadata",
-           "unwrap_state_dict", "save_bytes", "read_bytes", "STDIO"]
+           "unwrap_state_dict", "read_bytes", "STDIO"]

@@ -8,10 +8,11 @@ the traceback only under --debug.
 
 from __future__ import annotations
 
+import inspect as pyinspect
 import json
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import click
 import typer
@@ -20,6 +21,7 @@ from rich.table import Table
 
 from . import __version__
 from .errors import LgError
+from .options import Option, merge_declarations
 
 app = typer.Typer(
     name="lg",
@@ -27,7 +29,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    # Markdown: help panels per method (rich), and help text shown as written.
+    rich_markup_mode="markdown",
 )
 
 # Messages and progress: stderr, so stdout stays clean for data.
@@ -84,7 +87,66 @@ def inspect(
     render_inspect(report)
 
 
+def _provenance_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
+    rows = []
+    for step_number, step in enumerate(report["provenance"]):
+        label = "made by" if step_number == 0 else "  from"
+        desc = step.get("method") or step.get("kind") or "?"
+        if step.get("file"):
+            desc = f"{step['file']}: {desc}"
+        if step.get("options"):
+            desc += " " + json.dumps(step["options"], sort_keys=True)
+        rows.append((label, desc))
+    return rows
+
+
+def _print_rows(title: str, rows: list[tuple[str, Any]]) -> None:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for name, value in rows:
+        table.add_row(name, str(value))
+    out_console().print(table, markup=False, highlight=False)
+
+
+def render_learngene(report: dict[str, Any]) -> None:
+    params = report["parameters"]
+    accuracy, condensed = report.get("accuracy") or {}, report.get("condensed") or {}
+    teacher_top1 = (condensed.get("teacher_accuracy") or {}).get("top1")
+    data = (condensed.get("data") or {}).get("name", "?")
+    rows: list[tuple[str, Any]] = [
+        ("kind", f"learngene ({report['learngene']})"),
+        ("family", report["family"]),
+        ("holds", report["holds"]),
+        ("auxiliary model", f"depth {report['aux_depth']}, width {report['width']}, {report['heads']} heads "
+                            f"(head dim {report['head_dim']}), MLP {report['mlp_dim']}, "
+                            f"{report['num_classes']} classes"),
+    ]
+    if report.get("templates"):
+        rows.append(("templates", ", ".join(f"{role} {shape}" for role, shape in report["templates"].items())))
+    rows += [
+        ("parameters", f"{params['total']:,} (per-layer {params['learngene']:,}, globals {params['globals']:,})"),
+        ("becomes", report["becomes"]),
+    ]
+    if accuracy:
+        line = f"{accuracy['top1']:.2f} % top-1 as the auxiliary model on {data}"
+        if teacher_top1 is not None:
+            line += f" (teacher {teacher_top1:.2f} %)"
+        rows.append(("accuracy", line))
+    if condensed.get("steps"):
+        rows.append(("condensed in", f"{condensed['steps']} steps, {condensed.get('seconds', 0):.0f} s"))
+    rows += [("bytes", f"{report['bytes']:,}"), ("sha256", report["sha256"])]
+    rows += _provenance_rows(report)
+    _print_rows(report["file"], rows)
+    sys.stdout.write(f"build a model with:\n  {report['expand_call']}\nin Python:\n  import lgcli\n"
+                     f"  gene = {report['load_call']}\n")
+    sys.stdout.flush()
+
+
 def render_inspect(report: dict[str, Any]) -> None:
+    if report["kind"] == "learngene":
+        render_learngene(report)
+        return
     table = Table(title=f"{report['file']}", show_header=False, title_justify="left")
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
@@ -110,14 +172,7 @@ def render_inspect(report: dict[str, Any]) -> None:
         ("bytes", f"{report['bytes']:,}"),
         ("sha256", report["sha256"]),
     ]
-    for step_number, step in enumerate(report["provenance"]):
-        label = "made by" if step_number == 0 else "  from"
-        desc = step.get("method") or step.get("kind") or "?"
-        if step.get("file"):
-            desc = f"{step['file']}: {desc}"
-        if step.get("options"):
-            desc += " " + json.dumps(step["options"], sort_keys=True)
-        rows.append((label, desc))
+    rows += _provenance_rows(report)
     for name, value in rows:
         table.add_row(name, str(value))
     console = out_console()
@@ -240,16 +295,57 @@ def eval_command(
         print_eval_table(report, console)
 
 
-# ---- lg shrink / lg grow (issue 3) ----
+# ---- flags declared by methods and learngene kinds ----
 
-_RESIZE_HELP = {
-    "depth": "Target number of blocks (default: the source's).",
-    "width": "Target embedding width (default: the source's).",
-    "heads": "Target attention heads (default: width / the source's head dim).",
-    "mlp_dim": "Target MLP hidden size (default: keep the source's MLP ratio).",
-    "method": "bot, select, heur-lg, auto-lg, clone, tleg-fit (see docs/methods.md).",
-    "output": "Output file, or '-' for stdout.",
-}
+def declared_flags(owners: dict[str, Sequence[Option]]) -> list[pyinspect.Parameter]:
+    """typer parameters for every option the owners declare: one flag per
+    name (shared by the owners that take it), default None ("not given", so
+    the owner's own default applies), in a help panel named after its owners."""
+    parameters = []
+    for name, takers in merge_declarations(owners).items():
+        option = takers[0][1]
+        owner_names = [owner for owner, _ in takers]
+        given = [(owner, o.default) for owner, o in takers if o.default is not None]
+        if len(takers) == 1:
+            defaults = f" [default: {_shown_default(given[0][1])}]" if given else ""
+        else:
+            defaults = f" [default: {', '.join(f'{owner} {_shown_default(d)}' for owner, d in given)}]" if given else ""
+        choices = f" ({'|'.join(option.choices)})" if option.choices else ""
+        flag = f"{option.flag}/--no-{option.flag[2:]}" if option.type is bool else option.flag
+        info = typer.Option(None, flag, help=f"{option.help}{choices}{defaults}",
+                            rich_help_panel=f"Options of {', '.join(owner_names)}", show_default=False)
+        parameters.append(pyinspect.Parameter(name, pyinspect.Parameter.KEYWORD_ONLY, default=info,
+                                            annotation=Optional[option.type]))
+    return parameters
+
+
+def _shown_default(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def with_declared_flags(owners: dict[str, Sequence[Option]]):
+    """Add the owners' declared options to a command whose function takes
+    **options: typer reads the function's signature, so it gets one."""
+    def decorate(func):
+        signature = pyinspect.signature(func)
+        fixed = [p for p in signature.parameters.values() if p.kind is not pyinspect.Parameter.VAR_KEYWORD]
+        taken = {p.name for p in fixed}
+        extra = [p for p in declared_flags(owners) if p.name not in taken]
+        func.__signature__ = signature.replace(parameters=fixed + extra)
+        func.__annotations__ = {**func.__annotations__, **{p.name: p.annotation for p in extra}}
+        return func
+    return decorate
+
+
+# ---- lg shrink / lg grow ----
+
+def _resize_owners() -> dict[str, Sequence[Option]]:
+    from .learngenes import KINDS
+    from .methods import METHODS
+
+    owners: dict[str, Sequence[Option]] = {name: m.options for name, m in METHODS.items() if m.options}
+    owners.update({f"{name} learngene": kind.expand_options for name, kind in KINDS.items() if kind.expand_options})
+    return owners
 
 
 def _resize_command(direction: str, src: str, output: Optional[str], as_json: bool,
@@ -258,7 +354,7 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
 
     if output is None:
         raise LgError("give an output: -o FILE, or -o - to write the checkpoint to stdout")
-    report = resize_file(src, output, direction=direction, force=force, **kwargs)
+    report = resize_file(src, output, direction=direction, force=force, notify=note, **kwargs)
     if as_json and output != "-":
         print_json(report)
         return
@@ -266,37 +362,110 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
         sys.stderr.write(json.dumps(report, indent=2, default=str) + "\n")
         return
     s, t = report["source"], report["target"]
-    note(f"{direction} ({report['method']}): depth {s['depth']} -> {t['depth']}, width {s['width']} -> "
+    made = f"{direction} ({report['method']})" if "learngene" not in s else f"built from a {s['learngene']} learngene"
+    note(f"{made}: depth {s['depth']} -> {t['depth']}, width {s['width']} -> "
          f"{t['width']}, heads {s['heads']} -> {t['heads']}, mlp {s['mlp_dim']} -> {t['mlp_dim']}; "
          f"wrote {report['output']}")
 
 
 def _register_resize(direction: str, summary: str) -> None:
-    @app.command(name=direction, help=summary)
+    @with_declared_flags(_resize_owners())
     def command(
-        src: str = typer.Argument(..., help="Source checkpoint, or '-' for stdin."),
-        depth: Optional[int] = typer.Option(None, "--depth", help=_RESIZE_HELP["depth"]),
-        width: Optional[int] = typer.Option(None, "--width", help=_RESIZE_HELP["width"]),
-        heads: Optional[int] = typer.Option(None, "--heads", help=_RESIZE_HELP["heads"]),
+        src: str = typer.Argument(..., help="Source checkpoint or learngene, or '-' for stdin."),
+        depth: Optional[int] = typer.Option(None, "--depth", help="Target number of blocks (default: the source's)."),
+        width: Optional[int] = typer.Option(None, "--width", help="Target embedding width (default: the source's)."),
+        heads: Optional[int] = typer.Option(None, "--heads",
+                                            help="Target attention heads (default: width / the source's head dim)."),
         source_heads: Optional[int] = typer.Option(
             None, "--source-heads", help="The source's heads, when its file does not record them."),
-        mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim", help=_RESIZE_HELP["mlp_dim"]),
-        method: str = typer.Option("bot", "--method", help=_RESIZE_HELP["method"]),
-        output: Optional[str] = typer.Option(None, "-o", "--output", help=_RESIZE_HELP["output"]),
-        seed: int = typer.Option(0, "--seed", help="Seed for random layers (heur-lg, auto-lg)."),
+        mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim",
+                                              help="Target MLP hidden size (default: keep the source's MLP ratio)."),
+        method: Optional[str] = typer.Option(
+            None, "--method", help="bot (default), select, heur-lg, auto-lg, clone, tleg-fit (docs/methods.md); "
+                                   "not for a learngene, which grows by its own rule."),
+        output: Optional[str] = typer.Option(None, "-o", "--output", help="Output file, or '-' for stdout."),
+        seed: int = typer.Option(0, "--seed", help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing output."),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON report (stderr when -o -)."),
-        wavelet: Optional[str] = typer.Option(None, "--wavelet",
-                                              help="bot: a pywt discrete wavelet, or auto (default haar)."),
-        fit: Optional[str] = typer.Option(None, "--fit", help="bot: interp or crop for non-power-of-two ratios."),
-        qkv_axis: Optional[str] = typer.Option(None, "--qkv-axis", help="bot: heads or flat."),
-        rescale: Optional[str] = typer.Option(None, "--rescale", help="bot: none (default), std or mean."),
-        insert: Optional[str] = typer.Option(None, "--insert", help="clone: interleave or top."),
+        **options: Any,
     ) -> None:
         _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
-                        source_heads=source_heads, mlp_dim=mlp_dim, method=method, seed=seed,
-                        wavelet=wavelet, fit=fit, qkv_axis=qkv_axis, rescale=rescale, insert=insert)
+                        source_heads=source_heads, mlp_dim=mlp_dim, method=method, seed=seed, **options)
+
+    app.command(name=direction, help=summary)(command)
 
 
-_register_resize("shrink", "Make a model smaller without training (BoT wavelets by default).")
-_register_resize("grow", "Make a model larger without training (BoT wavelets by default).")
+_register_resize("shrink", "Make a model smaller without training (BoT wavelets by default), or build a "
+                           "model of any size from a learngene.")
+_register_resize("grow", "Make a model larger without training (BoT wavelets by default), or build a "
+                         "model of any size from a learngene.")
+
+
+# ---- lg condense ----
+
+def _condense_owners() -> dict[str, Sequence[Option]]:
+    from .learngenes import KINDS
+
+    return {name: kind.condense_options for name, kind in KINDS.items()}
+
+
+@app.command()
+@with_declared_flags(_condense_owners())
+def condense(
+    teacher: str = typer.Argument(..., help="The teacher (ancestry) checkpoint, or '-' for stdin."),
+    method: str = typer.Option(..., "--method", help="The learngene kind: tleg or wave (docs/learngenes.md)."),
+    data: str = typer.Option(..., "--data", help="Image folder or built-in name (fashion-mnist-mini, "
+                                                 "fashion-mnist, mnist): the teacher's classes."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Output learngene file, or '-' for stdout."),
+    aux_depth: Optional[int] = typer.Option(None, "--aux-depth", min=1,
+                                            help="Auxiliary model depth (default: the teacher's)."),
+    aux_width: Optional[int] = typer.Option(None, "--aux-width", min=1,
+                                            help="Auxiliary model width (default: the teacher's)."),
+    aux_heads: Optional[int] = typer.Option(None, "--aux-heads", min=1,
+                                            help="Auxiliary model heads (default: width / the teacher's head dim)."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Optimiser steps (or give --epochs)."),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="Passes over the train split (or --steps)."),
+    batch_size: int = typer.Option(128, "--batch-size", min=1, help="Global batch size."),
+    lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate (AdamW, cosine decay)."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, help="Warm-up steps [default: 5% of the steps]."),
+    weight_decay: float = typer.Option(0.05, "--weight-decay", min=0.0),
+    subset: Optional[str] = typer.Option(None, "--subset", help="Train images to use: a count or a fraction."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images to score the auxiliary "
+                                                                          "model on: a count or a fraction."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the initialisation, the data order and the split."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA); torchrun for several."),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint",
+                                             help="Training checkpoint file [default: OUT.train.pt when "
+                                                  "--checkpoint-every or --resume is given]."),
+    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, help="Save the run every N steps."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run saved in the training checkpoint."),
+    teacher_heads: Optional[int] = typer.Option(None, "--teacher-heads", min=1,
+                                                help="The teacher's heads, when its file does not record them."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing output (and training checkpoint)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON report (stderr when -o -)."),
+    **options: Any,
+) -> None:
+    """Distil a teacher into a learngene (TLEG, WAVE) that grows into models of many sizes."""
+    from .condense import CondenseSettings, condense_file
+
+    if output is None:
+        raise LgError("give an output: -o FILE, or -o - to write the learngene to stdout")
+    if checkpoint is None and (checkpoint_every or resume):
+        if output == "-":
+            raise LgError("with -o -, name the training checkpoint: --checkpoint FILE")
+        checkpoint = output + ".train.pt"
+    settings = CondenseSettings(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup,
+                                weight_decay=weight_decay, seed=seed, device=device, checkpoint=checkpoint,
+                                checkpoint_every=checkpoint_every, resume=resume, force=force)
+    report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
+                           method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
+                           settings=settings, options=options, teacher_heads=teacher_heads, notify=note)
+    if as_json:
+        text = json.dumps(report, indent=2, default=str) + "\n"
+        (sys.stderr if output == "-" else sys.stdout).write(text)
+        return
+    accuracy, teacher_accuracy = report["accuracy"]["top1"], report["teacher_accuracy"]["top1"]
+    note(f"condensed {report['method']}: auxiliary {report['auxiliary']['depth']} x {report['auxiliary']['width']} "
+         f"top-1 {accuracy:.2f} % (teacher {teacher_accuracy:.2f} %), loss {report['loss_first']:.3f} -> "
+         f"{report['loss_last']:.3f} in {report['steps']} steps, {report['seconds']:.0f} s; "
+         f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")

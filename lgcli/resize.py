@@ -1,5 +1,6 @@
-"""Shrink and grow a checkpoint without training: what `lg shrink` and
-`lg grow` do, as functions for notebooks and scripts.
+"""Shrink and grow a checkpoint without training, or build a model of any
+size from a learngene: what `lg shrink` and `lg grow` do, as functions for
+notebooks and scripts.
 
     >>> from lgcli.resize import resize, resize_file
     >>> spec, stack, report = resize("deit_b.safetensors", direction="shrink", depth=6, width=384)
@@ -13,16 +14,16 @@ import os
 import time
 from typing import Any, BinaryIO
 
-from .api import Loaded, load, save
+import sys
+from typing import Callable
+
+from .api import Loaded, is_learngene, load, load_learngene, save
 from .arch import get_adapter
-from .checkpoint import STDIO, check_output
+from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .errors import LgError
 from .methods import GROW, SHRINK, MethodContext, get_method, resolve_options
+from .options import resolve_options as resolve_declared
 from .stack import ATTN, EMBED, HEAD_DIM, LAYER, MLP, ArchSpec, Stack
-
-AXIS_FLAGS = {LAYER: "--depth", EMBED: "--width", ATTN: "--width", MLP: "--mlp-dim",
-              HEAD_DIM: "--heads"}
-
 
 def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
                 heads: int | None = None, mlp_dim: int | None = None) -> ArchSpec:
@@ -117,8 +118,8 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
         "method": method,
         "options": options,
         "seed": seed,
-        "source": _sizes(source),
-        "target": _sizes(target),
+        "source": spec_sizes(source),
+        "target": spec_sizes(target),
         "parameters": {"source": loaded.stack.num_parameters(),
                        "target": result.stack.num_parameters()},
         "details": result.report,
@@ -139,21 +140,64 @@ def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, de
     return source, target
 
 
-def _sizes(spec: ArchSpec) -> dict[str, int]:
+def spec_sizes(spec: ArchSpec) -> dict[str, int]:
     return {"depth": spec.depth, "width": spec.width, "heads": spec.heads, "head_dim": spec.head_dim,
             "mlp_dim": spec.mlp_dim}
 
 
+def expand(learngene, *, depth: int | None = None, width: int | None = None, heads: int | None = None,
+           mlp_dim: int | None = None, seed: int = 0, notify: Callable[[str], None] | None = None,
+           **options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
+    """Build a model of the given size from a learngene, by the learngene's
+    own rule (its kind's `expand`). `options` are the kind's expand options
+    (WAVE: data, steps, teacher, ...). Returns the target spec, its Stack and a
+    JSON-ready report."""
+    from .learngenes import get_kind
+
+    started = time.perf_counter()
+    kind = get_kind(learngene.kind)
+    resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
+    if all(v is None for v in (depth, width, heads, mlp_dim)):
+        raise LgError("give the size to build: --depth (and --width where the learngene can change it)")
+    target = target_spec(learngene.spec, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim)
+    kind.check_target(learngene, target)
+    stack, details = kind.expand(learngene, target, resolved, notify or _stderr, seed)
+    try:
+        stack.check(target)
+    except ValueError as exc:  # a kind's bug, not a user error
+        raise RuntimeError(f"learngene kind {kind.name} built a wrongly sized stack: {exc}") from None
+    report = {"command": "expand", "method": kind.name, "options": resolved, "seed": seed,
+              "source": {"learngene": kind.name, **spec_sizes(learngene.spec)}, "target": spec_sizes(target),
+              "parameters": {"source": learngene.num_parameters(), "target": stack.num_parameters()},
+              "details": details, "seconds": round(time.perf_counter() - started, 3)}
+    return target, stack, report
+
+
+def _stderr(message: str) -> None:
+    print(f"lg: {message}", file=sys.stderr)
+
+
+
 def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *, direction: str,
                 force: bool = False, source_heads: int | None = None, stdin: BinaryIO | None = None,
-                stdout: BinaryIO | None = None, **kwargs: Any) -> dict[str, Any]:
-    """`resize`, then write the result to `output` ('-' for stdout) in the
-    source's dtype, with provenance chained to the source. Returns the report
-    (with the output's name and sha256). The output is checked before any work."""
+                stdout: BinaryIO | None = None, method: str | None = None,
+                notify: Callable[[str], None] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """`resize` (a model) or `expand` (a learngene), then write the result to
+    `output` ('-' for stdout) with provenance chained to the source. Returns
+    the report (with the output's name and sha256). The output is checked
+    before any work.
+
+    For a learngene, `grow` and `shrink` both mean "build a model of this
+    size" by the learngene's own rule: no direction is checked and `method`
+    must not be given (the learngene's kind is its method)."""
     inputs = () if isinstance(source, Loaded) else (str(source),)
     check_output(output, force=force, inputs=inputs)
-    loaded = source if isinstance(source, Loaded) else load(source, heads=source_heads, stdin=stdin)
-    spec, stack, report = resize(loaded, direction=direction, **kwargs)
+    checkpoint = source.checkpoint if isinstance(source, Loaded) else read_checkpoint(source, stdin=stdin)
+    if is_learngene(checkpoint):
+        return _expand_file(checkpoint, output, direction=direction, force=force, stdout=stdout, method=method,
+                            source_heads=source_heads, notify=notify, **kwargs)
+    loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads)
+    spec, stack, report = resize(loaded, direction=direction, method=method or "bot", **kwargs)
     recorded = {"direction": direction, **report["options"]}
     if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
         recorded["seed"] = report["seed"]
@@ -161,4 +205,26 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
                   force=force, stdout=stdout)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     report["sha256"] = sha256
+    return report
+
+
+def _expand_file(checkpoint: Checkpoint, output: str | os.PathLike, *, direction: str, force: bool,
+                 stdout: BinaryIO | None, method: str | None, source_heads: int | None,
+                 notify: Callable[[str], None] | None, **kwargs: Any) -> dict[str, Any]:
+    learngene = load_learngene(checkpoint)
+    if method is not None:
+        raise LgError(f"a learngene is built by its own rule ({learngene.kind}): --method does not apply "
+                      f"(resize the model it builds instead: lg {direction} LG ... -o - | lg {direction} - "
+                      f"--method {method} ... -o OUT)")
+    if source_heads is not None:
+        raise LgError("--source-heads does not apply to a learngene: it records its own heads")
+    seed = kwargs.pop("seed", None)
+    spec, stack, report = expand(learngene, seed=0 if seed is None else seed, notify=notify, **kwargs)
+    report["command"] = direction
+    recorded = {"direction": direction, **{k: v for k, v in report["options"].items() if v is not None}}
+    if report["seed"] is not None:
+        recorded["seed"] = report["seed"]
+    report["sha256"] = save(output, spec, stack, method=learngene.kind, options=recorded, source=checkpoint,
+                            force=force, stdout=stdout)
+    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     return report

@@ -22,7 +22,6 @@ Axis names (SPEC.md table):
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
@@ -32,8 +31,6 @@ LAYER, EMBED, ATTN, MLP, HEAD_DIM, TOKENS, CLASSES, FIXED = (
     "layer", "embed", "attn", "mlp", "head_dim", "tokens", "classes", "-")
 AXIS_NAMES = (LAYER, EMBED, ATTN, MLP, HEAD_DIM, TOKENS, CLASSES, FIXED)
 
-# Roles of per-layer tensors, in a fixed order (used for display and tests).
-MATRIX_ROLES = ("q", "k", "v", "o", "fc1", "fc2")
 LAYER_ROLE_AXES: dict[str, tuple[str, ...]] = {
     "q": (LAYER, ATTN, EMBED),
     "k": (LAYER, ATTN, EMBED),
@@ -176,15 +173,6 @@ class Stack:
         yield from self.layers.items()
         yield from self.globals.items()
 
-    def layer(self, index: int) -> dict[str, torch.Tensor]:
-        """One layer's tensors by role (views, not copies)."""
-        return {role: named.data[index] for role, named in self.layers.items()}
-
-    def map(self, fn) -> "Stack":
-        """A new Stack with `fn(role, Named) -> Tensor` applied to every tensor."""
-        return Stack(layers={r: n.replace(fn(r, n)) for r, n in self.layers.items()},
-                     globals={r: n.replace(fn(r, n)) for r, n in self.globals.items()})
-
     def check(self, spec: ArchSpec) -> None:
         """Raise ValueError unless every named axis has the size `spec` gives it."""
         sizes = spec.axis_sizes()
@@ -202,8 +190,3 @@ def stack_layers(per_layer: list[torch.Tensor]) -> torch.Tensor:
     """Stack same-role tensors of consecutive layers along a new leading axis."""
     return torch.stack(per_layer, dim=0)
 
-
-def describe_axes(stack: Stack) -> str:
-    """A JSON description of roles, shapes and axes (debugging, docs)."""
-    return json.dumps({role: {"shape": list(n.shape), "axes": list(n.axes)}
-                       for role, n in stack.items()}, indent=1)

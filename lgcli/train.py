@@ -1,5 +1,11 @@
 """The one training loop for everything in `lg` that trains.
 
+It trains any set of tensors: a timm model's own parameters (`lg eval`'s
+probe), or the tensors a learngene builds a stock timm model from on every
+step (`lgcli.learngenes.GeneratedModel`: condensing TLEG / WAVE, fitting WAVE
+scalers). An optional frozen teacher's logits are the loss's third input
+(knowledge distillation).
+
 AdamW, linear warm-up then cosine decay to zero, optional label smoothing,
 bf16 autocast on CUDA (full precision on CPU), seeded, an atomic checkpoint
 every N steps, exact resume, rich progress on stderr, and DDP under
@@ -32,9 +38,9 @@ from lgcli.data import ImageSet, train_order
 from lgcli.checkpoint import atomic_path
 from lgcli.errors import LgError
 
-# `loss_fn(model, images, labels) -> scalar loss`; distillation and fitting
-# methods pass their own (a teacher's logits, functional_call, ...).
-LossFn = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+# `loss_fn(logits, labels, teacher_logits) -> scalar loss`; teacher_logits is
+# None unless `train` was given a teacher.
+LossFn = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 # `on_step(step, model)` after `step` optimiser steps (step 0: before any);
 # called on every rank, with the unwrapped model in train mode.
 StepCallback = Callable[[int, torch.nn.Module], None]
@@ -88,14 +94,46 @@ def learning_rate(step: int, config: TrainConfig) -> float:
 
 
 def cross_entropy_loss(label_smoothing: float = 0.0) -> LossFn:
-    def loss(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(model(images).float(), labels, label_smoothing=label_smoothing)
+    def loss(logits: torch.Tensor, labels: torch.Tensor, teacher_logits: torch.Tensor | None) -> torch.Tensor:
+        return F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
+
+    return loss
+
+
+def distillation_loss(alpha: float, tau: float = 1.0, label_smoothing: float = 0.0) -> LossFn:
+    """``(1 - alpha) * CE(z_s, y) + alpha * tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau))``
+    (SPEC.md "TLEG": the reference run's loss; Hinton's tau^2 keeps the soft
+    term's gradient scale independent of tau). alpha = 1 is pure soft
+    distillation; without a teacher only the CE term can be computed, so the
+    loss needs one whenever alpha > 0."""
+    if not 0.0 <= alpha <= 1.0:
+        raise LgError(f"--alpha must lie in [0, 1], not {alpha}")
+    if not tau > 0:
+        raise LgError(f"--tau must be positive, not {tau}")
+
+    def loss(logits: torch.Tensor, labels: torch.Tensor, teacher_logits: torch.Tensor | None) -> torch.Tensor:
+        logits = logits.float()
+        total = logits.new_zeros(())
+        if alpha < 1.0:
+            total = total + (1.0 - alpha) * F.cross_entropy(logits, labels, label_smoothing=label_smoothing)
+        if alpha > 0.0:
+            if teacher_logits is None:
+                raise ValueError("distillation_loss with alpha > 0 needs the teacher's logits")
+            soft_student = F.log_softmax(logits / tau, dim=-1)
+            soft_teacher = F.log_softmax(teacher_logits.float() / tau, dim=-1)
+            total = total + alpha * tau * tau * F.kl_div(soft_student, soft_teacher, reduction="batchmean",
+                                                         log_target=True)
+        return total
 
     return loss
 
 
 def model_input(model: torch.nn.Module) -> tuple[int, int]:
-    """(channels, image size) a timm ViT-like model takes."""
+    """(channels, image size) a timm ViT-like model takes (a model built from
+    a learngene says so in its `input_size` attribute)."""
+    if getattr(model, "input_size", None) is not None:
+        channels, height, _ = model.input_size
+        return int(channels), int(height)
     patch_embed = getattr(model, "patch_embed", None)
     if patch_embed is not None and getattr(patch_embed, "img_size", None) is not None:
         return int(patch_embed.proj.in_channels), int(patch_embed.img_size[0])
@@ -186,7 +224,7 @@ def augment_batch(images: torch.Tensor, generator: torch.Generator, rank: int = 
     return out
 
 
-def parameter_groups(model: torch.nn.Module, parameters: Iterable[torch.nn.Parameter] | None,
+def optimizer_groups(model: torch.nn.Module, parameters: Iterable[torch.nn.Parameter] | None,
                      weight_decay: float) -> list[dict]:
     """AdamW groups: no decay on biases, norms and embeddings-as-tokens (timm's
     `no_weight_decay`), as in DeiT; decay on weight matrices."""
@@ -256,13 +294,17 @@ def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.
 
 
 def train(model: torch.nn.Module, data: ImageSet, config: TrainConfig, *, loss_fn: LossFn | None = None,
-          parameters: Iterable[torch.nn.Parameter] | None = None, on_step: StepCallback | None = None,
-          image_size: int | None = None, channels: int | None = None) -> TrainResult:
+          teacher: torch.nn.Module | None = None, parameters: Iterable[torch.nn.Parameter] | None = None,
+          on_step: StepCallback | None = None, image_size: int | None = None,
+          channels: int | None = None) -> TrainResult:
     """Train `model` in place on `data` for `config.steps` optimiser steps.
 
-    `parameters` restricts what is trained (default: every parameter that
-    requires a gradient). Under torchrun each process passes the same model
-    and data; the global batch is split between them.
+    `model` is any module mapping images to logits: a timm model, or a
+    `GeneratedModel` whose parameters are a learngene's tensors. `parameters`
+    restricts what is trained (default: every parameter that requires a
+    gradient). `teacher`, if given, is frozen and run on every batch; its
+    logits are the third argument of `loss_fn`. Under torchrun each process
+    passes the same model and data; the global batch is split between them.
     """
     if config.steps < 0:
         raise LgError(f"--steps must be >= 0, got {config.steps}")
@@ -274,7 +316,9 @@ def train(model: torch.nn.Module, data: ImageSet, config: TrainConfig, *, loss_f
     loss_fn = loss_fn or cross_entropy_loss(config.label_smoothing)
 
     model.to(device).train()
-    optimizer = torch.optim.AdamW(parameter_groups(model, parameters, config.weight_decay), lr=config.lr,
+    if teacher is not None:
+        teacher.to(device).eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(optimizer_groups(model, parameters, config.weight_decay), lr=config.lr,
                                   betas=(0.9, 0.999))
     checkpoint = Path(config.checkpoint_path) if config.checkpoint_path else None
     start_step = 0
@@ -316,7 +360,11 @@ def train(model: torch.nn.Module, data: ImageSet, config: TrainConfig, *, loss_f
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(step, config)
             with autocast(device):
-                loss = loss_fn(trained, images, labels)
+                teacher_logits = None
+                if teacher is not None:
+                    with torch.no_grad():
+                        teacher_logits = teacher(images)
+                loss = loss_fn(trained(images), labels, teacher_logits)
             if not torch.isfinite(loss):
                 raise LgError(f"the loss became {loss.item()} at step {step + 1}: lower --lr")
             optimizer.zero_grad(set_to_none=True)

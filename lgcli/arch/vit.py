@@ -346,6 +346,41 @@ class VitAdapter:
         return (f"timm.create_model({self.model_name(spec)!r}, pretrained=True, "
                 f"pretrained_cfg_overlay=dict({overlay_text}), {shown})")
 
+    def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
+        """(channels, height, width) of the images a model of this spec takes."""
+        e = spec.extras
+        return (int(e["in_chans"]), int(e["img_size"]), int(e["img_size"]))
+
+    @staticmethod
+    def global_role_axes() -> dict[str, tuple[str, ...]]:
+        """Every global role this family can have, with its axes."""
+        return {role: axes for role, axes in GLOBAL_KEYS.values()}
+
+    @staticmethod
+    def no_weight_decay_roles() -> frozenset[str]:
+        """Global roles timm's ViT exempts from weight decay (`no_weight_decay`)."""
+        return frozenset({"pos_embed", "cls_token", "dist_token", "reg_token"})
+
+    def spec_from_config(self, config: Mapping[str, Any]) -> ArchSpec:
+        """The spec a recorded ``lg.config`` describes (a learngene's family
+        configuration), read the same way as a checkpoint's: from the state
+        dict of the model timm builds from it, on the meta device (no memory)."""
+        import timm
+
+        if not isinstance(config, Mapping):
+            raise LgError("the file's lg.config is not a JSON object")
+        args = {k: config[k] for k in CONFIG_KEYS if k in config}
+        name = config.get("model_name", PLAIN_MODEL_NAME)
+        if name not in (PLAIN_MODEL_NAME, DISTILLED_MODEL_NAME):
+            raise LgError(f"the file's lg.config names model {name!r}, not a timm ViT lg builds")
+        try:
+            with torch.device("meta"):
+                model = timm.create_model(name, pretrained=False, **args)
+        except (TypeError, ValueError, AssertionError, RuntimeError) as exc:
+            raise LgError(f"the file's lg.config does not describe a timm ViT ({exc})".splitlines()[0]) from None
+        spec, _ = self.to_stack(model.state_dict(), config=args)
+        return spec
+
     def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
         """A timm model holding these weights, loaded strictly."""
         model = self.create_model(spec)

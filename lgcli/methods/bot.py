@@ -20,7 +20,9 @@ import torch
 from ..errors import LgError
 from ..stack import ATTN, ArchSpec, Named, Stack
 from . import wavelets
-from .common import AxisChange, MethodContext, MethodResult, as_compute, axis_changes, iter_tensors
+from ..options import Option
+from .common import (GROW, SHRINK, AxisChange, Method, MethodContext, MethodResult, as_compute,
+                     axis_changes, iter_tensors)
 
 # Defaults measured with the init-quality probe (benchmarks/probe_methods.py:
 # the example Fashion-MNIST ViT shrunk to 3x64 and 4x64 and grown to 8x192,
@@ -36,11 +38,17 @@ from .common import AxisChange, MethodContext, MethodResult, as_compute, axis_ch
 #   beat flat (82.0 against 81.7 with none, 80.4 against 79.3 with std).
 # - haar: the paper's choice for ViTs; the shortest filter, so it mixes only
 #   neighbouring units/layers (other wavelets were not probed).
-DEFAULTS: dict[str, Any] = {"wavelet": wavelets.DEFAULT_WAVELET, "fit": "interp",
-                            "qkv_axis": "heads", "rescale": "none"}
-CHOICES: dict[str, tuple[str, ...] | None] = {"wavelet": None, "fit": wavelets.FITS,
-                                              "qkv_axis": ("flat", "heads"),
-                                              "rescale": wavelets.RESCALES}
+OPTIONS = (
+    Option("wavelet", str, wavelets.DEFAULT_WAVELET,
+           "a pywt discrete wavelet (haar, db2, coif3, bior6.8, ...), or auto: the BoT paper's best "
+           "for the family and direction"),
+    Option("fit", str, "interp", "a ratio that is not a power of two: interpolate or crop/pad the "
+           "remaining factor", choices=wavelets.FITS),
+    Option("qkv_axis", str, "heads", "transform q, k, v along the heads axis, or the flat attention "
+           "axis", choices=("heads", "flat")),
+    Option("rescale", str, "none", "none: the raw approximation band; mean: undo the sqrt(2) per "
+           "level; std: match each tensor's source std", choices=wavelets.RESCALES),
+)
 
 
 def bot(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
@@ -130,8 +138,13 @@ def population_moments(tensor: torch.Tensor) -> tuple[float, float]:
     return mean, max(variance, 0.0) ** 0.5
 
 
-def validate(options: dict[str, Any], source: ArchSpec, direction: str) -> None:
+def validate(options: dict[str, Any], source: ArchSpec, target: ArchSpec, direction: str) -> None:
     """Reject an unknown wavelet now, before any work (one line, LgError)."""
     wavelets.resolve_wavelet(options["wavelet"], family=source.family, direction=direction)
     if options["qkv_axis"] == "heads" and source.attn_dim % max(source.heads, 1):
         raise LgError("--qkv-axis heads needs the attention width to be heads x head_dim")
+
+
+METHOD = Method("bot", bot, (SHRINK, GROW),
+                "BoT: wavelet approximation band (shrink) / zero-detail inverse DWT (grow)",
+                OPTIONS, validate)

@@ -27,10 +27,12 @@ import torch
 
 from ..errors import LgError
 from ..stack import ArchSpec, LAYER, Named, Stack
-from .common import MethodContext, MethodResult, as_compute, axis_changes, is_linear_weight, iter_tensors
+from ..options import Option
+from .common import (GROW, Method, MethodContext, MethodResult, as_compute, axis_changes,
+                     is_linear_weight, iter_tensors)
 
-DEFAULTS: dict[str, Any] = {"insert": "interleave"}
-CHOICES: dict[str, tuple[str, ...] | None] = {"insert": ("interleave", "top")}
+OPTIONS = (Option("insert", str, "interleave", "where new identity blocks go: spread between the "
+                  "source's layers, or all on top", choices=("interleave", "top")),)
 # The residual-branch outputs: zero makes a block the identity.
 BRANCH_OUTPUT_ROLES = ("o", "o_bias", "fc2", "fc2_bias")
 
@@ -105,3 +107,7 @@ def clone(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, A
     report = {"insert": options["insert"], "new_layers": new_positions,
               "width_factor": target.width // source.width}
     return MethodResult(Stack(layers=layers, globals=globals_), report)
+
+
+METHOD = Method("clone", clone, (GROW,), "function-preserving growth: tiled width, identity blocks for depth",
+                OPTIONS, lambda options, source, target, direction: validate(source, target))

@@ -8,10 +8,11 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from ..options import Option
 from ..stack import ATTN, CLASSES, EMBED, LAYER, MLP, ArchSpec, Named, Stack
 
 COMPUTE_DTYPE = torch.float32
-WIDTH_AXES = (EMBED, ATTN, MLP)
+GROW, SHRINK = "grow", "shrink"
 
 
 @dataclass
@@ -28,6 +29,24 @@ class MethodContext:
 class MethodResult:
     stack: Stack
     report: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A training-free resize method, declared in its own file.
+
+    `run(stack, source_spec, target_spec, options, context)` returns a
+    MethodResult; `options` are the method's own (declared in `options`, from
+    which the CLI builds its flags); `validate(options, source, target,
+    direction)` may refuse a request before any work, with an LgError.
+    """
+
+    name: str
+    run: Callable[[Stack, ArchSpec, ArchSpec, dict[str, Any], MethodContext], MethodResult]
+    directions: tuple[str, ...]
+    summary: str
+    options: tuple[Option, ...] = ()
+    validate: Callable[[dict[str, Any], ArchSpec, ArchSpec, str], None] | None = None
 
 
 @dataclass(frozen=True)

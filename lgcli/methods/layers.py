@@ -21,11 +21,8 @@ import torch
 
 from ..errors import LgError
 from ..stack import LAYER, ArchSpec, Named, Stack
-from .common import (AxisChange, MethodContext, MethodResult, axis_changes, embed_into,
-                     iter_tensors, select_along, uniform_indices)
-
-DEFAULTS: dict[str, Any] = {}
-CHOICES: dict[str, tuple[str, ...] | None] = {}
+from .common import (GROW, SHRINK, AxisChange, Method, MethodContext, MethodResult, axis_changes,
+                     embed_into, select_along, uniform_indices)
 
 
 def heur_lg(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
@@ -75,3 +72,8 @@ def _inherit_layers(stack: Stack, source: ArchSpec, target: ArchSpec, context: M
     report = {"inherited": dict(zip(map(str, target_layers.tolist()), source_layers.tolist())),
               "random_layers": random_layers, "seed": context.seed}
     return MethodResult(Stack(layers=layers, globals=globals_), report)
+
+
+HEUR_LG = Method("heur-lg", heur_lg, (SHRINK, GROW), "Heur-LG: the last N source layers on top, random layers below")
+AUTO_LG = Method("auto-lg", auto_lg, (SHRINK, GROW),
+                 "Auto-LG: the first N source layers at the bottom, random layers above")

@@ -15,10 +15,8 @@ from typing import Any
 import torch
 
 from ..stack import LAYER, ArchSpec, Named, Stack
-from .common import AxisChange, MethodContext, MethodResult, axis_changes, iter_tensors, select_along, uniform_indices
-
-DEFAULTS: dict[str, Any] = {}
-CHOICES: dict[str, tuple[str, ...] | None] = {}
+from .common import (SHRINK, AxisChange, Method, MethodContext, MethodResult, axis_changes, iter_tensors,
+                     select_along, uniform_indices)
 
 
 def selection_indices(change: AxisChange) -> torch.Tensor:
@@ -43,3 +41,6 @@ def select(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, 
     report = {"indices": {axis: selection_indices(AxisChange(0, axis, a, b)).tolist()[:16]
                           for axis, (a, b) in sizes.items()}}
     return MethodResult(out, report)
+
+
+METHOD = Method("select", select, (SHRINK,), "weight selection: first-N layers, uniformly spaced elements")

@@ -20,10 +20,7 @@ import torch
 
 from ..errors import LgError
 from ..stack import LAYER, ArchSpec, Named, Stack
-from .common import MethodContext, MethodResult, as_compute
-
-DEFAULTS: dict[str, Any] = {}
-CHOICES: dict[str, tuple[str, ...] | None] = {}
+from .common import GROW, SHRINK, Method, MethodContext, MethodResult, as_compute
 
 
 def depth_positions(depth: int) -> torch.Tensor:
@@ -76,3 +73,7 @@ def tleg_fit(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str
     report = {"relative_residual": (residual_energy / total_energy) ** 0.5 if total_energy else 0.0,
               "roles": roles}
     return MethodResult(Stack(layers=layers, globals=dict(stack.globals)), report)
+
+
+METHOD = Method("tleg-fit", tleg_fit, (SHRINK, GROW),
+                "least-squares TLEG line per element over depth, evaluated at the new depth")

@@ -1,0 +1,164 @@
+"""Condense a teacher into a learngene: what `lg condense` does, as functions.
+
+    >>> from lgcli.condense import CondenseSettings, condense_file
+    >>> report = condense_file("vit.safetensors", "tleg.lg.safetensors", method="tleg", data="fashion-mnist-mini",
+    ...                        settings=CondenseSettings(steps=600))
+
+The teacher is frozen and only its logits are used. The auxiliary model (the
+teacher's family configuration at `aux_depth` x `aux_width`, with the
+teacher's input size and classes) is a stock model whose weights the kind
+builds from its learngene tensors on every step (`GeneratedModel`); those
+tensors train through the one loop, `lgcli.train.train`, with the teacher's
+logits as the loss's extra input. Under torchrun every process runs the same
+call and rank 0 writes the file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, BinaryIO, Callable, Mapping
+
+import torch
+
+from .api import is_learngene, load, save_learngene
+from .arch import get_adapter
+from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
+from .data import ImageData, check_channels, load_data
+from .errors import LgError
+from .learngenes import GeneratedModel, Learngene, get_kind
+from .options import resolve_options
+from .resize import spec_sizes, target_spec
+from .train import StepCallback, TrainConfig, distributed_setup, evaluate_accuracy, train
+
+Notify = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(f"lg: {message}", file=sys.stderr)
+
+
+@dataclass
+class CondenseSettings:
+    """The training run of a condense (the kind's own options are separate)."""
+
+    steps: int | None = None  # optimiser steps; or give epochs
+    epochs: float | None = None
+    batch_size: int = 128
+    lr: float = 1e-3
+    warmup: int | None = None  # None: 5 % of the steps
+    weight_decay: float = 0.05
+    seed: int = 0
+    device: str = "cpu"
+    checkpoint: str | None = None  # a training checkpoint to write (and --resume from)
+    checkpoint_every: int = 0
+    resume: bool = False
+    force: bool = False
+    progress: bool = True
+
+    def total_steps(self, train_images: int) -> int:
+        if self.steps is not None and self.epochs is not None:
+            raise LgError("give --steps or --epochs, not both")
+        if self.steps is not None:
+            if self.steps < 1:
+                raise LgError(f"--steps must be at least 1, not {self.steps}")
+            return int(self.steps)
+        if self.epochs is None:
+            raise LgError("give the length of the run: --steps N or --epochs E")
+        if not (math.isfinite(self.epochs) and self.epochs > 0):
+            raise LgError(f"--epochs must be a positive number, not {self.epochs}")
+        return max(1, math.ceil(self.epochs * train_images / self.batch_size))
+
+
+def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData, *, method: str,
+             aux_depth: int | None = None, aux_width: int | None = None, aux_heads: int | None = None,
+             settings: CondenseSettings | None = None, options: Mapping[str, Any] | None = None,
+             teacher_heads: int | None = None, notify: Notify = _stderr, on_step: StepCallback | None = None,
+             stdin: BinaryIO | None = None) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
+    """Distil `teacher` into a learngene of kind `method` on `data`. Returns the
+    learngene, the teacher's checkpoint (its provenance) and a JSON-ready report."""
+    started = time.perf_counter()
+    settings = settings or CondenseSettings()
+    kind = get_kind(method)
+    resolved = resolve_options(f"learngene kind '{kind.name}'", kind.condense_options, options or {})
+    checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
+    if is_learngene(checkpoint):
+        raise LgError("the teacher must be a model checkpoint; this file is a learngene")
+    loaded = load(checkpoint, heads=teacher_heads)
+    adapter = get_adapter(loaded.spec.family)
+    teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
+    aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
+    channels = adapter.input_size(aux)[0]
+    check_channels(data, channels)
+    classes = int(aux.extras.get("num_classes") or 0)
+    if data.num_classes != classes:
+        raise LgError(f"the teacher has {classes} classes and {data.name} {data.num_classes}: distillation "
+                      f"needs the teacher's own classes")
+    steps = settings.total_steps(len(data.train))
+    if len(data.train) < settings.batch_size:
+        raise LgError(f"the train split has {len(data.train)} images, fewer than one batch of "
+                      f"{settings.batch_size} (lower --batch-size)")
+
+    generator = torch.Generator().manual_seed(settings.seed)
+    aux_init = adapter.random_stack(aux, seed=settings.seed)
+    trainable, frozen = kind.initial(aux, aux_init, resolved, generator)
+    model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay)
+    config = TrainConfig(steps=steps, batch_size=settings.batch_size, lr=settings.lr,
+                         weight_decay=settings.weight_decay,
+                         warmup_steps=settings.warmup if settings.warmup is not None else steps // 20,
+                         seed=settings.seed, device=settings.device, checkpoint_path=settings.checkpoint,
+                         checkpoint_every=settings.checkpoint_every, resume=settings.resume, force=settings.force,
+                         progress=settings.progress, description=f"condensing {kind.name}")
+    notify(f"condense {kind.name}: teacher {loaded.spec.depth} x {loaded.spec.width}, auxiliary model "
+           f"{aux.depth} x {aux.width} ({aux.heads} heads), {steps} steps of {settings.batch_size}")
+    result = train(model, data.train, config, loss_fn=kind.condense_loss(resolved), teacher=teacher_model,
+                   on_step=on_step)
+    scores = evaluate_accuracy(model, data.test, device=settings.device)
+    teacher_scores = evaluate_accuracy(teacher_model, data.test, device=settings.device)
+    model.cpu()
+    seconds = time.perf_counter() - started
+    window = max(1, min(20, len(result.losses) // 5))
+    condensed = {"steps": steps, "seconds": round(seconds, 1), "data": data.describe(),
+                 "accuracy": {k: round(v, 4) for k, v in scores.items() if k != "images"},
+                 "teacher_accuracy": {k: round(v, 4) for k, v in teacher_scores.items() if k != "images"},
+                 "test_images": scores["images"]}
+    learngene = Learngene(kind=kind.name, spec=aux, tensors=kind.keep(model.trained_tensors()),
+                          sizes=kind.sizes(aux, resolved), condensed=condensed)
+    recorded = {"aux_depth": aux.depth, "aux_width": aux.width, "aux_heads": aux.heads, **resolved,
+                **{k: v for k, v in asdict(settings).items()
+                   if k in ("batch_size", "lr", "weight_decay", "seed")},
+                "steps": steps, "warmup": config.warmup_steps}
+    report = {"command": "condense", "method": kind.name, "options": recorded, "teacher": spec_sizes(loaded.spec),
+              "auxiliary": spec_sizes(aux), "parameters": {"teacher": loaded.stack.num_parameters(),
+                                                       "learngene": learngene.num_parameters()},
+              "loss_first": sum(result.losses[:window]) / window if result.losses else None,
+              "loss_last": sum(result.losses[-window:]) / window if result.losses else None,
+              "resumed_from": result.resumed_from, **condensed}
+    return learngene, checkpoint, report
+
+
+def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, force: bool = False,
+                  stdin: BinaryIO | None = None, stdout: BinaryIO | None = None, data: str | ImageData = "",
+                  subset: str | None = None, test_subset: str | None = None, test_fraction: float = 0.2,
+                  **kwargs: Any) -> dict[str, Any]:
+    """`condense`, then write the learngene to `output` ('-' for stdout) with
+    provenance chained to the teacher. The output is checked before any work."""
+    check_output(output, force=force, inputs=(str(teacher),))
+    settings: CondenseSettings = kwargs.get("settings") or CondenseSettings()
+    if isinstance(data, ImageData):
+        dataset = data
+    else:
+        if not data:
+            raise LgError("give the data to distil on: --data D (an image folder or a built-in name)")
+        dataset = load_data(data, subset=subset, test_subset=test_subset, seed=settings.seed,
+                            test_fraction=test_fraction)
+    learngene, checkpoint, report = condense(teacher, dataset, stdin=stdin, **kwargs)
+    if distributed_setup(settings.device).rank == 0:
+        report["sha256"] = save_learngene(output, learngene, options=report["options"], source=checkpoint,
+                                          force=force, stdout=stdout)
+    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
+    return report
+

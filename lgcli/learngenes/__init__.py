@@ -1,0 +1,25 @@
+"""Learngene kinds, one module each (`tleg.py`, `wave.py`), and their registry.
+
+A kind condenses a teacher into its own tensors and expands them into a
+canonical Stack of any size it can reach; `base.LearngeneKind` is the
+protocol. The file format, `lg inspect` and the CLI know no kind's details:
+they ask the kind.
+"""
+
+from __future__ import annotations
+
+from ..errors import LgError
+from . import tleg, wave
+from .base import GeneratedModel, Learngene, LearngeneKind
+
+KINDS: dict[str, LearngeneKind] = {kind.name: kind for kind in (tleg.KIND, wave.KIND)}
+
+
+def get_kind(name: str | None) -> LearngeneKind:
+    try:
+        return KINDS[str(name)]
+    except KeyError:
+        raise LgError(f"unknown learngene kind {name!r} (known: {', '.join(KINDS)})") from None
+
+
+__all__ = ["KINDS", "get_kind", "Learngene", "LearngeneKind", "GeneratedModel"]

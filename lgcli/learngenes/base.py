@@ -1,0 +1,207 @@
+"""What every learngene kind shares: the learngene record, the protocol a
+kind implements, and the model a learngene's tensors are trained through.
+
+A learngene is a set of tensors named by role (TLEG ``A.q`` / ``B.q``, WAVE
+``T.qkv``, and ``global.<role>`` for the embeddings, final norm and head)
+plus the family configuration of the auxiliary model it was condensed as. A
+kind (one module each: `tleg.py`, `wave.py`) says how those tensors become a
+canonical `Stack` at any target `ArchSpec`; everything that trains, condensing
+and fitting alike, goes through one `GeneratedModel` and `lgcli.train.train`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+from torch import nn
+
+from ..arch import get_adapter
+from ..checkpoint import Checkpoint
+from ..options import Option
+from ..stack import ArchSpec, Named, Stack
+
+GLOBAL_PREFIX = "global."
+
+
+@dataclass
+class Learngene:
+    """A learngene held in memory (what a learngene file stores).
+
+    `spec` is the auxiliary model it was condensed as: the family
+    configuration every descendant is built from. `sizes` are the kind's own
+    sizes (JSON), `condensed` what condensing recorded (settings, steps,
+    seconds, the auxiliary model's test accuracy), `checkpoint` the file it
+    was read from (for provenance; None when it has just been condensed).
+    """
+
+    kind: str
+    spec: ArchSpec
+    tensors: dict[str, torch.Tensor]
+    sizes: dict[str, Any] = field(default_factory=dict)
+    condensed: dict[str, Any] = field(default_factory=dict)
+    checkpoint: Checkpoint | None = None
+
+    def num_parameters(self) -> int:
+        return sum(t.numel() for t in self.tensors.values())
+
+
+class LearngeneKind:
+    """The protocol of a learngene kind. A kind module defines one subclass
+    and an instance ``KIND``; nothing outside it knows the kind's tensors.
+
+    - `condense_options` / `expand_options`: declared options (the CLI builds
+      `lg condense` and `lg grow` flags from them).
+    - `initial(aux, aux_init, options, generator)`: the tensors to train while
+      condensing, as (trainable, frozen), from the auxiliary spec and the
+      family's random initialisation of it.
+    - `build(tensors, spec)`: the canonical Stack of a model of `spec`, as a
+      differentiable function of the tensors.
+    - `keep(tensors)`: which trained tensors the learngene keeps.
+    - `sizes(aux, options)`: the kind's own sizes, recorded in the file.
+    - `check_target(learngene, target)`: refuse a size the learngene cannot
+      become, with an LgError naming what it can.
+    - `expand(learngene, target, options, notify, seed)`: the descendant's
+      Stack and a JSON-ready report.
+    - `describe(learngene)`: what it is and which depths and widths it can become.
+    - `no_weight_decay(name)`: tensors AdamW must not decay.
+    - `condense_loss(options)`: the loss of condensing (distillation).
+    """
+
+    name: str = ""
+    summary: str = ""
+    condense_options: tuple[Option, ...] = ()
+    expand_options: tuple[Option, ...] = ()
+
+    def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
+                generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        raise NotImplementedError
+
+    def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
+        raise NotImplementedError
+
+    def keep(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
+        raise NotImplementedError
+
+    def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
+        raise NotImplementedError
+
+    def describe(self, learngene: Learngene) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def no_weight_decay(self, name: str) -> bool:
+        return False
+
+    def condense_loss(self, options: Mapping[str, Any]):
+        """The loss of condensing: ``(1 - alpha) CE + alpha tau^2 KL`` with the
+        kind's declared ``alpha`` and ``tau`` (SPEC.md "TLEG", WAVE Eq. 6)."""
+        from ..train import distillation_loss
+
+        return distillation_loss(options["alpha"], options["tau"])
+
+
+# ---------------------------------------------------------------- globals
+
+def globals_as_tensors(stack: Stack) -> dict[str, torch.Tensor]:
+    """A stack's global tensors under learngene names (``global.<role>``)."""
+    return {GLOBAL_PREFIX + role: named.data for role, named in stack.globals.items()}
+
+
+def globals_from_tensors(tensors: Mapping[str, torch.Tensor], family: str) -> dict[str, Named]:
+    """The inverse of `globals_as_tensors`, with each role's axes from the family's adapter."""
+    axes = get_adapter(family).global_role_axes()
+    return {name[len(GLOBAL_PREFIX):]: Named(tensor, axes[name[len(GLOBAL_PREFIX):]])
+            for name, tensor in tensors.items() if name.startswith(GLOBAL_PREFIX)}
+
+
+def is_global(name: str) -> bool:
+    return name.startswith(GLOBAL_PREFIX)
+
+
+# ---------------------------------------------------------------- the trained model
+
+def _module_name(name: str) -> str:
+    # nn.Module attribute names may not contain '.', role names do ("A.q").
+    return name.replace(".", ":")
+
+
+def _tensor_name(module_name: str) -> str:
+    return module_name.replace(":", ".")
+
+
+class GeneratedModel(nn.Module):
+    """A stock model of the family, whose every weight is computed from a
+    learngene's tensors on each forward pass (SPEC.md: TLEG Eq. 1, WAVE Eq. 4).
+
+    `trainable` become parameters, `frozen` persistent buffers (they move
+    with `.to()` and are saved in training checkpoints, so a resumed run is
+    exact). The family's own model, built on the meta device (no memory, no
+    initialisation), runs with the built weights through
+    `torch.func.functional_call`: the forward pass is timm's own code, one
+    code path for every kind.
+    """
+
+    def __init__(self, spec: ArchSpec, build: Callable[[Mapping[str, torch.Tensor], ArchSpec], Stack],
+                 trainable: Mapping[str, torch.Tensor], frozen: Mapping[str, torch.Tensor] | None = None,
+                 no_weight_decay: Callable[[str], bool] = lambda name: False):
+        super().__init__()
+        self.spec = spec
+        self._build = build
+        self._no_decay = no_weight_decay
+        self.adapter = get_adapter(spec.family)
+        self.input_size = self.adapter.input_size(spec)
+        self.learngene = nn.ParameterDict(
+            {_module_name(k): nn.Parameter(v.detach().float().clone()) for k, v in trainable.items()})
+        for name, tensor in (frozen or {}).items():
+            self.register_buffer(_module_name(name), tensor.detach().float().clone(), persistent=True)
+        with torch.device("meta"):
+            skeleton = self.adapter.create_model(spec)
+        # Not a registered submodule: its (meta) parameters are placeholders
+        # that functional_call replaces, never trained or saved.
+        object.__setattr__(self, "_skeleton", skeleton)
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Every learngene tensor, trainable and frozen, by its role name."""
+        out = {_tensor_name(k): v for k, v in self.learngene.items()}
+        out.update({_tensor_name(k): v for k, v in self.named_buffers()})
+        return out
+
+    def build_stack(self) -> Stack:
+        return self._build(self.tensors(), self.spec)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        state = self.adapter.from_stack(self.spec, self.build_stack())
+        return torch.func.functional_call(self._skeleton, state, (images,), strict=True)
+
+    def train(self, mode: bool = True) -> "GeneratedModel":
+        super().train(mode)
+        self._skeleton.train(mode)  # dropout / drop-path follow the wrapper
+        return self
+
+    def no_weight_decay(self) -> set[str]:
+        """Names (as `named_parameters` gives them) AdamW must not decay."""
+        # The family's own choice for its globals (timm: position embedding
+        # and prefix tokens), and the kind's for its tensors (WAVE scalers).
+        family_roles = self.adapter.no_weight_decay_roles()
+        return {f"learngene.{k}" for k in self.learngene.keys()
+                if self._no_decay(_tensor_name(k))
+                or (is_global(_tensor_name(k)) and _tensor_name(k)[len(GLOBAL_PREFIX):] in family_roles)}
+
+    @torch.no_grad()
+    def materialise(self) -> Stack:
+        """The built weights as a plain Stack (detached, float32, on the CPU)."""
+        stack = self.build_stack()
+        return Stack(layers={r: Named(n.data.detach().cpu(), n.axes) for r, n in stack.layers.items()},
+                     globals={r: Named(n.data.detach().cpu(), n.axes) for r, n in stack.globals.items()})
+
+    def trained_tensors(self) -> dict[str, torch.Tensor]:
+        return {name: tensor.detach().cpu().clone() for name, tensor in self.tensors().items()}
+

@@ -1,0 +1,114 @@
+"""TLEG: a learngene of two full sets of per-layer tensors, A and B, expanded
+linearly over depth (SPEC.md "TLEG", tleg.txt).
+
+    theta_l = theta_B + ((l - 1) / L) * theta_A,   l = 1..L          (TLEG Eq. 1)
+
+for every per-layer role (q, k, v, o, fc1, fc2, their biases, the norms,
+layer scale and q/k norm when the architecture has them); `L` is the depth
+of the model being built: the auxiliary model's while condensing, the
+descendant's when growing. The globals (patch and position embedding, class
+token, final norm, head) are shared by every depth and inherited as they are.
+
+Condensing trains A, B and the globals of an auxiliary model built by Eq. 1,
+from a frozen teacher's logits: ``(1 - alpha) CE + alpha tau^2 KL``. The width
+of every descendant is the learngene's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import torch
+
+from ..errors import LgError
+from ..options import Option
+from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
+from .base import Learngene, LearngeneKind, globals_as_tensors, globals_from_tensors, is_global
+
+# SPEC.md "TLEG": A and B trunc-normal(0.02), as the reference code's timm init.
+INIT_STD = 0.02
+
+
+def depth_positions(depth: int) -> torch.Tensor:
+    """(l - 1) / L for l = 1..L (TLEG Eq. 1)."""
+    return torch.arange(depth, dtype=torch.float32) / depth
+
+
+def linear_expansion(a: torch.Tensor, b: torch.Tensor, depth: int) -> torch.Tensor:
+    """TLEG Eq. 1 for one role: the (depth, ...) stack B + ((l - 1) / L) A."""
+    x = depth_positions(depth).to(device=a.device, dtype=a.dtype).view(-1, *([1] * a.dim()))
+    return b.unsqueeze(0) + x * a.unsqueeze(0)
+
+
+class Tleg(LearngeneKind):
+    name = "tleg"
+    summary = "TLEG: two layers A and B; layer l of L is B + ((l - 1) / L) A (any depth, the learngene's width)"
+    condense_options = (
+        Option("alpha", float, 1.0, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL "
+               "(the TLEG reference run: 1, pure soft distillation)", minimum=0.0),
+        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+    )
+    expand_options = ()
+
+    def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
+                generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """SPEC.md "TLEG" initialisation: matrices of A and B trunc-normal(0.02);
+        biases 0; gains (LayerNorm weights, layer scale) B = the family's own
+        initial value (1 for LayerNorm) and A = 0, so every layer starts with
+        the gain a fresh model has. Globals: the family's random init."""
+        tensors: dict[str, torch.Tensor] = {}
+        for role, named in aux_init.layers.items():
+            first = named.data[0].float()
+            if first.dim() >= 2:
+                a, b = torch.empty_like(first), torch.empty_like(first)
+                torch.nn.init.trunc_normal_(a, std=INIT_STD, generator=generator)
+                torch.nn.init.trunc_normal_(b, std=INIT_STD, generator=generator)
+            elif role.endswith("_bias"):
+                a, b = torch.zeros_like(first), torch.zeros_like(first)
+            else:
+                a, b = torch.zeros_like(first), first.clone()
+            tensors[f"A.{role}"], tensors[f"B.{role}"] = a, b
+        tensors.update(globals_as_tensors(aux_init))
+        return tensors, {}
+
+    def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
+        layers = {}
+        for name, a in tensors.items():
+            if name.startswith("A."):
+                role = name[2:]
+                layers[role] = Named(linear_expansion(a, tensors[f"B.{role}"], spec.depth), LAYER_ROLE_AXES[role])
+        return Stack(layers=layers, globals=globals_from_tensors(tensors, spec.family))
+
+    def keep(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return dict(tensors)
+
+    def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+        return {"aux_depth": aux.depth, "width": aux.width, "heads": aux.heads, "mlp_dim": aux.mlp_dim}
+
+    def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
+        own = learngene.spec
+        if (target.width, target.heads, target.mlp_dim) != (own.width, own.heads, own.mlp_dim):
+            raise LgError(
+                f"a TLEG learngene builds models of its own width {own.width} ({own.heads} heads, MLP "
+                f"{own.mlp_dim}) at any depth; width {target.width}, {target.heads} heads, MLP {target.mlp_dim} "
+                f"was asked. Build --depth only, then change the width with a resize method: "
+                f"lg grow LG --depth N -o - | lg grow - --width W --method clone -o OUT")
+
+    def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
+        with torch.no_grad():
+            stack = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
+        return stack, {"rule": "TLEG Eq. 1: theta_l = B + ((l - 1) / L) A", "depth": target.depth}
+
+    def describe(self, learngene: Learngene) -> dict[str, Any]:
+        roles = sorted(name[2:] for name in learngene.tensors if name.startswith("A."))
+        own = learngene.spec
+        return {"holds": f"A and B for {len(roles)} per-layer roles, and {sum(map(is_global, learngene.tensors))} "
+                             f"global tensors",
+                "roles": roles,
+                "depths": "any depth >= 1 (Eq. 1 at the target depth)",
+                "widths": [own.width],
+                "becomes": f"depth 1, 2, 3, ... at width {own.width} ({own.heads} heads, MLP {own.mlp_dim})"}
+
+
+KIND = Tleg()

@@ -1,0 +1,405 @@
+"""WAVE: weight templates shared by every layer and size, combined per layer
+by small scalers (SPEC.md "WAVE", wave.txt, wave-appendix.txt).
+
+    W_role^(l) = sum_t T_role^(t) (x) S_role^(l,t)                      (WAVE Eq. 4)
+
+with the Kronecker layout ``(T (x) S)[r s1 + a, c s2 + b] = T[r, c] S[a, b]``
+(templates interleave, they do not tile) and ``s_i = M_i / w_i`` for a target
+matrix M1 x M2 and templates w1 x w2. Vectors (biases, norm weights) follow
+the same rule in 1-D.
+
+Roles: every per-layer tensor of the canonical stack, with q, k, v fused into
+``qkv`` (and their biases into ``qkv_bias``) in the family's fused row order,
+as the paper's W_qkv. Template configuration (Table C.2), for an auxiliary
+model of width D and a template dimension D0 (default D): matrix templates
+D0 x D0, counts qkv 6, o 2, fc1 8, fc2 8; vector templates @ 4 of their
+auxiliary length scaled by D0 / D along width axes. `--templates` overrides
+any role (``qkv=64x64@6,norm1_weight=64@4``).
+
+Condensing trains T and S together by ``(1 - alpha) CE + alpha tau^2 KL``
+(Eq. 6 is KL + CE: alpha = 0.5, twice smaller, which AdamW's update does not
+see); the learngene keeps T and the globals. Growing: S initialised by Eq. B.1
+for the target depth and width, T frozen, S (and the globals) fitted for a few
+hundred steps when data is given, then ``W = sum T (x) S`` is materialised.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Mapping
+
+import torch
+
+from ..errors import LgError
+from ..options import Option
+from ..stack import ATTN, EMBED, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
+from .base import (GeneratedModel, Learngene, LearngeneKind, globals_as_tensors,
+                   globals_from_tensors, is_global)
+
+# Table C.2 counts per matrix role; vectors take 4.
+MATRIX_COUNTS = {"qkv": 6, "o": 2, "fc1": 8, "fc2": 8}
+OTHER_MATRIX_COUNT = 2
+VECTOR_COUNT = 4
+# Eq. B.1's noise scale epsilon.
+SCALER_NOISE = 1e-6
+INIT_STD = 0.02
+WIDTH_AXES = (EMBED, ATTN, MLP)
+# q, k and v (and their biases) are one WAVE role: the paper's W_qkv.
+FUSED = {"qkv": ("q", "k", "v"), "qkv_bias": ("q_bias", "k_bias", "v_bias")}
+FUSED_PART_OF = {part: fused for fused, parts in FUSED.items() for part in parts}
+
+
+# ---------------------------------------------------------------- Eq. 4 and Eq. B.1
+
+def kronecker_sum(templates: torch.Tensor, scalers: torch.Tensor) -> torch.Tensor:
+    """WAVE Eq. 4 for every layer at once: ``W[l] = sum_t T[t] (x) S[l, t]``.
+
+    templates (N, w1, w2) and scalers (L, N, s1, s2) give (L, w1 s1, w2 s2);
+    vectors: templates (N, w) and scalers (L, N, s) give (L, w s). The layout
+    is ``W[l, r s1 + a, c s2 + b] = sum_t T[t, r, c] S[l, t, a, b]``
+    (torch.kron's, SPEC.md "WAVE")."""
+    if templates.dim() == 2:
+        depth, _, s = scalers.shape
+        return torch.einsum("tr,lta->lra", templates, scalers).reshape(depth, -1)
+    depth, _, s1, s2 = scalers.shape
+    _, w1, w2 = templates.shape
+    return torch.einsum("trc,ltab->lracb", templates, scalers).reshape(depth, w1 * s1, w2 * s2)
+
+
+def linear_padding_scalers(depth: int, count: int, scale: tuple[int, ...],
+                           generator: torch.Generator | None = None) -> torch.Tensor:
+    """WAVE appendix Eq. B.1: ``S^(l,t) = alpha_t 1(i, j) + eps N(0, 1)`` with
+    ``alpha_t = 1`` for ``t <= N / 2`` else ``l / L`` (l = 1..L),
+    ``i = floor(((t - 1) mod (s1 s2)) / s2)``, ``j = (t - 1) mod s2``.
+    Returns (L, N, *scale); a vector's scale is (s,) (s2 = 1)."""
+    s1, s2 = (scale[0], 1) if len(scale) == 1 else scale
+    scalers = SCALER_NOISE * torch.randn(depth, count, s1, s2, generator=generator)
+    for t in range(1, count + 1):
+        i = ((t - 1) % (s1 * s2)) // s2
+        j = (t - 1) % s2
+        for layer in range(1, depth + 1):
+            alpha = 1.0 if t <= count / 2 else layer / depth
+            scalers[layer - 1, t - 1, i, j] += alpha
+    return scalers.reshape(depth, count, *scale)
+
+
+# ---------------------------------------------------------------- roles and shapes
+
+def role_axes(role: str) -> tuple[str, ...]:
+    """The axes of one layer's tensor of a WAVE role (the fused qkv's first
+    axis is three attention axes end to end)."""
+    return LAYER_ROLE_AXES[FUSED[role][0] if role in FUSED else role][1:]
+
+
+def role_shape(role: str, spec: ArchSpec) -> tuple[int, ...]:
+    sizes = spec.axis_sizes()
+    shape = [sizes[axis] for axis in role_axes(role)]
+    if role in FUSED:
+        shape[0] *= 3
+    return tuple(shape)
+
+
+def wave_roles(layer_roles: list[str]) -> list[str]:
+    """The stack's per-layer roles with q, k, v (and their biases) fused."""
+    roles: list[str] = []
+    for role in layer_roles:
+        name = FUSED_PART_OF.get(role, role)
+        if name not in roles:
+            roles.append(name)
+    return roles
+
+
+def parse_templates(text: str | None) -> dict[str, tuple[tuple[int, ...], int]]:
+    """``qkv=64x64@6,norm1_weight=64@4`` -> {role: (shape, count)}."""
+    out: dict[str, tuple[tuple[int, ...], int]] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        try:
+            role, rest = part.split("=")
+            shape_text, count_text = rest.split("@")
+            shape = tuple(int(n) for n in shape_text.lower().split("x"))
+            count = int(count_text)
+        except ValueError:
+            raise LgError(f"--templates takes ROLE=W1xW2@N or ROLE=W@N, comma-separated "
+                          f"(e.g. qkv=64x64@6,norm1_weight=64@4), not {part.strip()!r}") from None
+        if count < 1 or any(n < 1 for n in shape) or len(shape) not in (1, 2):
+            raise LgError(f"--templates {part.strip()!r}: sizes and counts must be positive")
+        out[role.strip()] = (shape, count)
+    return out
+
+
+def template_config(aux: ArchSpec, roles: list[str], template_dim: int | None,
+                    overrides: Mapping[str, tuple[tuple[int, ...], int]]) -> dict[str, dict[str, Any]]:
+    """Table C.2 scaled to the auxiliary width: {role: {"shape", "count"}}."""
+    dim = template_dim or aux.width
+    unknown = sorted(set(overrides) - set(roles))
+    if unknown:
+        raise LgError(f"--templates: no role {unknown[0]!r} in this model (roles: {', '.join(roles)})")
+    config: dict[str, dict[str, Any]] = {}
+    for role in roles:
+        axes = role_axes(role)
+        if role in overrides:
+            shape, count = overrides[role]
+            if len(shape) != len(axes):
+                raise LgError(f"--templates {role}: a {'matrix' if len(axes) == 2 else 'vector'} role needs "
+                              f"{len(axes)} sizes, not {len(shape)}")
+        elif len(axes) == 2:
+            shape, count = (dim, dim), MATRIX_COUNTS.get(role, OTHER_MATRIX_COUNT)
+        else:
+            (length,) = role_shape(role, aux)
+            if axes[0] in WIDTH_AXES:
+                if (length * dim) % aux.width:
+                    raise LgError(f"template dim {dim} does not scale {role} (length {length}) to a whole "
+                                  f"length: give it with --templates {role}=W@4")
+                length = length * dim // aux.width
+            shape, count = (length,), VECTOR_COUNT
+        config[role] = {"shape": list(shape), "count": int(count)}
+    return config
+
+
+def scales_at(config: Mapping[str, Mapping[str, Any]], spec: ArchSpec) -> dict[str, tuple[int, ...]] | str:
+    """s = M / w per role at `spec`, or the first reason it is not whole."""
+    scales = {}
+    for role, entry in config.items():
+        shape = role_shape(role, spec)
+        if any(m % w for m, w in zip(shape, entry["shape"])):
+            return (f"{role} of shape {'x'.join(map(str, shape))} is no whole multiple of its "
+                    f"{'x'.join(map(str, entry['shape']))} templates")
+        scales[role] = tuple(m // w for m, w in zip(shape, entry["shape"]))
+    return scales
+
+
+# ---------------------------------------------------------------- globals at a new width
+
+def widen_index(source: int, target: int, layout: str) -> torch.Tensor:
+    """For each target position along `embed`, the source position it copies.
+
+    interleave: ``c' -> floor(c' source / target)``, so position ``c s + b``
+    copies ``c`` when the width grows s times: the Kronecker layout of Eq. 4
+    puts template column c at exactly those positions, so the globals line up
+    with the blocks. tile: ``c' -> c' mod source`` (block repetition)."""
+    positions = torch.arange(target)
+    if layout == "tile":
+        return positions % source
+    return (positions * source) // target
+
+
+def widen_globals(globals_: Mapping[str, Named], source: int, target: int, layout: str) -> dict[str, Named]:
+    """The globals at a new width: every `embed` axis re-indexed by
+    `widen_index`; where `embed` is a linear layer's input (the head), the
+    copies of a source column are divided by their number, so the head's
+    output is unchanged when the features are copies."""
+    from ..methods.common import is_linear_weight
+
+    if source == target:
+        return dict(globals_)
+    index = widen_index(source, target, layout)
+    copies = torch.bincount(index, minlength=source).float()
+    out = {}
+    for role, named in globals_.items():
+        data = named.data.float()
+        for dim, axis in enumerate(named.axes):
+            if axis == EMBED:
+                data = data.index_select(dim, index)
+                if is_linear_weight(named) and dim == data.dim() - 1:
+                    data = data / copies[index]
+        out[role] = Named(data, named.axes)
+    return out
+
+
+# ---------------------------------------------------------------- the kind
+
+class Wave(LearngeneKind):
+    name = "wave"
+    summary = "WAVE: weight templates shared by all layers, combined by per-layer scalers (any depth; widths " \
+              "that are whole multiples of the templates)"
+    condense_options = (
+        Option("alpha", float, 0.5, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL "
+               "(WAVE Eq. 6, KL + CE, is alpha 0.5 up to a factor 2)", minimum=0.0),
+        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        Option("template_dim", int, None, "matrix templates are D0 x D0, vectors scaled by D0 / width "
+               "[default: the auxiliary width]; descendants' widths are multiples of it", minimum=1),
+        Option("templates", str, None, "per-role override, ROLE=W1xW2@N or ROLE=W@N, comma-separated "
+               "(roles: qkv, o, fc1, fc2, qkv_bias, o_bias, fc1_bias, fc2_bias, norm1_weight, ...)"),
+    )
+    expand_options = (
+        Option("data", str, None, "fit the scalers on this data (an image folder or a built-in name); "
+               "without it Eq. B.1's initialisation is materialised unfitted"),
+        Option("steps", int, 300, "scaler fitting steps", minimum=0),
+        Option("lr", float, 1e-3, "peak learning rate of the scaler fitting", minimum=0.0),
+        Option("batch_size", int, 64, "batch size of the scaler fitting", minimum=1),
+        Option("subset", str, None, "train images to fit on: a count or a fraction"),
+        Option("teacher", str, None, "add knowledge distillation from this checkpoint while fitting"),
+        Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0),
+        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        Option("fit_globals", bool, True, "fit the globals (embeddings, final norm, head) with the scalers"),
+        Option("widen", str, "interleave", "how the globals reach a new width: interleave (the "
+               "Kronecker layout's order) or tile", choices=("interleave", "tile")),
+        Option("device", str, "cpu", "cpu or cuda for the fitting"),
+    )
+
+    # -------------------------------------------------------- condensing
+    def template_config_for(self, aux: ArchSpec, layer_roles: list[str],
+                            options: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        config = template_config(aux, wave_roles(layer_roles), options.get("template_dim"),
+                                 parse_templates(options.get("templates")))
+        scales = scales_at(config, aux)
+        if isinstance(scales, str):
+            raise LgError(f"the auxiliary model cannot be built from these templates: {scales}")
+        return config
+
+    def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
+                generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        config = self.template_config_for(aux, list(aux_init.layers), options)
+        scales = scales_at(config, aux)
+        assert not isinstance(scales, str)
+        tensors: dict[str, torch.Tensor] = {}
+        for role, entry in config.items():
+            count, shape, scale = entry["count"], tuple(entry["shape"]), scales[role]
+            templates = torch.zeros(count, *shape)
+            if len(shape) == 2:
+                # Each block of W starts as the sum of count / (s1 s2) templates
+                # (Eq. B.1): scale so W has the family's usual std 0.02.
+                per_block = max(1, count // math.prod(scale))
+                torch.nn.init.trunc_normal_(templates, std=INIT_STD / math.sqrt(per_block), generator=generator)
+            elif not role.endswith("_bias"):
+                # Gains (norm weights, layer scale): the first templates, which
+                # Eq. B.1 places once each at weight 1, hold the family's
+                # initial value, so every layer starts with it.
+                initial = _fused_initial(aux_init, role).reshape(shape[0], -1)
+                for t in range(min(count // 2 or 1, initial.shape[1])):
+                    templates[t] = initial[:, t]
+            tensors[f"T.{role}"] = templates
+            tensors[f"S.{role}"] = linear_padding_scalers(aux.depth, count, scale, generator)
+        tensors.update(globals_as_tensors(aux_init))
+        return tensors, {}
+
+    def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
+        layers: dict[str, Named] = {}
+        for name, templates in tensors.items():
+            if not name.startswith("T."):
+                continue
+            role = name[2:]
+            built = kronecker_sum(templates, tensors[f"S.{role}"])
+            if role in FUSED:
+                for part, data in zip(FUSED[role], built.chunk(3, dim=1)):
+                    layers[part] = Named(data, LAYER_ROLE_AXES[part])
+            else:
+                layers[role] = Named(built, LAYER_ROLE_AXES[role])
+        return Stack(layers=layers, globals=globals_from_tensors(tensors, spec.family))
+
+    def keep(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        # The scalers are size-specific: the learngene is the templates (and globals).
+        return {name: t for name, t in tensors.items() if not name.startswith("S.")}
+
+    def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+        return {"aux_depth": aux.depth, "aux_width": aux.width,
+                "template_dim": options.get("template_dim") or aux.width}
+
+    def no_weight_decay(self, name: str) -> bool:
+        # Scalers are weights of order 1 (Eq. B.1), not parameters to shrink.
+        return name.startswith("S.")
+
+    # -------------------------------------------------------- growing
+    def _config(self, learngene: Learngene) -> dict[str, dict[str, Any]]:
+        return {name[2:]: {"shape": list(t.shape[1:]), "count": int(t.shape[0])}
+                for name, t in learngene.tensors.items() if name.startswith("T.")}
+
+    def valid_widths(self, learngene: Learngene, limit: int = 8) -> list[int]:
+        from ..resize import target_spec
+
+        own, config, found = learngene.spec, self._config(learngene), []
+        for width in range(own.head_dim, 16 * own.width + 1, own.head_dim):
+            spec = target_spec(own, width=width)
+            if not isinstance(scales_at(config, spec), str):
+                found.append(width)
+                if len(found) == limit:
+                    break
+        return found
+
+    def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
+        problem = scales_at(self._config(learngene), target)
+        if isinstance(problem, str):
+            widths = ", ".join(map(str, self.valid_widths(learngene)))
+            raise LgError(f"WAVE cannot build width {target.width} (MLP {target.mlp_dim}) from this learngene: "
+                          f"{problem}. Valid widths: {widths}, ...")
+
+    def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
+        started = time.perf_counter()
+        config = self._config(learngene)
+        scales = scales_at(config, target)
+        assert not isinstance(scales, str)  # check_target ran
+        generator = torch.Generator().manual_seed(seed)
+        scalers = {f"S.{role}": linear_padding_scalers(target.depth, entry["count"], scales[role], generator)
+                   for role, entry in config.items()}
+        templates = {name: t.float() for name, t in learngene.tensors.items() if name.startswith("T.")}
+        globals_ = widen_globals(globals_from_tensors(learngene.tensors, learngene.spec.family),
+                                 learngene.spec.width, target.width, options["widen"])
+        global_tensors = globals_as_tensors(Stack(globals=globals_))
+        report: dict[str, Any] = {"scalers": "WAVE Eq. B.1 (linear padding)", "widen": options["widen"],
+                                  "scaler_parameters": sum(s.numel() for s in scalers.values())}
+        fit_globals = options["fit_globals"]
+        trainable = {**scalers, **(global_tensors if fit_globals else {})}
+        frozen = {**templates, **({} if fit_globals else global_tensors)}
+        model = GeneratedModel(target, self.build, trainable, frozen, self.no_weight_decay)
+        if options["data"] is None or options["steps"] == 0:
+            report["fitted"] = False
+            notify("wave: scalers not fitted (no --data): the descendant is Eq. B.1's initialisation; "
+                   "give --data D to fit them")
+        else:
+            report.update(self._fit(model, learngene, target, options, seed, notify))
+        report["seconds"] = round(time.perf_counter() - started, 3)
+        return model.materialise(), report
+
+    def _fit(self, model: GeneratedModel, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+             seed: int, notify: Callable[[str], None]) -> dict[str, Any]:
+        from ..api import load_model
+        from ..data import check_channels, load_data
+        from ..train import TrainConfig, distillation_loss, train
+
+        data = load_data(options["data"], subset=options["subset"], seed=seed)
+        check_channels(data, model.input_size[0])
+        classes = int(target.extras.get("num_classes", 0))
+        if data.num_classes != classes:
+            raise LgError(f"the learngene's head has {classes} classes and {options['data']} has "
+                          f"{data.num_classes}: fit the scalers on data with the same classes")
+        teacher = None
+        if options["teacher"] is not None:
+            teacher, _ = load_model(options["teacher"])
+        alpha = options["alpha"] if teacher is not None else 0.0
+        before = [p.detach().clone() for p in model.buffers()]
+        config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
+                             warmup_steps=options["steps"] // 10, seed=seed, device=options["device"],
+                             description="wave: fitting scalers")
+        result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]),
+                       teacher=teacher)
+        model.cpu()
+        assert all(torch.equal(a, b.cpu()) for a, b in zip(before, model.buffers()))  # templates frozen
+        window = max(1, min(10, len(result.losses) // 5))
+        return {"fitted": True, "data": data.describe(), "steps": result.steps, "lr": options["lr"],
+                "teacher": options["teacher"], "alpha": alpha,
+                "loss_first": sum(result.losses[:window]) / window,
+                "loss_last": sum(result.losses[-window:]) / window}
+
+    def describe(self, learngene: Learngene) -> dict[str, Any]:
+        config = self._config(learngene)
+        return {"holds": f"templates for {len(config)} roles "
+                             f"({sum(e['count'] for e in config.values())} in all), and "
+                             f"{sum(map(is_global, learngene.tensors))} global tensors",
+                "templates": {role: f"{'x'.join(map(str, e['shape']))} @ {e['count']}" for role, e in config.items()},
+                "depths": "any depth >= 1 (scalers initialised by Eq. B.1, fitted with --data)",
+                "widths": self.valid_widths(learngene),
+                "becomes": f"any depth, widths {', '.join(map(str, self.valid_widths(learngene)))}, ..."}
+
+
+def _fused_initial(stack: Stack, role: str) -> torch.Tensor:
+    """One layer's initial value of a WAVE role (fused roles concatenated)."""
+    if role in FUSED:
+        return torch.cat([stack.layers[part].data[0].float() for part in FUSED[role]])
+    return stack.layers[role].data[0].float()
+
+
+KIND = Wave()

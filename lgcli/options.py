@@ -1,0 +1,108 @@
+"""Options that a method or a learngene kind declares for itself.
+
+A resize method or a learngene kind lists its options once, in its own file,
+as `Option` records (name, type, default, choices, help). Everything else is
+derived from those declarations: the CLI's flags and their help panels
+(`lgcli.cli`), the defaults, and the checks of a value given from the command
+line or from Python (`resolve_options`). Adding an option to a method touches
+only that method's file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from .errors import LgError
+
+OPTION_TYPES = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a method or learngene kind.
+
+    `name` is the Python keyword (``qkv_axis``); the CLI flag is derived from
+    it (``--qkv-axis``). `choices` restricts a str option; `minimum` bounds a
+    number from below. A default of None means "not set" (the method decides).
+    """
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in OPTION_TYPES:
+            raise TypeError(f"option {self.name}: type must be one of {OPTION_TYPES}, not {self.type}")
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any, owner: str) -> Any:
+        """The value converted to the declared type, or an LgError naming the flag."""
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise LgError(f"{self.flag} ({owner}) takes true or false, not {value!r}")
+            return value
+        try:
+            converted = self.type(value)
+        except (TypeError, ValueError):
+            raise LgError(f"{self.flag} ({owner}) takes a {self.type.__name__}, not {value!r}") from None
+        if self.type is float and not math.isfinite(converted):
+            raise LgError(f"{self.flag} ({owner}) must be a finite number, not {value!r}")
+        if self.type is int and isinstance(value, float) and value != converted:
+            raise LgError(f"{self.flag} ({owner}) takes a whole number, not {value!r}")
+        if self.choices is not None and converted not in self.choices:
+            raise LgError(f"{self.flag} ({owner}) must be one of {', '.join(self.choices)}, not '{value}'")
+        if self.minimum is not None and converted < self.minimum:
+            raise LgError(f"{self.flag} ({owner}) must be at least {self.minimum:g}, not {value!r}")
+        return converted
+
+
+def defaults(declared: Sequence[Option]) -> dict[str, Any]:
+    return {option.name: option.default for option in declared}
+
+
+def resolve_options(owner: str, declared: Sequence[Option], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared defaults, updated with the options given (None = not given).
+
+    An option the owner does not declare is an error that names the ones it
+    does take; a value of the wrong type, outside its choices or below its
+    minimum is an error naming the flag.
+    """
+    by_name = {option.name: option for option in declared}
+    resolved = defaults(declared)
+    for name, value in given.items():
+        if value is None:
+            continue
+        option = by_name.get(name)
+        if option is None:
+            takes = ", ".join(o.flag for o in declared) or "no options"
+            flag = "--" + name.replace("_", "-")
+            raise LgError(f"{flag} does not apply to {owner} (it takes {takes})")
+        resolved[name] = option.check(value, owner)
+    return resolved
+
+
+def merge_declarations(owners: Mapping[str, Sequence[Option]]) -> dict[str, list[tuple[str, Option]]]:
+    """One entry per option name across several owners: every (owner,
+    declaration) that takes it, in order. Owners may share an option (WAVE and
+    PEG both take ``--steps``) as long as they declare the same type; defaults
+    and help may differ."""
+    merged: dict[str, list[tuple[str, Option]]] = {}
+    for owner, declared in owners.items():
+        for option in declared:
+            takers = merged.setdefault(option.name, [])
+            if takers and takers[0][1].type is not option.type:
+                raise TypeError(f"option {option.name}: {takers[0][0]} declares {takers[0][1].type.__name__}, "
+                                f"{owner} {option.type.__name__}")
+            takers.append((owner, option))
+    return merged
+
+
+__all__ = ["Option", "resolve_options", "defaults", "merge_declarations"]
