@@ -84,6 +84,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData, *, method
     settings = settings or CondenseSettings()
     kind = get_kind(method)
     resolved = resolve_options(f"learngene kind '{kind.name}'", kind.condense_options, options or {})
+    loss_fn = kind.condense_loss(resolved)  # refuses bad loss settings before any work
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
     if is_learngene(checkpoint):
         raise LgError("the teacher must be a model checkpoint; this file is a learngene")
@@ -111,10 +112,11 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData, *, method
                          warmup_steps=settings.warmup if settings.warmup is not None else steps // 20,
                          seed=settings.seed, device=settings.device, checkpoint_path=settings.checkpoint,
                          checkpoint_every=settings.checkpoint_every, resume=settings.resume, force=settings.force,
-                         progress=settings.progress, description=f"condensing {kind.name}")
+                         progress=settings.progress, description=f"condensing {kind.name}",
+                         callback_every=1 if on_step is not None else 0)
     notify(f"condense {kind.name}: teacher {loaded.spec.depth} x {loaded.spec.width}, auxiliary model "
            f"{aux.depth} x {aux.width} ({aux.heads} heads), {steps} steps of {settings.batch_size}")
-    result = train(model, data.train, config, loss_fn=kind.condense_loss(resolved), teacher=teacher_model,
+    result = train(model, data.train, config, loss_fn=loss_fn, teacher=teacher_model,
                    on_step=on_step)
     scores = evaluate_accuracy(model, data.test, device=settings.device)
     teacher_scores = evaluate_accuracy(teacher_model, data.test, device=settings.device)

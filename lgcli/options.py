@@ -24,8 +24,8 @@ class Option:
     """One option of a method or learngene kind.
 
     `name` is the Python keyword (``qkv_axis``); the CLI flag is derived from
-    it (``--qkv-axis``). `choices` restricts a str option; `minimum` bounds a
-    number from below. A default of None means "not set" (the method decides).
+    it (``--qkv-axis``). `choices` restricts a str option; `minimum` and
+    `maximum` bound a number. A default of None means "not set" (the method decides).
     """
 
     name: str
@@ -34,6 +34,7 @@ class Option:
     help: str
     choices: tuple[str, ...] | None = None
     minimum: float | None = None
+    maximum: float | None = None
 
     def __post_init__(self) -> None:
         if self.type not in OPTION_TYPES:
@@ -47,20 +48,22 @@ class Option:
         """The value converted to the declared type, or an LgError naming the flag."""
         if self.type is bool:
             if not isinstance(value, bool):
-                raise LgError(f"{self.flag} ({owner}) takes true or false, not {value!r}")
+                raise LgError(f"{self.flag} takes true or false, not {value!r} ({owner})")
             return value
         try:
             converted = self.type(value)
         except (TypeError, ValueError):
-            raise LgError(f"{self.flag} ({owner}) takes a {self.type.__name__}, not {value!r}") from None
+            raise LgError(f"{self.flag} takes a {self.type.__name__}, not {value!r} ({owner})") from None
         if self.type is float and not math.isfinite(converted):
-            raise LgError(f"{self.flag} ({owner}) must be a finite number, not {value!r}")
+            raise LgError(f"{self.flag} must be a finite number, not {value!r} ({owner})")
         if self.type is int and isinstance(value, float) and value != converted:
-            raise LgError(f"{self.flag} ({owner}) takes a whole number, not {value!r}")
+            raise LgError(f"{self.flag} takes a whole number, not {value!r} ({owner})")
         if self.choices is not None and converted not in self.choices:
-            raise LgError(f"{self.flag} ({owner}) must be one of {', '.join(self.choices)}, not '{value}'")
+            raise LgError(f"{self.flag} must be one of {', '.join(self.choices)}, not '{value}' ({owner})")
         if self.minimum is not None and converted < self.minimum:
-            raise LgError(f"{self.flag} ({owner}) must be at least {self.minimum:g}, not {value!r}")
+            raise LgError(f"{self.flag} must be at least {self.minimum:g}, not {value!r} ({owner})")
+        if self.maximum is not None and converted > self.maximum:
+            raise LgError(f"{self.flag} must be at most {self.maximum:g}, not {value!r} ({owner})")
         return converted
 
 

@@ -45,7 +45,7 @@ class Tleg(LearngeneKind):
     summary = "TLEG: two layers A and B; layer l of L is B + ((l - 1) / L) A (any depth, the learngene's width)"
     condense_options = (
         Option("alpha", float, 1.0, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL "
-               "(the TLEG reference run: 1, pure soft distillation)", minimum=0.0),
+               "(the TLEG reference run: 1, pure soft distillation)", minimum=0.0, maximum=1.0),
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
     )
     expand_options = ()

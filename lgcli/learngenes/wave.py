@@ -217,7 +217,7 @@ class Wave(LearngeneKind):
               "that are whole multiples of the templates)"
     condense_options = (
         Option("alpha", float, 0.5, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL "
-               "(WAVE Eq. 6, KL + CE, is alpha 0.5 up to a factor 2)", minimum=0.0),
+               "(WAVE Eq. 6, KL + CE, is alpha 0.5 up to a factor 2)", minimum=0.0, maximum=1.0),
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
         Option("template_dim", int, None, "matrix templates are D0 x D0, vectors scaled by D0 / width "
                "[default: the auxiliary width]; descendants' widths are multiples of it", minimum=1),
@@ -232,7 +232,7 @@ class Wave(LearngeneKind):
         Option("batch_size", int, 64, "batch size of the scaler fitting", minimum=1),
         Option("subset", str, None, "train images to fit on: a count or a fraction"),
         Option("teacher", str, None, "add knowledge distillation from this checkpoint while fitting"),
-        Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0),
+        Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
         Option("fit_globals", bool, True, "fit the globals (embeddings, final norm, head) with the scalers"),
         Option("widen", str, "interleave", "how the globals reach a new width: interleave (the "
@@ -326,9 +326,11 @@ class Wave(LearngeneKind):
             raise LgError(f"WAVE cannot build width {target.width} (MLP {target.mlp_dim}) from this learngene: "
                           f"{problem}. Valid widths: {widths}, ...")
 
-    def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
-               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
-        started = time.perf_counter()
+    def prepare(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+                seed: int = 0) -> GeneratedModel:
+        """The descendant before fitting: scalers by Eq. B.1 for the target depth
+        and width, templates frozen (buffers), globals widened (trainable with
+        `fit_globals`), as a model that builds ``W = sum T (x) S`` (Eq. 4)."""
         config = self._config(learngene)
         scales = scales_at(config, target)
         assert not isinstance(scales, str)  # check_target ran
@@ -339,23 +341,32 @@ class Wave(LearngeneKind):
         globals_ = widen_globals(globals_from_tensors(learngene.tensors, learngene.spec.family),
                                  learngene.spec.width, target.width, options["widen"])
         global_tensors = globals_as_tensors(Stack(globals=globals_))
-        report: dict[str, Any] = {"scalers": "WAVE Eq. B.1 (linear padding)", "widen": options["widen"],
-                                  "scaler_parameters": sum(s.numel() for s in scalers.values())}
         fit_globals = options["fit_globals"]
         trainable = {**scalers, **(global_tensors if fit_globals else {})}
         frozen = {**templates, **({} if fit_globals else global_tensors)}
-        model = GeneratedModel(target, self.build, trainable, frozen, self.no_weight_decay)
+        return GeneratedModel(target, self.build, trainable, frozen, self.no_weight_decay)
+
+    def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
+        started = time.perf_counter()
+        model = self.prepare(learngene, target, options, seed)
+        report: dict[str, Any] = {"scalers": "WAVE Eq. B.1 (linear padding)", "widen": options["widen"],
+                                  "scaler_parameters": sum(t.numel() for name, t in model.tensors().items()
+                                                           if name.startswith("S."))}
         if options["data"] is None or options["steps"] == 0:
             report["fitted"] = False
             notify("wave: scalers not fitted (no --data): the descendant is Eq. B.1's initialisation; "
                    "give --data D to fit them")
         else:
-            report.update(self._fit(model, learngene, target, options, seed, notify))
+            report.update(self.fit(model, learngene, target, options, seed))
         report["seconds"] = round(time.perf_counter() - started, 3)
         return model.materialise(), report
 
-    def _fit(self, model: GeneratedModel, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
-             seed: int, notify: Callable[[str], None]) -> dict[str, Any]:
+    def fit(self, model: GeneratedModel, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+            seed: int = 0) -> dict[str, Any]:
+        """Fit the scalers (and globals) of a prepared descendant on
+        options["data"]: CE, plus KD from options["teacher"]; templates stay
+        frozen. Returns what the fit did (loss at the start and the end)."""
         from ..api import load_model
         from ..data import check_channels, load_data
         from ..train import TrainConfig, distillation_loss, train
@@ -370,14 +381,12 @@ class Wave(LearngeneKind):
         if options["teacher"] is not None:
             teacher, _ = load_model(options["teacher"])
         alpha = options["alpha"] if teacher is not None else 0.0
-        before = [p.detach().clone() for p in model.buffers()]
         config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
                              warmup_steps=options["steps"] // 10, seed=seed, device=options["device"],
                              description="wave: fitting scalers")
         result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]),
                        teacher=teacher)
         model.cpu()
-        assert all(torch.equal(a, b.cpu()) for a, b in zip(before, model.buffers()))  # templates frozen
         window = max(1, min(10, len(result.losses) // 5))
         return {"fitted": True, "data": data.describe(), "steps": result.steps, "lr": options["lr"],
                 "teacher": options["teacher"], "alpha": alpha,
