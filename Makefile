@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The main job on the example shipped in the repo: shrink and grow the
-# Fashion-MNIST ViT with lg, then probe how fast each result learns against
-# timm's random init, on the Fashion-MNIST subset shipped with lg (~4 min on CPU).
+# Fashion-MNIST ViT with lg, condense it into a TLEG learngene and grow two
+# depths from it, then probe how fast each result learns against timm's random
+# init, on the Fashion-MNIST subset shipped with lg (~8 min on CPU).
 DEMO := $(BUILD)/demo
 EXAMPLE := examples/fmnist_vit.safetensors
 demo: $(STAMP)
@@ -26,8 +27,15 @@ demo: $(STAMP)
 	$(LG) shrink $(EXAMPLE) --depth 3 --width 64 -o $(DEMO)/bot-3x64.safetensors --force
 	$(LG) shrink $(EXAMPLE) --depth 3 --width 64 --method select -o $(DEMO)/select-3x64.safetensors --force
 	$(LG) grow $(EXAMPLE) --depth 8 --width 192 -o $(DEMO)/bot-8x192.safetensors --force
+	OMP_NUM_THREADS=2 $(LG) condense $(EXAMPLE) --method tleg --depths 2-12 --data fashion-mnist-mini \
+	  --steps 200 --batch-size 64 -o $(DEMO)/tleg.lg.safetensors --force
+	$(LG) inspect $(DEMO)/tleg.lg.safetensors
+	$(LG) grow $(DEMO)/tleg.lg.safetensors --depth 3 -o $(DEMO)/tleg-3.safetensors --force
+	$(LG) grow $(DEMO)/tleg.lg.safetensors --depth 9 -o $(DEMO)/tleg-9.safetensors --force
+	$(LG) shrink $(EXAMPLE) --depth 3 -o $(DEMO)/bot-3x128.safetensors --force
 	OMP_NUM_THREADS=1 $(LG) eval $(DEMO)/bot-3x64.safetensors $(DEMO)/select-3x64.safetensors \
-	  $(DEMO)/bot-8x192.safetensors --steps 300 --eval-every 50 --test-subset 500 \
+	  $(DEMO)/bot-8x192.safetensors $(DEMO)/tleg-3.safetensors $(DEMO)/bot-3x128.safetensors \
+	  $(DEMO)/tleg-9.safetensors --steps 200 --eval-every 50 --test-subset 500 \
 	  --baseline random --plot $(DEMO)/curves.png --force
 
 # The full Fashion-MNIST (Debian's dataset-fashion-mnist) for the tests that

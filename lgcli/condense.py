@@ -106,7 +106,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData, *, method
     generator = torch.Generator().manual_seed(settings.seed)
     aux_init = adapter.random_stack(aux, seed=settings.seed)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator)
-    model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay)
+    model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
+                           depths=kind.training_depths(aux, resolved))
     config = TrainConfig(steps=steps, batch_size=settings.batch_size, lr=settings.lr,
                          weight_decay=settings.weight_decay,
                          warmup_steps=settings.warmup if settings.warmup is not None else steps // 20,

@@ -401,3 +401,34 @@ def test_a_learngene_at_its_own_depth_builds_its_auxiliary_model(genes):
     built = GeneratedModel(gene.spec, TLEG.build, gene.tensors).materialise()
     for role, named in stack.layers.items():
         assert torch.equal(named.data, built.layers[role].data)
+
+
+def test_tleg_depths_train_at_a_drawn_depth_and_evaluate_at_the_auxiliary_one(genes):
+    folder, _ = genes
+    gene = lgcli.load_learngene(folder / "tleg.lg.safetensors")
+    model = GeneratedModel(gene.spec, TLEG.build, gene.tensors, depths=TLEG.training_depths(gene.spec, {"depths": "1-4"}))
+    assert model.depths == (1, 2, 3, 4)
+    x = torch.randn(2, 1, 28, 28)
+    adapter = lgcli.api.get_adapter("vit")
+
+    def at_depth(depth):
+        spec = gene.spec.with_sizes(depth=depth)
+        return adapter.load_model(spec, GeneratedModel(spec, TLEG.build, gene.tensors).materialise()).eval()(x)
+
+    with torch.no_grad():
+        model.train()
+        model.learngene["global:pos_embed"]  # parameters keep their role names, ':' for '.'
+        drawn = []
+        for seed in range(6):
+            torch.manual_seed(seed)
+            depth = int(torch.randint(4, ())) + 1
+            torch.manual_seed(seed)
+            model.eval()  # no dropout in these models: train/eval differ only by the depth
+            model.training = True
+            assert torch.allclose(model(x), at_depth(depth), atol=1e-5)
+            drawn.append(depth)
+        assert len(set(drawn)) > 1
+        model.eval()
+        assert torch.allclose(model(x), at_depth(gene.spec.depth), atol=1e-5)
+    with pytest.raises(lgcli.LgError, match="--depths"):
+        TLEG.training_depths(gene.spec, {"depths": "12-3"})

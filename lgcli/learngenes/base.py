@@ -12,7 +12,7 @@ and fitting alike, goes through one `GeneratedModel` and `lgcli.train.train`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -67,6 +67,8 @@ class LearngeneKind:
     - `describe(learngene)`: what it is and which depths and widths it can become.
     - `no_weight_decay(name)`: tensors AdamW must not decay.
     - `condense_loss(options)`: the loss of condensing (distillation).
+    - `training_depths(aux, options)`: depths to train the auxiliary model
+      at, one drawn per step (kinds whose rule is depth-free, like TLEG).
     """
 
     name: str = ""
@@ -99,6 +101,10 @@ class LearngeneKind:
 
     def no_weight_decay(self, name: str) -> bool:
         return False
+
+    def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        """Depths to draw from while condensing (None: the auxiliary depth only)."""
+        return None
 
     def condense_loss(self, options: Mapping[str, Any]):
         """The loss of condensing: ``(1 - alpha) CE + alpha tau^2 KL`` with the
@@ -151,9 +157,14 @@ class GeneratedModel(nn.Module):
 
     def __init__(self, spec: ArchSpec, build: Callable[[Mapping[str, torch.Tensor], ArchSpec], Stack],
                  trainable: Mapping[str, torch.Tensor], frozen: Mapping[str, torch.Tensor] | None = None,
-                 no_weight_decay: Callable[[str], bool] = lambda name: False):
+                 no_weight_decay: Callable[[str], bool] = lambda name: False,
+                 depths: Sequence[int] | None = None):
         super().__init__()
         self.spec = spec
+        # In training, each forward pass builds the model at a depth drawn from
+        # `depths` (torch's RNG, which the training loop seeds per step, so a
+        # resumed run draws the same depths); in eval, at spec.depth.
+        self.depths = tuple(depths) if depths else ()
         self._build = build
         self._no_decay = no_weight_decay
         self.adapter = get_adapter(spec.family)
@@ -162,11 +173,9 @@ class GeneratedModel(nn.Module):
             {_module_name(k): nn.Parameter(v.detach().float().clone()) for k, v in trainable.items()})
         for name, tensor in (frozen or {}).items():
             self.register_buffer(_module_name(name), tensor.detach().float().clone(), persistent=True)
-        with torch.device("meta"):
-            skeleton = self.adapter.create_model(spec)
-        # Not a registered submodule: its (meta) parameters are placeholders
+        # Not registered submodules: their (meta) parameters are placeholders
         # that functional_call replaces, never trained or saved.
-        object.__setattr__(self, "_skeleton", skeleton)
+        object.__setattr__(self, "_skeletons", {})
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """Every learngene tensor, trainable and frozen, by its role name."""
@@ -174,17 +183,24 @@ class GeneratedModel(nn.Module):
         out.update({_tensor_name(k): v for k, v in self.named_buffers()})
         return out
 
-    def build_stack(self) -> Stack:
-        return self._build(self.tensors(), self.spec)
+    def build_stack(self, spec: ArchSpec | None = None) -> Stack:
+        return self._build(self.tensors(), spec or self.spec)
+
+    def _skeleton(self, spec: ArchSpec) -> nn.Module:
+        """The family's model of `spec` on the meta device (no memory, no init)."""
+        if spec.depth not in self._skeletons:
+            with torch.device("meta"):
+                self._skeletons[spec.depth] = self.adapter.create_model(spec)
+        skeleton = self._skeletons[spec.depth]
+        skeleton.train(self.training)  # dropout / drop-path follow the wrapper
+        return skeleton
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        state = self.adapter.from_stack(self.spec, self.build_stack())
-        return torch.func.functional_call(self._skeleton, state, (images,), strict=True)
-
-    def train(self, mode: bool = True) -> "GeneratedModel":
-        super().train(mode)
-        self._skeleton.train(mode)  # dropout / drop-path follow the wrapper
-        return self
+        spec = self.spec
+        if self.training and self.depths:
+            spec = spec.with_sizes(depth=self.depths[int(torch.randint(len(self.depths), ()))])
+        state = self.adapter.from_stack(spec, self.build_stack(spec))
+        return torch.func.functional_call(self._skeleton(spec), state, (images,), strict=True)
 
     def no_weight_decay(self) -> set[str]:
         """Names (as `named_parameters` gives them) AdamW must not decay."""

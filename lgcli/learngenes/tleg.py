@@ -47,8 +47,24 @@ class Tleg(LearngeneKind):
         Option("alpha", float, 1.0, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL "
                "(the TLEG reference run: 1, pure soft distillation)", minimum=0.0, maximum=1.0),
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        Option("depths", str, None, "train the auxiliary model at a depth drawn each step from this range, "
+               "e.g. 3-12, so that every depth in it makes a good descendant [default: the auxiliary depth "
+               "only, as the paper]"),
     )
     expand_options = ()
+
+    def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        text = options.get("depths")
+        if not text:
+            return None
+        try:
+            low, _, high = str(text).partition("-")
+            first, last = int(low), int(high or low)
+        except ValueError:
+            raise LgError(f"--depths takes a range MIN-MAX such as 3-12, not {text!r}") from None
+        if not 1 <= first <= last:
+            raise LgError(f"--depths {text}: need 1 <= MIN <= MAX")
+        return tuple(range(first, last + 1))
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
                 generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
