@@ -83,7 +83,6 @@ def main() -> int:
 
     rates = [float(r) for r in args.lr_sweep.split(",")] if args.steps else []
     settings = ProbeSettings(steps=args.steps, lr_sweep=rates, progress=False)
-    width = 128
     table = {"settings": vars(args), "condense": {k: {key: r[key] for key in ("steps", "seconds", "accuracy",
                                                                                  "teacher_accuracy")}
                                                     for k, (_, r) in genes.items()}, "rows": []}

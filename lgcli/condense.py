@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, BinaryIO, Callable, Mapping
@@ -28,7 +27,7 @@ from .api import is_learngene, load, save_learngene
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .data import ImageData, check_channels, load_data
-from .errors import LgError
+from .errors import LgError, notify_stderr
 from .learngenes import GeneratedModel, Learngene, get_kind
 from .options import resolve_options
 from .resize import spec_sizes, target_spec
@@ -36,9 +35,6 @@ from .train import StepCallback, TrainConfig, distributed_setup, evaluate_accura
 
 Notify = Callable[[str], None]
 
-
-def _stderr(message: str) -> None:
-    print(f"lg: {message}", file=sys.stderr)
 
 
 @dataclass
@@ -76,7 +72,7 @@ class CondenseSettings:
 def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData, *, method: str,
              aux_depth: int | None = None, aux_width: int | None = None, aux_heads: int | None = None,
              settings: CondenseSettings | None = None, options: Mapping[str, Any] | None = None,
-             teacher_heads: int | None = None, notify: Notify = _stderr, on_step: StepCallback | None = None,
+             teacher_heads: int | None = None, notify: Notify = notify_stderr, on_step: StepCallback | None = None,
              stdin: BinaryIO | None = None) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
     """Distil `teacher` into a learngene of kind `method` on `data`. Returns the
     learngene, the teacher's checkpoint (its provenance) and a JSON-ready report."""

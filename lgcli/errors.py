@@ -1,4 +1,4 @@
-"""The one exception type users see."""
+"""The one exception type users see, and the default way library code speaks to them."""
 
 
 class LgError(Exception):
@@ -8,3 +8,11 @@ class LgError(Exception):
     the CLI prints it as ``lg: error: <message>`` and exits non-zero, with no
     traceback unless ``--debug``.
     """
+
+
+def notify_stderr(message: str) -> None:
+    """The default `notify` of library functions: one line on stderr, prefixed
+    ``lg:`` (the CLI passes its own, rich, console)."""
+    import sys
+
+    print(f"lg: {message}", file=sys.stderr)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -21,7 +20,7 @@ from typing import Callable
 import torch
 
 from lgcli.data import ImageData, check_channels
-from lgcli.errors import LgError
+from lgcli.errors import LgError, notify_stderr
 from lgcli.stack import ArchSpec
 from lgcli.train import TrainConfig, evaluate_accuracy, model_input, train
 
@@ -37,9 +36,6 @@ REPORT_VERSION = 1
 
 Notify = Callable[[str], None]
 
-
-def _stderr(message: str) -> None:
-    print(f"lg: {message}", file=sys.stderr)
 
 
 @dataclass
@@ -182,7 +178,7 @@ def _better(run: dict, best: dict | None) -> bool:
 
 
 def evaluate(paths: list[str], data: ImageData, settings: ProbeSettings, *, baseline: str | None = None,
-             heads: int | None = None, notify: Notify = _stderr) -> dict:
+             heads: int | None = None, notify: Notify = notify_stderr) -> dict:
     """Score (and with `settings.steps`, probe) every checkpoint; the report
     is JSON-ready (schema in docs/eval.md)."""
     if settings.steps < 0:

@@ -14,16 +14,15 @@ import os
 import time
 from typing import Any, BinaryIO
 
-import sys
 from typing import Callable
 
 from .api import Loaded, is_learngene, load, load_learngene, save
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
-from .errors import LgError
+from .errors import LgError, notify_stderr
 from .methods import GROW, SHRINK, MethodContext, get_method, resolve_options
 from .options import resolve_options as resolve_declared
-from .stack import ATTN, EMBED, HEAD_DIM, LAYER, MLP, ArchSpec, Stack
+from .stack import EMBED, HEAD_DIM, LAYER, MLP, ArchSpec, Stack
 
 def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
                 heads: int | None = None, mlp_dim: int | None = None) -> ArchSpec:
@@ -161,7 +160,7 @@ def expand(learngene, *, depth: int | None = None, width: int | None = None, hea
         raise LgError("give the size to build: --depth (and --width where the learngene can change it)")
     target = target_spec(learngene.spec, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim)
     kind.check_target(learngene, target)
-    stack, details = kind.expand(learngene, target, resolved, notify or _stderr, seed)
+    stack, details = kind.expand(learngene, target, resolved, notify or notify_stderr, seed)
     try:
         stack.check(target)
     except ValueError as exc:  # a kind's bug, not a user error
@@ -172,9 +171,6 @@ def expand(learngene, *, depth: int | None = None, width: int | None = None, hea
               "details": details, "seconds": round(time.perf_counter() - started, 3)}
     return target, stack, report
 
-
-def _stderr(message: str) -> None:
-    print(f"lg: {message}", file=sys.stderr)
 
 
 
