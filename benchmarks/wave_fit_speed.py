@@ -9,14 +9,14 @@ the same run, the cases interleaved (their order rotating) and repeated
 --repeats times:
 
 - wave fit: `expand(gene, depth=6, width=192, data="fashion-mnist-mini",
-  steps=--steps)`, the kind's defaults otherwise (lr 1e-3, batch 64, globals
+  steps=--steps)`, the kind's defaults otherwise (lr 1e-3, batch 32, globals
   fitted);
 - wave fit, scalers only: the same with `fit_globals=False`;
 - wave, no fit: the same with `steps=0` (prepare and materialise only: the
   fixed cost in the figures above);
 - plain timm: --steps training steps of a timm 6 x 192 model
   (`lgcli.api.create_model`, seed 0) through `lgcli.train.train` with the
-  fit's settings (batch 64, lr 1e-3, warm-up steps / 10, CE), data loading
+  fit's settings (WAVE's default batch, lr 1e-3, warm-up steps / 10, CE), data loading
   and model creation included.
 
 For each: wall seconds (median over the repeats), seconds per step (wall /
@@ -52,6 +52,7 @@ from pathlib import Path
 
 import torch
 
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
@@ -61,7 +62,12 @@ from lgcli.arch import get_adapter  # noqa: E402
 from lgcli.condense import CondenseSettings, condense  # noqa: E402
 from lgcli.data import load_data  # noqa: E402
 from lgcli.resize import expand, target_spec  # noqa: E402
+from lgcli.learngenes.wave import KIND as WAVE  # noqa: E402
+from lgcli.options import defaults  # noqa: E402
 from lgcli.train import TrainConfig, distillation_loss, train  # noqa: E402
+
+# The fit's batch: WAVE's declared default, so the plain case trains alike.
+FIT_BATCH = defaults(WAVE.expand_options)["batch_size"]
 
 EXAMPLE = REPO / "examples" / "fmnist_vit.safetensors"
 DATA = "fashion-mnist-mini"
@@ -94,7 +100,7 @@ def time_plain(target, args) -> dict:
     data = load_data(DATA, seed=0)
     model = create_model(target, seed=0)
     # What WAVE's fit does (lgcli.learngenes.wave.Wave.fit, no teacher), on a timm model.
-    config = TrainConfig(steps=args.steps, batch_size=64, lr=1e-3, warmup_steps=args.steps // 10, seed=0,
+    config = TrainConfig(steps=args.steps, batch_size=FIT_BATCH, lr=1e-3, warmup_steps=args.steps // 10, seed=0,
                          progress=False)
     result = train(model, data.train, config, loss_fn=distillation_loss(0.0, 1.0))
     seconds = time.perf_counter() - started
@@ -167,7 +173,7 @@ def main() -> int:
                      "repeats_s": [round(r["seconds"], 2) for r in runs[name]]})
 
     print(f"target {target.depth} x {target.width} ({target.heads} heads, mlp {target.mlp_dim}), "
-          f"{args.steps} steps of 64, {args.repeats} repeats, {torch.get_num_threads()} thread(s)")
+          f"{args.steps} steps of {FIT_BATCH}, {args.repeats} repeats, {torch.get_num_threads()} thread(s)")
     print(f"{'case':24} {'seconds':>8} {'s/step':>8} {'loss@start':>10} {'loss@end':>9} {'scalers':>8}")
     for r in rows:
         def num(value, width, fmt):
@@ -179,7 +185,7 @@ def main() -> int:
 
     result = {"target": {"depth": target.depth, "width": target.width, "heads": target.heads,
                          "mlp_dim": target.mlp_dim},
-              "input_size": list(get_adapter(target.family).input_size(target)), "data": DATA, "batch_size": 64,
+              "input_size": list(get_adapter(target.family).input_size(target)), "data": DATA, "batch_size": FIT_BATCH,
               "steps": args.steps, "repeats": args.repeats, "threads": torch.get_num_threads(),
               "learngene": {"kind": "wave", "template_dim": args.template_dim, "teacher": str(args.teacher),
                             "condense_steps": args.condense_steps, "condense_seconds": round(condense_seconds, 2)},

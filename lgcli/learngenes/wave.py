@@ -229,7 +229,12 @@ class Wave(LearngeneKind):
                "without it Eq. B.1's initialisation is materialised unfitted"),
         Option("steps", int, 300, "scaler fitting steps", minimum=0),
         Option("lr", float, 1e-3, "peak learning rate of the scaler fitting", minimum=0.0),
-        Option("batch_size", int, 64, "batch size of the scaler fitting", minimum=1),
+        # 32, not the probe's 64: a fitting step costs a full training step of
+        # the descendant (the backward pass must reach every layer's scalers),
+        # and a few thousand scalers need no larger batch; this keeps 300 steps
+        # of a 6 x 192 target near a minute on two CPU cores
+        # (benchmarks/wave_fit_speed.py).
+        Option("batch_size", int, 32, "batch size of the scaler fitting", minimum=1),
         Option("subset", str, None, "train images to fit on: a count or a fraction"),
         Option("teacher", str, None, "add knowledge distillation from this checkpoint while fitting"),
         Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),
