@@ -33,10 +33,10 @@ demo: $(STAMP)
 	$(LG) grow $(DEMO)/tleg.lg.safetensors --depth 3 -o $(DEMO)/tleg-3.safetensors --force
 	$(LG) grow $(DEMO)/tleg.lg.safetensors --depth 9 -o $(DEMO)/tleg-9.safetensors --force
 	$(LG) shrink $(EXAMPLE) --depth 3 -o $(DEMO)/bot-3x128.safetensors --force
-	OMP_NUM_THREADS=1 $(LG) eval $(DEMO)/bot-3x64.safetensors $(DEMO)/select-3x64.safetensors \
-	  $(DEMO)/bot-8x192.safetensors $(DEMO)/tleg-3.safetensors $(DEMO)/bot-3x128.safetensors \
-	  $(DEMO)/tleg-9.safetensors --steps 200 --eval-every 50 --test-subset 500 \
-	  --baseline random --plot $(DEMO)/curves.png --force
+	$(LG) shrink $(EXAMPLE) --depth 3 --method select -o $(DEMO)/select-3x128.safetensors --force
+	OMP_NUM_THREADS=1 $(LG) eval $(DEMO)/tleg-3.safetensors $(DEMO)/bot-3x128.safetensors \
+	  $(DEMO)/select-3x128.safetensors $(DEMO)/tleg-9.safetensors --steps 200 --eval-every 50 \
+	  --test-subset 500 --baseline random --plot $(DEMO)/curves.png --force
 
 # The full Fashion-MNIST (Debian's dataset-fashion-mnist) for the tests that
 # check the example model on the official test set. Best effort: without root
