@@ -45,7 +45,6 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -65,6 +64,9 @@ from lgcli.resize import expand, target_spec  # noqa: E402
 from lgcli.learngenes.wave import KIND as WAVE  # noqa: E402
 from lgcli.options import defaults  # noqa: E402
 from lgcli.train import TrainConfig, distillation_loss, train  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+from condense_speed import _git_commit  # noqa: E402  (one copy of the helper)
 
 # The fit's batch: WAVE's declared default, so the plain case trains alike.
 FIT_BATCH = defaults(WAVE.expand_options)["batch_size"]
@@ -108,14 +110,6 @@ def time_plain(target, args) -> dict:
     return {"seconds": seconds, "loss_first": sum(result.losses[:window]) / window,
             "loss_last": sum(result.losses[-window:]) / window,
             "trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad)}
-
-
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def _median(values):

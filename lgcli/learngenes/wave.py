@@ -399,14 +399,14 @@ class Wave(LearngeneKind):
                 "loss_last": sum(result.losses[-window:]) / window}
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
-        config = self._config(learngene)
+        config, widths = self._config(learngene), self.valid_widths(learngene)
         return {"holds": f"templates for {len(config)} roles "
                              f"({sum(e['count'] for e in config.values())} in all), and "
                              f"{sum(map(is_global, learngene.tensors))} global tensors",
                 "templates": {role: f"{'x'.join(map(str, e['shape']))} @ {e['count']}" for role, e in config.items()},
                 "depths": "any depth >= 1 (scalers initialised by Eq. B.1, fitted with --data)",
-                "widths": self.valid_widths(learngene),
-                "becomes": f"any depth, widths {', '.join(map(str, self.valid_widths(learngene)))}, ..."}
+                "widths": widths,
+                "becomes": f"any depth, widths {', '.join(map(str, widths))}, ..."}
 
 
 def _fused_initial(stack: Stack, role: str) -> torch.Tensor:
