@@ -179,7 +179,7 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
     for tensor in checkpoint.tensors.values():
         name = str(tensor.dtype).replace("torch.", "")
         dtypes[name] = dtypes.get(name, 0) + tensor.numel()
-    shown_path = "<file>" if checkpoint.source == STDIO else checkpoint.source
+    shown_path = _load_path(checkpoint)
     e = spec.extras
     return {
         "file": checkpoint.source,
@@ -216,7 +216,7 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
     spec = gene.spec
     described = get_kind(gene.kind).describe(gene)
     chain = provenance_chain(checkpoint.lg)
-    shown_path = "<file>" if checkpoint.source == STDIO else checkpoint.source
+    shown_path = _load_path(checkpoint)
     per_layer = sum(t.numel() for name, t in gene.tensors.items() if not name.startswith("global."))
     return {
         "file": checkpoint.source,
@@ -243,6 +243,14 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         "expand_call": f"lg grow {shown_path} --depth N -o OUT",
         "load_call": f"lgcli.load_learngene({shown_path!r})",
     }
+
+
+def _load_path(checkpoint: Checkpoint) -> str:
+    """The path a load line can name: a stream (stdin, a pipe) has none."""
+    source = checkpoint.source
+    if source == STDIO or not (os.path.isfile(source) or os.path.isdir(source)):
+        return "<file>"
+    return source
 
 
 def _dominant_dtype(tensors: Mapping[str, torch.Tensor]) -> torch.dtype | None:

@@ -23,31 +23,39 @@ never opened for writing.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import io
 import json
 import mmap
 import os
 import pickle
+import re
+import shutil
+import stat
 import struct
 import sys
 import tempfile
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as safetensors_load_bytes
 
 from . import __version__
-from .errors import LgError
+from .errors import LgError, one_line, shown
+from .header import (MAX_HEADER_BYTES, Header, check_data_size, header_length, load_json,
+                     parse_header)
 
 STDIO = "-"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
-# safetensors refuses headers over 100 MB (MAX_HEADER_SIZE in its Rust core);
-# we check first so the user gets a sentence rather than a Rust error.
-MAX_HEADER_BYTES = 100_000_000
+# Streams are read in chunks of this size (a pipe gives what it has).
+STREAM_CHUNK = 1 << 24
+# A training checkpoint's wrappers ({'model': {'state_dict': ...}}) are
+# followed this deep at most.
+MAX_WRAPPERS = 8
 PICKLE_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
 # Containers that training scripts wrap a state dict in (timm, DeiT, MAE, ...),
 # in the order we prefer them.
@@ -79,6 +87,7 @@ class Checkpoint:
     nbytes: int = 0
     # The private memory map that file-backed tensors view (None otherwise).
     mapping: mmap.mmap | None = field(default=None, repr=False)
+    _lg: dict[str, Any] | None = field(default=None, repr=False)
 
     def release_pages(self) -> None:
         """Let the kernel drop this process's copies of the mapped file pages.
@@ -99,24 +108,62 @@ class Checkpoint:
 
     @property
     def lg(self) -> dict[str, Any]:
-        """lg's own metadata, with JSON values decoded ({} for foreign files)."""
-        return decode_lg_metadata(self.metadata)
+        """lg's own metadata, decoded and checked ({} for foreign files)."""
+        if self._lg is None:
+            self._lg = decode_lg_metadata(self.metadata, name=self.source)
+        return self._lg
 
 
-def decode_lg_metadata(metadata: Mapping[str, str]) -> dict[str, Any]:
+# lg's metadata fields and what each must be (after JSON decoding).
+LG_FIELD_TYPES: dict[str, type] = {"kind": str, "family": str, "method": str, "source_sha256": str,
+                                   "version": str, "config": dict, "options": dict, "source": dict,
+                                   "learngene": dict}
+LG_KINDS = ("model", "learngene")
+# Provenance steps kept in a file: a longer chain keeps its newest steps and
+# marks the cut (`truncated`), so every file lg writes reads back.
+MAX_PROVENANCE = 32
+# JSON levels a metadata value may nest: a provenance step holds options
+# and configs a few levels deep.
+MAX_METADATA_DEPTH = 8 * MAX_PROVENANCE
+
+
+def decode_lg_metadata(metadata: Mapping[str, str], name: str = STDIO) -> dict[str, Any]:
+    """lg's ``lg.*`` keys, JSON values decoded, every field's type checked.
+
+    Unknown ``lg.*`` keys are kept as strings (a newer lg may add some); a
+    field of the wrong type, a kind lg does not know, or a provenance chain
+    deeper than MAX_PROVENANCE is refused naming the key."""
+    label = _display_name(name) if name == STDIO else name
     out: dict[str, Any] = {}
     for key, value in metadata.items():
         if not key.startswith(LG_PREFIX):
             continue
-        name = key[len(LG_PREFIX):]
-        if name in JSON_KEYS:
-            try:
-                out[name] = json.loads(value)
-            except json.JSONDecodeError:
-                raise LgError(f"metadata key {key!r} is not valid JSON") from None
-        else:
-            out[name] = value
+        field_name = key[len(LG_PREFIX):]
+        if field_name in JSON_KEYS:
+            value = load_json(value, f"{shown(label)}: refused: metadata {shown(key)} (its value",
+                              max_depth=MAX_METADATA_DEPTH)
+        expected = LG_FIELD_TYPES.get(field_name)
+        if expected is not None and not isinstance(value, expected):
+            raise LgError(f"{shown(label)}: refused: metadata {shown(key)} must be "
+                          f"{'a JSON object' if expected is dict else 'a string'}, "
+                          f"found {_json_type(value)}")
+        out[field_name] = value
+    if "kind" in out and out["kind"] not in LG_KINDS:
+        raise LgError(f"{shown(label)}: refused: metadata lg.kind is {shown(out['kind'])}, "
+                      f"expected {' or '.join(LG_KINDS)}")
+    sha = out.get("source_sha256")
+    if sha is not None and not re.fullmatch(r"[0-9a-f]{64}", sha):
+        raise LgError(f"{shown(label)}: refused: metadata lg.source_sha256 is not a SHA-256 hex digest")
+    if len(provenance_chain(out)) > MAX_PROVENANCE + 1:
+        raise LgError(f"{shown(label)}: refused: metadata lg.source chains more than {MAX_PROVENANCE} "
+                      f"steps (lg writes at most {MAX_PROVENANCE})")
     return out
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
 
 
 def encode_lg_metadata(lg: Mapping[str, Any]) -> dict[str, str]:
@@ -139,12 +186,29 @@ def provenance_metadata(*, kind: str, family: str, config: Mapping[str, Any],
                           "learngene": dict(learngene) if learngene else None, "version": __version__}
     if source is not None:
         lg["source_sha256"] = source.sha256
-        parent = source.lg
+        parent = _trimmed(source.lg, MAX_PROVENANCE - 1)
         # A foreign source (no lg metadata) is still recorded by hash and name.
         lg["source"] = parent if parent else {"file": _display_name(source.source)}
         if parent:
             lg["source"].setdefault("file", _display_name(source.source))
     return encode_lg_metadata(lg)
+
+
+def _trimmed(lg: Mapping[str, Any], keep: int) -> dict[str, Any]:
+    """A copy of a provenance chain with at most `keep` steps; a cut chain's
+    last kept step says ``truncated: true``."""
+    top = dict(lg)
+    node = top
+    for _ in range(keep - 1):
+        parent = node.get("source")
+        if not isinstance(parent, Mapping):
+            return top
+        node["source"] = dict(parent)
+        node = node["source"]
+    if isinstance(node.get("source"), Mapping):
+        del node["source"]
+        node["truncated"] = True
+    return top
 
 
 def provenance_chain(lg: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -153,7 +217,8 @@ def provenance_chain(lg: Mapping[str, Any]) -> list[dict[str, Any]]:
     node: Mapping[str, Any] | None = lg
     while node:
         steps.append({k: node.get(k) for k in ("file", "kind", "method", "options",
-                                                "source_sha256", "version") if node.get(k) is not None})
+                                                "source_sha256", "version", "truncated")
+                      if node.get(k) is not None})
         node = node.get("source") if isinstance(node.get("source"), Mapping) else None
     return steps
 
@@ -165,20 +230,52 @@ def _display_name(source: str) -> str:
 # ---------------------------------------------------------------- reading
 
 def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None) -> Checkpoint:
-    """Read a checkpoint from a path, a sharded folder, or '-' (stdin)."""
+    """Read a checkpoint from a path, a sharded folder, a pipe, or '-' (stdin).
+
+    A regular file is memory-mapped; stdin, a named pipe and a process
+    substitution (``<(...)``) are read as a stream, up to the size their
+    header states (see `read_stream`)."""
     src = str(source)
     if src == STDIO:
-        stream = stdin if stdin is not None else sys.stdin.buffer
-        data = stream.read()
-        return _read_safetensors_bytes(data, STDIO)
-    path = Path(src)
-    if not path.exists():
-        raise LgError(f"{src}: no such file or folder")
-    if path.is_dir():
-        return _read_sharded(path)
-    if path.suffix in PICKLE_SUFFIXES and not _looks_like_safetensors(path):
-        return _read_pickle(path)
-    return _read_safetensors_file(path)
+        stream = stdin if stdin is not None else _stdin_buffer()
+        return read_stream(stream, STDIO)
+    mode = _stat(src).st_mode
+    try:
+        if stat.S_ISDIR(mode):
+            return _read_sharded(Path(src))
+        if not stat.S_ISREG(mode):  # a FIFO, a pipe from <(...), a character device
+            with open(src, "rb", buffering=0) as stream:
+                return read_stream(stream, src)
+        path = Path(src)
+        if path.suffix in PICKLE_SUFFIXES and not _looks_like_safetensors(path):
+            return _read_pickle(path)
+        return _read_safetensors_file(path)
+    except OSError as exc:
+        raise LgError(f"{shown(src)}: cannot read it ({_os_reason(exc)})") from None
+
+
+def _stdin_buffer() -> BinaryIO:
+    stream = getattr(sys.stdin, "buffer", sys.stdin) if sys.stdin is not None else None
+    if stream is None or getattr(stream, "closed", False):
+        raise LgError("<stdin>: standard input is closed (pipe a checkpoint in, or give a file)")
+    return stream
+
+
+def _stat(src: str) -> os.stat_result:
+    """os.stat, with the reasons a path cannot be read as one sentence."""
+    try:
+        return os.stat(src)
+    except FileNotFoundError:
+        raise LgError(f"{shown(src)}: no such file or folder") from None
+    except OSError as exc:
+        raise LgError(f"{shown(src)}: cannot read it ({_os_reason(exc)})") from None
+
+
+def _os_reason(exc: OSError) -> str:
+    reasons = {errno.ENAMETOOLONG: "the file name is too long", errno.ELOOP: "too many symbolic links",
+               errno.EACCES: "permission denied", errno.EISDIR: "it is a folder",
+               errno.ENOENT: "no such file or folder", errno.ENOTDIR: "a part of the path is not a folder"}
+    return reasons.get(exc.errno, exc.strerror or "an operating-system error").lower()
 
 
 def _looks_like_safetensors(path: Path) -> bool:
@@ -187,40 +284,69 @@ def _looks_like_safetensors(path: Path) -> bool:
     return len(head) == 9 and head[8:9] == b"{"
 
 
-def _parse_header(prefix: bytes, total: int, name: str) -> dict[str, Any]:
-    """Check a safetensors header before the library sees it."""
-    if total < 8:
-        raise LgError(f"{name}: not a safetensors file ({total} bytes, too short for a header)")
-    (length,) = struct.unpack("<Q", prefix[:8])
-    if length > MAX_HEADER_BYTES:
-        raise LgError(f"{name}: not a safetensors file (header claims {length} bytes; "
-                      f"safetensors allows at most {MAX_HEADER_BYTES})")
-    if 8 + length > total:
-        raise LgError(f"{name}: truncated or not safetensors (header claims {length} bytes, "
-                      f"the file has {total - 8} after the length)")
-    try:
-        header = json.loads(prefix[8:8 + length])
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise LgError(f"{name}: not a safetensors file (its header is not JSON)") from None
-    if not isinstance(header, dict):
-        raise LgError(f"{name}: not a safetensors file (its header is not a JSON object)")
-    meta = header.get("__metadata__", {}) or {}
-    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise LgError(f"{name}: __metadata__ must map strings to strings")
-    return header
+def _read_exactly(stream: BinaryIO, count: int, into: bytearray | memoryview | None = None) -> bytes | int:
+    """Read `count` bytes from a stream whose reads may return fewer (pipes).
+    Returns the bytes, or with `into`, how many bytes were read into it."""
+    if into is None:
+        chunks, got = [], 0
+        while got < count:
+            chunk = stream.read(count - got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    if not hasattr(stream, "readinto"):
+        data = _read_exactly(stream, count)
+        into[:len(data)] = data
+        return len(data)
+    view, got = memoryview(into), 0
+    while got < count:
+        n = stream.readinto(view[got:got + min(count - got, STREAM_CHUNK)])
+        if not n:
+            break
+        got += n
+    view.release()
+    return got
 
 
-def _read_safetensors_bytes(data: bytes, name: str) -> Checkpoint:
+def read_stream(stream: BinaryIO, name: str) -> Checkpoint:
+    """Read a safetensors checkpoint from a stream (stdin, a pipe).
+
+    Bounded: the 8-byte length (at most 100 MB of header), then exactly the
+    data the checked header describes, which must fit in the memory
+    available; one more byte must not exist (trailing data is refused). An
+    endless stream (``/dev/zero``) is therefore refused after its header."""
     label = "<stdin>" if name == STDIO else name
-    if len(data) == 0:
-        raise LgError(f"{label}: empty input (expected a safetensors checkpoint)")
-    header = _parse_header(data[:8 + MAX_HEADER_BYTES], len(data), label)
-    try:
-        tensors = safetensors_load_bytes(data)
-    except (SafetensorError, ValueError, RuntimeError) as exc:
-        raise LgError(f"{label}: corrupt safetensors data ({_one_line(exc)})") from None
-    return Checkpoint(tensors=dict(tensors), metadata=dict(header.get("__metadata__", {}) or {}),
-                      digest=hashlib.sha256(data).hexdigest(), source=name, nbytes=len(data))
+    prefix = _read_exactly(stream, 8)
+    if not prefix:
+        raise LgError(f"{shown(label)}: empty input (expected a safetensors checkpoint)")
+    if prefix[:4] == b"PK\x03\x04" or prefix[:1] == b"\x80":
+        raise LgError(f"{shown(label)}: this looks like a PyTorch pickle; lg reads pickles from a regular "
+                      f".pth/.pt/.bin file only (save it to a file first)")
+    length = header_length(prefix, label)
+    raw = _read_exactly(stream, length)
+    if len(raw) < length:
+        raise LgError(f"{shown(label)}: truncated (header claims {length} bytes, the input ended after {len(raw)})")
+    header = parse_header(raw, label)
+    need = header.data_bytes
+    check_memory(need, f"{shown(label)}: its tensors")
+    data = bytearray(need)
+    got = _read_exactly(stream, need, into=data)
+    if got < need:
+        check_data_size(header, got, label)
+    if _read_exactly(stream, 1):
+        raise LgError(f"{shown(label)}: corrupt safetensors input (data continues after the last tensor: "
+                      f"the header does not cover it)")
+    digest = hashlib.sha256(prefix)
+    digest.update(raw)
+    digest.update(data)
+    return _checkpoint_from_buffer(header, data, 0, name, digest.hexdigest(), 8 + length + need)
+
+
+def read_bytes(data: bytes) -> Checkpoint:
+    """Parse safetensors bytes held in memory (tests, notebooks)."""
+    return read_stream(io.BytesIO(data), STDIO)
 
 
 def _read_safetensors_file(path: Path) -> Checkpoint:
@@ -231,53 +357,24 @@ def _read_safetensors_file(path: Path) -> Checkpoint:
     on first touch, so a method that handles one role at a time never holds
     the whole input in memory twice.
     """
-    total = path.stat().st_size
     with open(path, "rb") as f:
+        total = os.fstat(f.fileno()).st_size
         prefix = f.read(8)
-        if len(prefix) == 8:
-            (length,) = struct.unpack("<Q", prefix)
-            prefix += f.read(min(length, MAX_HEADER_BYTES + 1))
-        header = _parse_header(prefix, total, str(path))
-        data_start = 8 + struct.unpack("<Q", prefix[:8])[0]
-        entries = _tensor_entries(header, total - data_start, str(path))
+        length = header_length(prefix, str(path), total)
+        header = parse_header(f.read(length), str(path))
+        check_data_size(header, total - header.data_start, str(path))
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if total else None
-    tensors: dict[str, torch.Tensor] = {}
-    for key, dtype, shape, begin, end in entries:
-        tensors[key] = _tensor_from_buffer(mapped, dtype, shape, data_start + begin, end - begin)
-    return Checkpoint(tensors=tensors, metadata=dict(header.get("__metadata__", {}) or {}),
-                      digest=_hash_in_background(mapped), source=str(path), nbytes=total,
-                      mapping=mapped)
+    checkpoint = _checkpoint_from_buffer(header, mapped, header.data_start, str(path),
+                                         _hash_in_background(mapped), total)
+    checkpoint.mapping = mapped
+    return checkpoint
 
 
-def _tensor_entries(header: Mapping[str, Any], data_bytes: int, name: str):
-    """(key, dtype, shape, begin, end) per tensor, refusing byte ranges that fall
-    outside the file (truncation) or do not match the dtype and shape."""
-    entries = []
-    for key, info in header.items():
-        if key == "__metadata__":
-            continue
-        try:
-            begin, end = (int(v) for v in info["data_offsets"])
-            shape = [int(n) for n in info["shape"]]
-            dtype_name = info["dtype"]
-        except (TypeError, KeyError, ValueError):
-            raise LgError(f"{name}: corrupt safetensors header (entry {key!r} lacks dtype, shape "
-                          f"or data_offsets)") from None
-        if dtype_name not in DTYPES:
-            raise LgError(f"{name}: tensor {key!r} has dtype {dtype_name}, which lg does not read "
-                          f"(known: {', '.join(DTYPES)})")
-        if not (0 <= begin <= end <= data_bytes):
-            raise LgError(f"{name}: truncated or corrupt (tensor {key!r} needs bytes {begin}..{end}, "
-                          f"the file holds {data_bytes})")
-        dtype = DTYPES[dtype_name]
-        numel = 1
-        for n in shape:
-            numel *= n
-        if any(n < 0 for n in shape) or numel * dtype.itemsize != end - begin:
-            raise LgError(f"{name}: corrupt safetensors header (tensor {key!r} of shape {shape} "
-                          f"and dtype {dtype_name} cannot fill {end - begin} bytes)")
-        entries.append((key, dtype, shape, begin, end))
-    return entries
+def _checkpoint_from_buffer(header: Header, buffer, data_start: int, name: str, digest, nbytes: int) -> Checkpoint:
+    tensors = {entry.name: _tensor_from_buffer(buffer, DTYPES[entry.dtype], list(entry.shape),
+                                               data_start + entry.begin, entry.nbytes)
+               for entry in header.entries}
+    return Checkpoint(tensors=tensors, metadata=header.metadata, digest=digest, source=name, nbytes=nbytes)
 
 
 def _tensor_from_buffer(buffer, dtype: torch.dtype, shape: list[int], offset: int,
@@ -291,6 +388,29 @@ def _tensor_from_buffer(buffer, dtype: torch.dtype, shape: list[int], offset: in
         return raw.view(dtype).reshape(shape)
     return torch.frombuffer(buffer, dtype=dtype, count=nbytes // dtype.itemsize,
                             offset=offset).reshape(shape)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the kernel says are available (MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(nbytes: int, what: str) -> None:
+    """Refuse to allocate more than the memory available, with the figures."""
+    free = available_memory()
+    if free is not None and nbytes > free:
+        raise LgError(f"{what} need {_gib(nbytes)} of memory and {_gib(free)} is available")
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:,.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:,.1f} MiB"
 
 
 _HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lg-sha256")
@@ -317,81 +437,132 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _regular_file(path: Path, what: str) -> None:
+    """Shards and index files must be regular files: opening a FIFO would block."""
+    mode = _stat(str(path)).st_mode
+    if not stat.S_ISREG(mode):
+        raise LgError(f"{shown(path)}: {what} must be a regular file")
+
+
 def _read_sharded(folder: Path) -> Checkpoint:
     index_path = folder / SAFETENSORS_INDEX
-    if not index_path.exists():
-        raise LgError(f"{folder}: a folder must hold {SAFETENSORS_INDEX} (a sharded safetensors checkpoint)")
-    try:
-        index = json.loads(index_path.read_text())
-        weight_map = index["weight_map"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise LgError(f"{index_path}: not a safetensors index (expected a JSON object with 'weight_map')") from None
-    shards = sorted(set(weight_map.values()))
-    digest = hashlib.sha256(index_path.read_bytes())
+    if not os.path.lexists(index_path):
+        raise LgError(f"{shown(folder)}: a folder must hold {SAFETENSORS_INDEX} (a sharded safetensors checkpoint)")
+    _regular_file(index_path, "a sharded checkpoint's index")
+    raw = index_path.read_bytes() if index_path.stat().st_size <= MAX_HEADER_BYTES else None
+    if raw is None:
+        raise LgError(f"{shown(index_path)}: an index over {MAX_HEADER_BYTES} bytes is not a safetensors index")
+    index = load_json(raw, f"{shown(index_path)}: not a safetensors index (the file")
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise LgError(f"{shown(index_path)}: not a safetensors index (expected a JSON object whose 'weight_map' "
+                      f"maps tensor names to shard files)")
+    index_meta = index.get("metadata") or {}
+    if not isinstance(index_meta, dict):
+        raise LgError(f"{shown(index_path)}: the index's 'metadata' must be a JSON object")
+    digest = hashlib.sha256(raw)
     tensors: dict[str, torch.Tensor] = {}
     metadata: dict[str, str] = {}
     nbytes = 0
-    for shard in shards:
+    root = folder.resolve()
+    for shard in sorted(set(weight_map.values())):
         shard_path = (folder / shard).resolve()
-        if folder.resolve() not in shard_path.parents:
-            raise LgError(f"{index_path}: shard {shard!r} lies outside the folder")
+        if root not in shard_path.parents:
+            raise LgError(f"{shown(index_path)}: shard {shown(shard)} lies outside the folder")
+        if not shard_path.exists():
+            raise LgError(f"{shown(index_path)}: names shard {shown(shard)}, which does not exist")
+        _regular_file(shard_path, "a shard")
         part = _read_safetensors_file(shard_path)
         digest.update(bytes.fromhex(part.sha256))
-        tensors.update(part.tensors)
+        for key, tensor in part.tensors.items():
+            if key in tensors:
+                raise LgError(f"{shown(index_path)}: tensor {shown(key)} is in more than one shard")
+            if weight_map.get(key) != shard:
+                raise LgError(f"{shown(index_path)}: shard {shown(shard)} holds {shown(key)}, which the index "
+                              f"places {'elsewhere' if key in weight_map else 'nowhere'}")
+            tensors[key] = tensor
         metadata = metadata or part.metadata
         nbytes += part.nbytes
     missing = [k for k in weight_map if k not in tensors]
     if missing:
-        raise LgError(f"{index_path}: {len(missing)} tensors listed but not in their shards (first: {missing[0]})")
-    index_meta = index.get("metadata") or {}
-    metadata = {**{k: str(v) for k, v in index_meta.items()}, **metadata}
+        raise LgError(f"{shown(index_path)}: {len(missing)} tensors listed but not in their shards "
+                      f"(first: {shown(missing[0])})")
+    metadata = {**{str(k): str(v) for k, v in index_meta.items() if isinstance(v, str)}, **metadata}
     return Checkpoint(tensors=tensors, metadata=metadata, digest=digest.hexdigest(),
                       source=str(folder), nbytes=nbytes)
 
 
 def _read_pickle(path: Path) -> Checkpoint:
     # weights_only=True: the unpickler only rebuilds tensors and plain
-    # containers, so a checkpoint that carries code cannot run it.
+    # containers, so a checkpoint that carries code cannot run it. torch's
+    # own warnings (old protocols, storage types) are not the user's concern.
     try:
-        obj = torch.load(str(path), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obj = torch.load(str(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         first = _one_line(exc).split(". ")[0]
-        raise LgError(f"{path}: refused: the pickle holds more than tensors, and lg never "
+        raise LgError(f"{shown(path)}: refused: the pickle holds more than tensors, and lg never "
                       f"unpickles code ({first})") from None
+    except RecursionError:
+        raise LgError(f"{shown(path)}: refused: the pickle is nested too deeply") from None
+    except MemoryError:
+        raise LgError(f"{shown(path)}: refused: the pickle asks for more memory than there is") from None
     except Exception as exc:  # torch raises a variety of types on garbage
-        raise LgError(f"{path}: not a readable PyTorch checkpoint ({_one_line(exc)})") from None
+        raise LgError(f"{shown(path)}: not a readable PyTorch checkpoint ({_one_line(exc)})") from None
     state = unwrap_state_dict(obj, str(path))
     return Checkpoint(tensors=state, metadata={}, digest=_sha256_file(path), source=str(path),
                       nbytes=path.stat().st_size)
 
 
 def unwrap_state_dict(obj: Any, name: str) -> dict[str, torch.Tensor]:
-    """The state dict inside a training checkpoint, with wrapper prefixes removed."""
+    """The state dict inside a training checkpoint, with wrapper prefixes removed.
+
+    Follows at most MAX_WRAPPERS wrapper keys and refuses a container that
+    holds itself (a pickle can build ``d['model'] is d``)."""
+    seen: set[int] = set()
     while isinstance(obj, Mapping):
+        if id(obj) in seen or len(seen) >= MAX_WRAPPERS:
+            raise LgError(f"{shown(name)}: refused: its wrappers ({'/'.join(WRAPPER_KEYS)}) "
+                          f"{'contain themselves' if id(obj) in seen else 'nest too deeply'}")
+        seen.add(id(obj))
         inner = next((obj[k] for k in WRAPPER_KEYS if isinstance(obj.get(k), Mapping)), None)
         if inner is None:
             break
         obj = inner
     if not isinstance(obj, Mapping):
-        raise LgError(f"{name}: expected a state dict (a mapping of names to tensors), found {type(obj).__name__}")
+        raise LgError(f"{shown(name)}: expected a state dict (a mapping of names to tensors), "
+                      f"found {type(obj).__name__}")
     out: dict[str, torch.Tensor] = {}
     for key, value in obj.items():
+        if not isinstance(key, str):
+            raise LgError(f"{shown(name)}: a state dict's keys are names; found the {type(key).__name__} "
+                          f"{shown(repr(key)[:40])}")
         if not isinstance(value, torch.Tensor):
-            raise LgError(f"{name}: entry {key!r} is a {type(value).__name__}, not a tensor")
-        clean = str(key)
+            raise LgError(f"{shown(name)}: entry {shown(key)} is a {type(value).__name__}, not a tensor")
+        if value.layout != torch.strided:
+            raise LgError(f"{shown(name)}: entry {shown(key)} is a sparse tensor ({value.layout}); "
+                          f"lg reads dense tensors only (call .to_dense() and save again)")
+        if value.dtype not in DTYPE_NAMES:
+            raise LgError(f"{shown(name)}: entry {shown(key)} has dtype {value.dtype}, which lg does not read "
+                          f"(known: {', '.join(DTYPES)})")
+        clean = key
         stripped = True
         while stripped:
             stripped = False
             for prefix in WRAPPER_PREFIXES:
                 if clean.startswith(prefix):
                     clean, stripped = clean[len(prefix):], True
+        if clean in out:
+            raise LgError(f"{shown(name)}: entries {shown(key)} and another both name {shown(clean)} once "
+                          f"{'/'.join(WRAPPER_PREFIXES)} prefixes are removed")
         out[clean] = value
     return out
 
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return one_line(text[0]) if text else "no details"
 
 
 # ---------------------------------------------------------------- writing
@@ -438,11 +609,47 @@ def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch
         return digest
     check_output(dst, force=force)
     path = Path(dst)
-    with atomic_path(path) as tmp, open(tmp, "wb") as stream:
-        digest = _stream_safetensors(stream, header, ordered)
+    _check_disk(path, _file_size(header))
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as stream:
+            digest = _stream_safetensors(stream, header, ordered)
+        _verify_written(tmp, header, dst)
         if path.exists() and not force:  # appeared while we worked
-            raise LgError(f"{dst}: exists; pass --force to overwrite it")
+            raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
     return digest
+
+
+def _file_size(header: Mapping[str, Any]) -> int:
+    encoded = len(_encode_header(header))
+    return 8 + encoded + sum(e["data_offsets"][1] - e["data_offsets"][0]
+                             for k, e in header.items() if k != "__metadata__")
+
+
+def _check_disk(path: Path, nbytes: int) -> None:
+    try:
+        free = shutil.disk_usage(path.parent if str(path.parent) else ".").free
+    except OSError:
+        return
+    if nbytes > free:
+        raise LgError(f"{shown(path)}: the output needs {_gib(nbytes)} and its disk has {_gib(free)} free")
+
+
+def _verify_written(tmp: Path, header: Mapping[str, Any], dst: str) -> None:
+    """Read the written file's header back, as a strict reader would, and
+    check every tensor's name, dtype, shape and place, and the metadata
+    (what safetensors' own convert.py does after writing)."""
+    with open(tmp, "rb") as f:
+        total = os.fstat(f.fileno()).st_size
+        length = header_length(f.read(8), dst, total)
+        written = parse_header(f.read(length), dst)
+    check_data_size(written, total - written.data_start, dst)
+    meant = {k: (e["dtype"], tuple(e["shape"]), tuple(e["data_offsets"]))
+             for k, e in header.items() if k != "__metadata__"}
+    found = {e.name: (e.dtype, e.shape, (e.begin, e.end)) for e in written.entries}
+    if found != meant or written.metadata != header["__metadata__"]:
+        wrong = sorted(set(found.items()) ^ set(meant.items()))
+        raise LgError(f"{shown(dst)}: the written file did not read back as meant "
+                      f"({shown(wrong[0][0]) if wrong else 'metadata'}); nothing was written")
 
 
 @contextlib.contextmanager
@@ -476,6 +683,8 @@ def _layout(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]):
     is a multiple of its element size (readers can map it without copying).
     """
     for key, tensor in tensors.items():
+        if not isinstance(key, str) or not key or key == "__metadata__" or not _utf8(key):
+            raise LgError(f"cannot write tensor name {shown(key)}: not a valid safetensors name")
         if not isinstance(tensor, torch.Tensor):
             raise LgError(f"cannot write {key!r}: a {type(tensor).__name__}, not a tensor")
         if tensor.dtype not in DTYPE_NAMES:
@@ -491,10 +700,22 @@ def _layout(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]):
     return header, ordered
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _encode_header(header: Mapping[str, Any]) -> bytes:
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    return encoded + b" " * (-len(encoded) % 8)  # the format pads the header to 8 bytes
+
+
 def _stream_safetensors(stream: BinaryIO, header: Mapping[str, Any],
                         ordered: Iterable[tuple[str, torch.Tensor]]) -> str:
-    encoded = json.dumps(header, separators=(",", ":")).encode()
-    encoded += b" " * (-len(encoded) % 8)  # the format pads the header to 8 bytes
+    encoded = _encode_header(header)
     digest = hashlib.sha256()
     prefix = struct.pack("<Q", len(encoded)) + encoded
     stream.write(prefix)
@@ -518,11 +739,6 @@ def _raw_bytes(tensor: torch.Tensor) -> memoryview:
     if flat.numel() == 0:
         return memoryview(b"")
     return memoryview(flat.view(torch.uint8).numpy())
-
-
-def read_bytes(data: bytes) -> Checkpoint:
-    """Parse safetensors bytes held in memory (tests, notebooks)."""
-    return _read_safetensors_bytes(data, STDIO)
 
 
 __all__ = ["Checkpoint", "read_checkpoint", "write_checkpoint", "check_output",

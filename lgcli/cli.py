@@ -2,8 +2,14 @@
 
 Conventions every command keeps: stdout carries data (a checkpoint written to
 '-', a table, or the --json report) and nothing else; messages and progress
-go to stderr; bad input is one line `lg: error: ...` and exit status 1, with
-the traceback only under --debug.
+go to stderr; bad input is one line `lg: error: ...` and exit status 1 (2 for
+a usage error), with the traceback only under --debug; third-party warnings
+are silenced unless --debug.
+
+Start-up stays light: this module imports neither torch nor the methods.
+The app is built per invocation (`build_app`), and only a command that takes
+the methods' or learngene kinds' declared flags (shrink, grow, condense)
+imports them to build those flags; every command imports what it runs.
 """
 
 from __future__ import annotations
@@ -12,26 +18,46 @@ import inspect as pyinspect
 import json
 import os
 import sys
+import warnings
 from typing import Any, Optional, Sequence
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .errors import LgError
+from .errors import LgError, UsageError, one_line
 from .options import Option, merge_declarations
 
-app = typer.Typer(
-    name="lg",
-    help="Resize transformer checkpoints, and grow learngenes into models of any depth and width.",
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    # Markdown: help panels per method (rich), and help text shown as written.
-    rich_markup_mode="markdown",
-)
+# typer ships its own copy of click: its exceptions are the ones raised, so
+# they are found through typer rather than imported from click.
+_click_errors = sys.modules[typer.BadParameter.__module__]
+# Seeds feed torch, numpy and Python generators: 0 .. 2**32 - 1 suits all.
+MAX_SEED = 2**32 - 1
+# Commands whose flags include those the methods and learngene kinds declare.
+DECLARING_COMMANDS = ("shrink", "grow", "condense")
+
+
+def build_app(command: Optional[str] = None) -> typer.Typer:
+    """The `lg` app. `command` is the subcommand about to run: only when it
+    is one of DECLARING_COMMANDS are the declarations imported (they import
+    torch) to build its flags; the others appear in the root help by name."""
+    app = typer.Typer(
+        name="lg",
+        help="Resize transformer checkpoints, and grow learngenes into models of any depth and width.",
+        add_completion=False,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        # Markdown: help panels per method (rich), and help text shown as written.
+        rich_markup_mode="markdown",
+    )
+    app.callback()(_root)
+    app.command()(inspect)
+    app.command("eval")(eval_command)
+    for direction, summary in RESIZE_SUMMARIES.items():
+        _register_resize(app, direction, summary, _resize_owners() if command == direction else {})
+    _register_condense(app, _condense_owners() if command == "condense" else {})
+    return app
 
 # Messages and progress: stderr, so stdout stays clean for data.
 err_console = Console(stderr=True, soft_wrap=True)
@@ -48,8 +74,8 @@ def print_json(obj: Any) -> None:
 
 
 def note(message: str) -> None:
-    """A message for the user, on stderr."""
-    err_console.print(message, highlight=False, markup=False)
+    """A message for the user, on stderr: one line, whatever it embeds."""
+    err_console.print(one_line(message), highlight=False, markup=False)
 
 
 def _version_callback(value: bool) -> None:
@@ -58,7 +84,6 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
                                  help="Print the version and exit."),
@@ -71,7 +96,6 @@ HeadsOption = typer.Option(None, "--heads", min=1,
                                 "(default: from metadata, else head dim 64).")
 
 
-@app.command()
 def inspect(
     file: str = typer.Argument(..., help="Checkpoint: .safetensors, '-' for stdin, a sharded folder, or .pth/.bin."),
     heads: Optional[int] = HeadsOption,
@@ -187,38 +211,59 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get("LG_DEBUG"))
     args = [a for a in args if a != "--debug"]
+    command = next((a for a in args if not a.startswith("-")), None)
+    with warnings.catch_warnings():
+        if not debug:
+            # Library warnings (torch, timm, PIL) are not the user's to read;
+            # what matters is turned into lg's own words where it arises.
+            warnings.simplefilter("ignore")
+        result = _run(args, command, debug)
+    if isinstance(result, int) and result:
+        sys.exit(result)
+
+
+def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
     try:
-        result = app(args=args, prog_name="lg", standalone_mode=False)
+        return build_app(command)(args=args, prog_name="lg", standalone_mode=False)
+    except UsageError as exc:
+        if debug:
+            raise
+        _fail(str(exc), 2)
     except LgError as exc:
         if debug:
             raise
         _fail(str(exc), 1)
-    except click.exceptions.Abort:
+    except typer.Abort:
         _fail("aborted", 130)
-    except click.exceptions.ClickException as exc:
+    except _click_errors.ClickException as exc:
         if debug:
             raise
         hint = ""
-        if isinstance(exc, click.exceptions.UsageError) and exc.ctx is not None:
+        if isinstance(exc, _click_errors.UsageError) and exc.ctx is not None:
             hint = f" (see '{exc.ctx.command_path} --help')"
-        _fail(exc.format_message().replace("\n", " ") + hint, exc.exit_code)
+        # Usage errors exit 2, as click itself (and the shell's tools) do.
+        _fail(exc.format_message() + hint, exc.exit_code)
     except BrokenPipeError:
         # The reader went away (e.g. `lg inspect f | head`): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    except MemoryError:
+        if debug:
+            raise
+        _fail("out of memory (the request needs more memory than this machine has free)", 1)
     except Exception as exc:  # a bug, or an input we did not foresee
         if debug:
             raise
-        _fail(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''} "
-              f"(run with --debug for the traceback)", 1)
-    if isinstance(result, int) and result:
-        sys.exit(result)
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        _fail(f"internal error: this is a bug in lg; please report it with the --debug output "
+              f"({type(exc).__name__}{': ' + detail if detail else ''})", 1)
+    return None
 
 
 def _fail(message: str, code: int) -> None:
-    sys.stderr.write(f"lg: error: {message}\n")
+    sys.stderr.write(f"lg: error: {one_line(message)}\n")
     sys.stderr.flush()
     sys.exit(code)
 
@@ -234,7 +279,6 @@ def _parse_rates(text: Optional[str]) -> list[float]:
         raise LgError(f"--lr-sweep takes comma-separated learning rates, got {text!r}") from None
 
 
-@app.command("eval")
 def eval_command(
     checkpoints: list[str] = typer.Argument(..., help="Checkpoints to score ('-' for stdin, once)."),
     data: str = typer.Option("fashion-mnist-mini", "--data",
@@ -261,7 +305,8 @@ def eval_command(
     label_smoothing: float = typer.Option(0.0, "--label-smoothing", min=0.0, max=1.0),
     baseline: Optional[str] = typer.Option(None, "--baseline", help="'random': add timm's random "
                                                                     "initialisation of the same architecture."),
-    seed: int = typer.Option(0, "--seed", help="Seeds the split, subset, data order and new heads."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
+                             help="Seeds the split, subset, data order and new heads."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA)."),
     heads: Optional[int] = HeadsOption,
     plot: Optional[str] = typer.Option(None, "--plot", help="Write loss and accuracy curves to this PNG."),
@@ -368,37 +413,46 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
          f"wrote {report['output']}")
 
 
-def _register_resize(direction: str, summary: str) -> None:
-    @with_declared_flags(_resize_owners())
+RESIZE_SUMMARIES = {
+    "shrink": "Make a model smaller without training (BoT wavelets by default), or build a model of any size "
+              "from a learngene.",
+    "grow": "Make a model larger without training (BoT wavelets by default), or build a model of any size "
+            "from a learngene.",
+}
+
+
+def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dict[str, Sequence[Option]]) -> None:
+    @with_declared_flags(owners)
     def command(
         src: str = typer.Argument(..., help="Source checkpoint or learngene, or '-' for stdin."),
-        depth: Optional[int] = typer.Option(None, "--depth", help="Target number of blocks (default: the source's)."),
-        width: Optional[int] = typer.Option(None, "--width", help="Target embedding width (default: the source's)."),
-        heads: Optional[int] = typer.Option(None, "--heads",
+        depth: Optional[int] = typer.Option(None, "--depth", min=1,
+                                            help="Target number of blocks (default: the source's)."),
+        width: Optional[int] = typer.Option(None, "--width", min=1,
+                                            help="Target embedding width (default: the source's)."),
+        heads: Optional[int] = typer.Option(None, "--heads", min=1,
                                             help="Target attention heads (default: width / the source's head dim)."),
         source_heads: Optional[int] = typer.Option(
-            None, "--source-heads", help="The source's heads, when its file does not record them."),
-        mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim",
+            None, "--source-heads", min=1, help="The source's heads, when its file does not record them."),
+        mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim", min=1,
                                               help="Target MLP hidden size (default: keep the source's MLP ratio)."),
+        max_params: Optional[float] = typer.Option(
+            None, "--max-params", min=1,
+            help="Refuse a target with more parameters than this [default: 20e9]; raise it for larger models."),
         method: Optional[str] = typer.Option(
             None, "--method", help="bot (default), select, heur-lg, auto-lg, clone, tleg-fit (docs/methods.md); "
                                    "not for a learngene, which grows by its own rule."),
         output: Optional[str] = typer.Option(None, "-o", "--output", help="Output file, or '-' for stdout."),
-        seed: int = typer.Option(0, "--seed", help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
+        seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
+                                 help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing output."),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON report (stderr when -o -)."),
         **options: Any,
     ) -> None:
         _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
-                        source_heads=source_heads, mlp_dim=mlp_dim, method=method, seed=seed, **options)
+                        source_heads=source_heads, mlp_dim=mlp_dim, method=method, seed=seed,
+                        max_params=max_params, **options)
 
     app.command(name=direction, help=summary)(command)
-
-
-_register_resize("shrink", "Make a model smaller without training (BoT wavelets by default), or build a "
-                           "model of any size from a learngene.")
-_register_resize("grow", "Make a model larger without training (BoT wavelets by default), or build a "
-                         "model of any size from a learngene.")
 
 
 # ---- lg condense ----
@@ -409,8 +463,17 @@ def _condense_owners() -> dict[str, Sequence[Option]]:
     return {name: kind.condense_options for name, kind in KINDS.items()}
 
 
-@app.command()
-@with_declared_flags(_condense_owners())
+def _register_condense(app: typer.Typer, owners: dict[str, Sequence[Option]]) -> None:
+    # A fresh function per app: with_declared_flags sets its signature.
+    def command(*args: Any, **kwargs: Any) -> None:
+        condense(*args, **kwargs)
+
+    command.__signature__ = pyinspect.signature(condense)
+    command.__annotations__ = dict(condense.__annotations__)
+    command.__doc__ = condense.__doc__
+    app.command("condense")(with_declared_flags(owners)(command))
+
+
 def condense(
     teacher: str = typer.Argument(..., help="The teacher (ancestry) checkpoint, or '-' for stdin."),
     method: str = typer.Option(..., "--method", help="The learngene kind: tleg or wave (docs/learngenes.md)."),
@@ -432,7 +495,8 @@ def condense(
     subset: Optional[str] = typer.Option(None, "--subset", help="Train images to use: a count or a fraction."),
     test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images to score the auxiliary "
                                                                           "model on: a count or a fraction."),
-    seed: int = typer.Option(0, "--seed", help="Seeds the initialisation, the data order and the split."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
+                             help="Seeds the initialisation, the data order and the split."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA); torchrun for several."),
     checkpoint: Optional[str] = typer.Option(None, "--checkpoint",
                                              help="Training checkpoint file [default: OUT.train.pt when "

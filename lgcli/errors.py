@@ -1,13 +1,47 @@
 """The one exception type users see, and the default way library code speaks to them."""
 
+from __future__ import annotations
+
+import unicodedata
+
 
 class LgError(Exception):
     """A problem with the user's input or request.
 
     The message is one line that says what was expected and what was found;
-    the CLI prints it as ``lg: error: <message>`` and exits non-zero, with no
-    traceback unless ``--debug``.
+    the CLI prints it as ``lg: error: <message>`` and exits non-zero (2 for a
+    usage error, 1 otherwise), with no traceback unless ``--debug``.
     """
+
+
+class UsageError(LgError):
+    """A malformed command line (a flag's value out of its range, flags that
+    exclude each other): exit status 2, as the shell's tools do."""
+
+
+def shown(text: object) -> str:
+    """A user-given string (file name, key, flag value) as it should appear in
+    a message: as is when it is printable, else quoted and escaped the way
+    Python's repr does, so no input can start a second line or send control
+    codes to the terminal."""
+    text = str(text)
+    if all(_printable(ch) for ch in text):
+        return text
+    return repr(text)
+
+
+def one_line(message: str) -> str:
+    """The message with every non-printable character escaped: what the CLI
+    prints can never be more than one line, whatever a message embeds."""
+    if all(_printable(ch) for ch in message):
+        return message
+    return "".join(ch if _printable(ch) else repr(ch)[1:-1] for ch in message)
+
+
+def _printable(ch: str) -> bool:
+    # Control, format, surrogate, unassigned and private-use characters (C*),
+    # and the line/paragraph separators (Zl, Zp), are escaped.
+    return ch == " " or not unicodedata.category(ch).startswith(("C", "Z"))
 
 
 def notify_stderr(message: str) -> None:
@@ -15,4 +49,4 @@ def notify_stderr(message: str) -> None:
     ``lg:`` (the CLI passes its own, rich, console)."""
     import sys
 
-    print(f"lg: {message}", file=sys.stderr)
+    print(f"lg: {one_line(message)}", file=sys.stderr)

@@ -10,6 +10,7 @@ notebooks and scripts.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Any, BinaryIO
@@ -24,19 +25,37 @@ from .methods import GROW, SHRINK, MethodContext, get_method, resolve_options
 from .options import resolve_options as resolve_declared
 from .stack import EMBED, HEAD_DIM, LAYER, MLP, ArchSpec, Stack
 
+# The largest model lg builds unless told otherwise (--max-params): 20
+# billion parameters, beyond any ViT published, and a bound that keeps a
+# mistyped size from exhausting memory.
+DEFAULT_MAX_PARAMS = 20_000_000_000
+# Bytes per parameter a resize holds at its peak: the float32 result and the
+# copy written out.
+PEAK_BYTES_PER_PARAM = 8
+
+
 def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
-                heads: int | None = None, mlp_dim: int | None = None) -> ArchSpec:
+                heads: int | None = None, mlp_dim: int | None = None,
+                max_params: float | None = None) -> ArchSpec:
     """The target architecture: unchanged axes keep their size; heads come
     from `heads`, else width / the source's head dim; the MLP keeps the
-    source's ratio unless `mlp_dim` is given."""
+    source's ratio unless `mlp_dim` is given.
+
+    The target's size is checked before anything else (`check_size`): a
+    request over `max_params` or over the memory available is refused."""
     for flag, value in (("--depth", depth), ("--width", width), ("--heads", heads),
                         ("--mlp-dim", mlp_dim)):
-        if value is not None and value < 1:
-            raise LgError(f"{flag} must be at least 1, not {value}")
+        if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+            raise LgError(f"{flag} must be a whole number of at least 1, not {value}")
     new_width = source.width if width is None else int(width)
+    new_depth = source.depth if depth is None else int(depth)
+    new_mlp = int(mlp_dim) if mlp_dim is not None else round(source.mlp_dim * new_width / source.width)
+    # Heads barely change the count (q/k norm only): bound it with one head.
+    check_size(source.with_sizes(depth=new_depth, width=new_width, heads=1, head_dim=new_width,
+                                 mlp_dim=max(new_mlp, 1)), max_params)
     if heads is not None:
         if new_width % heads:
-            valid = [h for h in range(1, new_width + 1) if new_width % h == 0]
+            valid = _divisors(new_width)
             raise LgError(f"width {new_width} does not split into {heads} heads "
                           f"(head counts that divide it: {_short_list(valid)})")
         new_heads = int(heads)
@@ -48,9 +67,33 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
             raise LgError(f"width {new_width} is not a whole number of heads of dimension {head_dim} "
                           f"(valid widths: {_valid_widths(new_width, head_dim)}; or pass --heads)")
         new_heads = new_width // head_dim
-    new_mlp = mlp_dim if mlp_dim is not None else round(source.mlp_dim * new_width / source.width)
-    return source.with_sizes(depth=depth if depth is not None else source.depth, width=new_width,
+    if new_mlp < 1:
+        raise LgError(f"width {new_width} keeps an MLP of {new_mlp} units: give --mlp-dim")
+    return source.with_sizes(depth=new_depth, width=new_width,
                              heads=new_heads, head_dim=new_width // new_heads, mlp_dim=new_mlp)
+
+
+def check_size(spec: ArchSpec, max_params: float | None = None) -> int:
+    """Refuse a model over `max_params` parameters (default DEFAULT_MAX_PARAMS)
+    or over the memory available, from its sizes alone; returns the count."""
+    from .checkpoint import available_memory
+
+    limit = DEFAULT_MAX_PARAMS if max_params is None else max_params
+    count = get_adapter(spec.family).parameter_count(spec)
+    if count > limit:
+        raise LgError(f"the requested model (depth {spec.depth}, width {spec.width}, MLP {spec.mlp_dim}) has "
+                      f"{count:.3g} parameters, over the limit of {limit:.3g} (--max-params raises it)")
+    free = available_memory()
+    if free is not None and count * PEAK_BYTES_PER_PARAM > free:
+        raise LgError(f"the requested model (depth {spec.depth}, width {spec.width}, MLP {spec.mlp_dim}) has "
+                      f"{count:.3g} parameters and needs about {count * PEAK_BYTES_PER_PARAM / 2**30:,.1f} GiB "
+                      f"of memory to build; {free / 2**30:,.1f} GiB is available")
+    return count
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
 
 def _valid_widths(width: int, head_dim: int) -> str:
@@ -87,7 +130,7 @@ def _axis_label(axis: str) -> str:
 def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth: int | None = None,
            width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
            method: str = "bot", seed: int | None = None, source_heads: int | None = None,
-           stdin: BinaryIO | None = None, **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
+           stdin: BinaryIO | None = None, max_params: float | None = None, **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Resize a model checkpoint to a new depth / width with a training-free
     method. Returns the target spec, the target Stack and a JSON-ready report.
 
@@ -102,7 +145,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
     loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
               else load(loaded_or_path, heads=source_heads, stdin=stdin))
     plan = _plan(loaded, chosen, options, direction=direction, depth=depth, width=width, heads=heads,
-                 mlp_dim=mlp_dim)
+                 mlp_dim=mlp_dim, max_params=max_params)
     source, target = plan
     adapter = get_adapter(source.family)
     context = MethodContext(direction=direction, seed=seed,
@@ -128,11 +171,11 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
 
 
 def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, depth, width, heads,
-          mlp_dim) -> tuple[ArchSpec, ArchSpec]:
+          mlp_dim, max_params) -> tuple[ArchSpec, ArchSpec]:
     if all(v is None for v in (depth, width, heads, mlp_dim)):
         raise LgError(f"nothing to {direction}: give --depth, --width, --heads or --mlp-dim")
     source = loaded.spec
-    target = target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim)
+    target = target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, max_params=max_params)
     check_direction(source, target, direction)
     if chosen.validate is not None:
         chosen.validate(options, source, target, direction)
@@ -146,7 +189,7 @@ def spec_sizes(spec: ArchSpec) -> dict[str, int]:
 
 def expand(learngene, *, depth: int | None = None, width: int | None = None, heads: int | None = None,
            mlp_dim: int | None = None, seed: int = 0, notify: Callable[[str], None] | None = None,
-           **options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
+           max_params: float | None = None, **options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Build a model of the given size from a learngene, by the learngene's
     own rule (its kind's `expand`). `options` are the kind's expand options
     (WAVE: data, steps, teacher, ...). Returns the target spec, its Stack and a
@@ -158,7 +201,8 @@ def expand(learngene, *, depth: int | None = None, width: int | None = None, hea
     resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
     if all(v is None for v in (depth, width, heads, mlp_dim)):
         raise LgError("give the size to build: --depth (and --width where the learngene can change it)")
-    target = target_spec(learngene.spec, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim)
+    target = target_spec(learngene.spec, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
+                         max_params=max_params)
     kind.check_target(learngene, target)
     stack, details = kind.expand(learngene, target, resolved, notify or notify_stderr, seed)
     try:

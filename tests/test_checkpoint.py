@@ -256,7 +256,7 @@ def test_header_shape_that_does_not_fill_its_bytes_is_refused(tmp_path, lg):
     encoded = json_module.dumps(header).encode()
     path = tmp_path / "lying.safetensors"
     path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + bytes(8))
-    assert_one_line_failure(lg("inspect", path), mentions="cannot fill 8 bytes")
+    assert_one_line_failure(lg("inspect", path), mentions="data_offsets give 8")
 
 
 def test_written_file_gets_the_usual_permissions(tmp_path):

@@ -28,6 +28,9 @@ FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
 DISTILLED_MODEL_NAME = "deit_base_distilled_patch16_224"
 CONVENTIONAL_HEAD_DIM = 64
+# A recorded configuration (a learngene's) describing more parameters than
+# this is refused before any model is built from it.
+MAX_RECORDED_PARAMS = 20_000_000_000
 
 # Per-block parameter (after "blocks.N.") -> canonical role. attn.qkv is
 # handled separately: it splits into three roles.
@@ -72,18 +75,69 @@ GLOBAL_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "head_dist.bias": ("head_dist_bias", (CLASSES,)),
 }
 GLOBAL_KEY_FOR_ROLE = {role: key for key, (role, _) in GLOBAL_KEYS.items()}
-BLOCK_PATTERN = re.compile(r"^blocks\.(\d+)\.(.+)$")
+# Block indices are ASCII digits without leading zeros: "blocks.00" and
+# "blocks.١" (an Arabic-Indic one) are not block 0 and 1 but unknown keys.
+BLOCK_PATTERN = re.compile(r"^blocks\.(0|[1-9][0-9]*)\.(.+)$", re.ASCII)
 
 # The timm constructor arguments lg records and passes (in this order).
 CONFIG_KEYS = ("depth", "embed_dim", "num_heads", "mlp_ratio", "patch_size", "img_size",
                "in_chans", "num_classes", "global_pool", "class_token", "reg_tokens",
                "no_embed_class", "pre_norm", "final_norm", "fc_norm", "qkv_bias", "qk_norm",
                "proj_bias", "init_values")
+# What each recorded lg.config field must be: checked, never coerced.
+CONFIG_INTS = {"depth": 1, "embed_dim": 1, "num_heads": 1, "patch_size": 1, "img_size": 1, "in_chans": 1,
+               "num_classes": 0, "reg_tokens": 0}  # field -> minimum
+CONFIG_BOOLS = ("class_token", "no_embed_class", "pre_norm", "final_norm", "qkv_bias", "qk_norm", "proj_bias")
+# Pooling lg reads and evaluates (timm's "map" adds keys lg does not map; ""
+# classifies every token).
+GLOBAL_POOLS = ("token", "avg", "max", "avgmax")
 # timm VisionTransformer defaults: the load call omits arguments equal to these.
 TIMM_DEFAULTS = {"global_pool": "token", "class_token": True, "reg_tokens": 0,
                  "no_embed_class": False, "pre_norm": False, "final_norm": True,
                  "qkv_bias": True, "qk_norm": False, "proj_bias": True, "init_values": None,
                  "in_chans": 3}
+
+
+def check_config(config: Any) -> dict[str, Any]:
+    """A recorded ``lg.config``, every field lg uses checked for type and range."""
+    if not isinstance(config, Mapping):
+        raise LgError(f"the file's lg.config must be a JSON object, found {type(config).__name__}")
+
+    def bad(key: str, expected: str) -> LgError:
+        return LgError(f"the file's lg.config field {key} must be {expected}, found {json_shown(config[key])}")
+
+    for key, minimum in CONFIG_INTS.items():
+        if key in config and not (type(config[key]) is int and config[key] >= minimum):
+            raise bad(key, f"a whole number of at least {minimum}")
+    for key in CONFIG_BOOLS:
+        if key in config and type(config[key]) is not bool:
+            raise bad(key, "true or false")
+    if "fc_norm" in config and config["fc_norm"] is not None and type(config["fc_norm"]) is not bool:
+        raise bad("fc_norm", "true, false or null")
+    if "mlp_ratio" in config and not _positive_number(config["mlp_ratio"]):
+        raise bad("mlp_ratio", "a positive number")
+    if "init_values" in config and config["init_values"] is not None and not _positive_number(config["init_values"]):
+        raise bad("init_values", "a positive number or null")
+    if "global_pool" in config and config["global_pool"] not in GLOBAL_POOLS:
+        raise bad("global_pool", " or ".join(repr(p) for p in GLOBAL_POOLS))
+    if config.get("global_pool") == "token" and config.get("class_token") is False:
+        raise LgError("the file's lg.config pools the class token (global_pool 'token') but has none")
+    if "model_name" in config and config["model_name"] not in (PLAIN_MODEL_NAME, DISTILLED_MODEL_NAME):
+        raise bad("model_name", f"{PLAIN_MODEL_NAME!r} or {DISTILLED_MODEL_NAME!r}")
+    return dict(config)
+
+
+def _positive_number(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value > 0
+
+
+def json_shown(value: Any) -> str:
+    import json
+
+    from ..errors import shown
+
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return shown(text if len(text) <= 40 else text[:37] + "...")
 
 
 class VitAdapter:
@@ -100,9 +154,14 @@ class VitAdapter:
     # ------------------------------------------------------------ reading
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
                  heads: int | None = None) -> tuple[ArchSpec, Stack]:
-        """Split a timm ViT state dict into (spec, canonical stack)."""
-        config = dict(config or {})
+        """Split a timm ViT state dict into (spec, canonical stack).
+
+        A recorded `config` (lg metadata) is checked field by field, and
+        against the tensors: a file whose metadata disagrees with its
+        tensors is refused naming what disagrees."""
+        config = check_config(config) if config is not None else {}
         per_layer, globals_ = self._sort_keys(state_dict)
+        _check_tensors(per_layer, globals_)
         depth = len(per_layer)
         if depth == 0:
             raise LgError(_not_vit("no transformer blocks (blocks.N.*)"))
@@ -151,6 +210,7 @@ class VitAdapter:
             stack.check(spec)
         except ValueError as exc:
             raise LgError(_not_vit(str(exc))) from None
+        _check_agreement(config, self.model_args(spec))
         return spec, stack
 
     def _sort_keys(self, state_dict: Mapping[str, torch.Tensor]):
@@ -181,7 +241,7 @@ class VitAdapter:
     def _heads(attn_dim: int, first: Mapping[str, torch.Tensor], config: Mapping[str, Any],
                heads: int | None) -> tuple[int, int, bool]:
         recorded = config.get("num_heads")
-        if recorded is not None and heads is not None and int(recorded) != int(heads):
+        if recorded is not None and heads is not None and recorded != heads:
             raise LgError(f"the file's metadata says {recorded} heads; --heads {heads} contradicts it")
         chosen = recorded if recorded is not None else heads
         assumed = False
@@ -222,9 +282,16 @@ class VitAdapter:
         if "pos_embed" not in globals_:
             raise LgError(_not_vit("no learned position embedding (pos_embed)"))
         tokens = int(globals_["pos_embed"].shape[1])
+        if global_pool == "token" and not class_token:
+            raise LgError("the file's lg.config pools the class token (global_pool 'token'), "
+                          "but the tensors have no cls_token")
         if "img_size" in config and "no_embed_class" in config:
             img_size = config["img_size"]
-            no_embed_class = bool(config["no_embed_class"])
+            no_embed_class = config["no_embed_class"]
+            expected = (img_size // patch_size) ** 2 + (0 if no_embed_class else prefix)
+            if tokens != expected:
+                raise LgError(f"the file's lg.config (img_size {img_size}, patch {patch_size}, no_embed_class "
+                              f"{str(no_embed_class).lower()}) means {expected} position tokens; pos_embed has {tokens}")
         else:
             # pos_embed covers prefix tokens too unless no_embed_class (DeiT-3 style).
             with_prefix, without = tokens - prefix, tokens
@@ -346,6 +413,32 @@ class VitAdapter:
         return (f"timm.create_model({self.model_name(spec)!r}, pretrained=True, "
                 f"pretrained_cfg_overlay=dict({overlay_text}), {shown})")
 
+    @staticmethod
+    def parameter_count(spec: ArchSpec) -> int:
+        """Parameters of the timm model `spec` describes, computed from its
+        sizes alone (no tensor is made): sizes are checked against limits
+        before anything is allocated."""
+        e = spec.extras
+        width, attn, mlp, head_dim = spec.width, spec.attn_dim, spec.mlp_dim, spec.head_dim
+        per_layer = (3 * attn * width + width * attn + 2 * mlp * width + mlp + width  # qkv, proj, fc1, fc2
+                     + 4 * width                                                      # norm1, norm2
+                     + (3 * attn if e.get("qkv_bias", True) else 0)
+                     + (width if e.get("proj_bias", True) else 0)
+                     + (2 * width if e.get("init_values") is not None else 0)         # layer scale
+                     + (4 * head_dim if e.get("qk_norm") else 0))
+        patch, chans = int(e.get("patch_size", 16)), int(e.get("in_chans", 3))
+        grid = (int(e.get("img_size", 224)) // patch) ** 2
+        prefix = int(e.get("prefix_tokens", 1))
+        tokens = grid + (0 if e.get("no_embed_class") else prefix)
+        classes = int(e.get("num_classes", 0))
+        heads_out = 2 if e.get("distilled") else 1
+        # timm drops the patch embedding's bias when a pre-norm follows it.
+        globals_ = (width * chans * patch * patch + tokens * width + prefix * width
+                    + (2 * width if e.get("pre_norm") else width)
+                    + (2 * width if e.get("final_norm", True) else 0)
+                    + heads_out * (classes * width + classes))
+        return spec.depth * per_layer + globals_
+
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
         """(channels, height, width) of the images a model of this spec takes."""
         e = spec.extras
@@ -367,9 +460,14 @@ class VitAdapter:
         dict of the model timm builds from it, on the meta device (no memory)."""
         import timm
 
-        if not isinstance(config, Mapping):
-            raise LgError("the file's lg.config is not a JSON object")
+        config = check_config(config)
         args = {k: config[k] for k in CONFIG_KEYS if k in config}
+        # Sizes bounded before timm builds even a meta-device model.
+        depth, width = args.get("depth", 12), args.get("embed_dim", 768)
+        rough = depth * width * width * (4 + 2 * args.get("mlp_ratio", 4.0))
+        if rough > MAX_RECORDED_PARAMS:
+            raise LgError(f"the file's lg.config describes a model of about {rough:.3g} parameters "
+                          f"(depth {depth}, width {width}); lg reads at most {MAX_RECORDED_PARAMS:.3g}")
         name = config.get("model_name", PLAIN_MODEL_NAME)
         if name not in (PLAIN_MODEL_NAME, DISTILLED_MODEL_NAME):
             raise LgError(f"the file's lg.config names model {name!r}, not a timm ViT lg builds")
@@ -399,6 +497,39 @@ class VitAdapter:
             "img_size": int(img_size[0]) if isinstance(img_size, (tuple, list)) else int(img_size),
             "init_values": _layer_scale_init(model),
         }
+
+
+# Rank of every tensor a timm ViT state dict holds (per block, then global).
+BLOCK_RANKS = {QKV_WEIGHT: 2, QKV_BIAS: 1, **{key: len(LAYER_ROLE_AXES[role]) - 1 for key, role in BLOCK_KEYS.items()}}
+GLOBAL_RANKS = {key: len(axes) for key, (_, axes) in GLOBAL_KEYS.items()}
+
+
+def _check_tensors(per_layer: list[dict[str, torch.Tensor]], globals_: Mapping[str, torch.Tensor]) -> None:
+    """Every tensor has its key's rank and a floating-point dtype."""
+    named = [(f"blocks.{i}.{key}", key, t, BLOCK_RANKS) for i, layer in enumerate(per_layer) for key, t in layer.items()]
+    named += [(key, key, t, GLOBAL_RANKS) for key, t in globals_.items()]
+    for full, key, tensor, ranks in named:
+        if tensor.dim() != ranks[key]:
+            raise LgError(_not_vit(f"{full} has shape {tuple(tensor.shape)}, expected {ranks[key]} dimensions"))
+        if not tensor.is_floating_point():
+            raise LgError(_not_vit(f"{full} has dtype {str(tensor.dtype).replace('torch.', '')}; "
+                                   f"a ViT's weights are floating point"))
+
+
+def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any]) -> None:
+    """Each recorded field must say what the tensors say."""
+    for key, value in config.items():
+        if key not in derived or key in ("fc_norm", "init_values") and value is None:
+            continue
+        if key == "mlp_ratio":
+            agrees = int(derived["embed_dim"] * value) == int(derived["embed_dim"] * derived["mlp_ratio"])
+        elif key == "init_values":
+            agrees = derived[key] is not None
+        else:
+            agrees = value == derived[key]
+        if not agrees:
+            raise LgError(f"the file's lg.config says {key} {json_shown(value)}, its tensors say "
+                          f"{json_shown(derived[key])}")
 
 
 def _layer_scale_init(model: nn.Module) -> float | None:
