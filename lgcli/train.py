@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from lgcli.data import ImageSet, train_order
+from lgcli.data import ImageSet, check_real, check_seed, check_whole, train_order
 from lgcli.checkpoint import atomic_path
 from lgcli.errors import LgError
 
@@ -56,6 +56,15 @@ RESUME_MUST_MATCH = ("steps", "batch_size", "lr", "weight_decay", "warmup_steps"
 
 @dataclass
 class TrainConfig:
+    """One training run's settings, checked when constructed (and again by
+    `train`): a bad value is an `LgError`, not an exception from torch.
+
+    `lr` is finite and > 0, `weight_decay` finite and >= 0, `label_smoothing`
+    in [0, 1), `grad_clip` None or finite and > 0, `batch_size` >= 1, and
+    `seed` a whole number in [0, 2**32 - 1]: every step's generators are
+    seeded with ``seed * 1_000_003 + ...``, which stays in torch's 64-bit
+    seed range for all of them."""
+
     steps: int
     batch_size: int = 64  # global: split evenly over DDP processes
     lr: float = 5e-4
@@ -74,6 +83,24 @@ class TrainConfig:
     progress: bool = True
     description: str = "training"
     callback_every: int = 0  # 0: on_step is called at step 0 and the last step only
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Refuse settings no run can use (the messages name the CLI's flags)."""
+        check_whole(self.steps, "--steps", 0)
+        check_whole(self.batch_size, "--batch-size", 1)
+        check_real(self.lr, "--lr", "a positive finite number", lambda v: v > 0)
+        check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
+        check_whole(self.warmup_steps, "--warmup", 0)
+        check_real(self.label_smoothing, "--label-smoothing", "a number in [0, 1)", lambda v: 0 <= v < 1)
+        if self.grad_clip is not None:
+            check_real(self.grad_clip, "gradient clipping", "a positive finite number", lambda v: v > 0)
+        check_seed(self.seed)
+        check_whole(self.checkpoint_every, "--checkpoint-every", 0)
+        check_whole(self.num_workers, "num_workers", 0)
+        check_whole(self.callback_every, "callback_every", 0)
 
 
 @dataclass
@@ -200,6 +227,7 @@ def autocast(device: torch.device):
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:
+    """Step `step`'s augmentation generator; any seed in [0, 2**32 - 1] works."""
     return torch.Generator().manual_seed(seed * 1_000_003 + step)
 
 
@@ -240,6 +268,15 @@ def optimizer_groups(model: torch.nn.Module, parameters: Iterable[torch.nn.Param
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+class _BatchFailure:
+    """An `LgError` met while a batch was read (an image file that cannot be
+    decoded), carried back as a value: raised in a DataLoader worker it would
+    reach the main process re-wrapped, with the worker's traceback in its message."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
 class _Batches(torch.utils.data.Dataset):
     """Index lists → model-ready batches, so DataLoader workers can prefetch."""
 
@@ -250,7 +287,10 @@ class _Batches(torch.utils.data.Dataset):
         return len(self.batches)
 
     def __getitem__(self, index: int):
-        return self.data.batch(self.batches[index], self.image_size, self.channels)
+        try:
+            return self.data.batch(self.batches[index], self.image_size, self.channels)
+        except LgError as error:
+            return _BatchFailure(str(error))
 
 
 def _batch_stream(data: ImageSet, config: TrainConfig, start_step: int, distributed: Distributed,
@@ -265,7 +305,10 @@ def _batch_stream(data: ImageSet, config: TrainConfig, start_step: int, distribu
                               distributed.world_size)[offset:]
         loader = torch.utils.data.DataLoader(_Batches(data, batches, image_size, channels), batch_size=None,
                                              shuffle=False, num_workers=config.num_workers)
-        yield from loader
+        for batch in loader:
+            if isinstance(batch, _BatchFailure):
+                raise LgError(batch.message)
+            yield batch
         epoch, offset = epoch + 1, 0
 
 
@@ -306,8 +349,7 @@ def train(model: torch.nn.Module, data: ImageSet, config: TrainConfig, *, loss_f
     logits are the third argument of `loss_fn`. Under torchrun each process
     passes the same model and data; the global batch is split between them.
     """
-    if config.steps < 0:
-        raise LgError(f"--steps must be >= 0, got {config.steps}")
+    config.check()  # again: a config's fields can be changed after it was made
     distributed = distributed_setup(config.device)
     device = resolve_device(config.device, distributed)
     model_channels, model_size = model_input(model)
@@ -409,6 +451,7 @@ def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int
     """Top-1, top-5 (top-k for k = min(5, classes)) and mean cross-entropy on
     all of `data`. Under DDP each process scores a share and the totals are
     summed, so every process returns the same figures."""
+    batch_size = check_whole(batch_size, "the evaluation batch size", 1)
     distributed = distributed_setup(device)
     target = resolve_device(device, distributed)
     if channels is None or image_size is None:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import pickle
+import re
+import struct
 import subprocess
 import sys
+import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -199,3 +204,256 @@ def test_cli_bad_data_is_one_line_and_nonzero(tmp_path, tiny_checkpoint, case):
     assert len(lines) == 1 and lines[0].startswith("lg: error: ") and "Traceback" not in result.stderr
     assert {"missing": "no such folder", "empty": "no class subfolders",
             "rgb": "3-channel images but the model takes 1"}[case] in lines[0]
+
+
+# ---- refusals: every bad input is one LgError sentence naming what was wrong ----
+
+def tiny_png_bytes(width=1, height=1):
+    """A valid 1x1 grayscale PNG whose IHDR then claims `width` x `height`
+    (the chunk's CRC recomputed, so only the size is a lie): a decompression bomb."""
+    buffer = io.BytesIO()
+    Image.new("L", (1, 1)).save(buffer, "PNG")
+    data = bytearray(buffer.getvalue())
+    assert data[12:16] == b"IHDR"
+    data[16:24] = struct.pack(">II", width, height)
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))
+    return bytes(data)
+
+
+def image_folder(root, *, count=3, size=8):
+    for name in ("a", "b"):
+        for i in range(count):
+            write_png(root / name / f"{i}.png", np.full((size, size), 40 + i, np.uint8))
+    return root
+
+
+def read_everything(data):
+    for split in (data.train, data.test):
+        split.batch(range(len(split)), 8, 1)
+
+
+def truncated_png(path):
+    write_png(path, np.random.default_rng(0).integers(0, 256, (64, 64), dtype=np.uint8))
+    raw = path.read_bytes()
+    path.write_bytes(raw[:len(raw) * 6 // 10])  # the header survives, the pixel data does not
+
+
+BROKEN_FILES = {
+    "empty": (lambda p: p.write_bytes(b""), "empty"),
+    "text": (lambda p: p.write_text("not a picture"), "not a PNG, JPEG"),
+    "postscript": (lambda p: p.write_text("%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 9 9\n"), "not a PNG, JPEG"),
+    "truncated": (truncated_png, "truncated"),
+    "folder": (lambda p: p.mkdir(), "folder, not an image"),
+    "link-loop": (lambda p: os.symlink(p.name, p), "symbolic link loop"),
+    "broken-link": (lambda p: os.symlink("missing.png", p), "broken symbolic link"),
+    "fifo": (lambda p: os.mkfifo(p), "not a regular file"),
+    # PIL raises DecompressionBombError above twice its limit and only warns
+    # between once and twice: both are refused.
+    "bomb": (lambda p: p.write_bytes(tiny_png_bytes(100_000, 100_000)), "89,478,485 pixels"),
+    "bomb-warning-band": (lambda p: p.write_bytes(tiny_png_bytes(10_000, 10_000)), "89,478,485 pixels"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_FILES))
+def test_broken_image_files_are_refused_naming_the_file(tmp_path, case):
+    make, reason = BROKEN_FILES[case]
+    root = image_folder(tmp_path / "data")
+    bad = root / "b" / "zz.png"
+    make(bad)
+    with pytest.raises(LgError) as caught:
+        read_everything(load_data(root))  # some are refused on listing, the rest when a batch decodes them
+    message = str(caught.value)
+    assert str(bad) in message and reason in message and "\n" not in message
+
+
+def test_bomb_is_refused_whatever_pils_own_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)  # PIL's guard off: lg's own limit still holds
+    root = image_folder(tmp_path / "data")
+    (root / "b" / "zz.png").write_bytes(tiny_png_bytes(10_000, 10_000))
+    with pytest.raises(LgError, match=r"zz\.png: it is 10000x10000 pixels, over lg's limit"):
+        read_everything(load_data(root))
+    assert lgdata.MAX_IMAGE_PIXELS == 89_478_485
+
+
+def test_unreadable_image_is_refused(tmp_path, monkeypatch):
+    root = image_folder(tmp_path / "data")
+    bad = root / "a" / "1.png"
+    bad.chmod(0)
+    if os.access(bad, os.R_OK):  # root reads anything: make os.access say what it would for a user
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == bad else real(path, mode))
+    with pytest.raises(LgError, match=rf"cannot read image {re.escape(str(bad))}: permission denied"):
+        load_data(root)
+
+
+def test_a_file_name_with_a_newline_stays_on_one_line(tmp_path):
+    root = image_folder(tmp_path / "data")
+    (root / "a" / "evil\nname.png").write_text("x")
+    with pytest.raises(LgError) as caught:
+        read_everything(load_data(root))
+    assert "\n" not in str(caught.value) and r"evil\nname.png" in str(caught.value)
+
+
+def test_odd_class_folder_names_are_just_labels(tmp_path):
+    names = ["line\nbreak", "sp ace é", "tab\there"]
+    for label, name in enumerate(names):
+        for i in range(3):
+            write_png(tmp_path / name / f"{i}.png", np.full((6, 6), 30 * label, np.uint8))
+    write_png(tmp_path / names[0] / ".hidden.png", np.zeros((6, 6), np.uint8))  # hidden files are skipped
+    (tmp_path / names[0] / "._resource-fork.png").write_bytes(b"\0\5\26\7")
+    data = load_data(tmp_path, test_fraction=0.34)
+    assert sorted(data.classes) == sorted(names) and len(data.train) + len(data.test) == 9
+    read_everything(data)
+
+
+def test_decode_errors_during_training_are_one_line_lg_errors(tmp_path):
+    """A bad file found only when its batch is read, also with DataLoader workers
+    (whose exceptions torch would otherwise re-raise with a traceback inside)."""
+    import timm
+
+    from lgcli.train import TrainConfig, train
+
+    root = tmp_path / "data"
+    image_folder(root / "train", count=4)
+    image_folder(root / "val", count=1)
+    bad = root / "train" / "a" / "zz.png"
+    truncated_png(bad)
+    data = load_data(root)
+    model = timm.create_model("vit_tiny_patch16_224", depth=1, embed_dim=16, num_heads=1, patch_size=4,
+                              img_size=8, in_chans=1, num_classes=2)
+    for workers in (0, 2):
+        config = TrainConfig(steps=2, batch_size=len(data.train), progress=False, num_workers=workers)
+        with pytest.raises(LgError) as caught:
+            train(model, data.train, config)
+        assert str(caught.value) == f"cannot read image {bad}: image file is truncated"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("1e999", "too large"), ("inf", "'inf'"), ("nan", "'nan'"), ("-1", "'-1'"), ("0", "positive"),
+    ("1e-400", "too small"), ("1" * 30, "no larger than the split"), ("1e99999999", "too large"),
+    ("3/2", "'3/2'"), ("1/0", "'1/0'"), (float("inf"), "inf"), (float("nan"), "nan"), (10**400, "1329-bit"),
+    (True, "True"), (-3, "-3"),
+])
+def test_subset_refuses_non_finite_tiny_and_huge_values(text, words):
+    for option in ("--subset", "--test-subset"):
+        with pytest.raises(LgError) as caught:
+            parse_subset(text, option)
+        assert str(caught.value).startswith(f"{option} must be") and words in str(caught.value)
+    with pytest.raises(LgError, match="^--test-subset must be"):
+        load_data(test_subset=text)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(test_fraction=float("nan")), "--test-fraction must be a number in [0, 0.9], got nan"),
+    (dict(test_fraction=float("inf")), "--test-fraction must be a number in [0, 0.9], got inf"),
+    (dict(test_fraction=0.95), "--test-fraction must be a number in [0, 0.9], got 0.95"),
+    (dict(test_fraction=-0.1), "--test-fraction must be a number in [0, 0.9], got -0.1"),
+    (dict(seed=-1), "--seed must be a whole number in [0, 4294967295], got -1"),
+    (dict(seed=2**32), "--seed must be a whole number in [0, 4294967295], got 4294967296"),
+    (dict(seed=1.5), "--seed must be a whole number in [0, 4294967295], got 1.5"),
+])
+def test_load_data_refuses_bad_fractions_and_seeds(kwargs, message):
+    with pytest.raises(LgError) as caught:
+        load_data(**kwargs)
+    assert str(caught.value) == message
+
+
+def test_every_seed_in_range_works():
+    for seed in (0, 2**31, 2**32 - 1):
+        data = load_data(subset=30, test_subset=10, seed=seed)
+        assert len(data.train) == 30
+        train_order(100, 8, epoch=7, seed=seed)
+        lgdata.stratified_split(data.train.labels, 0.2, seed)
+
+
+def test_folder_without_enough_images_to_hold_out(tmp_path):
+    image_folder(tmp_path, count=2)
+    with pytest.raises(LgError, match="--test-fraction 0 holds out no images"):
+        load_data(tmp_path, test_fraction=0)
+
+
+def idx_bytes(header: bytes, body: bytes = b"", gz: bool = True) -> bytes:
+    return gzip.compress(header + body) if gz else header + body
+
+
+@pytest.mark.parametrize("case, raw, message", [
+    ("short", idx_bytes(b"\0\0"), "shorter than an IDX header"),
+    ("not-idx", idx_bytes(b"PK\3\4"), "not an IDX file of unsigned bytes"),
+    ("zero-dims", idx_bytes(b"\0\0\x08\0"), "not an IDX file of unsigned bytes"),
+    ("header-cut", idx_bytes(b"\0\0\x08\3\0\0"), "ends inside its IDX header"),
+    ("huge", idx_bytes(b"\0\0\x08\3" + struct.pack(">III", 2**31, 2**31, 2**31)), "over lg's limit"),
+    ("truncated", idx_bytes(b"\0\0\x08\1" + struct.pack(">I", 10), b"abc"), "truncated"),
+    ("trailing", idx_bytes(b"\0\0\x08\1" + struct.pack(">I", 2), b"abc"), "more data than"),
+    ("not-gzip", b"plain bytes", "cannot read"),
+    ("cut-gzip", gzip.compress(b"\0\0\x08\1\0\0\0\x10" + bytes(16))[:-12], "cannot read"),
+])
+def test_damaged_idx_files_are_refused_naming_them(tmp_path, case, raw, message):
+    path = tmp_path / "x-idx3-ubyte.gz"
+    path.write_bytes(raw)
+    with pytest.raises(LgError) as caught:
+        read_idx(path)
+    assert str(path) in str(caught.value) and message in str(caught.value)
+
+
+def test_idx_dataset_with_wrong_shapes_or_labels_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(lgdata, "FASHION_MNIST_DIR", tmp_path)
+    images = torch.zeros(4, 5, 5, dtype=torch.uint8)
+    for prefix in ("train", "t10k"):
+        write_idx(tmp_path / f"{prefix}-images-idx3-ubyte.gz", images)
+        write_idx(tmp_path / f"{prefix}-labels-idx1-ubyte.gz", torch.tensor([0, 1, 2, 3], dtype=torch.uint8))
+    assert len(load_data("fashion-mnist").train) == 4
+    write_idx(tmp_path / "train-labels-idx1-ubyte.gz", torch.tensor([0, 1, 2], dtype=torch.uint8))
+    with pytest.raises(LgError, match=r"train-labels-idx1-ubyte\.gz holds shape \(3,\), not one label for each"):
+        load_data("fashion-mnist")
+    write_idx(tmp_path / "train-labels-idx1-ubyte.gz", torch.tensor([0, 1, 2, 200], dtype=torch.uint8))
+    with pytest.raises(LgError, match="has label 200, but fashion-mnist has 10 classes"):
+        load_data("fashion-mnist")
+    write_idx(tmp_path / "train-images-idx3-ubyte.gz", torch.zeros(4, 25, dtype=torch.uint8))
+    with pytest.raises(LgError, match=r"holds shape \(4, 25\), not images"):
+        load_data("fashion-mnist")
+
+
+def mnist_splits(n=(3, 2, 2), width=784):
+    rng = np.random.default_rng(0)
+    return tuple((rng.random((k, width), dtype=np.float32), rng.integers(0, 10, k).astype(np.int64)) for k in n)
+
+
+@pytest.mark.parametrize("case, payload, message", [
+    ("not-gzip", b"plain", "cannot read"),
+    ("garbage", gzip.compress(b"\x80\x02garbage"), "not the expected MNIST pickle"),
+    ("empty", gzip.compress(b""), "not the expected MNIST pickle"),
+    # np.dtype('nonsense') raises TypeError inside the unpickler.
+    ("type-error", gzip.compress(b"cnumpy\ndtype\n(Vnonsense\ntR."), "not the expected MNIST pickle"),
+    # 50,000 nested lists: deep, but built without recursion and refused by shape.
+    ("deep", gzip.compress(b"\x80\x02" + b"]" * 50_000 + b"a" * 49_999 + b"."), "three (images, labels)"),
+    ("int", gzip.compress(pickle.dumps(7, protocol=2)), "three (images, labels) splits"),
+    ("pairs", gzip.compress(pickle.dumps((1, 2, 3), protocol=2)), "not an (images, labels) pair"),
+    ("width", gzip.compress(pickle.dumps(mnist_splits(width=783), protocol=2)), "not an (N, 784) array"),
+    ("labels", gzip.compress(pickle.dumps(tuple((x, y + 10) for x, y in mnist_splits()), protocol=2)),
+     "not all digits 0-9"),
+    ("count", gzip.compress(pickle.dumps(tuple((x, y[:1]) for x, y in mnist_splits()), protocol=2)),
+     "not 3 whole numbers"),
+    ("objects", gzip.compress(pickle.dumps(tuple((x.astype(object), y) for x, y in mnist_splits()), protocol=2)),
+     "not an (N, 784) array of numbers"),
+])
+def test_hostile_or_damaged_mnist_pickles_are_refused(monkeypatch, tmp_path, case, payload, message):
+    path = tmp_path / "mnist.pkl.gz"
+    path.write_bytes(payload)
+    monkeypatch.setattr(lgdata, "mnist_pickle_path", lambda: path)
+    with pytest.raises(LgError) as caught:
+        load_data("mnist")
+    assert str(caught.value).startswith(str(path)) or f"read {path}" in str(caught.value)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_mnist_pickle_recursion_error_is_an_lg_error(monkeypatch, tmp_path):
+    path = tmp_path / "mnist.pkl.gz"
+    path.write_bytes(gzip.compress(pickle.dumps(mnist_splits(), protocol=2)))
+    monkeypatch.setattr(lgdata, "mnist_pickle_path", lambda: path)
+
+    def deep(self):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(lgdata._NumpyOnlyUnpickler, "load", deep)
+    with pytest.raises(LgError, match="nested too deeply"):
+        load_data("mnist")

@@ -13,6 +13,7 @@ import torch
 
 from lgcli.api import save_model
 from lgcli.data import FASHION_MNIST_DIR, load_data
+from lgcli.errors import LgError
 from lgcli.evaluate import ProbeSettings, evaluate
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fmnist_vit.safetensors"
@@ -131,3 +132,98 @@ def test_example_model_reproduces_its_stated_accuracy_on_the_embedded_test_split
                     reason="dataset-fashion-mnist not installed")
 def test_example_model_reproduces_its_stated_accuracy_on_the_official_test_set():
     assert example_top1("fashion-mnist") == pytest.approx(EXAMPLE_TOP1["fashion-mnist"], abs=0.5)
+
+
+# ---- settings are checked where they are made, with the flag's name ----
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(lr=NAN), "--lr must be a positive finite number, got nan"),
+    (dict(lr=INF), "--lr must be a positive finite number, got inf"),
+    (dict(lr=0.0), "--lr must be a positive finite number, got 0.0"),
+    (dict(lr=-1e-3), "--lr must be a positive finite number, got -0.001"),
+    (dict(lr="fast"), "--lr must be a positive finite number, got 'fast'"),
+    (dict(lr_sweep=[1e-4, NAN]), "--lr-sweep: each learning rate must be a positive finite number, got nan"),
+    (dict(lr_sweep=[0.0]), "--lr-sweep: each learning rate must be a positive finite number, got 0.0"),
+    (dict(weight_decay=NAN), "--weight-decay must be a finite number >= 0, got nan"),
+    (dict(weight_decay=-0.1), "--weight-decay must be a finite number >= 0, got -0.1"),
+    (dict(batch_size=0), "--batch-size must be a whole number >= 1, got 0"),
+    (dict(label_smoothing=1.0), "--label-smoothing must be a number in [0, 1), got 1.0"),
+    (dict(label_smoothing=NAN), "--label-smoothing must be a number in [0, 1), got nan"),
+    (dict(steps=-1), "--steps must be a whole number >= 0, got -1"),
+    (dict(seed=2**32), "--seed must be a whole number in [0, 4294967295], got 4294967296"),
+    (dict(seed=-1), "--seed must be a whole number in [0, 4294967295], got -1"),
+])
+def test_probe_settings_refuse_bad_values(kwargs, message):
+    with pytest.raises(LgError) as caught:
+        ProbeSettings(**kwargs)
+    assert str(caught.value) == message
+
+
+def test_evaluate_rechecks_settings_changed_after_construction(checkpoints):
+    settings = ProbeSettings(steps=1, progress=False)
+    settings.lr = NAN
+    with pytest.raises(LgError, match="^--lr must be a positive finite number, got nan$"):
+        evaluate([str(checkpoints[0])], load_data(test_subset=10), settings)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(steps=10, lr=NAN), "--lr must be a positive finite number, got nan"),
+    (dict(steps=10, lr=-INF), "--lr must be a positive finite number, got -inf"),
+    (dict(steps=10, weight_decay=INF), "--weight-decay must be a finite number >= 0, got inf"),
+    (dict(steps=10, batch_size=0), "--batch-size must be a whole number >= 1, got 0"),
+    (dict(steps=0), "--steps must be a whole number >= 1, got 0"),
+    (dict(epochs=NAN), "--epochs must be a positive finite number, got nan"),
+    (dict(steps=10, seed=2**40), "--seed must be a whole number in [0, 4294967295], got 1099511627776"),
+])
+def test_condense_settings_refuse_bad_values(kwargs, message):
+    from lgcli.condense import CondenseSettings
+
+    with pytest.raises(LgError) as caught:
+        CondenseSettings(**kwargs)
+    assert str(caught.value) == message
+
+
+def test_condense_epochs_that_overflow_are_refused():
+    from lgcli.condense import CondenseSettings
+
+    with pytest.raises(LgError, match="--epochs 1e\\+308 makes more optimiser steps than any run can take"):
+        CondenseSettings(epochs=1e308, batch_size=1).total_steps(4000)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(lr=NAN), "--lr must be a positive finite number, got nan"),
+    (dict(lr=0), "--lr must be a positive finite number, got 0"),
+    (dict(weight_decay=-1.0), "--weight-decay must be a finite number >= 0, got -1.0"),
+    (dict(label_smoothing=1.5), "--label-smoothing must be a number in [0, 1), got 1.5"),
+    (dict(grad_clip=NAN), "gradient clipping must be a positive finite number, got nan"),
+    (dict(batch_size=0), "--batch-size must be a whole number >= 1, got 0"),
+    (dict(seed=-5), "--seed must be a whole number in [0, 4294967295], got -5"),
+])
+def test_train_config_refuses_bad_values_before_the_optimiser_sees_them(kwargs, message):
+    from lgcli.train import TrainConfig, train
+
+    with pytest.raises(LgError) as caught:
+        TrainConfig(steps=1, **kwargs)
+    assert str(caught.value) == message
+    config = TrainConfig(steps=1, batch_size=8, progress=False)
+    for name, value in kwargs.items():
+        setattr(config, name, value)  # changed after construction: train() checks again
+    with pytest.raises(LgError) as caught:
+        train(timm.create_model("vit_tiny_patch16_224", depth=1, embed_dim=16, num_heads=1, patch_size=7,
+                                img_size=28, in_chans=1, num_classes=10), load_data(subset=16).train, config)
+    assert str(caught.value) == message
+
+
+def test_the_largest_seed_trains_and_evaluates(checkpoints):
+    report = evaluate([str(checkpoints[0])], load_data(subset=16, test_subset=10, seed=2**32 - 1),
+                      ProbeSettings(steps=1, batch_size=8, seed=2**32 - 1, progress=False))
+    assert report["rows"][0]["curve"][-1]["step"] == 1
+
+
+def test_cli_non_finite_learning_rate_is_one_line(checkpoints):
+    result = run_lg("eval", checkpoints[0], "--steps", 1, "--lr", "nan")
+    assert result.returncode in (1, 2) and result.stdout == ""
+    assert result.stderr.strip() == "lg: error: --lr must be a positive finite number, got nan"

@@ -432,3 +432,25 @@ def test_tleg_depths_train_at_a_drawn_depth_and_evaluate_at_the_auxiliary_one(ge
         assert torch.allclose(model(x), at_depth(gene.spec.depth), atol=1e-5)
     with pytest.raises(lgcli.LgError, match="--depths"):
         TLEG.training_depths(gene.spec, {"depths": "12-3"})
+
+
+def test_same_condense_and_grow_write_identical_bytes(genes, teacher, tmp_path, lg):
+    """Determinism, metadata included: condensing again with the same command
+    and seed gives the fixture's learngene byte for byte (no wall time is
+    recorded in the file), and growing it twice gives one file, for each kind
+    (WAVE's scalers are seeded)."""
+    from lgcli.cli import main
+
+    folder, _ = genes
+    again = tmp_path / "tleg.lg.safetensors"
+    _run_json(main, ["condense", str(teacher), "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "12",
+                     "--aux-depth", "3", "-o", str(again), "--json", *FAST])
+    assert again.read_bytes() == (folder / "tleg.lg.safetensors").read_bytes()
+    for method in ("tleg", "wave"):
+        grown = []
+        for run in ("a", "b"):
+            out = tmp_path / f"{method}-{run}.safetensors"
+            result = lg("grow", str(folder / f"{method}.lg.safetensors"), "--depth", "5", "--seed", "3", "-o", out)
+            assert result.code == 0, result.stderr
+            grown.append(out.read_bytes())
+        assert grown[0] == grown[1], method

@@ -79,3 +79,27 @@ def test_fp16_source_is_written_in_fp16(tmp_path):
     resize_file(src, out, direction="grow", depth=4, width=128)
     tensors = lgcli.load(out).checkpoint.tensors
     assert {t.dtype for t in tensors.values()} == {torch.float16}
+
+
+# One case per (direction, method): its last size pair (depth and width for most).
+ONE_PER_METHOD = list({(d, m): (d, m, n, s) for d, m, n, s in CASES}.values())
+
+
+@pytest.mark.parametrize("direction, method, name, sizes", ONE_PER_METHOD,
+                         ids=[f"{d}-{m}" for d, m, _, _ in ONE_PER_METHOD])
+def test_same_command_writes_identical_bytes(direction, method, name, sizes, source, tmp_path, lg):
+    """Determinism, metadata included: two runs of one command, one file.
+    Through the CLI, and once with a different seed to show the seed is used."""
+    src, _ = source
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in sizes.items()]
+    outs = []
+    for run in ("a", "b"):
+        out = tmp_path / f"{run}.safetensors"
+        result = lg(direction, src, "--method", method, "--seed", "7", *flags, "-o", out)
+        assert result.code == 0, result.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    if method in ("heur-lg", "auto-lg") and direction == "grow":
+        other = tmp_path / "c.safetensors"
+        assert lg(direction, src, "--method", method, "--seed", "8", *flags, "-o", other).code == 0
+        assert other.read_bytes() != outs[0]
