@@ -19,7 +19,7 @@ from torch import nn
 from .arch import detect_family, get_adapter
 from .checkpoint import (STDIO, Checkpoint, check_output, provenance_chain, provenance_metadata,
                          read_checkpoint, write_checkpoint)
-from .errors import LgError
+from .errors import LgError, shown
 from .stack import ArchSpec, Stack
 
 MODEL, LEARNGENE = "model", "learngene"
@@ -91,11 +91,18 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
     if lg.get("kind", MODEL) != LEARNGENE:
         raise LgError(f"{_shown(checkpoint)}: is a model checkpoint, not a learngene (make one with "
                       f"`lg condense TEACHER --method tleg|wave --data D -o OUT`)")
+    from .learngenes.base import check_tensors
+
     kind = get_kind(lg.get("method"))
-    spec = get_adapter(lg.get("family") or "").spec_from_config(lg.get("config") or {})
-    info = lg.get("learngene") if isinstance(lg.get("learngene"), dict) else {}
-    return Learngene(kind=kind.name, spec=spec, tensors=dict(checkpoint.tensors), sizes=info.get("sizes", {}),
-                     condensed=info.get("condensed", {}), checkpoint=checkpoint)
+    spec, template = get_adapter(lg.get("family") or "").template_from_config(lg.get("config") or {})
+    info = lg.get("learngene") or {}
+    sizes, condensed = info.get("sizes", {}), info.get("condensed", {})
+    if not isinstance(sizes, dict) or not isinstance(condensed, dict):
+        raise LgError(f"{_shown(checkpoint)}: refused: metadata lg.learngene must hold objects 'sizes' and 'condensed'")
+    learngene = Learngene(kind=kind.name, spec=spec, tensors=dict(checkpoint.tensors), sizes=sizes,
+                          condensed=condensed, checkpoint=checkpoint)
+    check_tensors(learngene, kind.expected_tensors(learngene, template), _shown(checkpoint))
+    return learngene
 
 
 def save_learngene(destination: str | os.PathLike, learngene, *, options: Mapping[str, Any] | None = None,
@@ -115,7 +122,7 @@ def save_learngene(destination: str | os.PathLike, learngene, *, options: Mappin
 
 
 def _shown(checkpoint: Checkpoint) -> str:
-    return "<stdin>" if checkpoint.source == STDIO else checkpoint.source
+    return "<stdin>" if checkpoint.source == STDIO else shown(checkpoint.source)
 
 
 def load_model(source: str | os.PathLike | Checkpoint, heads: int | None = None,

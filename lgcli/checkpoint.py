@@ -45,7 +45,7 @@ from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 import torch
 
 from . import __version__
-from .errors import LgError, one_line, shown
+from .errors import LgError, one_line, os_reason, shown
 from .header import (MAX_HEADER_BYTES, Header, check_data_size, header_length, load_json,
                      parse_header)
 
@@ -251,7 +251,7 @@ def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None)
             return _read_pickle(path)
         return _read_safetensors_file(path)
     except OSError as exc:
-        raise LgError(f"{shown(src)}: cannot read it ({_os_reason(exc)})") from None
+        raise LgError(f"{shown(src)}: cannot read it ({os_reason(exc)})") from None
 
 
 def _stdin_buffer() -> BinaryIO:
@@ -268,14 +268,7 @@ def _stat(src: str) -> os.stat_result:
     except FileNotFoundError:
         raise LgError(f"{shown(src)}: no such file or folder") from None
     except OSError as exc:
-        raise LgError(f"{shown(src)}: cannot read it ({_os_reason(exc)})") from None
-
-
-def _os_reason(exc: OSError) -> str:
-    reasons = {errno.ENAMETOOLONG: "the file name is too long", errno.ELOOP: "too many symbolic links",
-               errno.EACCES: "permission denied", errno.EISDIR: "it is a folder",
-               errno.ENOENT: "no such file or folder", errno.ENOTDIR: "a part of the path is not a folder"}
-    return reasons.get(exc.errno, exc.strerror or "an operating-system error").lower()
+        raise LgError(f"{shown(src)}: cannot read it ({os_reason(exc)})") from None
 
 
 def _looks_like_safetensors(path: Path) -> bool:
@@ -577,17 +570,19 @@ def check_output(destination: str | os.PathLike, *, force: bool,
     dst = str(destination)
     if dst == STDIO:
         return
+    if dst.endswith(("/", os.sep)):
+        raise LgError(f"{shown(dst)}: names a folder; give a file name for the output")
     path = Path(dst)
     for src in inputs:
         if str(src) != STDIO and path.exists() and Path(src).exists() and path.samefile(src):
-            raise LgError(f"{dst}: the output is an input; lg never modifies its inputs")
+            raise LgError(f"{shown(dst)}: the output is an input; lg never modifies its inputs")
     if path.is_dir():
-        raise LgError(f"{dst}: is a folder; give a file name for the output")
+        raise LgError(f"{shown(dst)}: is a folder; give a file name for the output")
     if path.exists() and not force:
-        raise LgError(f"{dst}: exists; pass --force to overwrite it")
+        raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise LgError(f"{dst}: folder {parent} does not exist")
+        raise LgError(f"{shown(dst)}: folder {shown(parent)} does not exist")
 
 
 def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch.Tensor],

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .errors import LgError, UsageError, one_line
+from .errors import LgError, UsageError, one_line, os_reason, shown
 from .options import Option, merge_declarations
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
@@ -250,6 +250,11 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
         sys.exit(0)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    except OSError as exc:  # a file lg was asked to read or write, refused by the system
+        if debug:
+            raise
+        where = f"{shown(exc.filename)}: " if exc.filename else ""
+        _fail(f"{where}{os_reason(exc)}", 1)
     except MemoryError:
         if debug:
             raise

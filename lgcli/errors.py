@@ -44,6 +44,17 @@ def _printable(ch: str) -> bool:
     return ch == " " or not unicodedata.category(ch).startswith(("C", "Z"))
 
 
+def os_reason(exc: OSError) -> str:
+    """An operating-system error's reason, in words (no errno names)."""
+    import errno
+
+    reasons = {errno.ENAMETOOLONG: "the file name is too long", errno.ELOOP: "too many symbolic links",
+               errno.EACCES: "permission denied", errno.EISDIR: "it is a folder",
+               errno.ENOENT: "no such file or folder", errno.ENOTDIR: "a part of the path is not a folder",
+               errno.ENOSPC: "no space left on the disk", errno.EROFS: "the file system is read-only"}
+    return reasons.get(exc.errno, (exc.strerror or "an operating-system error").lower())
+
+
 def notify_stderr(message: str) -> None:
     """The default `notify` of library functions: one line on stderr, prefixed
     ``lg:`` (the CLI passes its own, rich, console)."""

@@ -194,9 +194,80 @@ def test_debug_shows_the_traceback(tmp_path, lg):
     assert result.code != 0 and "Traceback" in result.stderr
 
 
-def test_usage_error_is_one_line(lg):
-    result = lg("inspect")
-    assert result.code != 0 and len(result.stderr.strip().splitlines()) == 1
+@pytest.mark.parametrize("args", [["inspect"], ["eval"], ["grow", "x", "--bogus"], ["grow", "x", "--depth", "abc"],
+                                  ["grow", "x", "--depth", "0"], ["grow", "x", "--seed", str(2**64)]])
+def test_usage_error_is_one_line_and_exits_2(lg, args):
+    result = lg(*args)
+    assert result.code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lg: error: ") and "Error" not in lines[0].split(":")[2]
+
+
+def test_process_substitution_is_read_as_a_stream(vit_file):
+    """`lg inspect <(cat f)`: /dev/fd/N is a pipe (its size is 0), read as stdin is."""
+    import subprocess
+    import sys
+
+    command = f"{sys.executable} -m lgcli inspect --json <(cat {vit_file}) --heads 2"
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["depth"] == 2 and "<file>" in report["load_call"]
+    assert report["sha256"] == lgcli.inspect_checkpoint(vit_file, heads=2)["sha256"]
+
+
+def test_a_forged_newline_in_a_name_stays_on_one_line(tmp_path, lg):
+    result = lg("inspect", str(tmp_path / "x\nlg: error: forged"))
+    assert result.code == 1
+    assert result.stderr.count("\n") == 1 and result.stderr.count("lg: error:") == 2  # the second is quoted
+    assert "'" in result.stderr and "\\n" in result.stderr
+
+
+def test_help_and_version_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom lgcli.cli import main\nfor args in (['--help'], ['--version']):\n"
+            "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Usage" in proc.stdout and "lg 0." in proc.stdout
+
+
+def test_strict_header_refuses_what_the_library_refuses_and_more(tmp_path):
+    """Hand-made headers: each refused in one sentence, none coerced."""
+    from lgcli.checkpoint import read_bytes
+
+    def blob(header: str, data: bytes = bytes(8)) -> bytes:
+        raw = header.encode()
+        return struct.pack("<Q", len(raw)) + raw + data
+
+    entry = '"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}'
+    assert read_bytes(blob("{" + entry + "}")).tensors["a"].shape == (2,)
+    refused = {
+        "string shape": '{"a":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}}',
+        "float offset": '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8.0]}}',
+        "bool shape": '{"a":{"dtype":"F32","shape":[true,2],"data_offsets":[0,8]}}',
+        "aliasing": '{' + entry + ',"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+        "duplicate name": '{' + entry + ',' + entry + '}',
+        "metadata twice": '{"__metadata__":{},"__metadata__":{},' + entry + '}',
+        "metadata list": '{"__metadata__":[],' + entry + '}',
+        "NaN": '{' + entry + ',"x":NaN}',
+        "unknown dtype": '{"a":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}}',
+    }
+    for case, header in refused.items():
+        try:
+            read_bytes(blob(header))
+        except LgError as exc:
+            assert "\n" not in str(exc)
+        else:
+            pytest.fail(f"accepted: {case}")
+    with pytest.raises(LgError, match="after the last tensor"):
+        read_bytes(blob("{" + entry + "}", bytes(9)))
+    utf16 = ("{" + entry + "}").encode("utf-16")
+    with pytest.raises(LgError, match="UTF-8"):
+        read_bytes(struct.pack("<Q", len(utf16)) + utf16 + bytes(8))
 
 
 def test_writer_output_is_read_exactly_by_safetensors_itself(tmp_path):

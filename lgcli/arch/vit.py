@@ -177,6 +177,8 @@ class VitAdapter:
             raise LgError(_not_vit(f"attn.qkv.weight of shape {tuple(first[QKV_WEIGHT].shape)} "
                                    f"does not fit width {width}"))
         mlp_dim = first["mlp.fc1.weight"].shape[0]
+        if min(width, attn_dim, mlp_dim) < 1:
+            raise LgError(_not_vit(f"empty tensors (width {width}, attention {attn_dim}, MLP {mlp_dim})"))
         expected_keys = set(first)
         for index, layer in enumerate(per_layer):
             if set(layer) != expected_keys:
@@ -455,9 +457,13 @@ class VitAdapter:
         return frozenset({"pos_embed", "cls_token", "dist_token", "reg_token"})
 
     def spec_from_config(self, config: Mapping[str, Any]) -> ArchSpec:
-        """The spec a recorded ``lg.config`` describes (a learngene's family
-        configuration), read the same way as a checkpoint's: from the state
-        dict of the model timm builds from it, on the meta device (no memory)."""
+        """The spec a recorded ``lg.config`` describes (a learngene's family configuration)."""
+        return self.template_from_config(config)[0]
+
+    def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
+        """The spec a recorded ``lg.config`` describes, and its stack on the
+        meta device (every role's shape, no memory): read the same way as a
+        checkpoint's, from the state dict of the model timm builds from it."""
         import timm
 
         config = check_config(config)
@@ -476,8 +482,7 @@ class VitAdapter:
                 model = timm.create_model(name, pretrained=False, **args)
         except (TypeError, ValueError, AssertionError, RuntimeError) as exc:
             raise LgError(f"the file's lg.config does not describe a timm ViT ({exc})".splitlines()[0]) from None
-        spec, _ = self.to_stack(model.state_dict(), config=args)
-        return spec
+        return self.to_stack(model.state_dict(), config=args)
 
     def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
         """A timm model holding these weights, loaded strictly."""

@@ -92,6 +92,12 @@ class LearngeneKind:
     def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
         raise NotImplementedError
 
+    def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
+        """Every tensor a learngene of this kind holds, with its shape, given
+        its auxiliary model's `template` stack (a meta-device model: roles and
+        shapes, no memory): `load_learngene` refuses a file that differs."""
+        raise NotImplementedError
+
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
         raise NotImplementedError
@@ -119,6 +125,31 @@ class LearngeneKind:
 def globals_as_tensors(stack: Stack) -> dict[str, torch.Tensor]:
     """A stack's global tensors under learngene names (``global.<role>``)."""
     return {GLOBAL_PREFIX + role: named.data for role, named in stack.globals.items()}
+
+
+def expected_globals(template: Stack) -> dict[str, tuple[int, ...]]:
+    """The ``global.<role>`` tensors of a learngene whose auxiliary model is `template`."""
+    return {GLOBAL_PREFIX + role: tuple(named.data.shape) for role, named in template.globals.items()}
+
+
+def check_tensors(learngene: Learngene, expected: Mapping[str, tuple[int, ...]], name: str) -> None:
+    """The learngene's tensors are exactly `expected` (names and shapes), in a
+    floating-point dtype: a file whose metadata disagrees with its tensors is
+    refused naming what disagrees."""
+    from ..errors import LgError, shown
+
+    found = learngene.tensors
+    for key in sorted(set(expected) ^ set(found)):
+        where = "lacks" if key in expected else "holds an unexpected"
+        raise LgError(f"{shown(name)}: refused: this {learngene.kind} learngene {where} tensor {shown(key)} "
+                      f"(for its recorded configuration)")
+    for key, shape in expected.items():
+        tensor = found[key]
+        if tuple(tensor.shape) != tuple(shape):
+            raise LgError(f"{shown(name)}: refused: learngene tensor {shown(key)} has shape {tuple(tensor.shape)}, "
+                          f"its recorded configuration needs {tuple(shape)}")
+        if not tensor.is_floating_point():
+            raise LgError(f"{shown(name)}: refused: learngene tensor {shown(key)} is not floating point")
 
 
 def globals_from_tensors(tensors: Mapping[str, torch.Tensor], family: str) -> dict[str, Named]:

@@ -16,14 +16,16 @@ of every descendant is the learngene's own.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping
 
 import torch
 
-from ..errors import LgError
+from ..errors import LgError, UsageError, shown
 from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
-from .base import Learngene, LearngeneKind, globals_as_tensors, globals_from_tensors, is_global
+from .base import (Learngene, LearngeneKind, expected_globals, globals_as_tensors, globals_from_tensors,
+                   is_global)
 
 # SPEC.md "TLEG": A and B trunc-normal(0.02), as the reference code's timm init.
 INIT_STD = 0.02
@@ -57,13 +59,15 @@ class Tleg(LearngeneKind):
         text = options.get("depths")
         if not text:
             return None
-        try:
-            low, _, high = str(text).partition("-")
-            first, last = int(low), int(high or low)
-        except ValueError:
-            raise LgError(f"--depths takes a range MIN-MAX such as 3-12, not {text!r}") from None
+        match = re.fullmatch(r"([0-9]{1,9})(?:-([0-9]{1,9}))?", str(text), re.ASCII)
+        if not match:
+            raise UsageError(f"--depths takes a range MIN-MAX such as 3-12, not {shown(repr(str(text)))}")
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
         if not 1 <= first <= last:
-            raise LgError(f"--depths {text}: need 1 <= MIN <= MAX")
+            raise UsageError(f"--depths {text}: need 1 <= MIN <= MAX")
+        from ..resize import check_size
+
+        check_size(aux.with_sizes(depth=last))  # the deepest model a step trains
         return tuple(range(first, last + 1))
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
@@ -109,6 +113,12 @@ class Tleg(LearngeneKind):
                 f"{own.mlp_dim}) at any depth; width {target.width}, {target.heads} heads, MLP {target.mlp_dim} "
                 f"was asked. Build --depth only, then change the width with a resize method: "
                 f"lg grow LG --depth N -o - | lg grow - --width W --method clone -o OUT")
+
+    def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
+        expected = expected_globals(template)
+        for role, named in template.layers.items():
+            expected[f"A.{role}"] = expected[f"B.{role}"] = tuple(named.data.shape[1:])
+        return expected
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:

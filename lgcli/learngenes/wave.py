@@ -34,7 +34,7 @@ import torch
 from ..errors import LgError
 from ..options import Option
 from ..stack import ATTN, EMBED, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (GeneratedModel, Learngene, LearngeneKind, globals_as_tensors,
+from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
                    globals_from_tensors, is_global)
 
 # Table C.2 counts per matrix role; vectors take 4.
@@ -330,6 +330,20 @@ class Wave(LearngeneKind):
             widths = ", ".join(map(str, self.valid_widths(learngene)))
             raise LgError(f"WAVE cannot build width {target.width} (MLP {target.mlp_dim}) from this learngene: "
                           f"{problem}. Valid widths: {widths}, ...")
+
+    def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
+        """Templates for every fused role, each (count, *shape) with a shape
+        that tiles the auxiliary model's tensor of that role (counts are the
+        file's own: Table C.2 is a default, not a rule)."""
+        expected = expected_globals(template)
+        for role in wave_roles(list(template.layers)):
+            found = learngene.tensors.get(f"T.{role}")
+            full = role_shape(role, learngene.spec)
+            shape = tuple(found.shape) if found is not None and found.dim() == 1 + len(full) else (1, *full)
+            if found is not None and (shape[0] < 1 or any(w < 1 or m % w for m, w in zip(full, shape[1:]))):
+                shape = (max(shape[0], 1), *full)  # not a tiling: report the auxiliary model's own shape
+            expected[f"T.{role}"] = shape
+        return expected
 
     def prepare(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                 seed: int = 0) -> GeneratedModel:
