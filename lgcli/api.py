@@ -69,6 +69,7 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     check_output(destination, force=force, inputs=(parent.source,) if parent else ())
     adapter = get_adapter(spec.family)
     state = adapter.from_stack(spec, stack)
+    adapter.check_loadable(spec, state)  # what lg writes, timm loads strictly
     target_dtype = dtype or (_dominant_dtype(parent.tensors) if parent else None)
     if target_dtype is not None:
         state = {k: v.to(target_dtype) if v.is_floating_point() else v for k, v in state.items()}

@@ -148,3 +148,32 @@ def test_random_stack_and_create_model_follow_spec(tmp_path):
         assert a.layers[role].shape == loaded.stack.layers[role].shape
     fresh = lgcli.create_model(loaded.spec, seed=0)
     fresh.load_state_dict(adapter.from_stack(loaded.spec, loaded.stack), strict=True)
+
+
+@pytest.mark.parametrize("variant", sorted(VIT_VARIANTS))
+def test_shapes_and_parameter_count_from_sizes_alone_are_timms(variant):
+    """`timm_shapes` (used to size a request before allocating, and to refuse
+    writing what timm would not load) is timm's own state dict, key by key."""
+    from lgcli.arch import get_adapter
+
+    model = make_vit(variant)
+    spec, _ = lgcli.spec_of_model(model)
+    adapter = get_adapter("vit")
+    block, glob = adapter.timm_shapes(spec)
+    expected = dict(glob)
+    for index in range(spec.depth):
+        expected.update({f"blocks.{index}.{k}": shape for k, shape in block.items()})
+    assert expected == {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert adapter.parameter_count(spec) == sum(v.numel() for v in model.state_dict().values())
+
+
+def test_a_state_timm_would_not_load_is_not_written(tmp_path):
+    model = make_vit("cls-token")
+    spec, stack = lgcli.spec_of_model(model)
+    import dataclasses
+
+    # Same tensors, but a config that says there is no qkv bias.
+    wrong = dataclasses.replace(spec, extras={**spec.extras, "qkv_bias": False})
+    with pytest.raises(lgcli.LgError, match="unexpected tensor blocks.0.attn.qkv.bias"):
+        lgcli.save(tmp_path / "x.safetensors", wrong, stack)
+    assert not any(tmp_path.iterdir())

@@ -416,30 +416,70 @@ class VitAdapter:
                 f"pretrained_cfg_overlay=dict({overlay_text}), {shown})")
 
     @staticmethod
-    def parameter_count(spec: ArchSpec) -> int:
-        """Parameters of the timm model `spec` describes, computed from its
-        sizes alone (no tensor is made): sizes are checked against limits
-        before anything is allocated."""
+    def timm_shapes(spec: ArchSpec) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+        """The state dict timm builds for `spec`, as shapes, computed from its
+        sizes alone: (one block's keys after ``blocks.N.``, the global keys).
+        A test checks it against timm's own models, variant by variant."""
         e = spec.extras
         width, attn, mlp, head_dim = spec.width, spec.attn_dim, spec.mlp_dim, spec.head_dim
-        per_layer = (3 * attn * width + width * attn + 2 * mlp * width + mlp + width  # qkv, proj, fc1, fc2
-                     + 4 * width                                                      # norm1, norm2
-                     + (3 * attn if e.get("qkv_bias", True) else 0)
-                     + (width if e.get("proj_bias", True) else 0)
-                     + (2 * width if e.get("init_values") is not None else 0)         # layer scale
-                     + (4 * head_dim if e.get("qk_norm") else 0))
-        patch, chans = int(e.get("patch_size", 16)), int(e.get("in_chans", 3))
-        grid = (int(e.get("img_size", 224)) // patch) ** 2
-        prefix = int(e.get("prefix_tokens", 1))
-        tokens = grid + (0 if e.get("no_embed_class") else prefix)
-        classes = int(e.get("num_classes", 0))
-        heads_out = 2 if e.get("distilled") else 1
-        # timm drops the patch embedding's bias when a pre-norm follows it.
-        globals_ = (width * chans * patch * patch + tokens * width + prefix * width
-                    + (2 * width if e.get("pre_norm") else width)
-                    + (2 * width if e.get("final_norm", True) else 0)
-                    + heads_out * (classes * width + classes))
-        return spec.depth * per_layer + globals_
+        block = {"norm1.weight": (width,), "norm1.bias": (width,), QKV_WEIGHT: (3 * attn, width),
+                 "attn.proj.weight": (width, attn), "norm2.weight": (width,), "norm2.bias": (width,),
+                 "mlp.fc1.weight": (mlp, width), "mlp.fc1.bias": (mlp,), "mlp.fc2.weight": (width, mlp),
+                 "mlp.fc2.bias": (width,)}
+        if e.get("qkv_bias", True):
+            block[QKV_BIAS] = (3 * attn,)
+        if e.get("proj_bias", True):
+            block["attn.proj.bias"] = (width,)
+        if e.get("qk_norm"):
+            for key in ("attn.q_norm.weight", "attn.q_norm.bias", "attn.k_norm.weight", "attn.k_norm.bias"):
+                block[key] = (head_dim,)
+        if e.get("init_values") is not None:
+            block["ls1.gamma"] = block["ls2.gamma"] = (width,)
+        patch, chans = int(e["patch_size"]), int(e["in_chans"])
+        prefix = int(e["prefix_tokens"])
+        tokens = (int(e["img_size"]) // patch) ** 2 + (0 if e["no_embed_class"] else prefix)
+        glob: dict[str, tuple[int, ...]] = {"pos_embed": (1, tokens, width),
+                                            "patch_embed.proj.weight": (width, chans, patch, patch)}
+        if e["class_token"]:
+            glob["cls_token"] = (1, 1, width)
+        if e.get("distilled"):
+            glob["dist_token"] = (1, 1, width)
+        if e["reg_tokens"]:
+            glob["reg_token"] = (1, int(e["reg_tokens"]), width)
+        if e["pre_norm"]:  # timm drops the patch embedding's bias when a pre-norm follows it
+            glob["norm_pre.weight"] = glob["norm_pre.bias"] = (width,)
+        else:
+            glob["patch_embed.proj.bias"] = (width,)
+        if e["final_norm"]:
+            norm = "fc_norm" if e["fc_norm"] else "norm"
+            glob[f"{norm}.weight"] = glob[f"{norm}.bias"] = (width,)
+        classes = int(e["num_classes"])
+        if classes:
+            glob["head.weight"], glob["head.bias"] = (classes, width), (classes,)
+            if e.get("distilled"):
+                glob["head_dist.weight"], glob["head_dist.bias"] = (classes, width), (classes,)
+        return block, glob
+
+    def parameter_count(self, spec: ArchSpec) -> int:
+        """Parameters of the timm model `spec` describes, from its sizes alone
+        (no tensor is made): sizes are checked before anything is allocated."""
+        block, glob = self.timm_shapes(spec)
+        return spec.depth * sum(map(math.prod, block.values())) + sum(map(math.prod, glob.values()))
+
+    def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor]) -> None:
+        """Refuse to write a state dict timm would not load strictly for the
+        config lg records (a key missing or extra, a shape that differs)."""
+        block, glob = self.timm_shapes(spec)
+        expected = dict(glob)
+        for index in range(spec.depth):
+            expected.update({f"blocks.{index}.{key}": shape for key, shape in block.items()})
+        for key in sorted(set(expected) ^ set(state)):
+            problem = "lacks" if key in expected else "has an unexpected"
+            raise LgError(f"refusing to write: the model {problem} tensor {key} for the timm config it records")
+        for key, shape in expected.items():
+            if tuple(state[key].shape) != shape:
+                raise LgError(f"refusing to write: {key} has shape {tuple(state[key].shape)}; the timm config "
+                              f"it records builds {shape}")
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
         """(channels, height, width) of the images a model of this spec takes."""
