@@ -47,7 +47,7 @@ import torch
 from . import __version__
 from .errors import LgError, one_line, os_reason, shown
 from .header import (MAX_HEADER_BYTES, Header, check_data_size, header_length, load_json,
-                     parse_header)
+                     parse_header, valid_unicode)
 
 STDIO = "-"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -678,7 +678,7 @@ def _layout(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]):
     is a multiple of its element size (readers can map it without copying).
     """
     for key, tensor in tensors.items():
-        if not isinstance(key, str) or not key or key == "__metadata__" or not _utf8(key):
+        if not isinstance(key, str) or not key or key == "__metadata__" or not valid_unicode(key):
             raise LgError(f"cannot write tensor name {shown(key)}: not a valid safetensors name")
         if not isinstance(tensor, torch.Tensor):
             raise LgError(f"cannot write {key!r}: a {type(tensor).__name__}, not a tensor")
@@ -693,14 +693,6 @@ def _layout(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]):
                        "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
     return header, ordered
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _encode_header(header: Mapping[str, Any]) -> bytes:

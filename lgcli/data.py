@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from lgcli.checkpoint import atomic_path
-from lgcli.errors import LgError, UsageError, one_line, shown
+from lgcli.errors import LgError, UsageError, one_line, os_reason, shown
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 EMBEDDED_DIR = Path(__file__).parent / "datasets" / "fashion-mnist-mini"
@@ -219,16 +219,6 @@ class FolderImages(ImageSet):
         return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
 
 
-def _os_reason(error: OSError) -> str:
-    if error.errno == errno.ELOOP:
-        return "it is a symbolic link loop"
-    if isinstance(error, IsADirectoryError):
-        return "it is a folder, not an image file"
-    if isinstance(error, PermissionError):
-        return "permission denied"
-    return _one_line(error.strerror or str(error) or type(error).__name__)
-
-
 def _file_problem(path: Path) -> str | None:
     """Why `path` cannot be an image file (None when it can be opened): checked
     when a folder is listed, so that these fail before any work."""
@@ -237,7 +227,7 @@ def _file_problem(path: Path) -> str | None:
     except FileNotFoundError:
         return "it is a broken symbolic link" if os.path.islink(path) else "no such file"
     except OSError as error:
-        return _os_reason(error)
+        return os_reason(error)
     if stat.S_ISDIR(info.st_mode):
         return "it is a folder, not an image file"
     if not stat.S_ISREG(info.st_mode):
@@ -275,7 +265,7 @@ def _with_image(path: Path, use: Callable[[Any], Any]) -> Any:
     except UnidentifiedImageError:
         reason = "it is not a PNG, JPEG, BMP, GIF, WebP, TIFF or PPM/PGM image"
     except OSError as error:  # truncated data, and files gone or changed since the folder was listed
-        reason = _os_reason(error) if error.errno is not None else _one_line(str(error))
+        reason = os_reason(error) if error.errno is not None else _one_line(str(error))
     except RecursionError:
         reason = "its structure is nested too deeply to decode"
     except Exception as error:  # PIL's decoders raise many types for damaged data (SyntaxError, ValueError, ...)
@@ -454,7 +444,7 @@ def read_idx(path: Path) -> torch.Tensor:
     except LgError:
         raise
     except (OSError, EOFError, zlib.error) as error:  # missing, unreadable, or a damaged gzip stream
-        reason = _os_reason(error) if isinstance(error, OSError) and error.errno is not None else \
+        reason = os_reason(error) if isinstance(error, OSError) and error.errno is not None else \
             _one_line(str(error) or type(error).__name__)
         raise LgError(f"cannot read {where}: {reason}") from None
     if len(raw) < count:
@@ -595,7 +585,7 @@ def _class_folders(root: Path) -> dict[str, list[Path]]:
     try:
         entries = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError as error:
-        raise LgError(f"cannot list folder {_shown_path(root)}: {_os_reason(error)}") from None
+        raise LgError(f"cannot list folder {_shown_path(root)}: {os_reason(error)}") from None
     found = {}
     for folder in entries:
         files = _image_files(folder)
@@ -611,7 +601,7 @@ def _image_files(folder: Path) -> list[Path]:
     `LgError` naming it."""
 
     def refuse(error: OSError) -> None:
-        raise LgError(f"cannot list folder {_shown_path(error.filename or folder)}: {_os_reason(error)}")
+        raise LgError(f"cannot list folder {_shown_path(error.filename or folder)}: {os_reason(error)}")
 
     files = []
     for top, folders, names in os.walk(folder, onerror=refuse, followlinks=False):
@@ -725,7 +715,7 @@ def load_data(source: str | os.PathLike = DEFAULT_DATA, *, subset: int | float |
             raise LgError(f"--data {where}: no such folder, and not a built-in dataset "
                           f"({', '.join(builtin_names())})") from None
         except (OSError, ValueError) as error:  # ValueError: a NUL in the name
-            reason = _os_reason(error) if isinstance(error, OSError) else "not a valid path"
+            reason = os_reason(error) if isinstance(error, OSError) else "not a valid path"
             raise LgError(f"--data {where}: {reason}") from None
         if not stat.S_ISDIR(info.st_mode):
             raise LgError(f"--data {where}: not a folder (expected class subfolders of images)")

@@ -48,8 +48,8 @@ def os_reason(exc: OSError) -> str:
     """An operating-system error's reason, in words (no errno names)."""
     import errno
 
-    reasons = {errno.ENAMETOOLONG: "the file name is too long", errno.ELOOP: "too many symbolic links",
-               errno.EACCES: "permission denied", errno.EISDIR: "it is a folder",
+    reasons = {errno.ENAMETOOLONG: "the file name is too long", errno.ELOOP: "a symbolic link loop",
+               errno.EACCES: "permission denied", errno.EISDIR: "it is a folder, not a file",
                errno.ENOENT: "no such file or folder", errno.ENOTDIR: "a part of the path is not a folder",
                errno.ENOSPC: "no space left on the disk", errno.EROFS: "the file system is read-only"}
     return reasons.get(exc.errno, (exc.strerror or "an operating-system error").lower())

@@ -215,15 +215,15 @@ def _json_problem(obj: Any, max_depth: int) -> str | None:
                 return f"is nested more than {max_depth} levels deep"
             items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
             for key, item in items:
-                if key is not None and not _valid_unicode(key):
+                if key is not None and not valid_unicode(key):
                     return "holds a string that is not valid Unicode"
                 pending.append((item, depth + 1))
-        elif isinstance(value, str) and not _valid_unicode(value):
+        elif isinstance(value, str) and not valid_unicode(value):
             return "holds a string that is not valid Unicode"
     return None
 
 
-def _valid_unicode(text: str) -> bool:
+def valid_unicode(text: str) -> bool:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -232,4 +232,4 @@ def _valid_unicode(text: str) -> bool:
 
 
 __all__ = ["Header", "TensorEntry", "MAX_HEADER_BYTES", "DTYPE_SIZES", "header_length", "parse_header",
-           "check_data_size", "load_json"]
+           "check_data_size", "load_json", "valid_unicode"]
