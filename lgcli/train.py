@@ -26,6 +26,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -36,7 +37,7 @@ import torch.nn.functional as F
 
 from lgcli.data import ImageSet, check_real, check_seed, check_whole, train_order
 from lgcli.checkpoint import atomic_path
-from lgcli.errors import LgError
+from lgcli.errors import LgError, one_line, shown
 
 # `loss_fn(logits, labels, teacher_logits) -> scalar loss`; teacher_logits is
 # None unless `train` was given a teacher.
@@ -322,18 +323,35 @@ def _save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.
 
 def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                      config: TrainConfig) -> int:
+    import stat
+
+    where = shown(path)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise LgError(f"cannot resume from {where}: not a regular file")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except LgError:
+        raise
     except Exception as error:  # torch raises many types for a damaged file
-        raise LgError(f"cannot resume from {path}: {error}".splitlines()[0]) from None
-    saved = state.get("config", {})
+        raise LgError(f"cannot resume from {where}: {one_line(str(error).splitlines()[0] if str(error) else 'unreadable')}") from None
+    if not (isinstance(state, dict) and isinstance(state.get("config"), dict) and isinstance(state.get("model"), dict)
+            and isinstance(state.get("optimizer"), dict) and type(state.get("step")) is int):
+        raise LgError(f"cannot resume from {where}: not a training checkpoint lg wrote "
+                      f"(expected model, optimizer, step and config)")
+    saved = state["config"]
     changed = [name for name in RESUME_MUST_MATCH if saved.get(name) != getattr(config, name)]
     if changed:
         details = ", ".join(f"{name} {saved.get(name)} -> {getattr(config, name)}" for name in changed)
-        raise LgError(f"cannot resume {path}: the run's settings differ ({details})")
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    return int(state["step"])
+        raise LgError(f"cannot resume {where}: the run's settings differ ({one_line(details)})")
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as error:
+        raise LgError(f"cannot resume from {where}: its weights do not fit this run "
+                      f"({one_line(str(error).splitlines()[0] if str(error) else type(error).__name__)})") from None
+    return state["step"]
 
 
 def train(model: torch.nn.Module, data: ImageSet, config: TrainConfig, *, loss_fn: LossFn | None = None,

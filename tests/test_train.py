@@ -180,3 +180,30 @@ def test_two_gloo_processes_match_one_process(tmp_path):
         assert torch.allclose(tensor, ddp_state[name], atol=1e-5), name
     scores = evaluate_accuracy(model, data.test, batch_size=8)
     assert ddp["scores"]["images"] == 30 and ddp["scores"]["top1"] == pytest.approx(scores["top1"])
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"garbage", "cannot resume from"),
+    ({"model": 3}, "not a training checkpoint lg wrote"),
+    ({"model": {}, "optimizer": {}, "step": 1, "config": {}}, "settings differ"),
+    ("other model", "weights do not fit"),
+    ("folder", "not a regular file"),
+])
+def test_resume_from_a_bad_training_checkpoint_is_one_sentence(tmp_path, small_train, content, message):
+    checkpoint = tmp_path / "run.pt"
+    if content == "folder":
+        checkpoint.mkdir()
+    elif content == "other model":  # a real checkpoint of this run's settings, with another model's weights
+        settings = dict(steps=1, batch_size=32, progress=False, checkpoint_path=str(checkpoint))
+        train(tiny_vit(), small_train, TrainConfig(**settings))
+        state = torch.load(checkpoint, weights_only=True)
+        state["model"] = {"not.a.weight": torch.zeros(1)}
+        torch.save(state, checkpoint)
+    elif isinstance(content, bytes):
+        checkpoint.write_bytes(content)
+    else:
+        torch.save(content, checkpoint)
+    with pytest.raises(LgError, match=message) as caught:
+        train(tiny_vit(), small_train, TrainConfig(steps=1, batch_size=32, progress=False,
+                                                   checkpoint_path=str(checkpoint), resume=True))
+    assert "\n" not in str(caught.value)
