@@ -6,8 +6,9 @@ valid output), "error" (a proper error: exit 1, or 2 for usage errors) or
 
 - exit 0 with a valid output (an `-o` file that safetensors reads in full, a
   non-empty stdout for `inspect` and `eval`, a readable checkpoint for
-  `-o -`), or a non-zero exit (1; 2 for usage errors) with stderr exactly one
-  line ``lg: error: <text>`` where <text> does not start with a Python
+  `-o -`), or a non-zero exit (1; 2 for usage errors) with exactly one line
+  ``lg: error: <text>`` on stderr, the last (lg's own progress notes may
+  precede it, a warning or traceback may not), where <text> does not start with a Python
   exception class name nor is an unforeseen exception reworded ("internal
   error ... (ValueError: ...)"), and no "Traceback" anywhere;
 - after a failure nothing new in the case's folders (no output, no
