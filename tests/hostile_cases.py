@@ -1131,6 +1131,8 @@ def gen_requests(bld: Builder) -> None:
     condense("condense-depths-huge", ["--steps", "1", "--depths", "1-1000000000", *fast], "error")
     condense("condense-template-dim-1e9", ["--steps", "1", "--template-dim", "1000000000", *fast], "error",
              method=["--method", "wave"])
+    condense("condense-template-count-1e9", ["--steps", "1", "--templates", "fc1=8x8@1000000000", *fast], "error",
+             method=["--method", "wave"])
     condense("condense-valid", ["--steps", "2", "--aux-depth", "2", *fast], "ok", (1,))
     if gene is not None:
         condense("condense-learngene-teacher", ["--steps", "1", *fast], "error", src=gene)

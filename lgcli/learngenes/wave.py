@@ -156,7 +156,21 @@ def template_config(aux: ArchSpec, roles: list[str], template_dim: int | None,
                 length = length * dim // aux.width
             shape, count = (length,), VECTOR_COUNT
         config[role] = {"shape": list(shape), "count": int(count)}
+    _check_template_size(config)
     return config
+
+
+def _check_template_size(config: Mapping[str, Mapping[str, Any]]) -> None:
+    """Templates are sized before they are allocated: their count times their
+    shape, with the optimiser's two moments, must fit the parameter limit and
+    the memory available (`--templates qkv=64x64@1000000000` is refused)."""
+    from ..checkpoint import check_memory
+    from ..resize import DEFAULT_MAX_PARAMS
+
+    elements = sum(entry["count"] * math.prod(entry["shape"]) for entry in config.values())
+    if elements > DEFAULT_MAX_PARAMS:
+        raise LgError(f"the templates hold {elements:.3g} values, over lg's limit of {DEFAULT_MAX_PARAMS:.3g}")
+    check_memory(elements * 4 * 3, "the templates (with the optimiser's state)")
 
 
 def scales_at(config: Mapping[str, Mapping[str, Any]], spec: ArchSpec) -> dict[str, tuple[int, ...]] | str:
