@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from .arch import detect_family, get_adapter
-from .checkpoint import (STDIO, Checkpoint, check_output, provenance_chain, provenance_metadata,
-                         read_checkpoint, write_checkpoint)
+from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, provenance_chain,
+                         provenance_metadata, read_checkpoint, write_checkpoint)
 from .errors import LgError, shown
 from .stack import ArchSpec, Stack
 
@@ -50,6 +50,11 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
         raise LgError(f"{_shown(checkpoint)}: is a {lg.get('kind')}, not a model checkpoint")
     family = lg.get("family") or detect_family(checkpoint.tensors)
     adapter = get_adapter(family)
+    # The canonical stacks are copies of the per-layer tensors: a file that
+    # is larger than the memory available (a sparse file, say) is refused
+    # with the figures rather than half-stacked.
+    check_memory(sum(t.numel() * t.element_size() for t in checkpoint.tensors.values()),
+                 f"{_shown(checkpoint)}: its tensors")
     spec, stack = adapter.to_stack(checkpoint.tensors, config=lg.get("config"), heads=heads)
     # The stacks are copies: the file's pages need not stay in memory too.
     checkpoint.release_pages()
