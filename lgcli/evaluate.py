@@ -145,9 +145,7 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
     # head is refitted to the data anyway, so it does not count).
     distinct: dict[str, tuple[ArchSpec, Candidate]] = {}
     for spec, candidate in zip(specs, list(candidates)):
-        key = json.dumps({k: v for k, v in candidate.architecture.items() if k not in ("num_classes", "parameters")},
-                         sort_keys=True)
-        distinct.setdefault(key, (spec, candidate))
+        distinct.setdefault(_architecture_key(candidate.architecture), (spec, candidate))
     for spec, candidate in distinct.values():
         model = create_model(spec, seed=seed)
         name = "random" if len(distinct) == 1 else f"random ({candidate.name})"
@@ -195,6 +193,48 @@ def probe(candidate: Candidate, data: ImageData, settings: ProbeSettings, lr: fl
             "dip": max([0.0] + [curve[0]["top1"] - p["top1"] for p in curve[1:]])}
 
 
+def steps_to_reach(curve: list[dict], target: float) -> float | None:
+    """The step at which a learning curve first reaches `target` top-1, linearly
+    interpolated between the scored points around the crossing; 0 when it
+    starts there, None when it never does (the papers' "x-fewer-steps" figure
+    compares these)."""
+    previous = None
+    for point in curve:
+        if point["top1"] >= target:
+            if previous is None:
+                return float(point["step"])
+            rise = point["top1"] - previous["top1"]
+            fraction = (target - previous["top1"]) / rise
+            return previous["step"] + fraction * (point["step"] - previous["step"])
+        previous = point
+    return None
+
+
+def _architecture_key(architecture: dict) -> str:
+    # Rows of one architecture share a random baseline (the head is refitted
+    # to the data anyway, so classes and parameter counts do not count).
+    return json.dumps({k: v for k, v in architecture.items() if k not in ("num_classes", "parameters")},
+                      sort_keys=True)
+
+
+def add_steps_to_baseline(rows: list[dict]) -> None:
+    """Each probed row's steps to reach its architecture's random baseline's
+    final top-1 (`steps_to_random_final`), and the speed-up: the baseline's own
+    steps to that accuracy over the row's (`speedup`; None when the row never
+    gets there). Rows without a baseline of their architecture are left as they are."""
+    baselines = {_architecture_key(row["architecture"]): row for row in rows if row["source"] == "random"}
+    for row in rows:
+        baseline = baselines.get(_architecture_key(row["architecture"]))
+        if baseline is None:
+            continue
+        target = baseline["final"]["top1"]
+        own, reference = steps_to_reach(row["curve"], target), steps_to_reach(baseline["curve"], target)
+        row["baseline"] = baseline["name"]
+        row["steps_to_random_final"] = None if own is None else round(own, 1)
+        # No ratio when the row never gets there, or starts there (step 0).
+        row["speedup"] = None if not own or reference is None else round(reference / own, 2)
+
+
 def _better(run: dict, best: dict | None) -> bool:
     # Best by final top-1, then by final loss: a sweep picks what a user
     # tuning one learning rate would pick.
@@ -232,6 +272,8 @@ def evaluate(paths: list[str], data: ImageData, settings: ProbeSettings, *, base
         if len(runs) > 1:
             row["sweep"] = [{k: r[k] for k in ("lr", "final", "mean_top1", "dip", "curve")} for r in runs]
         rows.append(row)
+    if settings.steps:
+        add_steps_to_baseline(rows)
     return {"version": REPORT_VERSION, "data": data.describe(),
             "settings": {**{k: v for k, v in asdict(settings).items() if k != "progress"},
                          "warmup": settings.warmup_steps()}, "rows": rows}

@@ -18,6 +18,7 @@ def eval_table(report: dict) -> Table:
     the dip (the most top-1 lost below step 0 on the way) and the rate."""
     settings, data = report["settings"], report["data"]
     probed = settings["steps"] > 0
+    to_random = probed and any("steps_to_random_final" in row for row in report["rows"])
     title = (f"{data['name']}: {data['train']} train / {data['test']} test images, {data['classes']} classes"
              + (f"; fine-tuned {settings['steps']} steps, batch {settings['batch_size']}, "
                 f"warm-up {settings['warmup']}, seed {settings['seed']}" if probed else ""))
@@ -33,6 +34,8 @@ def eval_table(report: dict) -> Table:
         table.add_column("mean top-1", justify="right")
         table.add_column("dip", justify="right")
         table.add_column("lr", justify="right")
+        if to_random:
+            table.add_column("steps to random's final", justify="right")
     else:
         table.add_column("top-1", justify="right")
         table.add_column("top-5", justify="right")
@@ -44,10 +47,26 @@ def eval_table(report: dict) -> Table:
             cells += [f"{row['instinct']['top1']:.2f}", f"{final['top1']:.2f}", f"{final['top5']:.2f}",
                       f"{final['loss']:.4f}", f"{row['mean_top1']:.2f}", f"{row['dip']:.2f}",
                       f"{row['lr']:g}"]
+            if to_random:
+                cells.append(steps_to_random_cell(row))
         else:
             cells += [f"{final['top1']:.2f}", f"{final['top5']:.2f}", f"{final['loss']:.4f}"]
         table.add_row(*cells)
     return table
+
+
+def steps_to_random_cell(row: dict) -> str:
+    """'120 (2.5x)': steps to the random baseline's final top-1 and the speed-up
+    over the baseline; 'never' when the row does not get there; '' without a baseline."""
+    if "steps_to_random_final" not in row:
+        return ""
+    steps = row["steps_to_random_final"]
+    if steps is None:
+        return "never"
+    if steps == 0:
+        return "0 (at the start)"
+    speedup = f" ({row['speedup']:.2f}x)" if row.get("speedup") is not None else ""
+    return f"{steps:.0f}{speedup}"
 
 
 def print_eval_table(report: dict, console: Console) -> None:

@@ -62,6 +62,15 @@ def test_probe_rows_steps_json_and_plot(tmp_path, checkpoints):
         assert "train_loss" not in row["curve"][0] and all("train_loss" in p for p in row["curve"][1:])
         assert row["architecture"]["depth"] == 2 and row["architecture"]["num_classes"] == 10
     assert report["rows"][2]["source"] == "random"
+    # Every row is measured against the random row's final top-1, as its own curve says.
+    from lgcli.evaluate import steps_to_reach
+
+    target = report["rows"][2]["final"]["top1"]
+    for row in report["rows"]:
+        assert row["baseline"] == "random"
+        expected = steps_to_reach(row["curve"], target)
+        assert row["steps_to_random_final"] == (None if expected is None else round(expected, 1))
+    assert report["rows"][2]["steps_to_random_final"] <= 4
     assert any("head re-initialised (5 classes" in note for note in report["rows"][1]["notes"])
     assert "b5.safetensors: head re-initialised" in result.stderr
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
@@ -227,3 +236,30 @@ def test_cli_non_finite_learning_rate_is_one_line(checkpoints):
     result = run_lg("eval", checkpoints[0], "--steps", 1, "--lr", "nan")
     assert result.returncode in (1, 2) and result.stdout == ""
     assert result.stderr.strip() == "lg: error: --lr must be a positive finite number, got nan"
+
+
+def test_steps_to_reach_interpolates_on_a_hand_made_curve():
+    from lgcli.evaluate import add_steps_to_baseline, steps_to_reach
+
+    curve = [{"step": 0, "top1": 10.0}, {"step": 100, "top1": 50.0}, {"step": 200, "top1": 70.0},
+             {"step": 300, "top1": 65.0}]
+    assert steps_to_reach(curve, 60.0) == 150.0          # halfway between 50 at 100 and 70 at 200
+    assert steps_to_reach(curve, 50.0) == 100.0          # reached exactly on a point
+    assert steps_to_reach(curve, 5.0) == 0.0             # already there at the start
+    assert steps_to_reach(curve, 70.5) is None           # never
+    assert steps_to_reach(curve[:3], 30.0) == 50.0
+
+    arch = {"depth": 2, "width": 32}
+    random = {"name": "random", "source": "random", "architecture": arch, "final": {"top1": 60.0},
+              "curve": [{"step": 0, "top1": 10.0}, {"step": 100, "top1": 40.0}, {"step": 200, "top1": 60.0}]}
+    fast = {"name": "fast", "source": "a.safetensors", "architecture": arch, "final": {"top1": 70.0},
+            "curve": curve[:3]}
+    slow = {"name": "slow", "source": "b.safetensors", "architecture": arch, "final": {"top1": 55.0},
+            "curve": [{"step": 0, "top1": 10.0}, {"step": 200, "top1": 55.0}]}
+    other = {"name": "other", "source": "c.safetensors", "architecture": {"depth": 3, "width": 32},
+             "final": {"top1": 1.0}, "curve": [{"step": 0, "top1": 1.0}]}
+    add_steps_to_baseline([fast, slow, random, other])
+    assert random["steps_to_random_final"] == 200.0 and random["speedup"] == 1.0
+    assert fast["steps_to_random_final"] == 150.0 and fast["speedup"] == round(200 / 150, 2)
+    assert slow["steps_to_random_final"] is None and slow["speedup"] is None
+    assert "steps_to_random_final" not in other            # no baseline of its architecture
