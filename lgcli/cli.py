@@ -54,6 +54,7 @@ def build_app(command: Optional[str] = None) -> typer.Typer:
     app.callback()(_root)
     app.command()(inspect)
     app.command("eval")(eval_command)
+    app.command("bench")(bench_command)
     for direction, summary in RESIZE_SUMMARIES.items():
         _register_resize(app, direction, summary, _resize_owners() if command == direction else {})
     _register_condense(app, _condense_owners() if command == "condense" else {})
@@ -539,3 +540,58 @@ def condense(
          f"top-1 {accuracy:.2f} % (teacher {teacher_accuracy:.2f} %), loss {report['loss_first']:.3f} -> "
          f"{report['loss_last']:.3f} in {report['steps']} steps, {report['seconds']:.0f} s; "
          f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
+
+
+# ---- lg bench ----
+
+def bench_command(
+    ancestry: str = typer.Argument(..., help="The ancestry model: a checkpoint every method starts from."),
+    data: str = typer.Option(..., "--data", help="Image folder or built-in name (fashion-mnist-mini, "
+                                                 "fashion-mnist, mnist): the ancestry's classes."),
+    sizes: str = typer.Option(..., "--sizes", help="Target sizes DEPTHxWIDTH, comma-separated: 3x64,6x128,12x192."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", help="Results folder: bench.json, cells/, "
+                                                                      "learngenes/, curve plots and summary.png."),
+    methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated methods [default: every "
+                                                                  "resize method, learngene kind and random]."),
+    steps: int = typer.Option(300, "--steps", min=1, help="Probe steps per cell."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate of the probe [default: 3e-4]."),
+    lr_sweep: Optional[str] = typer.Option(None, "--lr-sweep", help="Comma-separated rates: every cell at "
+                                                                    "its best."),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Probe batch size."),
+    eval_every: int = typer.Option(0, "--eval-every", min=0, help="Score the test split every N steps "
+                                                                 "[default: steps/10]."),
+    condense_steps: int = typer.Option(300, "--condense-steps", min=1,
+                                       help="Steps of each learngene kind's condense run."),
+    subset: Optional[str] = typer.Option(None, "--subset", help="Train images: a count or a fraction."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images: a count or a fraction."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seeds the data order, heads and methods."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA)."),
+    force: bool = typer.Option(False, "--force", help="Recompute every cell (and learngene) even if saved."),
+    as_json: bool = typer.Option(False, "--json", help="Print bench.json instead of the table."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the table as Markdown."),
+) -> None:
+    """Every method at every size on your ancestry model and data: how well and how fast each initialisation learns."""
+    from .bench import BenchSettings, bench, markdown_table, parse_sizes, rich_table
+    from .evaluate import DEFAULT_LR, ProbeSettings
+
+    if output is None:
+        raise LgError("give a results folder: -o DIR")
+    if lr is not None and lr_sweep:
+        raise LgError("give --lr or --lr-sweep, not both")
+    probe = ProbeSettings(steps=steps, lr=DEFAULT_LR if lr is None else lr, lr_sweep=_parse_rates(lr_sweep),
+                          batch_size=batch_size, eval_every=eval_every, seed=seed, device=device)
+    settings = BenchSettings(sizes=parse_sizes(sizes),
+                             methods=[m.strip() for m in methods.split(",") if m.strip()] if methods else None,
+                             probe=probe, condense_steps=condense_steps, subset=subset, test_subset=test_subset,
+                             force=force)
+    report = bench(ancestry, data, output, settings, notify=note)
+    if as_json:
+        print_json(report)
+    elif markdown:
+        sys.stdout.write(markdown_table(report))
+    else:
+        console = out_console()
+        if not console.is_terminal:
+            console.width = 200
+        console.print(rich_table(report), markup=False, highlight=False)
+    note(f"bench: results in {output} (bench.json, summary.png, curves_*.png)")

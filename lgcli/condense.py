@@ -167,7 +167,7 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
                   **kwargs: Any) -> dict[str, Any]:
     """`condense`, then write the learngene to `output` ('-' for stdout) with
     provenance chained to the teacher. The output is checked before any work."""
-    check_output(output, force=force, inputs=(str(teacher),))
+    check_output(output, force=force, inputs=() if isinstance(teacher, Checkpoint) else (str(teacher),))
     settings: CondenseSettings = kwargs.get("settings") or CondenseSettings()
     if isinstance(data, ImageData):
         dataset = data

@@ -235,6 +235,22 @@ def add_steps_to_baseline(rows: list[dict]) -> None:
         row["speedup"] = None if not own or reference is None else round(reference / own, 2)
 
 
+def probe_row(candidate: Candidate, data: ImageData, settings: ProbeSettings) -> dict:
+    """A report row: the candidate probed at every rate of the settings (none
+    without steps), reported at its best rate, with the sweep when there is one."""
+    runs = [probe(candidate, data, settings, lr) for lr in (settings.rates() if settings.steps else [None])]
+    best = None
+    for run in runs:
+        if _better(run, best):
+            best = run
+    row = {"name": candidate.name, "source": candidate.source, "architecture": candidate.architecture,
+           "notes": candidate.notes, "lr": best["lr"], "instinct": best["instinct"], "final": best["final"],
+           "mean_top1": best["mean_top1"], "dip": best["dip"], "curve": best["curve"]}
+    if len(runs) > 1:
+        row["sweep"] = [{k: r[k] for k in ("lr", "final", "mean_top1", "dip", "curve")} for r in runs]
+    return row
+
+
 def _better(run: dict, best: dict | None) -> bool:
     # Best by final top-1, then by final loss: a sweep picks what a user
     # tuning one learning rate would pick.
@@ -261,17 +277,7 @@ def evaluate(paths: list[str], data: ImageData, settings: ProbeSettings, *, base
         for message in candidate.notes:
             if message.startswith("head"):
                 notify(f"{candidate.name}: {message}")
-        runs = [probe(candidate, data, settings, lr) for lr in (settings.rates() if settings.steps else [None])]
-        best = None
-        for run in runs:
-            if _better(run, best):
-                best = run
-        row = {"name": candidate.name, "source": candidate.source, "architecture": candidate.architecture,
-               "notes": candidate.notes, "lr": best["lr"], "instinct": best["instinct"], "final": best["final"],
-               "mean_top1": best["mean_top1"], "dip": best["dip"], "curve": best["curve"]}
-        if len(runs) > 1:
-            row["sweep"] = [{k: r[k] for k in ("lr", "final", "mean_top1", "dip", "curve")} for r in runs]
-        rows.append(row)
+        rows.append(probe_row(candidate, data, settings))
     if settings.steps:
         add_steps_to_baseline(rows)
     return {"version": REPORT_VERSION, "data": data.describe(),

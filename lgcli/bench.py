@@ -1,0 +1,397 @@
+"""`lg bench`: every initialisation method at every size, on the user's own
+ancestry model and data, judged the way the learngene papers judge one (WAVE's
+Table 1: rows are methods, columns are descendant sizes).
+
+For each target size and each method that can reach it (the training-free
+resize methods whose direction fits, every learngene kind, and timm's random
+initialisation), the model is built in memory and put through `lg eval`'s
+probe with the same data order and settings as every other cell; each
+learngene kind is condensed once and reused for every size. A cell records
+the probe's row (instinct, final and mean top-1, the curve), the steps it
+needs to reach the random row's final top-1 at its size, and what building it
+cost. Every finished cell is saved as it finishes (``OUT/cells/``), and a rerun
+with the same arguments reuses it, so an interrupted bench resumes.
+
+    >>> from lgcli.bench import BenchSettings, bench, parse_sizes
+    >>> report = bench("ancestry.safetensors", "fashion-mnist-mini", "results",
+    ...                BenchSettings(sizes=parse_sizes("3x64,6x128")))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import LgError, UsageError, notify_stderr, shown
+
+RANDOM = "random"
+BENCH_VERSION = 1
+Notify = Callable[[str], None]
+
+
+@dataclass
+class BenchSettings:
+    """What `lg bench` runs. `probe` is `lg eval`'s probe (steps, rates,
+    batch, seed, ...), the same for every cell; `condense_steps` and
+    `condense_batch_size` are each learngene kind's condense run."""
+
+    sizes: list[tuple[int, int]]
+    methods: list[str] | None = None  # None: every method that fits
+    probe: Any = None  # lgcli.evaluate.ProbeSettings (default: 300 steps)
+    condense_steps: int = 300
+    condense_batch_size: int = 64
+    subset: str | None = None
+    test_subset: str | None = None
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        from .data import check_whole
+        from .evaluate import ProbeSettings
+
+        if not self.sizes:
+            raise UsageError("--sizes: give at least one size, e.g. 3x64,6x128")
+        if self.probe is None:
+            self.probe = ProbeSettings(steps=300)
+        if self.probe.steps < 1:
+            raise UsageError("--steps must be at least 1: the bench compares how models learn")
+        check_whole(self.condense_steps, "--condense-steps", 1)
+        check_whole(self.condense_batch_size, "--condense-batch-size", 1)
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """``3x64,6x128`` -> [(3, 64), (6, 128)] (depth x width), in the order given."""
+    sizes = []
+    for part in str(text).split(","):
+        match = re.fullmatch(r"\s*([0-9]{1,6})\s*x\s*([0-9]{1,7})\s*", part, re.ASCII)
+        if not match or int(match[1]) < 1 or int(match[2]) < 1:
+            raise UsageError(f"--sizes takes DEPTHxWIDTH pairs, comma-separated (e.g. 3x64,6x128), "
+                             f"not {shown(repr(part.strip()))}")
+        size = (int(match[1]), int(match[2]))
+        if size not in sizes:
+            sizes.append(size)
+    return sizes
+
+
+def all_methods() -> list[str]:
+    """Every method the bench knows, in table order: resize methods, learngene kinds, random."""
+    from .learngenes import KINDS
+    from .methods import METHODS
+
+    return [*METHODS, *KINDS, RANDOM]
+
+
+@dataclass
+class Cell:
+    method: str
+    depth: int
+    width: int
+
+    @property
+    def size(self) -> str:
+        return f"{self.depth}x{self.width}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.method}@{self.size}"
+
+
+@dataclass
+class _Context:
+    """What every cell shares: the ancestry, the data, the learngenes."""
+
+    loaded: Any
+    data: Any
+    settings: BenchSettings
+    out: Path
+    key: dict[str, Any]
+    notify: Notify
+    learngenes: dict[str, Any] = field(default_factory=dict)
+    condensed: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settings: BenchSettings, *,
+          notify: Notify = notify_stderr) -> dict[str, Any]:
+    """Run (or resume) the bench; write ``OUT/bench.json``, a curve plot per
+    size and ``OUT/summary.png``; return the report."""
+    from .api import load
+    from .data import load_data
+    from .methods import METHODS
+
+    known = all_methods()
+    methods = settings.methods or known
+    unknown = [m for m in methods if m not in known]
+    if unknown:
+        raise UsageError(f"--methods: unknown {shown(unknown[0])} (known: {', '.join(known)})")
+    if RANDOM not in methods:
+        methods = [*methods, RANDOM]  # every cell is measured against it
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise LgError(f"{shown(out)}: exists and is not a folder; -o takes a results folder")
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    loaded = load(ancestry)
+    dataset = load_data(data, subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed)
+    probe_settings = {k: v for k, v in asdict(settings.probe).items() if k != "progress"}
+    key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings,
+           "condense": {"steps": settings.condense_steps, "batch_size": settings.condense_batch_size}}
+    context = _Context(loaded=loaded, data=dataset, settings=settings, out=out, key=key, notify=notify)
+
+    cells = [Cell(method, depth, width) for depth, width in settings.sizes for method in methods]
+    results = []
+    for number, cell in enumerate(cells, 1):
+        notify(f"bench: cell {number} of {len(cells)}: {cell.method} at {cell.depth} x {cell.width}")
+        results.append(_run_cell(cell, context, METHODS))
+
+    report = _report(ancestry, context, methods, results)
+    for depth, width in settings.sizes:
+        rows = [r["row"] for r in results if r["size"] == f"{depth}x{width}" and r.get("row")]
+        if rows:
+            from .report import plot_curves
+
+            plot_curves({"settings": report["settings"], "data": report["data"], "rows": rows},
+                        out / f"curves_{depth}x{width}.png", force=True)
+    plot_summary(report, out / "summary.png")
+    _write_json(out / "bench.json", report)
+    return report
+
+
+def _cell_key(cell: Cell, context: _Context) -> str:
+    text = json.dumps({**context.key, "cell": cell.name}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, Any]:
+    """One cell: reused from OUT/cells when its arguments match, else built,
+    probed and saved at once."""
+    path = context.out / "cells" / f"{cell.method}@{cell.size}.json"
+    key = _cell_key(cell, context)
+    if path.exists() and not context.settings.force:
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError):
+            saved = {}
+        if isinstance(saved, dict) and saved.get("key") == key:
+            context.notify(f"bench: {cell.name}: done before, reused")
+            return saved
+    started = time.perf_counter()
+    try:
+        model, stores, details = _build(cell, context, resize_methods)
+    except LgError as exc:  # the method cannot reach this size: the table says why
+        result = {"key": key, "method": cell.method, "size": cell.size, "status": "n/a", "reason": str(exc)}
+        _write_json(path, result)
+        return result
+    build_seconds = time.perf_counter() - started
+    from .evaluate import Candidate, architecture_of, fit_head, probe_row
+
+    candidate = Candidate(cell.method, model, RANDOM if cell.method == RANDOM else cell.method,
+                          architecture_of(model))
+    fit_head(candidate, context.data.num_classes, context.settings.probe.seed)
+    row = probe_row(candidate, context.data, context.settings.probe)
+    result = {"key": key, "method": cell.method, "size": cell.size, "status": "done", "row": row,
+              "stores": stores, "build_seconds": round(build_seconds, 2), "details": details}
+    _write_json(path, result)
+    return result
+
+
+def _build(cell: Cell, context: _Context, resize_methods: dict):
+    """The cell's model (a timm module), the parameters its method stores,
+    and what building it did."""
+    from .api import create_model
+    from .arch import get_adapter
+    from .resize import check_direction, expand, resize, target_spec
+
+    source = context.loaded.spec
+    target = target_spec(source, depth=cell.depth, width=cell.width)
+    adapter = get_adapter(source.family)
+    seed = context.settings.probe.seed
+    if cell.method == RANDOM:
+        return create_model(target, seed=seed), 0, {"init": "timm"}
+    if cell.method in resize_methods:
+        direction = _direction(source, target)
+        check_direction(source, target, direction)
+        spec, stack, report = resize(context.loaded, direction=direction, depth=cell.depth, width=cell.width,
+                                     method=cell.method, seed=seed)
+        return adapter.load_model(spec, stack), context.loaded.stack.num_parameters(), {
+            "direction": direction, "options": report["options"]}
+    learngene = _learngene(cell.method, context)
+    spec, stack, report = expand(learngene, depth=cell.depth, width=cell.width, seed=seed,
+                                 notify=lambda message: None)
+    return adapter.load_model(spec, stack), learngene.num_parameters(), {"learngene": cell.method}
+
+
+def _direction(source, target) -> str:
+    """shrink when no axis grows, grow when no axis shrinks; a mixed change is
+    not one resize (the cell is marked n/a with the reason)."""
+    before, after = source.axis_sizes(), target.axis_sizes()
+    if all(after[a] <= before[a] for a in before):
+        return "shrink"
+    if all(after[a] >= before[a] for a in before):
+        return "grow"
+    raise LgError(f"{target.depth} x {target.width} is deeper but narrower (or shallower but wider) than the "
+                  f"ancestry: no single resize reaches it")
+
+
+def _learngene(kind: str, context: _Context):
+    """Condense `kind` once per bench (reused from OUT/learngenes when its
+    arguments match); the condense cost is recorded for the report."""
+    if kind in context.learngenes:
+        return context.learngenes[kind]
+    from .api import load_learngene
+    from .condense import CondenseSettings, condense_file
+
+    folder = context.out / "learngenes"
+    folder.mkdir(exist_ok=True)
+    path, info_path, key = _learngene_paths(kind, context)
+    info = {} if context.settings.force else _saved_learngene(kind, context)
+    if info.get("key") != key:
+        settings = context.settings
+        context.notify(f"bench: condensing a {kind} learngene ({settings.condense_steps} steps)")
+        condense_settings = CondenseSettings(steps=settings.condense_steps, batch_size=settings.condense_batch_size,
+                                             seed=settings.probe.seed, device=settings.probe.device,
+                                             progress=settings.probe.progress)
+        report = condense_file(context.loaded.checkpoint, path, force=True, data=context.data, method=kind,
+                               settings=condense_settings, notify=context.notify)
+        info = {"key": key, "steps": report["steps"], "seconds": report["seconds"],
+                "parameters": report["parameters"]["learngene"], "accuracy": report["accuracy"]}
+        _write_json(info_path, info)
+    context.condensed[kind] = {k: info[k] for k in ("steps", "seconds", "parameters", "accuracy")}
+    context.learngenes[kind] = load_learngene(path)
+    return context.learngenes[kind]
+
+
+def _learngene_paths(kind: str, context: _Context) -> tuple[Path, Path, str]:
+    folder = context.out / "learngenes"
+    key = hashlib.sha256(json.dumps({**context.key, "learngene": kind}, sort_keys=True,
+                                    default=str).encode()).hexdigest()
+    return folder / f"{kind}.lg.safetensors", folder / f"{kind}.json", key
+
+
+def _saved_learngene(kind: str, context: _Context) -> dict[str, Any]:
+    """What an earlier run recorded of condensing `kind` with these arguments ({} if nothing)."""
+    path, info_path, key = _learngene_paths(kind, context)
+    try:
+        info = json.loads(info_path.read_text()) if info_path.exists() and path.exists() else {}
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) and info.get("key") == key else {}
+
+
+def _report(ancestry, context: _Context, methods: list[str], results: list[dict]) -> dict[str, Any]:
+    from .evaluate import add_steps_to_baseline
+    from .learngenes import KINDS
+
+    for kind in methods:  # learngenes whose every cell was reused were not loaded this run
+        info = _saved_learngene(kind, context) if kind in KINDS and kind not in context.condensed else {}
+        if info:
+            context.condensed[kind] = {k: info[k] for k in ("steps", "seconds", "parameters", "accuracy")}
+
+    for depth, width in context.settings.sizes:
+        rows = [r["row"] for r in results if r["size"] == f"{depth}x{width}" and r.get("row")]
+        add_steps_to_baseline(rows)
+    spec = context.loaded.spec
+    return {
+        "version": BENCH_VERSION,
+        "ancestry": {"file": str(ancestry), "sha256": context.loaded.checkpoint.sha256, "depth": spec.depth,
+                     "width": spec.width, "heads": spec.heads, "parameters": context.loaded.stack.num_parameters()},
+        "data": context.data.describe(),
+        "settings": {**context.key["probe"], "warmup": context.settings.probe.warmup_steps(),
+                     "condense_steps": context.settings.condense_steps,
+                     "condense_batch_size": context.settings.condense_batch_size},
+        "sizes": [f"{d}x{w}" for d, w in context.settings.sizes],
+        "methods": methods,
+        "learngenes": context.condensed,
+        "cells": [{k: v for k, v in r.items() if k != "key"} for r in results],
+    }
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    from .checkpoint import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+# ---------------------------------------------------------------- presenting
+
+def cell_text(cell: dict[str, Any]) -> str:
+    """'83.1 (71.2) · 42' : final top-1 (instinct) and steps to random's final."""
+    from .report import steps_to_random_cell
+
+    if cell.get("status") != "done":
+        return "n/a"
+    row = cell["row"]
+    text = f"{row['final']['top1']:.1f} ({row['instinct']['top1']:.1f})"
+    steps = steps_to_random_cell(row)
+    return f"{text} · {steps}" if steps and row["source"] != RANDOM else text
+
+
+def table_rows(report: dict[str, Any]) -> list[list[str]]:
+    """Methods x sizes, with what each method stores and cost to make."""
+    by = {(c["method"], c["size"]): c for c in report["cells"]}
+    rows = []
+    for method in report["methods"]:
+        stored = next((c.get("stores") for c in report["cells"] if c["method"] == method and c.get("stores")), 0)
+        made = report["learngenes"].get(method)
+        cost = f"{made['steps']} steps, {made['seconds']:.0f} s" if made else "-"
+        rows.append([method, *[cell_text(by.get((method, size), {})) for size in report["sizes"]],
+                     f"{stored / 1e6:.2f}M" if stored else "-", cost])
+    return rows
+
+
+def headers(report: dict[str, Any]) -> list[str]:
+    return ["method", *[size.replace("x", " x ") for size in report["sizes"]], "stores", "made in"]
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    lines = ["| " + " | ".join(headers(report)) + " |", "|" + "---|" * len(headers(report))]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(report)]
+    caption = (f"Final top-1 % after {report['settings']['steps']} steps (instinct at step 0) · steps to "
+               f"random's final top-1 (speed-up); {report['data']['name']}, seed {report['settings']['seed']}.")
+    return "\n".join(lines) + "\n\n" + caption + "\n"
+
+
+def rich_table(report: dict[str, Any]):
+    from rich.table import Table
+
+    table = Table(title=f"lg bench: final top-1 after {report['settings']['steps']} steps (instinct) · steps to "
+                        f"random's final (speed-up), on {report['data']['name']}", title_justify="left")
+    for index, header in enumerate(headers(report)):
+        table.add_column(header, justify="left" if index == 0 else "right")
+    for row in table_rows(report):
+        table.add_row(*row)
+    return table
+
+
+def plot_summary(report: dict[str, Any], path: Path) -> None:
+    """Final top-1 by method, a group of bars per size (n/a cells left empty)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .checkpoint import atomic_path
+
+    sizes, methods = report["sizes"], report["methods"]
+    by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("status") == "done"}
+    figure, axes = plt.subplots(figsize=(max(6, 1.6 * len(sizes) * max(1, len(methods)) / 3), 4.2))
+    width = 0.8 / max(1, len(methods))
+    for index, method in enumerate(methods):
+        xs = [i + (index - (len(methods) - 1) / 2) * width for i in range(len(sizes))]
+        ys = [by[(method, s)]["row"]["final"]["top1"] if (method, s) in by else 0.0 for s in sizes]
+        axes.bar(xs, ys, width=width, label=method, hatch="//" if method == RANDOM else None)
+    axes.set_xticks(range(len(sizes)), [s.replace("x", " x ") for s in sizes])
+    axes.set_ylabel(f"top-1 % after {report['settings']['steps']} steps")
+    axes.set_title(f"lg bench on {report['data']['name']}")
+    axes.legend(fontsize=8, ncol=2)
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=110)
+    plt.close(figure)
+
+
+__all__ = ["BenchSettings", "bench", "parse_sizes", "all_methods", "markdown_table", "rich_table", "RANDOM"]

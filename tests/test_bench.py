@@ -1,0 +1,143 @@
+"""`lg bench`: methods x sizes on a tiny ancestry; table, JSON and figures agree;
+a resumed run recomputes no finished cell; sizes and methods are checked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import timm
+import torch
+
+import lgcli
+from lgcli.bench import BenchSettings, bench, markdown_table, parse_sizes
+from lgcli.errors import LgError, UsageError
+from lgcli.evaluate import ProbeSettings, steps_to_reach
+
+ANCESTRY = dict(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
+# 1 x 32 shrinks the depth only (select and TLEG reach it, clone cannot);
+# 3 x 64 grows both (clone reaches it, select and TLEG cannot).
+SIZES = "1x32,3x64"
+METHODS = ["select", "clone", "tleg"]
+FAST = dict(subset="64", test_subset="40", condense_steps=2, condense_batch_size=16)
+
+
+def settings(**overrides) -> BenchSettings:
+    base = dict(sizes=parse_sizes(SIZES), methods=METHODS,
+                probe=ProbeSettings(steps=4, eval_every=2, batch_size=16, progress=False), **FAST)
+    return BenchSettings(**{**base, **overrides})
+
+
+@pytest.fixture(scope="module")
+def ancestry(tmp_path_factory):
+    torch.manual_seed(0)
+    model = timm.create_model("vit_base_patch16_224", **ANCESTRY)
+    path = tmp_path_factory.mktemp("ancestry") / "ancestry.safetensors"
+    lgcli.save_model(model.eval(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def first_run(ancestry, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    messages: list[str] = []
+    report = bench(ancestry, "fashion-mnist-mini", out, settings(), notify=messages.append)
+    return out, report, messages
+
+
+def test_every_method_and_size_is_a_cell_and_unreachable_ones_say_why(first_run):
+    out, report, messages = first_run
+    cells = {(c["method"], c["size"]): c for c in report["cells"]}
+    assert report["methods"] == [*METHODS, "random"] and report["sizes"] == ["1x32", "3x64"]
+    assert set(cells) == {(m, s) for m in report["methods"] for s in report["sizes"]}
+    done = {key for key, cell in cells.items() if cell["status"] == "done"}
+    assert done == {("select", "1x32"), ("tleg", "1x32"), ("clone", "3x64"), ("random", "1x32"),
+                    ("random", "3x64")}
+    assert "grow" in cells[("select", "3x64")]["reason"] or "select" in cells[("select", "3x64")]["reason"]
+    assert "width" in cells[("tleg", "3x64")]["reason"]
+    for key in done:
+        row = cells[key]["row"]
+        depth, width = map(int, key[1].split("x"))
+        assert row["architecture"]["depth"] == depth and row["architecture"]["width"] == width
+        assert [p["step"] for p in row["curve"]] == [0, 2, 4]
+        # Steps to random's final, from the row's own curve and its size's random row.
+        target = cells[("random", key[1])]["row"]["final"]["top1"]
+        expected = steps_to_reach(row["curve"], target)
+        assert row["steps_to_random_final"] == (None if expected is None else round(expected, 1))
+    # What each method stores, and the learngene's cost to make.
+    assert cells[("select", "1x32")]["stores"] == report["ancestry"]["parameters"]
+    assert report["learngenes"]["tleg"]["steps"] == 2
+    assert cells[("tleg", "1x32")]["stores"] == report["learngenes"]["tleg"]["parameters"]
+    assert sum("cell" in m and "of 8" in m for m in messages) == 8
+
+
+def test_json_table_and_figures_agree(first_run):
+    out, report, _ = first_run
+    saved = json.loads((out / "bench.json").read_text())
+    assert saved == json.loads(json.dumps(report, default=str))
+    for name in ("summary.png", "curves_1x32.png", "curves_3x64.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = markdown_table(report)
+    lines = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    for cell in report["cells"]:
+        row_text = lines[cell["method"]]
+        if cell["status"] == "done":
+            assert f"{cell['row']['final']['top1']:.1f} ({cell['row']['instinct']['top1']:.1f})" in row_text
+        else:
+            assert "n/a" in row_text
+
+
+def test_a_resumed_run_recomputes_no_finished_cell(first_run, ancestry):
+    out, report, _ = first_run
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "cells").iterdir()}
+    (out / "cells" / "select@1x32.json").unlink()  # as if interrupted before this cell finished
+    messages: list[str] = []
+    again = bench(ancestry, "fashion-mnist-mini", out, settings(), notify=messages.append)
+    reused = [m for m in messages if "reused" in m]
+    assert len(reused) == 7 and not any("select@1x32" in m for m in reused)
+    assert not any("condensing" in m for m in messages)  # the learngene is reused too
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "cells").iterdir()}
+    assert {k: v for k, v in after.items() if k != "select@1x32.json"} == \
+           {k: v for k, v in before.items() if k != "select@1x32.json"}
+    # The recomputed cell is the same measurement (same data order and seed).
+    old = next(c for c in report["cells"] if c["method"] == "select" and c["size"] == "1x32")
+    new = next(c for c in again["cells"] if c["method"] == "select" and c["size"] == "1x32")
+    assert new["row"]["curve"] == old["row"]["curve"]
+    assert again["learngenes"] == report["learngenes"]
+
+
+def test_other_arguments_do_not_reuse_cells(first_run, ancestry):
+    out, _, _ = first_run
+    messages: list[str] = []
+    bench(ancestry, "fashion-mnist-mini", out, settings(sizes=[(1, 32)], methods=["select"],
+                                                        probe=ProbeSettings(steps=2, batch_size=16, progress=False)),
+          notify=messages.append)
+    assert not any("reused" in m for m in messages)
+
+
+def test_through_the_cli(first_run, ancestry, lg):
+    out, report, _ = first_run
+    result = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", SIZES, "--methods", ",".join(METHODS),
+                "--steps", "4", "--eval-every", "2", "--batch-size", "16", "--subset", "64", "--test-subset", "40",
+                "--condense-steps", "2", "-o", out, "--json")
+    assert result.code == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert [c["status"] for c in printed["cells"]] == [c["status"] for c in report["cells"]]
+    assert "cell 8 of 8" in result.stderr
+
+
+@pytest.mark.parametrize("text", ["", "3x", "x64", "3x64,0x8", "3*64", "３x64"])
+def test_bad_sizes_are_usage_errors(text):
+    with pytest.raises(UsageError):
+        parse_sizes(text)
+
+
+def test_bad_requests_are_one_line(ancestry, tmp_path, lg):
+    result = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", "1x32", "--methods", "nope",
+                "-o", tmp_path / "r")
+    assert result.code == 2 and "unknown" in result.stderr and len(result.stderr.splitlines()) == 1
+    result = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", "1x32")
+    assert result.code == 1 and "-o DIR" in result.stderr
+    assert parse_sizes("3x64, 3x64,6x128") == [(3, 64), (6, 128)]
+    with pytest.raises(LgError):
+        BenchSettings(sizes=[], probe=ProbeSettings(steps=1))
