@@ -483,9 +483,10 @@ def _register_condense(app: typer.Typer, owners: dict[str, Sequence[Option]]) ->
 
 def condense(
     teacher: str = typer.Argument(..., help="The teacher (ancestry) checkpoint, or '-' for stdin."),
-    method: str = typer.Option(..., "--method", help="The learngene kind: tleg or wave (docs/learngenes.md)."),
-    data: str = typer.Option(..., "--data", help="Image folder or built-in name (fashion-mnist-mini, "
-                                                 "fashion-mnist, mnist): the teacher's classes."),
+    method: str = typer.Option(..., "--method", help="The learngene kind: tleg, wave or peg (docs/learngenes.md)."),
+    data: Optional[str] = typer.Option(None, "--data", help="Image folder or built-in name (fashion-mnist-mini, "
+                                                            "fashion-mnist, mnist): the teacher's classes. "
+                                                            "PEG needs none (it scores the learngene with it)."),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Output learngene file, or '-' for stdout."),
     aux_depth: Optional[int] = typer.Option(None, "--aux-depth", min=1,
                                             help="Auxiliary model depth (default: the teacher's)."),
@@ -516,7 +517,7 @@ def condense(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report (stderr when -o -)."),
     **options: Any,
 ) -> None:
-    """Distil a teacher into a learngene (TLEG, WAVE) that grows into models of many sizes."""
+    """Distil a teacher into a learngene (TLEG, WAVE; PEG is sampled) that grows into models of many sizes."""
     from .condense import CondenseSettings, condense_file
 
     if output is None:
@@ -534,6 +535,13 @@ def condense(
     if as_json:
         text = json.dumps(report, indent=2, default=str) + "\n"
         (sys.stderr if output == "-" else sys.stdout).write(text)
+        return
+    if report.get("sampled"):
+        scored = (f"; as a {report['auxiliary']['depth']} x {report['auxiliary']['width']} ViT top-1 "
+                  f"{report['accuracy']['top1']:.2f} % (ancestry {report['teacher_accuracy']['top1']:.2f} %)"
+                  if "accuracy" in report else "")
+        note(f"condensed {report['method']} (sampled, no training){scored}; "
+             f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
         return
     accuracy, teacher_accuracy = report["accuracy"]["top1"], report["teacher_accuracy"]["top1"]
     note(f"condensed {report['method']}: auxiliary {report['auxiliary']['depth']} x {report['auxiliary']['width']} "

@@ -27,7 +27,7 @@ from .api import is_learngene, load, save_learngene
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .data import ImageData, check_channels, check_real, check_seed, check_whole, load_data
-from .errors import LgError, notify_stderr
+from .errors import LgError, UsageError, notify_stderr
 from .learngenes import GeneratedModel, Learngene, get_kind
 from .options import resolve_options
 from .resize import spec_sizes, target_spec
@@ -89,17 +89,24 @@ class CondenseSettings:
         return max(1, math.ceil(steps))
 
 
-def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData, *, method: str,
+def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | None, *, method: str,
              aux_depth: int | None = None, aux_width: int | None = None, aux_heads: int | None = None,
              settings: CondenseSettings | None = None, options: Mapping[str, Any] | None = None,
              teacher_heads: int | None = None, notify: Notify = notify_stderr, on_step: StepCallback | None = None,
              stdin: BinaryIO | None = None) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
     """Distil `teacher` into a learngene of kind `method` on `data`. Returns the
-    learngene, the teacher's checkpoint (its provenance) and a JSON-ready report."""
+    learngene, the teacher's checkpoint (its provenance) and a JSON-ready report.
+    A training-free kind (PEG) is sampled instead; `data`, when given, then
+    scores the learngene (see `_sample`)."""
     started = time.perf_counter()
     settings = settings or CondenseSettings()
     kind = get_kind(method)
     resolved = resolve_options(f"learngene kind '{kind.name}'", kind.condense_options, options or {})
+    if not kind.trains:
+        return _sample(kind, resolved, teacher, data, settings, teacher_heads=teacher_heads, notify=notify,
+                       stdin=stdin, started=started)
+    if data is None:
+        raise UsageError(f"give the data to distil on: --data D (a {kind.name} learngene is trained)")
     loss_fn = kind.condense_loss(resolved)  # refuses bad loss settings before any work
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
     if is_learngene(checkpoint):
@@ -169,11 +176,9 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
     provenance chained to the teacher. The output is checked before any work."""
     check_output(output, force=force, inputs=() if isinstance(teacher, Checkpoint) else (str(teacher),))
     settings: CondenseSettings = kwargs.get("settings") or CondenseSettings()
-    if isinstance(data, ImageData):
-        dataset = data
+    if isinstance(data, ImageData) or not data:
+        dataset = data or None  # a training-free kind needs none; condense() says when one is needed
     else:
-        if not data:
-            raise LgError("give the data to distil on: --data D (an image folder or a built-in name)")
         dataset = load_data(data, subset=subset, test_subset=test_subset, seed=settings.seed,
                             test_fraction=test_fraction)
     learngene, checkpoint, report = condense(teacher, dataset, stdin=stdin, **kwargs)
@@ -183,3 +188,49 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     return report
 
+
+
+def _sample(kind, options: Mapping[str, Any], teacher, data: ImageData | None, settings: CondenseSettings, *,
+            teacher_heads: int | None, notify: Notify, stdin: BinaryIO | None,
+            started: float) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
+    """Condense a training-free kind (PEG): sample its tensors from the
+    ancestry, seeded. With `data`, score the learngene as a ViT of its own
+    shape (its FFN layers deep, its heads wide, built by a fresh map φ) and
+    the ancestry beside it."""
+    checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
+    if is_learngene(checkpoint):
+        raise LgError("the ancestry must be a model checkpoint; this file is a learngene")
+    loaded = load(checkpoint, heads=teacher_heads)
+    generator = torch.Generator().manual_seed(settings.seed)
+    tensors, sizes = kind.sample(loaded.spec, loaded.stack, options, generator)
+    learngene = Learngene(kind=kind.name, spec=loaded.spec, tensors=tensors, sizes=sizes)
+    own_shape = target_spec(loaded.spec, depth=sizes["learngene_layers"],
+                            width=sizes["learngene_heads"] * loaded.spec.head_dim, heads=sizes["learngene_heads"])
+    condensed: dict[str, Any] = {"sampled": True}
+    report: dict[str, Any] = {"command": "condense", "method": kind.name,
+                              "options": {**options, "seed": settings.seed}, "teacher": spec_sizes(loaded.spec),
+                              "auxiliary": spec_sizes(own_shape), "sizes": sizes,
+                              "parameters": {"teacher": loaded.stack.num_parameters(),
+                                             "learngene": sum(t.numel() for n, t in tensors.items()
+                                                              if not n.startswith("mix."))}}
+    notify(f"condense {kind.name}: sampled {sizes['learngene_heads']} heads per layer and "
+           f"{sizes['learngene_layers']} FFNs from the {loaded.spec.depth} x {loaded.spec.width} ancestry "
+           f"({sizes['mixture']} mixtures, seed {settings.seed}); no training")
+    if data is not None:
+        adapter = get_adapter(loaded.spec.family)
+        check_channels(data, adapter.input_size(loaded.spec)[0])
+        classes = int(loaded.spec.extras.get("num_classes") or 0)
+        if data.num_classes != classes:
+            raise LgError(f"the ancestry has {classes} classes and {data.name} {data.num_classes}: score the "
+                          f"learngene on the ancestry's own classes")
+        model = kind.prepare(learngene, own_shape, settings.seed).eval()
+        scores = evaluate_accuracy(model, data.test, device=settings.device)
+        ancestry_scores = evaluate_accuracy(adapter.load_model(loaded.spec, loaded.stack).float(), data.test,
+                                            device=settings.device)
+        condensed.update({"data": data.describe(),
+                          "accuracy": {k: round(v, 4) for k, v in scores.items() if k != "images"},
+                          "teacher_accuracy": {k: round(v, 4) for k, v in ancestry_scores.items() if k != "images"},
+                          "test_images": scores["images"]})
+    learngene.condensed = condensed
+    report.update({"steps": 0, "seconds": round(time.perf_counter() - started, 1), **condensed})
+    return learngene, checkpoint, report

@@ -201,6 +201,7 @@ def expand(learngene, *, depth: int | None = None, width: int | None = None, hea
     resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
     if all(v is None for v in (depth, width, heads, mlp_dim)):
         raise LgError("give the size to build: --depth (and --width where the learngene can change it)")
+    depth, width, heads, mlp_dim = kind.resolve_request(learngene, depth, width, heads, mlp_dim)
     target = target_spec(learngene.spec, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
                          max_params=max_params)
     kind.check_target(learngene, target)

@@ -347,7 +347,7 @@ def test_bad_requests_get_one_line_and_no_output(genes, tmp_path, lg, method, ar
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--method", "peg", "--steps", "2"], "unknown learngene kind"),
+    (["--method", "bogus", "--steps", "2"], "unknown learngene kind"),
     (["--method", "tleg", "--steps", "2", "--template-dim", "16"], "--template-dim does not apply"),
     (["--method", "wave", "--steps", "2", "--templates", "qkv=20x16@6"], "no whole multiple"),
     (["--method", "tleg", "--steps", "2", "--epochs", "1"], "not both"),

@@ -1,4 +1,4 @@
-"""Learngene kinds, one module each (`tleg.py`, `wave.py`), and their registry.
+"""Learngene kinds, one module each (`tleg.py`, `wave.py`, `peg.py`), and their registry.
 
 A kind condenses a teacher into its own tensors and expands them into a
 canonical Stack of any size it can reach; `base.LearngeneKind` is the
@@ -9,10 +9,10 @@ they ask the kind.
 from __future__ import annotations
 
 from ..errors import LgError
-from . import tleg, wave
+from . import peg, tleg, wave
 from .base import GeneratedModel, Learngene, LearngeneKind
 
-KINDS: dict[str, LearngeneKind] = {kind.name: kind for kind in (tleg.KIND, wave.KIND)}
+KINDS: dict[str, LearngeneKind] = {kind.name: kind for kind in (tleg.KIND, wave.KIND, peg.KIND)}
 
 
 def get_kind(name: str | None) -> LearngeneKind:

@@ -75,6 +75,19 @@ class LearngeneKind:
     summary: str = ""
     condense_options: tuple[Option, ...] = ()
     expand_options: tuple[Option, ...] = ()
+    # False for a kind condensed without training (PEG samples its tensors):
+    # `sample` replaces initial / build / keep / sizes while condensing.
+    trains: bool = True
+
+    def sample(self, ancestry: ArchSpec, stack: Stack, options: Mapping[str, Any],
+               generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """A training-free kind's tensors and sizes, drawn from the ancestry."""
+        raise NotImplementedError
+
+    def resolve_request(self, learngene: "Learngene", depth, width, heads, mlp_dim):
+        """The (depth, width, heads, mlp_dim) a grow request means for this
+        kind (PEG: --heads sets the width); by default what was asked."""
+        return depth, width, heads, mlp_dim
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
                 generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:

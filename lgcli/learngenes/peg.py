@@ -1,0 +1,369 @@
+"""PEG: a learngene sampled as probabilistic mixtures of the ancestry's heads
+and FFNs, grown by a small learnable map φ (SPEC.md "PEG", peg.txt Eqs. 3-6).
+
+Sampling (training-free, `lg condense --method peg`), from an ancestry of
+`L_a` layers, `H_a` heads of dimension `d`, width `D`:
+
+- MSA learngene, per ancestry layer `a`: `H_b` heads, head `h` =
+  ``Σ_i p_ih A_i`` over the layer's `H_a` heads (Eq. 3), `A_i` being head `i`'s
+  rows of q, k, v (and their biases) and its columns of the output projection
+  `o`. The layer's other MSA-side tensors (norm1, o's bias, layer scale, q/k
+  norms) are inherited as they are.
+- FFN learngene: `L_b` FFNs, ``F_l = Σ_k p_lk F_k`` over the `L_a` ancestry
+  FFNs (Eq. 5), ``F_k = (W1, b1, W2, b2)``. lg mixes each FFN's own norm2 (and
+  layer scale) with the same weights: they belong to that FFN's input and
+  output, and SPEC.md names no other layer they could be inherited from.
+- Mixture weights: non-negative rows that sum to one, seeded: ``gaussian``
+  (SPEC.md's reading of the paper: ``|z| / Σ|z|``, z ~ N(0, 1)), ``uniform``
+  (u ~ U(0, 1) normalised), ``dirichlet`` (Dirichlet(1), by normalised
+  exponentials) or ``softmax`` (of z): the paper's Table 4 ablation.
+- Embeddings, the final norm and the head are inherited (``global.*``).
+
+The file keeps the weights it drew (``mix.heads`` (L_a, H_b, H_a),
+``mix.ffn`` (L_b, L_a)), so `lg inspect` and tests can check every learngene
+head against the ancestry's.
+
+Expansion (`lg grow LG --depth L_c --heads H_c [--mlp-dim F_c]`), SPEC.md's
+reading: every descendant head (FFN layer) is a mixture of learngene heads
+(FFNs) whose weights come from φ, a small ReLU network (Eq. 6) — here one per
+kind of part, mapping a part's relative position t in [0, 1] to mixture
+weights over the learngene's parts:
+
+    φ(t) = softmax(W2 relu(W1 f(t) + b1) + b2 - κ (t - s)²),  f(t) = (1, t, t², sin πt, cos πt)
+
+with `s` the learngene parts' own relative positions and κ = 2 (n - 1)² (n
+parts): a fixed locality prior, so a fresh draw of φ mixes mostly the part at
+the same relative position, a neighbour at e^-2 of its weight and farther
+parts much less. Stronger would saturate the softmax and leave φ nothing to
+learn; weaker would average the parts before any training. Descendant layer j's MSA comes from
+the learngene layer at the same relative depth, linearly interpolated between
+the two nearest ("mixed the same way when depths differ"); its heads are
+φ_msa's mixtures of that layer's heads, and o's columns follow the heads.
+
+Without `--data`, φ is a fresh seeded draw (training-free; the output says
+so). With `--data` (and `--steps`), φ trains with the learngene frozen (CE,
+plus KD with `--teacher`), then the model is materialised.
+
+Width: a descendant of `H_c` heads has width `H_c d`. PEG gives the residual
+stream no rule, so lg reaches it as its baselines do: weight selection
+(uniformly spaced channels) when it narrows, cyclic repetition with the
+input-side copies divided by their count (Net2Net, exact for whole
+multiples) when it widens; `--mlp-dim` the same way along the MLP axis.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import torch
+
+from ..errors import LgError
+from ..options import Option
+from ..stack import ATTN, EMBED, LAYER, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
+from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
+                   globals_from_tensors, is_global)
+
+# Per-head roles (rows of q, k, v and their biases; columns of o).
+HEAD_ROWS = ("q", "k", "v", "q_bias", "k_bias", "v_bias")
+HEAD_COLUMNS = ("o",)
+# Per-layer MSA-side roles inherited as they are.
+MSA_INHERITED = ("norm1_weight", "norm1_bias", "o_bias", "ls1", "q_norm_weight", "q_norm_bias",
+                 "k_norm_weight", "k_norm_bias")
+FFN_ROLES = ("fc1", "fc1_bias", "fc2", "fc2_bias", "norm2_weight", "norm2_bias", "ls2")
+MIXTURES = ("gaussian", "uniform", "dirichlet", "softmax")
+PHI_HIDDEN = 16
+PHI_FEATURES = 5
+
+
+def mixture_weights(rows: int, parts: int, kind: str, generator: torch.Generator) -> torch.Tensor:
+    """(rows, parts) non-negative weights, each row summing to one (Eqs. 3 and 5)."""
+    if kind == "gaussian":
+        raw = torch.randn(rows, parts, generator=generator, dtype=torch.float64).abs()
+    elif kind == "uniform":
+        raw = torch.rand(rows, parts, generator=generator, dtype=torch.float64)
+    elif kind == "dirichlet":  # Dirichlet(1, ..., 1) = normalised Exp(1) draws
+        raw = -torch.log1p(-torch.rand(rows, parts, generator=generator, dtype=torch.float64))
+    elif kind == "softmax":
+        return torch.softmax(torch.randn(rows, parts, generator=generator, dtype=torch.float64), dim=1).float()
+    else:
+        raise LgError(f"--mixture must be one of {', '.join(MIXTURES)}, not {kind!r}")
+    raw = raw.clamp_min(1e-12)  # a row of zeros has no mixture
+    return (raw / raw.sum(dim=1, keepdim=True)).float()
+
+
+def mix_heads(tensor: torch.Tensor, weights: torch.Tensor, head_dim: int, axis: int) -> torch.Tensor:
+    """Mix the heads laid out along `axis` (heads x head_dim) of one layer's
+    tensor: out head h = Σ_i weights[h, i] head i."""
+    moved = tensor.movedim(axis, 0)
+    heads = moved.reshape(-1, head_dim, *moved.shape[1:])  # (H_in, d, ...)
+    mixed = torch.einsum("hi,i...->h...", weights.to(tensor.dtype), heads)
+    return mixed.reshape(-1, *moved.shape[1:]).movedim(0, axis)
+
+
+def _role_axis(role: str) -> int:
+    """The attn axis of a per-layer head role, within one layer's tensor."""
+    return LAYER_ROLE_AXES[role][1:].index(ATTN)
+
+
+def phi_features(positions: torch.Tensor) -> torch.Tensor:
+    t = positions.unsqueeze(1)
+    return torch.cat([torch.ones_like(t), t, t * t, torch.sin(math.pi * t), torch.cos(math.pi * t)], dim=1)
+
+
+def relative_positions(count: int, like: torch.Tensor | None = None) -> torch.Tensor:
+    if count == 1:
+        return torch.zeros(1) if like is None else torch.zeros(1, device=like.device, dtype=like.dtype)
+    out = torch.linspace(0.0, 1.0, count)
+    return out if like is None else out.to(device=like.device, dtype=like.dtype)
+
+
+def phi_weights(tensors: Mapping[str, torch.Tensor], name: str, parts: int, targets: int) -> torch.Tensor:
+    """φ's mixture weights (targets, parts) for the network `name` (msa or ffn)."""
+    w1, b1 = tensors[f"phi.{name}.w1"], tensors[f"phi.{name}.b1"]
+    w2, b2 = tensors[f"phi.{name}.w2"], tensors[f"phi.{name}.b2"]
+    t = relative_positions(targets, like=w1)
+    hidden = torch.relu(phi_features(t) @ w1.T + b1)
+    kappa = 2.0 * (parts - 1) ** 2
+    locality = kappa * (t.unsqueeze(1) - relative_positions(parts, like=w1).unsqueeze(0)) ** 2
+    return torch.softmax(hidden @ w2.T + b2 - locality, dim=1)
+
+
+def fresh_phi(name: str, parts: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """A seeded draw of φ: He-scaled first layer, small second layer, zero biases."""
+    return {f"phi.{name}.w1": torch.randn(PHI_HIDDEN, PHI_FEATURES, generator=generator) * math.sqrt(2 / PHI_FEATURES),
+            f"phi.{name}.b1": torch.zeros(PHI_HIDDEN),
+            f"phi.{name}.w2": torch.randn(parts, PHI_HIDDEN, generator=generator) * 0.1,
+            f"phi.{name}.b2": torch.zeros(parts)}
+
+
+def depth_interpolation(source: int, target: int, like: torch.Tensor) -> torch.Tensor:
+    """(target, source) weights: layer j takes the source layers at its
+    relative depth, linearly interpolated between the two nearest."""
+    weights = torch.zeros(target, source, dtype=like.dtype, device=like.device)
+    for j in range(target):
+        position = j * (source - 1) / (target - 1) if target > 1 else 0.0
+        low = int(math.floor(position))
+        high = min(low + 1, source - 1)
+        fraction = position - low
+        weights[j, low] += 1.0 - fraction
+        weights[j, high] += fraction
+    return weights
+
+
+def width_map(stack: Stack, source: ArchSpec, target: ArchSpec) -> Stack:
+    """Reach the target's residual width and MLP size: selection when an axis
+    narrows, cyclic repetition (input-side copies divided by their count) when
+    it widens."""
+    from ..methods.common import axis_changes, is_linear_weight, uniform_indices
+
+    def indices(change) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if change.target <= change.source:
+            return uniform_indices(change.source, change.target), None
+        index = torch.arange(change.target) % change.source
+        return index, torch.bincount(index, minlength=change.source)[index]
+
+    def reach(named: Named) -> Named:
+        data = named.data
+        changes = [c for c in axis_changes(named, source, target) if c.axis in (EMBED, MLP)]
+        linear = is_linear_weight(named)
+        for change in changes:
+            index, counts = indices(change)
+            data = data.index_select(change.dim, index.to(data.device))
+            if counts is not None and linear and change.dim == data.dim() - 1:
+                data = data / counts.to(device=data.device, dtype=data.dtype)  # an input axis
+        return Named(data, named.axes)
+
+    return Stack(layers={r: reach(n) for r, n in stack.layers.items()},
+                 globals={r: reach(n) for r, n in stack.globals.items()})
+
+
+class Peg(LearngeneKind):
+    name = "peg"
+    summary = "PEG: heads and FFNs sampled as mixtures of the ancestry's, grown by a learnable map (any depth and heads)"
+    trains = False
+    condense_options = (
+        Option("learngene_heads", int, None, "heads per layer of the MSA learngene, each a mixture of the layer's "
+               "heads [default: half the ancestry's]", minimum=1),
+        Option("learngene_layers", int, None, "FFNs of the FFN learngene, each a mixture of the ancestry's "
+               "[default: half the ancestry's layers]", minimum=1),
+        Option("mixture", str, "gaussian", "how mixture weights are drawn (non-negative, summing to one): "
+               "gaussian |z| / sum |z| (the paper), uniform, dirichlet or softmax", choices=MIXTURES),
+    )
+    expand_options = (
+        Option("data", str, None, "train the map φ on this data (an image folder or a built-in name); "
+               "without it φ is a fresh seeded draw"),
+        Option("steps", int, 300, "φ training steps", minimum=0),
+        Option("lr", float, 1e-2, "peak learning rate of φ's training (a few hundred weights)", minimum=0.0),
+        Option("batch_size", int, 32, "batch size of φ's training", minimum=1),
+        Option("subset", str, None, "train images to train φ on: a count or a fraction"),
+        Option("teacher", str, None, "add knowledge distillation from this checkpoint while training φ"),
+        Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),
+        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        Option("device", str, "cpu", "cpu or cuda for φ's training"),
+    )
+
+    # -------------------------------------------------------- sampling
+    def sample(self, ancestry: ArchSpec, stack: Stack, options: Mapping[str, Any],
+               generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """The learngene's tensors and sizes, sampled from the ancestry's stack."""
+        heads_b = options.get("learngene_heads") or max(1, ancestry.heads // 2)
+        layers_b = options.get("learngene_layers") or max(1, ancestry.depth // 2)
+        if heads_b > ancestry.heads or layers_b > ancestry.depth:
+            raise LgError(f"a PEG learngene condenses: at most {ancestry.heads} heads and {ancestry.depth} FFNs "
+                          f"(the ancestry's), not {heads_b} and {layers_b}")
+        kind = options.get("mixture") or "gaussian"
+        d = ancestry.head_dim
+        tensors: dict[str, torch.Tensor] = {}
+        head_weights = torch.stack([mixture_weights(heads_b, ancestry.heads, kind, generator)
+                                    for _ in range(ancestry.depth)])
+        ffn_weights = mixture_weights(layers_b, ancestry.depth, kind, generator)
+        for role, named in stack.layers.items():
+            data = named.data.float()
+            if role in HEAD_ROWS or role in HEAD_COLUMNS:
+                axis = _role_axis(role)
+                tensors[f"msa.{role}"] = torch.stack([mix_heads(data[a], head_weights[a], d, axis)
+                                                      for a in range(ancestry.depth)])
+            elif role in MSA_INHERITED:
+                tensors[f"msa.{role}"] = data.clone()
+            elif role in FFN_ROLES:
+                tensors[f"ffn.{role}"] = torch.einsum("lk,k...->l...", ffn_weights, data)
+            else:
+                raise LgError(f"PEG does not know the per-layer role {role!r}")
+        tensors.update({k: v.float().clone() for k, v in globals_as_tensors(stack).items()})
+        tensors["mix.heads"], tensors["mix.ffn"] = head_weights, ffn_weights
+        sizes = {"ancestry_layers": ancestry.depth, "ancestry_heads": ancestry.heads, "learngene_heads": heads_b,
+                 "learngene_layers": layers_b, "head_dim": d, "mixture": kind}
+        return tensors, sizes
+
+    # -------------------------------------------------------- growing
+    def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
+        """The descendant's stack at `spec` from the learngene and φ (differentiable in φ)."""
+        msa_layers, heads_b = tensors["mix.heads"].shape[:2]
+        layers_b = tensors["mix.ffn"].shape[0]
+        anchor = tensors["mix.ffn"]
+        d = spec.head_dim
+        depth_weights = depth_interpolation(msa_layers, spec.depth, anchor)
+        head_weights = phi_weights(tensors, "msa", heads_b, spec.heads)
+        ffn_weights = phi_weights(tensors, "ffn", layers_b, spec.depth)
+        layers: dict[str, Named] = {}
+        for name, data in tensors.items():
+            part, _, role = name.partition(".")
+            if part == "msa":
+                per_layer = torch.einsum("ja,a...->j...", depth_weights, data)
+                if role in HEAD_ROWS or role in HEAD_COLUMNS:
+                    per_layer = torch.stack([mix_heads(layer, head_weights, d, _role_axis(role))
+                                             for layer in per_layer])
+                layers[role] = Named(per_layer, LAYER_ROLE_AXES[role])
+            elif part == "ffn":
+                layers[role] = Named(torch.einsum("jl,l...->j...", ffn_weights, data), LAYER_ROLE_AXES[role])
+        globals_ = globals_from_tensors(tensors, spec.family)
+        width = spec.heads * d
+        # The stack as built has the learngene's width and MLP; reach the target's.
+        built_spec = spec.with_sizes(width=layers["fc1"].data.shape[2], mlp_dim=layers["fc1"].data.shape[1])
+        stack = Stack(layers=layers, globals=globals_)
+        if (built_spec.width, built_spec.mlp_dim) != (width, spec.mlp_dim):
+            stack = width_map(stack, built_spec, spec)
+        return stack
+
+    def keep(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {name: t for name, t in tensors.items() if not name.startswith("phi.")}
+
+    def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+        raise LgError("a PEG learngene is sampled, not trained: its sizes come from `sample`")
+
+    def resolve_request(self, learngene: Learngene, depth, width, heads, mlp_dim):
+        """--heads sets the width (heads x the learngene's head dim) unless --width is given."""
+        if heads is not None and width is None:
+            width = heads * learngene.spec.head_dim
+        return depth, width, heads, mlp_dim
+
+    def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
+        d = learngene.spec.head_dim
+        if target.head_dim != d:
+            raise LgError(f"a PEG learngene builds heads of its own dimension {d}: give --heads H (width H x {d}) "
+                          f"or a width that is a multiple of {d}, not width {target.width} with {target.heads} heads")
+
+    def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
+        sizes, spec = learngene.sizes, learngene.spec
+        needed = ("ancestry_layers", "learngene_heads", "learngene_layers")
+        if not all(type(sizes.get(k)) is int and sizes[k] >= 1 for k in needed):
+            raise LgError(f"a PEG learngene's lg.learngene sizes must give {', '.join(needed)} as whole numbers")
+        msa_layers, heads_b, layers_b = (sizes[k] for k in needed)
+        if msa_layers != spec.depth:
+            raise LgError(f"a PEG learngene's ancestry_layers ({msa_layers}) is not its configuration's depth "
+                          f"({spec.depth})")
+        expected = expected_globals(template)
+        for role, named in template.layers.items():
+            shape = list(named.data.shape[1:])
+            if role in HEAD_ROWS or role in HEAD_COLUMNS:
+                shape[_role_axis(role)] = heads_b * spec.head_dim
+                expected[f"msa.{role}"] = (msa_layers, *shape)
+            elif role in MSA_INHERITED:
+                expected[f"msa.{role}"] = (msa_layers, *shape)
+            elif role in FFN_ROLES:
+                expected[f"ffn.{role}"] = (layers_b, *shape)
+        expected["mix.heads"] = (msa_layers, heads_b, spec.heads)
+        expected["mix.ffn"] = (layers_b, msa_layers)
+        return expected
+
+    def prepare(self, learngene: Learngene, target: ArchSpec, seed: int = 0) -> GeneratedModel:
+        """The descendant as φ (trainable, a fresh seeded draw) over the frozen learngene."""
+        generator = torch.Generator().manual_seed(seed)
+        heads_b = learngene.sizes["learngene_heads"]
+        layers_b = learngene.sizes["learngene_layers"]
+        phi = {**fresh_phi("msa", heads_b, generator), **fresh_phi("ffn", layers_b, generator)}
+        frozen = {name: t.float() for name, t in learngene.tensors.items()}
+        return GeneratedModel(target, self.build, phi, frozen)
+
+    def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
+        model = self.prepare(learngene, target, seed)
+        report: dict[str, Any] = {"rule": "PEG: descendant heads and FFNs are φ's mixtures of the learngene's",
+                                  "phi_parameters": sum(p.numel() for p in model.parameters())}
+        if options["data"] is None or options["steps"] == 0:
+            report["trained"] = False
+            notify("peg: the map φ is a fresh seeded draw (no --data): the descendant is training-free; "
+                   "give --data D to train φ")
+        else:
+            report.update(self.train_phi(model, learngene, target, options, seed))
+        return model.materialise(), report
+
+    def train_phi(self, model: GeneratedModel, learngene: Learngene, target: ArchSpec,
+                  options: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
+        """Train φ on options["data"] (CE, plus KD from options["teacher"]),
+        the learngene frozen; returns the loss at the start and the end."""
+        from ..api import load_model
+        from ..data import check_channels, load_data
+        from ..train import TrainConfig, distillation_loss, train
+
+        data = load_data(options["data"], subset=options["subset"], seed=seed)
+        check_channels(data, model.input_size[0])
+        classes = int(target.extras.get("num_classes", 0))
+        if data.num_classes != classes:
+            raise LgError(f"the learngene's head has {classes} classes and {options['data']} has "
+                          f"{data.num_classes}: train φ on data with the same classes")
+        teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
+        alpha = options["alpha"] if teacher is not None else 0.0
+        config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
+                             warmup_steps=options["steps"] // 10, seed=seed, device=options["device"],
+                             description="peg: training φ")
+        result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]), teacher=teacher)
+        model.cpu()
+        window = max(1, min(10, len(result.losses) // 5))
+        return {"trained": True, "data": data.describe(), "steps": result.steps, "lr": options["lr"],
+                "teacher": options["teacher"], "alpha": alpha,
+                "loss_first": sum(result.losses[:window]) / window,
+                "loss_last": sum(result.losses[-window:]) / window}
+
+    def describe(self, learngene: Learngene) -> dict[str, Any]:
+        sizes, spec = learngene.sizes, learngene.spec
+        return {"holds": f"{sizes['learngene_heads']} mixed heads in each of {sizes['ancestry_layers']} MSA layers, "
+                         f"{sizes['learngene_layers']} mixed FFNs, and "
+                         f"{sum(map(is_global, learngene.tensors))} global tensors ({sizes.get('mixture')} mixtures)",
+                "depths": "any depth >= 1",
+                "widths": [spec.head_dim * h for h in range(1, 9)],
+                "becomes": f"any depth, any heads H (width H x {spec.head_dim}), any MLP size"}
+
+
+KIND = Peg()
