@@ -133,6 +133,55 @@ class LearngeneKind:
         return distillation_loss(options["alpha"], options["tau"])
 
 
+# ---------------------------------------------------------------- fitting on data
+
+def fit_options(what: str, *, lr: float, batch_size: int) -> tuple[Option, ...]:
+    """The expand options of a kind that can fit `what` (WAVE's scalers,
+    PEG's map φ) on data before materialising a descendant."""
+    return (
+        Option("data", str, None, f"fit {what} on this data (an image folder or a built-in name); "
+               f"without it the descendant is built unfitted"),
+        Option("steps", int, 300, f"steps fitting {what}", minimum=0),
+        Option("lr", float, lr, f"peak learning rate fitting {what}", minimum=0.0),
+        Option("batch_size", int, batch_size, f"batch size fitting {what}", minimum=1),
+        Option("subset", str, None, "train images to fit on: a count or a fraction"),
+        Option("teacher", str, None, "add knowledge distillation from this checkpoint while fitting"),
+        Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),
+        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        Option("device", str, "cpu", "cpu or cuda for the fitting"),
+    )
+
+
+def fit_on_data(model: "GeneratedModel", target: ArchSpec, options: Mapping[str, Any], seed: int,
+                what: str) -> dict[str, Any]:
+    """Train a descendant's trainable tensors (the learngene's stay frozen)
+    on options["data"]: CE, plus KD from options["teacher"]. Returns what the
+    fit did (the loss at the start and the end)."""
+    from ..api import load_model
+    from ..data import check_channels, load_data
+    from ..errors import LgError
+    from ..train import TrainConfig, distillation_loss, train
+
+    data = load_data(options["data"], subset=options["subset"], seed=seed)
+    check_channels(data, model.input_size[0])
+    classes = int(target.extras.get("num_classes", 0))
+    if data.num_classes != classes:
+        raise LgError(f"the learngene's head has {classes} classes and {options['data']} has "
+                      f"{data.num_classes}: fit {what} on data with the same classes")
+    teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
+    alpha = options["alpha"] if teacher is not None else 0.0
+    config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
+                         warmup_steps=options["steps"] // 10, seed=seed, device=options["device"],
+                         description=f"fitting {what}")
+    result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]), teacher=teacher)
+    model.cpu()
+    window = max(1, min(10, len(result.losses) // 5))
+    return {"fitted": True, "data": data.describe(), "steps": result.steps, "lr": options["lr"],
+            "teacher": options["teacher"], "alpha": alpha,
+            "loss_first": sum(result.losses[:window]) / window,
+            "loss_last": sum(result.losses[-window:]) / window}
+
+
 # ---------------------------------------------------------------- globals
 
 def globals_as_tensors(stack: Stack) -> dict[str, torch.Tensor]:

@@ -61,8 +61,8 @@ import torch
 from ..errors import LgError
 from ..options import Option
 from ..stack import ATTN, EMBED, LAYER, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
-                   globals_from_tensors, is_global)
+from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options,
+                   globals_as_tensors, globals_from_tensors, is_global)
 
 # Per-head roles (rows of q, k, v and their biases; columns of o).
 HEAD_ROWS = ("q", "k", "v", "q_bias", "k_bias", "v_bias")
@@ -190,18 +190,8 @@ class Peg(LearngeneKind):
         Option("mixture", str, "gaussian", "how mixture weights are drawn (non-negative, summing to one): "
                "gaussian |z| / sum |z| (the paper), uniform, dirichlet or softmax", choices=MIXTURES),
     )
-    expand_options = (
-        Option("data", str, None, "train the map φ on this data (an image folder or a built-in name); "
-               "without it φ is a fresh seeded draw"),
-        Option("steps", int, 300, "φ training steps", minimum=0),
-        Option("lr", float, 1e-2, "peak learning rate of φ's training (a few hundred weights)", minimum=0.0),
-        Option("batch_size", int, 32, "batch size of φ's training", minimum=1),
-        Option("subset", str, None, "train images to train φ on: a count or a fraction"),
-        Option("teacher", str, None, "add knowledge distillation from this checkpoint while training φ"),
-        Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),
-        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
-        Option("device", str, "cpu", "cpu or cuda for φ's training"),
-    )
+    # φ has a few hundred weights: a larger rate than WAVE's scalers.
+    expand_options = fit_options("the map φ", lr=1e-2, batch_size=32)
 
     # -------------------------------------------------------- sampling
     def sample(self, ancestry: ArchSpec, stack: Stack, options: Mapping[str, Any],
@@ -322,7 +312,7 @@ class Peg(LearngeneKind):
         report: dict[str, Any] = {"rule": "PEG: descendant heads and FFNs are φ's mixtures of the learngene's",
                                   "phi_parameters": sum(p.numel() for p in model.parameters())}
         if options["data"] is None or options["steps"] == 0:
-            report["trained"] = False
+            report["fitted"] = False
             notify("peg: the map φ is a fresh seeded draw (no --data): the descendant is training-free; "
                    "give --data D to train φ")
         else:
@@ -333,28 +323,7 @@ class Peg(LearngeneKind):
                   options: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
         """Train φ on options["data"] (CE, plus KD from options["teacher"]),
         the learngene frozen; returns the loss at the start and the end."""
-        from ..api import load_model
-        from ..data import check_channels, load_data
-        from ..train import TrainConfig, distillation_loss, train
-
-        data = load_data(options["data"], subset=options["subset"], seed=seed)
-        check_channels(data, model.input_size[0])
-        classes = int(target.extras.get("num_classes", 0))
-        if data.num_classes != classes:
-            raise LgError(f"the learngene's head has {classes} classes and {options['data']} has "
-                          f"{data.num_classes}: train φ on data with the same classes")
-        teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
-        alpha = options["alpha"] if teacher is not None else 0.0
-        config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
-                             warmup_steps=options["steps"] // 10, seed=seed, device=options["device"],
-                             description="peg: training φ")
-        result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]), teacher=teacher)
-        model.cpu()
-        window = max(1, min(10, len(result.losses) // 5))
-        return {"trained": True, "data": data.describe(), "steps": result.steps, "lr": options["lr"],
-                "teacher": options["teacher"], "alpha": alpha,
-                "loss_first": sum(result.losses[:window]) / window,
-                "loss_last": sum(result.losses[-window:]) / window}
+        return fit_on_data(model, target, options, seed, "the map φ")
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         sizes, spec = learngene.sizes, learngene.spec

@@ -34,8 +34,8 @@ import torch
 from ..errors import LgError
 from ..options import Option
 from ..stack import ATTN, EMBED, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
-                   globals_from_tensors, is_global)
+from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options,
+                   globals_as_tensors, globals_from_tensors, is_global)
 
 # Table C.2 counts per matrix role; vectors take 4.
 MATRIX_COUNTS = {"qkv": 6, "o": 2, "fc1": 8, "fc2": 8}
@@ -238,25 +238,15 @@ class Wave(LearngeneKind):
         Option("templates", str, None, "per-role override, ROLE=W1xW2@N or ROLE=W@N, comma-separated "
                "(roles: qkv, o, fc1, fc2, qkv_bias, o_bias, fc1_bias, fc2_bias, norm1_weight, ...)"),
     )
+    # 32, not the probe's 64: a fitting step costs a full training step of
+    # the descendant (the backward pass must reach every layer's scalers), and
+    # a few thousand scalers need no larger batch; this keeps 300 steps of a
+    # 6 x 192 target near a minute on two CPU cores (benchmarks/wave_fit_speed.py).
     expand_options = (
-        Option("data", str, None, "fit the scalers on this data (an image folder or a built-in name); "
-               "without it Eq. B.1's initialisation is materialised unfitted"),
-        Option("steps", int, 300, "scaler fitting steps", minimum=0),
-        Option("lr", float, 1e-3, "peak learning rate of the scaler fitting", minimum=0.0),
-        # 32, not the probe's 64: a fitting step costs a full training step of
-        # the descendant (the backward pass must reach every layer's scalers),
-        # and a few thousand scalers need no larger batch; this keeps 300 steps
-        # of a 6 x 192 target near a minute on two CPU cores
-        # (benchmarks/wave_fit_speed.py).
-        Option("batch_size", int, 32, "batch size of the scaler fitting", minimum=1),
-        Option("subset", str, None, "train images to fit on: a count or a fraction"),
-        Option("teacher", str, None, "add knowledge distillation from this checkpoint while fitting"),
-        Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),
-        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        *fit_options("the scalers", lr=1e-3, batch_size=32),
         Option("fit_globals", bool, True, "fit the globals (embeddings, final norm, head) with the scalers"),
         Option("widen", str, "interleave", "how the globals reach a new width: interleave (the "
                "Kronecker layout's order) or tile", choices=("interleave", "tile")),
-        Option("device", str, "cpu", "cpu or cuda for the fitting"),
     )
 
     # -------------------------------------------------------- condensing
@@ -400,31 +390,7 @@ class Wave(LearngeneKind):
         """Fit the scalers (and globals) of a prepared descendant on
         options["data"]: CE, plus KD from options["teacher"]; templates stay
         frozen. Returns what the fit did (loss at the start and the end)."""
-        from ..api import load_model
-        from ..data import check_channels, load_data
-        from ..train import TrainConfig, distillation_loss, train
-
-        data = load_data(options["data"], subset=options["subset"], seed=seed)
-        check_channels(data, model.input_size[0])
-        classes = int(target.extras.get("num_classes", 0))
-        if data.num_classes != classes:
-            raise LgError(f"the learngene's head has {classes} classes and {options['data']} has "
-                          f"{data.num_classes}: fit the scalers on data with the same classes")
-        teacher = None
-        if options["teacher"] is not None:
-            teacher, _ = load_model(options["teacher"])
-        alpha = options["alpha"] if teacher is not None else 0.0
-        config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
-                             warmup_steps=options["steps"] // 10, seed=seed, device=options["device"],
-                             description="wave: fitting scalers")
-        result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]),
-                       teacher=teacher)
-        model.cpu()
-        window = max(1, min(10, len(result.losses) // 5))
-        return {"fitted": True, "data": data.describe(), "steps": result.steps, "lr": options["lr"],
-                "teacher": options["teacher"], "alpha": alpha,
-                "loss_first": sum(result.losses[:window]) / window,
-                "loss_last": sum(result.losses[-window:]) / window}
+        return fit_on_data(model, target, options, seed, "the scalers")
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         config, widths = self._config(learngene), self.valid_widths(learngene)
