@@ -135,15 +135,17 @@ class LearngeneKind:
 
 # ---------------------------------------------------------------- fitting on data
 
-def fit_options(what: str, *, lr: float, batch_size: int) -> tuple[Option, ...]:
-    """The expand options of a kind that can fit `what` (WAVE's scalers,
-    PEG's map φ) on data before materialising a descendant."""
+def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
+    """The expand options of a kind that fits part of a descendant on data
+    before materialising it (WAVE: its scalers; PEG: the map φ). The kinds
+    share these flags, so their help names both."""
+    fitted = "the part fitted per size (WAVE: the scalers; PEG: the map φ)"
     return (
-        Option("data", str, None, f"fit {what} on this data (an image folder or a built-in name); "
+        Option("data", str, None, f"fit {fitted} on this data (an image folder or a built-in name); "
                f"without it the descendant is built unfitted"),
-        Option("steps", int, 300, f"steps fitting {what}", minimum=0),
-        Option("lr", float, lr, f"peak learning rate fitting {what}", minimum=0.0),
-        Option("batch_size", int, batch_size, f"batch size fitting {what}", minimum=1),
+        Option("steps", int, 300, "fitting steps", minimum=0),
+        Option("lr", float, lr, "peak learning rate of the fitting", minimum=0.0),
+        Option("batch_size", int, batch_size, "batch size of the fitting", minimum=1),
         Option("subset", str, None, "train images to fit on: a count or a fraction"),
         Option("teacher", str, None, "add knowledge distillation from this checkpoint while fitting"),
         Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),

@@ -191,7 +191,7 @@ class Peg(LearngeneKind):
                "gaussian |z| / sum |z| (the paper), uniform, dirichlet or softmax", choices=MIXTURES),
     )
     # φ has a few hundred weights: a larger rate than WAVE's scalers.
-    expand_options = fit_options("the map φ", lr=1e-2, batch_size=32)
+    expand_options = fit_options(lr=1e-2, batch_size=32)
 
     # -------------------------------------------------------- sampling
     def sample(self, ancestry: ArchSpec, stack: Stack, options: Mapping[str, Any],

@@ -243,7 +243,7 @@ class Wave(LearngeneKind):
     # a few thousand scalers need no larger batch; this keeps 300 steps of a
     # 6 x 192 target near a minute on two CPU cores (benchmarks/wave_fit_speed.py).
     expand_options = (
-        *fit_options("the scalers", lr=1e-3, batch_size=32),
+        *fit_options(lr=1e-3, batch_size=32),
         Option("fit_globals", bool, True, "fit the globals (embeddings, final norm, head) with the scalers"),
         Option("widen", str, "interleave", "how the globals reach a new width: interleave (the "
                "Kronecker layout's order) or tile", choices=("interleave", "tile")),
