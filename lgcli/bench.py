@@ -250,7 +250,11 @@ def _learngene(kind: str, context: _Context):
     info = {} if context.settings.force else _saved_learngene(kind, context)
     if info.get("key") != key:
         settings = context.settings
-        context.notify(f"bench: condensing a {kind} learngene ({settings.condense_steps} steps)")
+        from .learngenes import get_kind
+
+        trained = get_kind(kind).trains
+        context.notify(f"bench: condensing a {kind} learngene "
+                       f"({f'{settings.condense_steps} steps' if trained else 'sampled, no training'})")
         condense_settings = CondenseSettings(steps=settings.condense_steps, batch_size=settings.condense_batch_size,
                                              seed=settings.probe.seed, device=settings.probe.device,
                                              progress=settings.probe.progress)
