@@ -24,15 +24,15 @@ EXAMPLE := examples/fmnist_vit.safetensors
 demo: $(STAMP)
 	mkdir -p $(DEMO)
 	$(LG) inspect $(EXAMPLE)
-	$(LG) shrink $(EXAMPLE) --depth 3 --width 64 -o $(DEMO)/bot-3x64.safetensors --force
+	$(LG) shrink $(EXAMPLE) --depth 3 --width 64 --method bot -o $(DEMO)/bot-3x64.safetensors --force
 	$(LG) shrink $(EXAMPLE) --depth 3 --width 64 --method select -o $(DEMO)/select-3x64.safetensors --force
-	$(LG) grow $(EXAMPLE) --depth 8 --width 192 -o $(DEMO)/bot-8x192.safetensors --force
+	$(LG) grow $(EXAMPLE) --depth 8 --width 192 --method bot -o $(DEMO)/bot-8x192.safetensors --force
 	OMP_NUM_THREADS=2 $(LG) condense $(EXAMPLE) --method tleg --depths 2-12 --data fashion-mnist-mini \
 	  --steps 200 --batch-size 64 -o $(DEMO)/tleg.lg.safetensors --force
 	$(LG) inspect $(DEMO)/tleg.lg.safetensors
 	$(LG) grow $(DEMO)/tleg.lg.safetensors --depth 3 -o $(DEMO)/tleg-3.safetensors --force
 	$(LG) grow $(DEMO)/tleg.lg.safetensors --depth 9 -o $(DEMO)/tleg-9.safetensors --force
-	$(LG) shrink $(EXAMPLE) --depth 3 -o $(DEMO)/bot-3x128.safetensors --force
+	$(LG) shrink $(EXAMPLE) --depth 3 --method bot -o $(DEMO)/bot-3x128.safetensors --force
 	$(LG) shrink $(EXAMPLE) --depth 3 --method select -o $(DEMO)/select-3x128.safetensors --force
 	OMP_NUM_THREADS=1 $(LG) eval $(DEMO)/tleg-3.safetensors $(DEMO)/bot-3x128.safetensors \
 	  $(DEMO)/select-3x128.safetensors $(DEMO)/tleg-9.safetensors --steps 200 --eval-every 50 \

@@ -421,9 +421,9 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
 
 
 RESIZE_SUMMARIES = {
-    "shrink": "Make a model smaller without training (BoT wavelets by default), or build a model of any size "
+    "shrink": "Make a model smaller without training (weight selection by default), or build a model of any size "
               "from a learngene.",
-    "grow": "Make a model larger without training (BoT wavelets by default), or build a model of any size "
+    "grow": "Make a model larger without training (Auto-LG by default), or build a model of any size "
             "from a learngene.",
 }
 
@@ -446,7 +446,8 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
             None, "--max-params", min=1,
             help="Refuse a target with more parameters than this [default: 20e9]; raise it for larger models."),
         method: Optional[str] = typer.Option(
-            None, "--method", help="bot (default), select, heur-lg, auto-lg, clone, tleg-fit (docs/methods.md); "
+            None, "--method", help="bot, select (shrink default), heur-lg, auto-lg (grow default), clone, tleg-fit "
+                                   "(docs/methods.md; the defaults were measured by lg bench); "
                                    "not for a learngene, which grows by its own rule."),
         output: Optional[str] = typer.Option(None, "-o", "--output", help="Output file, or '-' for stdout."),
         seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,

@@ -21,7 +21,7 @@ from .api import Loaded, is_learngene, load, load_learngene, save
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .errors import LgError, notify_stderr
-from .methods import GROW, SHRINK, MethodContext, get_method, resolve_options
+from .methods import GROW, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .options import resolve_options as resolve_declared
 from .stack import EMBED, HEAD_DIM, LAYER, MLP, ArchSpec, Stack
 
@@ -129,7 +129,7 @@ def _axis_label(axis: str) -> str:
 
 def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth: int | None = None,
            width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
-           method: str = "bot", seed: int | None = None, source_heads: int | None = None,
+           method: str | None = None, seed: int | None = None, source_heads: int | None = None,
            stdin: BinaryIO | None = None, max_params: float | None = None, **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Resize a model checkpoint to a new depth / width with a training-free
     method. Returns the target spec, the target Stack and a JSON-ready report.
@@ -138,6 +138,8 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
     rescale; clone: insert); None means the method's default. `source_heads`
     is the source's head count when its file does not record it."""
     started = time.perf_counter()
+    if method is None and direction in (GROW, SHRINK):
+        method = default_method(direction)  # measured by lg bench (docs/methods.md "Defaults")
     chosen = get_method(method)
     if direction not in chosen.directions:
         raise LgError(f"method '{method}' cannot {direction} (it can: {', '.join(chosen.directions)})")
@@ -238,7 +240,7 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
         return _expand_file(checkpoint, output, direction=direction, force=force, stdout=stdout, method=method,
                             source_heads=source_heads, notify=notify, **kwargs)
     loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads)
-    spec, stack, report = resize(loaded, direction=direction, method=method or "bot", **kwargs)
+    spec, stack, report = resize(loaded, direction=direction, method=method, **kwargs)
     recorded = {"direction": direction, **report["options"]}
     if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
         recorded["seed"] = report["seed"]

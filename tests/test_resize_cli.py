@@ -36,7 +36,8 @@ def test_pipe_shrink_then_grow_records_both_steps(source):
     report = lgcli.inspect_checkpoint(folder / "b.safetensors")
     assert (report["depth"], report["width"], report["heads"], report["mlp_dim"]) == (8, 96, 3, 384)
     steps = report["provenance"]
-    assert [s.get("method") for s in steps[:2]] == ["bot", "bot"]
+    # The defaults by direction (docs/methods.md "Defaults"): auto-lg grows, select shrinks.
+    assert [s.get("method") for s in steps[:2]] == ["auto-lg", "select"]
     assert steps[0]["options"]["direction"] == "grow" and steps[1]["options"]["direction"] == "shrink"
     assert steps[1]["file"] == "<stdin>" and steps[2]["file"] == "a.safetensors"
     model = eval(report["load_call"], {"timm": timm}).eval()
@@ -47,7 +48,7 @@ def test_pipe_shrink_then_grow_records_both_steps(source):
 def test_json_report_goes_to_stdout_only_when_the_checkpoint_does_not(source, lg, tmp_path):
     folder, _ = source
     out = tmp_path / "s.safetensors"
-    result = lg("shrink", folder / "a.safetensors", "--depth", "2", "--json", "-o", out)
+    result = lg("shrink", folder / "a.safetensors", "--depth", "2", "--method", "bot", "--json", "-o", out)
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["target"]["depth"] == 2 and report["method"] == "bot"
@@ -55,7 +56,7 @@ def test_json_report_goes_to_stdout_only_when_the_checkpoint_does_not(source, lg
 
     piped = lg("shrink", folder / "a.safetensors", "--depth", "2", "--json", "-o", "-")
     assert piped.code == 0, piped.stderr
-    assert read_bytes(piped.stdout).lg["method"] == "bot"          # stdout: the checkpoint alone
+    assert read_bytes(piped.stdout).lg["method"] == "select"       # stdout: the checkpoint alone
     assert json.loads(piped.stderr)["target"]["depth"] == 2         # the report: stderr
 
 
@@ -73,11 +74,12 @@ def test_existing_output_needs_force(source, lg, tmp_path):
     (["shrink", "--width", "100"], "width 100 is not a whole number of heads of dimension 32 (valid widths: 32, 64, 96, 128"),
     (["grow", "--depth", "2"], "grow cannot make the depth smaller (4 -> 2): use `lg shrink`"),
     (["shrink", "--width", "256"], "shrink cannot make the width larger"),
-    (["shrink", "--depth", "2", "--wavelet", "nope"], "unknown wavelet 'nope'"),
+    (["shrink", "--depth", "2", "--method", "bot", "--wavelet", "nope"], "unknown wavelet 'nope'"),
     (["shrink", "--depth", "2", "--method", "nope"], "unknown method 'nope'"),
     (["grow", "--depth", "8", "--method", "select"], "method 'select' cannot grow"),
     (["shrink", "--depth", "2", "--method", "select", "--wavelet", "db2"], "--wavelet does not apply"),
-    (["shrink", "--depth", "2", "--fit", "cubic"], "--fit must be one of interp, crop"),
+    (["shrink", "--depth", "2", "--method", "bot", "--fit", "cubic"], "--fit must be one of interp, crop"),
+    (["shrink", "--depth", "2", "--wavelet", "db2"], "--wavelet does not apply"),  # the default, select, takes none
     (["grow", "--width", "192", "--method", "clone"], "clone grows width by whole multiples"),
     (["grow", "--width", "256", "--method", "tleg-fit"], "tleg-fit changes depth only"),
     (["shrink", "--width", "64", "--heads", "3"], "width 64 does not split into 3 heads"),

@@ -21,6 +21,16 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     bot.METHOD, select.METHOD, layers.HEUR_LG, layers.AUTO_LG, clone.METHOD, tleg_fit.METHOD)}
 
 
+# The methods `lg shrink` and `lg grow` use when --method is not given, chosen
+# by `lg bench` on the example model (docs/bench.md, docs/methods.md "Defaults"):
+# across sizes, on instinct and final accuracy both.
+DEFAULT_METHODS = {SHRINK: "select", GROW: "auto-lg"}
+
+
+def default_method(direction: str) -> str:
+    return DEFAULT_METHODS[direction]
+
+
 def get_method(name: str) -> Method:
     try:
         return METHODS[name]
@@ -34,5 +44,5 @@ def resolve_options(method: Method, given: Mapping[str, Any]) -> dict[str, Any]:
     return resolve_declared(f"method '{method.name}'", method.options, given)
 
 
-__all__ = ["METHODS", "Method", "MethodContext", "MethodResult", "get_method", "resolve_options",
+__all__ = ["METHODS", "DEFAULT_METHODS", "default_method", "Method", "MethodContext", "MethodResult", "get_method", "resolve_options",
            "GROW", "SHRINK"]
