@@ -42,7 +42,7 @@ def test_shrink_of_grow_is_the_identity(source, sizes, qkv_axis, rescale, tmp_pa
 
 def test_round_trip_through_the_cli(source, tmp_path, lg):
     grown, back = tmp_path / "g.safetensors", tmp_path / "b.safetensors"
-    flags = ["--wavelet", "haar", "--rescale", "none"]
+    flags = ["--method", "bot", "--wavelet", "haar", "--rescale", "none"]
     assert lg("grow", source, "--depth", "8", "--width", "128", *flags, "-o", grown).code == 0
     assert lg("shrink", grown, "--depth", "4", "--width", "64", *flags, "-o", back).code == 0
     a, b = lgcli.load(source).checkpoint.tensors, lgcli.load(back).checkpoint.tensors
@@ -56,7 +56,7 @@ def test_shrink_is_the_3d_approximation_band(source, name):
     'aaa' subband; every per-layer vector the 2-D 'aa' band; globals the 1-D
     band along embed only."""
     loaded = lgcli.load(source)
-    _, small, _ = resize(loaded, direction="shrink", depth=2, width=32, wavelet=name, rescale="none",
+    _, small, _ = resize(loaded, direction="shrink", method="bot", depth=2, width=32, wavelet=name, rescale="none",
                          qkv_axis="flat")
     for role in ("q", "o", "fc1", "fc2"):
         reference = pywt.dwtn(loaded.stack.layers[role].data.numpy(), name, mode="periodization")["aaa"]
@@ -74,7 +74,7 @@ def test_head_aware_shrink_combines_whole_heads(tmp_path):
     path = tmp_path / "src.safetensors"
     lgcli.save_model(make_vit(depth=2, embed_dim=128, num_heads=4), path)  # head dim 32
     loaded = lgcli.load(path)
-    spec, small, _ = resize(loaded, direction="shrink", heads=2, width=64, qkv_axis="heads",
+    spec, small, _ = resize(loaded, direction="shrink", method="bot", heads=2, width=64, qkv_axis="heads",
                             wavelet="haar", rescale="none")
     assert (spec.heads, spec.head_dim) == (2, 32)
     q = loaded.stack.layers["q"].data.unflatten(1, (4, 32))             # (layer, head, d, embed)
@@ -85,7 +85,7 @@ def test_head_aware_shrink_combines_whole_heads(tmp_path):
 
 def test_std_rescale_keeps_each_tensors_mean_and_std(source):
     loaded = lgcli.load(source)
-    _, big, _ = resize(loaded, direction="grow", depth=6, width=96, rescale="std")
+    _, big, _ = resize(loaded, direction="grow", method="bot", depth=6, width=96, rescale="std")
     for role, named in loaded.stack.items():
         grown = big.layers.get(role) or big.globals[role]
         std, mean = torch.std_mean(named.data, correction=0)
@@ -97,7 +97,7 @@ def test_haar_grow_with_std_rescale_repeats_layers(source):
     """Haar synthesis with zero details duplicates each sample; matching the
     moments makes that an exact copy: layer 2l and 2l+1 equal source layer l."""
     loaded = lgcli.load(source)
-    _, big, _ = resize(loaded, direction="grow", depth=8, rescale="std")
+    _, big, _ = resize(loaded, direction="grow", method="bot", depth=8, rescale="std")
     for role in ("q", "fc1", "norm1_weight"):
         src, out = loaded.stack.layers[role].data, big.layers[role].data
         assert torch.allclose(out[0::2], src, atol=1e-5) and torch.allclose(out[1::2], src, atol=1e-5)
@@ -105,6 +105,6 @@ def test_haar_grow_with_std_rescale_repeats_layers(source):
 
 def test_crop_keeps_the_first_layers(source):
     loaded = lgcli.load(source)
-    _, out, report = resize(loaded, direction="shrink", depth=3, fit="crop", rescale="none")
+    _, out, report = resize(loaded, direction="shrink", method="bot", depth=3, fit="crop", rescale="none")
     assert report["details"]["axes"]["layer"] == {"from": 4, "to": 3, "levels": 0, "fit": "crop 4->3"}
     assert torch.equal(out.layers["fc1"].data, loaded.stack.layers["fc1"].data[:3])
