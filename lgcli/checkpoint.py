@@ -597,27 +597,26 @@ def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch
     dst = str(destination)
     meta = {"format": "pt", **dict(metadata)}
     header, ordered = _layout(tensors, meta)
+    encoded = _encode_header(header)  # once: sized for the disk check, then written
     if dst == STDIO:
         stream = stdout if stdout is not None else sys.stdout.buffer
-        digest = _stream_safetensors(stream, header, ordered)
+        digest = _stream_safetensors(stream, encoded, ordered)
         stream.flush()
         return digest
     check_output(dst, force=force)
     path = Path(dst)
-    _check_disk(path, _file_size(header))
+    _check_disk(path, 8 + len(encoded) + sum(_nbytes(t) for _, t in ordered))
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as stream:
-            digest = _stream_safetensors(stream, header, ordered)
+            digest = _stream_safetensors(stream, encoded, ordered)
         _verify_written(tmp, header, dst)
         if path.exists() and not force:  # appeared while we worked
             raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
     return digest
 
 
-def _file_size(header: Mapping[str, Any]) -> int:
-    encoded = len(_encode_header(header))
-    return 8 + encoded + sum(e["data_offsets"][1] - e["data_offsets"][0]
-                             for k, e in header.items() if k != "__metadata__")
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def _check_disk(path: Path, nbytes: int) -> None:
@@ -688,7 +687,7 @@ def _layout(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]):
     header: dict[str, Any] = {"__metadata__": dict(metadata)}
     offset = 0
     for key, tensor in ordered:
-        nbytes = tensor.numel() * tensor.element_size()
+        nbytes = _nbytes(tensor)
         header[key] = {"dtype": DTYPE_NAMES[tensor.dtype], "shape": list(tensor.shape),
                        "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
@@ -700,9 +699,7 @@ def _encode_header(header: Mapping[str, Any]) -> bytes:
     return encoded + b" " * (-len(encoded) % 8)  # the format pads the header to 8 bytes
 
 
-def _stream_safetensors(stream: BinaryIO, header: Mapping[str, Any],
-                        ordered: Iterable[tuple[str, torch.Tensor]]) -> str:
-    encoded = _encode_header(header)
+def _stream_safetensors(stream: BinaryIO, encoded: bytes, ordered: Iterable[tuple[str, torch.Tensor]]) -> str:
     digest = hashlib.sha256()
     prefix = struct.pack("<Q", len(encoded)) + encoded
     stream.write(prefix)

@@ -154,6 +154,16 @@ def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
     )
 
 
+def fit_or_say_why_not(model: "GeneratedModel", target: ArchSpec, options: Mapping[str, Any], seed: int,
+                       what: str, notify: Callable[[str], None], unfitted: str) -> dict[str, Any]:
+    """Fit `what` on options["data"] when given (and steps > 0); otherwise say
+    `unfitted` through `notify`. Returns the report's fitting entries."""
+    if options["data"] is None or options["steps"] == 0:
+        notify(unfitted)
+        return {"fitted": False}
+    return fit_on_data(model, target, options, seed, what)
+
+
 def fit_on_data(model: "GeneratedModel", target: ArchSpec, options: Mapping[str, Any], seed: int,
                 what: str) -> dict[str, Any]:
     """Train a descendant's trainable tensors (the learngene's stay frozen)

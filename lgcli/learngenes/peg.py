@@ -61,7 +61,7 @@ import torch
 from ..errors import LgError
 from ..options import Option
 from ..stack import ATTN, EMBED, LAYER, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options,
+from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options, fit_or_say_why_not,
                    globals_as_tensors, globals_from_tensors, is_global)
 
 # Per-head roles (rows of q, k, v and their biases; columns of o).
@@ -311,12 +311,9 @@ class Peg(LearngeneKind):
         model = self.prepare(learngene, target, seed)
         report: dict[str, Any] = {"rule": "PEG: descendant heads and FFNs are φ's mixtures of the learngene's",
                                   "phi_parameters": sum(p.numel() for p in model.parameters())}
-        if options["data"] is None or options["steps"] == 0:
-            report["fitted"] = False
-            notify("peg: the map φ is a fresh seeded draw (no --data): the descendant is training-free; "
-                   "give --data D to train φ")
-        else:
-            report.update(self.train_phi(model, learngene, target, options, seed))
+        report.update(fit_or_say_why_not(model, target, options, seed, "the map φ", notify,
+                                         "peg: the map φ is a fresh seeded draw (no --data): the descendant is "
+                                         "training-free; give --data D to train φ"))
         return model.materialise(), report
 
     def train_phi(self, model: GeneratedModel, learngene: Learngene, target: ArchSpec,

@@ -34,7 +34,7 @@ import torch
 from ..errors import LgError
 from ..options import Option
 from ..stack import ATTN, EMBED, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options,
+from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options, fit_or_say_why_not,
                    globals_as_tensors, globals_from_tensors, is_global)
 
 # Table C.2 counts per matrix role; vectors take 4.
@@ -376,12 +376,9 @@ class Wave(LearngeneKind):
         report: dict[str, Any] = {"scalers": "WAVE Eq. B.1 (linear padding)", "widen": options["widen"],
                                   "scaler_parameters": sum(t.numel() for name, t in model.tensors().items()
                                                            if name.startswith("S."))}
-        if options["data"] is None or options["steps"] == 0:
-            report["fitted"] = False
-            notify("wave: scalers not fitted (no --data): the descendant is Eq. B.1's initialisation; "
-                   "give --data D to fit them")
-        else:
-            report.update(self.fit(model, learngene, target, options, seed))
+        report.update(fit_or_say_why_not(model, target, options, seed, "the scalers", notify,
+                                         "wave: scalers not fitted (no --data): the descendant is Eq. B.1's "
+                                         "initialisation; give --data D to fit them"))
         report["seconds"] = round(time.perf_counter() - started, 3)
         return model.materialise(), report
 
