@@ -372,7 +372,12 @@ def rich_table(report: dict[str, Any]):
 
 
 def plot_summary(report: dict[str, Any], path: Path) -> None:
-    """Final top-1 by method, a group of bars per size (n/a cells left empty)."""
+    """Final top-1 by method, a group of bars per size.
+
+    A cell that does not apply (n/a) is written as "n/a" where its bar would be,
+    so that it cannot be read as 0 %, and random init's final accuracy is a
+    dashed line across each size's group: the bar every other method has to beat.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -382,16 +387,29 @@ def plot_summary(report: dict[str, Any], path: Path) -> None:
 
     sizes, methods = report["sizes"], report["methods"]
     by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("status") == "done"}
-    figure, axes = plt.subplots(figsize=(max(6, 1.6 * len(sizes) * max(1, len(methods)) / 3), 4.2))
+    finals = [c["row"]["final"]["top1"] for c in by.values()]
+    floor = max(0.0, 10.0 * (min(finals) // 10.0) - 10.0) if finals else 0.0
+    # About a quarter inch per bar, within what a page or a screen shows.
+    figure, axes = plt.subplots(figsize=(min(16.0, max(6.0, 2.0 + 0.22 * len(sizes) * len(methods))), 4.2))
     width = 0.8 / max(1, len(methods))
     for index, method in enumerate(methods):
         xs = [i + (index - (len(methods) - 1) / 2) * width for i in range(len(sizes))]
-        ys = [by[(method, s)]["row"]["final"]["top1"] if (method, s) in by else 0.0 for s in sizes]
-        axes.bar(xs, ys, width=width, label=method, hatch="//" if method == RANDOM else None)
+        present = [(x, by[(method, s)]["row"]["final"]["top1"]) for x, s in zip(xs, sizes) if (method, s) in by]
+        bars = axes.bar([x for x, _ in present], [y - floor for _, y in present], bottom=floor, width=width,
+                        label=method, hatch="//" if method == RANDOM else None)
+        colour = bars.patches[0].get_facecolor() if bars.patches else None
+        for x, size in zip(xs, sizes):
+            if (method, size) not in by:
+                axes.text(x, floor + 0.5, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color=colour)
+    for i, size in enumerate(sizes):
+        if (RANDOM, size) in by:
+            level = by[(RANDOM, size)]["row"]["final"]["top1"]
+            axes.hlines(level, i - 0.45, i + 0.45, colors="black", linestyles="dashed", linewidth=0.8)
+    axes.set_ylim(bottom=floor)
     axes.set_xticks(range(len(sizes)), [s.replace("x", " x ") for s in sizes])
     axes.set_ylabel(f"top-1 % after {report['settings']['steps']} steps")
-    axes.set_title(f"lg bench on {report['data']['name']}")
-    axes.legend(fontsize=8, ncol=2)
+    axes.set_title(f"lg bench on {report['data']['name']} (dashed: random init's final)")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     figure.tight_layout()
     with atomic_path(path) as tmp:
         figure.savefig(tmp, format="png", dpi=110)
