@@ -9,7 +9,9 @@ probe with the same data order and settings as every other cell; each
 learngene kind is condensed once and reused for every size. A cell records
 the probe's row (instinct, final and mean top-1, the curve), the steps it
 needs to reach the random row's final top-1 at its size, and what building it
-cost. Every finished cell is saved as it finishes (``OUT/cells/``), and a rerun
+cost. With `fit_steps`, the kinds that fit a part per size (WAVE's scalers,
+PEG's map φ) get a second row, ``KIND+fit``: the same learngene, that part
+trained on the bench's data before the probe, as `lg grow --data` does. Every finished cell is saved as it finishes (``OUT/cells/``), and a rerun
 with the same arguments reuses it, so an interrupted bench resumes.
 
     >>> from lgcli.bench import BenchSettings, bench, parse_sizes
@@ -31,6 +33,7 @@ from typing import Any, Callable
 from .errors import LgError, UsageError, notify_stderr, shown
 
 RANDOM = "random"
+FIT = "+fit"  # the row of a learngene kind whose per-size part is fitted before the probe
 BENCH_VERSION = 1
 Notify = Callable[[str], None]
 
@@ -46,6 +49,7 @@ class BenchSettings:
     probe: Any = None  # lgcli.evaluate.ProbeSettings (default: 300 steps)
     condense_steps: int = 300
     condense_batch_size: int = 64
+    fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
     subset: str | None = None
     test_subset: str | None = None
     force: bool = False
@@ -62,6 +66,7 @@ class BenchSettings:
             raise UsageError("--steps must be at least 1: the bench compares how models learn")
         check_whole(self.condense_steps, "--condense-steps", 1)
         check_whole(self.condense_batch_size, "--condense-batch-size", 1)
+        check_whole(self.fit_steps, "--fit-steps", 0)
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
@@ -78,12 +83,16 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
     return sizes
 
 
-def all_methods() -> list[str]:
-    """Every method the bench knows, in table order: resize methods, learngene kinds, random."""
+def all_methods(fitted: bool = True) -> list[str]:
+    """Every method the bench knows, in table order: resize methods, learngene
+    kinds, (with `fitted`) the fitted rows of the kinds that fit, random."""
     from .learngenes import KINDS
+
     from .methods import METHODS
 
-    return [*METHODS, *KINDS, RANDOM]
+    fits = [f"{name}{FIT}" for name, kind in KINDS.items()
+            if fitted and any(option.name == "data" for option in kind.expand_options)]
+    return [*METHODS, *KINDS, *fits, RANDOM]
 
 
 @dataclass
@@ -107,6 +116,7 @@ class _Context:
 
     loaded: Any
     data: Any
+    data_name: str
     settings: BenchSettings
     out: Path
     key: dict[str, Any]
@@ -124,10 +134,13 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     from .methods import METHODS
 
     known = all_methods()
-    methods = settings.methods or known
+    methods = settings.methods or all_methods(fitted=settings.fit_steps > 0)
     unknown = [m for m in methods if m not in known]
     if unknown:
         raise UsageError(f"--methods: unknown {shown(unknown[0])} (known: {', '.join(known)})")
+    unfitted = [m for m in methods if m.endswith(FIT)]
+    if unfitted and settings.fit_steps == 0:
+        raise UsageError(f"--methods {unfitted[0]} fits a part per size: give --fit-steps N")
     if RANDOM not in methods:
         methods = [*methods, RANDOM]  # every cell is measured against it
     out = Path(out)
@@ -139,7 +152,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     probe_settings = {k: v for k, v in asdict(settings.probe).items() if k != "progress"}
     key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings,
            "condense": {"steps": settings.condense_steps, "batch_size": settings.condense_batch_size}}
-    context = _Context(loaded=loaded, data=dataset, settings=settings, out=out, key=key, notify=notify)
+    context = _Context(loaded=loaded, data=dataset, data_name=data, settings=settings, out=out, key=key, notify=notify)
 
     cells = [Cell(method, depth, width) for depth, width in settings.sizes for method in methods]
     results = []
@@ -161,7 +174,9 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
 
 
 def _cell_key(cell: Cell, context: _Context) -> str:
-    text = json.dumps({**context.key, "cell": cell.name}, sort_keys=True, default=str)
+    # Only a fitted row depends on --fit-steps: adding it reuses every other cell.
+    fit = {"fit_steps": context.settings.fit_steps} if cell.method.endswith(FIT) else {}
+    text = json.dumps({**context.key, **fit, "cell": cell.name}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -218,10 +233,21 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
                                      method=cell.method, seed=seed)
         return adapter.load_model(spec, stack), context.loaded.stack.num_parameters(), {
             "direction": direction, "options": report["options"]}
-    learngene = _learngene(cell.method, context)
+    kind = cell.method.removesuffix(FIT)
+    learngene = _learngene(kind, context)
+    fitting = {}
+    if cell.method.endswith(FIT):  # as `lg grow LG --data D --steps N`, on the bench's own train split
+        fitting = {"data": context.data_name, "steps": context.settings.fit_steps,
+                   "subset": context.settings.subset, "device": context.settings.probe.device}
     spec, stack, report = expand(learngene, depth=cell.depth, width=cell.width, seed=seed,
-                                 notify=lambda message: None)
-    return adapter.load_model(spec, stack), learngene.num_parameters(), {"learngene": cell.method}
+                                 notify=lambda message: None, **fitting)
+    details = {"learngene": kind}
+    if fitting:
+        details["fit"] = {k: v for k, v in report["details"].items() if k in ("fitted", "steps", "lr",
+                                                                              "loss_first", "loss_last")}
+    # What the learngene stores, as its condense run counted it (PEG's record of
+    # its draws, mix.*, is not a parameter), so every row of a kind agrees.
+    return adapter.load_model(spec, stack), context.condensed[kind]["parameters"], details
 
 
 def _direction(source, target) -> str:
@@ -289,7 +315,8 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
     from .evaluate import add_steps_to_baseline
     from .learngenes import KINDS
 
-    for kind in methods:  # learngenes whose every cell was reused were not loaded this run
+    for method in methods:  # learngenes whose every cell was reused were not loaded this run
+        kind = method.removesuffix(FIT)
         info = _saved_learngene(kind, context) if kind in KINDS and kind not in context.condensed else {}
         if info:
             context.condensed[kind] = {k: info[k] for k in ("steps", "seconds", "parameters", "accuracy")}
@@ -305,7 +332,8 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
         "data": context.data.describe(),
         "settings": {**context.key["probe"], "warmup": context.settings.probe.warmup_steps(),
                      "condense_steps": context.settings.condense_steps,
-                     "condense_batch_size": context.settings.condense_batch_size},
+                     "condense_batch_size": context.settings.condense_batch_size,
+                     "fit_steps": context.settings.fit_steps},
         "sizes": [f"{d}x{w}" for d, w in context.settings.sizes],
         "methods": methods,
         "learngenes": context.condensed,
@@ -340,8 +368,10 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
     rows = []
     for method in report["methods"]:
         stored = next((c.get("stores") for c in report["cells"] if c["method"] == method and c.get("stores")), 0)
-        made = report["learngenes"].get(method)
+        made = report["learngenes"].get(method.removesuffix(FIT))
         cost = f"{made['steps']} steps, {made['seconds']:.0f} s" if made else "-"
+        if made and method.endswith(FIT):
+            cost += f", + {report['settings'].get('fit_steps')} fit steps per size"
         rows.append([method, *[cell_text(by.get((method, size), {})) for size in report["sizes"]],
                      f"{stored / 1e6:.2f}M" if stored else "-", cost])
     return rows

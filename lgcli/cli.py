@@ -571,6 +571,9 @@ def bench_command(
                                                                  "[default: steps/10]."),
     condense_steps: int = typer.Option(300, "--condense-steps", min=1,
                                        help="Steps of each learngene kind's condense run."),
+    fit_steps: int = typer.Option(0, "--fit-steps", min=0,
+                                  help="Also bench each learngene kind that fits a part per size (WAVE's scalers, "
+                                       "PEG's map) with that part fitted for N steps first: rows KIND+fit."),
     subset: Optional[str] = typer.Option(None, "--subset", help="Train images: a count or a fraction."),
     test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images: a count or a fraction."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seeds the data order, heads and methods."),
@@ -591,7 +594,7 @@ def bench_command(
                           batch_size=batch_size, eval_every=eval_every, seed=seed, device=device)
     settings = BenchSettings(sizes=parse_sizes(sizes),
                              methods=[m.strip() for m in methods.split(",") if m.strip()] if methods else None,
-                             probe=probe, condense_steps=condense_steps, subset=subset, test_subset=test_subset,
+                             probe=probe, condense_steps=condense_steps, fit_steps=fit_steps, subset=subset, test_subset=test_subset,
                              force=force)
     report = bench(ancestry, data, output, settings, notify=note)
     if as_json:

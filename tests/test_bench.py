@@ -4,6 +4,7 @@ a resumed run recomputes no finished cell; sizes and methods are checked."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import timm
@@ -141,3 +142,31 @@ def test_bad_requests_are_one_line(ancestry, tmp_path, lg):
     assert parse_sizes("3x64, 3x64,6x128") == [(3, 64), (6, 128)]
     with pytest.raises(LgError):
         BenchSettings(sizes=[], probe=ProbeSettings(steps=1))
+
+
+def test_fitted_rows_fit_per_size_and_leave_the_other_cells_reused(first_run, ancestry, tmp_path):
+    """--fit-steps adds KIND+fit rows (the per-size part fitted before the
+    probe); every cell of the earlier run is reused, and the learngene too."""
+    first, report, _ = first_run
+    out = tmp_path / "bench"
+    shutil.copytree(first, out)
+    bench(ancestry, "fashion-mnist-mini", out, settings(), notify=lambda m: None)  # as the first run left it
+    messages: list[str] = []
+    fitted = bench(ancestry, "fashion-mnist-mini", out,
+                   settings(methods=[*METHODS, "peg", "peg+fit"], fit_steps=3), notify=messages.append)
+    cells = {(c["method"], c["size"]): c for c in fitted["cells"]}
+    for size in ("1x32", "3x64"):
+        fit = cells[("peg+fit", size)]
+        assert fit["status"] == "done" and fit["details"]["fit"]["fitted"] is True
+        assert fit["details"]["fit"]["steps"] == 3
+        assert cells[("peg", size)]["details"] == {"learngene": "peg"}  # the unfitted row is not fitted
+        assert fit["stores"] == cells[("peg", size)]["stores"] == fitted["learngenes"]["peg"]["parameters"]
+    reused = {m.split(": ")[1].split(":")[0] for m in messages if m.endswith("done before, reused")}
+    assert reused == {f"{m}@{s}" for m in [*METHODS, "random"] for s in ("1x32", "3x64")}
+    assert sum("condensing a peg" in m for m in messages) == 1  # one learngene for both rows
+    assert "fit steps per size" in markdown_table(fitted).split("| peg+fit |")[1].split("\n")[0]
+
+
+def test_a_fitted_row_needs_fit_steps(ancestry, tmp_path):
+    with pytest.raises(UsageError, match="--fit-steps"):
+        bench(ancestry, "fashion-mnist-mini", tmp_path / "r", settings(methods=["peg+fit"]))
