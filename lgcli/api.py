@@ -9,16 +9,17 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Mapping
+from typing import Any, BinaryIO, Iterator, Mapping
 
 import torch
 from torch import nn
 
 from .arch import detect_family, get_adapter
 from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, provenance_chain,
-                         provenance_metadata, read_checkpoint, write_checkpoint)
+                         provenance_metadata, read_checkpoint, write_checkpoint, write_tensors)
 from .errors import LgError, shown
 from .stack import ArchSpec, Stack
 
@@ -40,7 +41,12 @@ class Loaded:
 
 def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
          *, stdin: BinaryIO | None = None) -> Loaded:
-    """Read a model checkpoint (file, '-', sharded folder, .pth) into (spec, stack)."""
+    """Read a model checkpoint (file, '-', sharded folder, .pth) into (spec, stack).
+
+    The stack is lazy: each role is read from the file when it is asked for
+    (`loaded.stack.layers["fc1"]`), and not kept, so a checkpoint of any size
+    loads in the memory of its largest role. `loaded.stack.materialized()`
+    holds every role in memory."""
     checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
     lg = checkpoint.lg
     if lg.get("kind", MODEL) == LEARNGENE:
@@ -50,37 +56,51 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
         raise LgError(f"{_shown(checkpoint)}: is a {lg.get('kind')}, not a model checkpoint")
     family = lg.get("family") or detect_family(checkpoint.tensors)
     adapter = get_adapter(family)
-    # The canonical stacks are copies of the per-layer tensors: a file that
-    # is larger than the memory available (a sparse file, say) is refused
-    # with the figures rather than half-stacked.
-    check_memory(sum(t.numel() * t.element_size() for t in checkpoint.tensors.values()),
-                 f"{_shown(checkpoint)}: its tensors")
-    spec, stack = adapter.to_stack(checkpoint.tensors, config=lg.get("config"), heads=heads)
-    # The stacks are copies: the file's pages need not stay in memory too.
-    checkpoint.release_pages()
+    spec, stack = adapter.to_stack(checkpoint.tensors, config=lg.get("config"), heads=heads,
+                                   reader=checkpoint.read_into)
+    # A role stack is a copy of its layers' tensors: one larger than the memory
+    # available (a sparse file, say) is refused with the figures, not half-made.
+    check_memory(stack.largest_role_elements() * 4, f"{_shown(checkpoint)}: its largest role stack (float32)")
     return Loaded(spec=spec, stack=stack, checkpoint=checkpoint)
 
 
 def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: str = MODEL,
          method: str | None = None, options: Mapping[str, Any] | None = None,
          source: Loaded | Checkpoint | None = None, force: bool = False,
-         dtype: torch.dtype | None = None, stdout: BinaryIO | None = None) -> str:
+         dtype: torch.dtype | None = None, stdout: BinaryIO | None = None,
+         shard_size: int | None = None) -> str:
     """Write (spec, stack) as the family's plain checkpoint with lg metadata.
 
-    `dtype` defaults to the source's dtype (so fp16 in, fp16 out). Returns the
-    written file's sha256.
+    The file is streamed: its header is written from the stack's shapes, then
+    the adapter's groups of roles are made (a lazy stack computes them now)
+    and written one group at a time, so only one group is ever in memory.
+    Every float tensor is written in `dtype`, by default the source's (so
+    bf16 in, bf16 out; methods compute in float32). Past `shard_size` bytes
+    the output is a sharded folder with its index. Returns the sha256 of what
+    was written.
     """
     parent = source.checkpoint if isinstance(source, Loaded) else source
     check_output(destination, force=force, inputs=(parent.source,) if parent else ())
     adapter = get_adapter(spec.family)
-    state = adapter.from_stack(spec, stack)
-    adapter.check_loadable(spec, state)  # what lg writes, timm loads strictly
-    target_dtype = dtype or (_dominant_dtype(parent.tensors) if parent else None)
-    if target_dtype is not None:
-        state = {k: v.to(target_dtype) if v.is_floating_point() else v for k, v in state.items()}
+    plan = adapter.write_plan(spec, stack)
+    shapes = {key: shape for group in plan for key, shape in group.entries}
+    adapter.check_loadable(spec, shapes)  # what lg writes, timm loads strictly
+    target_dtype = dtype or (_dominant_dtype(parent.tensors) if parent else None) or torch.float32
+    entries = [(key, target_dtype, shape) for key, shape in shapes.items()]
     metadata = provenance_metadata(kind=kind, family=spec.family, config=adapter.config(spec),
                                    method=method, options=options, source=parent)
-    return write_checkpoint(destination, state, metadata, force=force, stdout=stdout)
+    return write_tensors(destination, entries, _made(plan), metadata, force=force, stdout=stdout,
+                         shard_size=shard_size)
+
+
+def _made(plan) -> Iterator[tuple[str, torch.Tensor]]:
+    """The plan's tensors, group after group; what a group held is handed back
+    to the system before the next is made (the peak stays one group's)."""
+    from .checkpoint import release_freed_memory
+
+    for group in plan:
+        yield from group.make()
+        release_freed_memory()
 
 
 def is_learngene(checkpoint: Checkpoint) -> bool:
@@ -164,16 +184,16 @@ def create_model(spec: ArchSpec, seed: int | None = None) -> nn.Module:
 def parameter_counts(stack: Stack) -> dict[str, int]:
     """Parameter counts: transformer blocks, embeddings, final norms, classifier head."""
     groups = {"blocks": 0, "embeddings": 0, "norm": 0, "head": 0}
-    for role, named in stack.layers.items():
-        groups["blocks"] += named.data.numel()
-    for role, named in stack.globals.items():
-        if role.startswith("head"):
+    for role, _, shape, per_layer in stack.shapes():
+        if per_layer:
+            group = "blocks"
+        elif role.startswith("head"):
             group = "head"
         elif "norm" in role:
             group = "norm"
         else:
             group = "embeddings"
-        groups[group] += named.data.numel()
+        groups[group] += math.prod(shape)
     groups["total"] = sum(groups.values())
     return groups
 

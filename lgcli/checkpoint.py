@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import io
 import json
+import math
 import mmap
 import os
 import pickle
@@ -71,7 +73,7 @@ DTYPES: dict[str, torch.dtype] = {
     "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
 }
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
-HASH_CHUNK = 1 << 24
+HASH_CHUNK = 1 << 22  # 4 MiB: fast to hash, small beside a role stack
 
 
 @dataclass
@@ -87,7 +89,34 @@ class Checkpoint:
     nbytes: int = 0
     # The private memory map that file-backed tensors view (None otherwise).
     mapping: mmap.mmap | None = field(default=None, repr=False)
+    # File-backed tensors: name -> (open file, absolute byte offset), read by
+    # `read_into` with pread: straight from the page cache into the caller's
+    # buffer, so what a lazy stack reads is never mapped into this process.
+    locations: dict[str, tuple[BinaryIO, int]] = field(default_factory=dict, repr=False)
     _lg: dict[str, Any] | None = field(default=None, repr=False)
+
+    def read_into(self, key: str, out: torch.Tensor, start: int = 0) -> None:
+        """Fill `out` (contiguous, on the CPU, of the tensor's dtype) with
+        elements ``start .. start + out.numel()`` of tensor `key`, flattened:
+        one layer's slice of a role (q's rows of a fused qkv, say)."""
+        source = self.tensors[key]
+        count = out.numel()
+        if out.dtype != source.dtype or not out.is_contiguous() or start + count > source.numel():
+            raise ValueError(f"read_into({key!r}): {count} {out.dtype} elements from {start} of a "
+                             f"{source.dtype} tensor of {source.numel()}")
+        location = self.locations.get(key)
+        if location is None or count == 0:
+            out.view(-1).copy_(source.reshape(-1)[start:start + count])
+            return
+        handle, offset = location
+        view = memoryview(out.view(-1).view(torch.uint8).numpy())
+        position = offset + start * source.element_size()
+        while len(view):
+            got = os.preadv(handle.fileno(), [view], position)
+            if got <= 0:
+                raise LgError(f"{shown(self.source)}: the file ended early while being read "
+                              f"(was it changed or truncated?)")
+            view, position = view[got:], position + got
 
     def release_pages(self) -> None:
         """Let the kernel drop this process's copies of the mapped file pages.
@@ -314,14 +343,25 @@ def read_stream(stream: BinaryIO, name: str) -> Checkpoint:
     prefix = _read_exactly(stream, 8)
     if not prefix:
         raise LgError(f"{shown(label)}: empty input (expected a safetensors checkpoint)")
-    if prefix[:4] == b"PK\x03\x04" or prefix[:1] == b"\x80":
-        raise LgError(f"{shown(label)}: this looks like a PyTorch pickle; lg reads pickles from a regular "
+    pickled = LgError(f"{shown(label)}: this looks like a PyTorch pickle; lg reads pickles from a regular "
                       f".pth/.pt/.bin file only (save it to a file first)")
-    length = header_length(prefix, label)
-    raw = _read_exactly(stream, length)
-    if len(raw) < length:
-        raise LgError(f"{shown(label)}: truncated (header claims {length} bytes, the input ended after {len(raw)})")
-    header = parse_header(raw, label)
+    if prefix[:4] == b"PK\x03\x04":  # torch.save's zip
+        raise pickled
+    # A legacy pickle starts 0x80 and its protocol (2-5); so does a safetensors
+    # header of 0x280.. bytes (its length is little-endian): only a header
+    # that does not parse is taken for a pickle.
+    maybe_pickle = prefix[0] == 0x80 and 2 <= prefix[1] <= 5
+    try:
+        length = header_length(prefix, label)
+        raw = _read_exactly(stream, length)
+        if len(raw) < length:
+            raise LgError(f"{shown(label)}: truncated (header claims {length} bytes, the input ended after "
+                          f"{len(raw)})")
+        header = parse_header(raw, label)
+    except LgError:
+        if maybe_pickle:
+            raise pickled from None
+        raise
     need = header.data_bytes
     check_memory(need, f"{shown(label)}: its tensors")
     data = bytearray(need)
@@ -350,16 +390,21 @@ def _read_safetensors_file(path: Path) -> Checkpoint:
     on first touch, so a method that handles one role at a time never holds
     the whole input in memory twice.
     """
-    with open(path, "rb") as f:
+    f = open(path, "rb")  # kept open (closed with the Checkpoint) for read_into
+    try:
         total = os.fstat(f.fileno()).st_size
         prefix = f.read(8)
         length = header_length(prefix, str(path), total)
         header = parse_header(f.read(length), str(path))
         check_data_size(header, total - header.data_start, str(path))
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if total else None
+    except BaseException:
+        f.close()
+        raise
     checkpoint = _checkpoint_from_buffer(header, mapped, header.data_start, str(path),
-                                         _hash_in_background(mapped), total)
+                                         _hash_in_background(f), total)
     checkpoint.mapping = mapped
+    checkpoint.locations = {entry.name: (f, header.data_start + entry.begin) for entry in header.entries}
     return checkpoint
 
 
@@ -409,14 +454,20 @@ def _gib(nbytes: int) -> str:
 _HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lg-sha256")
 
 
-def _hash_in_background(buffer) -> Future:
+def _hash_in_background(handle: BinaryIO) -> Future:
+    """The file's sha256, computed in a background thread by pread (not
+    through the memory map, whose touched pages would count as this
+    process's memory)."""
     def digest() -> str:
         h = hashlib.sha256()
-        if buffer is not None:
-            view = memoryview(buffer)
-            for start in range(0, len(view), HASH_CHUNK):
-                h.update(view[start:start + HASH_CHUNK])
-            view.release()
+        buffer = bytearray(HASH_CHUNK)
+        view, position = memoryview(buffer), 0
+        while True:
+            got = os.preadv(handle.fileno(), [view], position)
+            if got <= 0:
+                break
+            h.update(view[:got])
+            position += got
         return h.hexdigest()
 
     return _HASHER.submit(digest)
@@ -455,6 +506,7 @@ def _read_sharded(folder: Path) -> Checkpoint:
         raise LgError(f"{shown(index_path)}: the index's 'metadata' must be a JSON object")
     digest = hashlib.sha256(raw)
     tensors: dict[str, torch.Tensor] = {}
+    locations: dict[str, tuple[BinaryIO, int]] = {}
     metadata: dict[str, str] = {}
     nbytes = 0
     root = folder.resolve()
@@ -474,6 +526,7 @@ def _read_sharded(folder: Path) -> Checkpoint:
                 raise LgError(f"{shown(index_path)}: shard {shown(shard)} holds {shown(key)}, which the index "
                               f"places {'elsewhere' if key in weight_map else 'nowhere'}")
             tensors[key] = tensor
+        locations.update(part.locations)
         metadata = metadata or part.metadata
         nbytes += part.nbytes
     missing = [k for k in weight_map if k not in tensors]
@@ -482,7 +535,7 @@ def _read_sharded(folder: Path) -> Checkpoint:
                       f"(first: {shown(missing[0])})")
     metadata = {**{str(k): str(v) for k, v in index_meta.items() if isinstance(v, str)}, **metadata}
     return Checkpoint(tensors=tensors, metadata=metadata, digest=digest.hexdigest(),
-                      source=str(folder), nbytes=nbytes)
+                      source=str(folder), nbytes=nbytes, locations=locations)
 
 
 def _read_pickle(path: Path) -> Checkpoint:
@@ -576,7 +629,7 @@ def check_output(destination: str | os.PathLike, *, force: bool,
     for src in inputs:
         if str(src) != STDIO and path.exists() and Path(src).exists() and path.samefile(src):
             raise LgError(f"{shown(dst)}: the output is an input; lg never modifies its inputs")
-    if path.is_dir():
+    if path.is_dir() and not (path / SAFETENSORS_INDEX).is_file():
         raise LgError(f"{shown(dst)}: is a folder; give a file name for the output")
     if path.exists() and not force:
         raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
@@ -592,27 +645,154 @@ def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch
 
     The file is streamed tensor by tensor from the tensors' own memory (views
     of one storage are fine), hashed on the way in a second thread: no copy
-    of the whole model is made.
+    of the whole model is made. Largest element size first, then by name, as
+    safetensors orders them.
+    """
+    _check_names(tensors)
+    ordered = sorted(tensors.items(), key=lambda kv: (-kv[1].element_size(), kv[0]))
+    entries = [(key, tensor.dtype, tuple(tensor.shape)) for key, tensor in ordered]
+    return write_tensors(destination, entries, iter(ordered), metadata, force=force, stdout=stdout)
+
+
+# Hugging Face's default shard size (save_pretrained's max_shard_size "5GB").
+DEFAULT_SHARD_SIZE = 5_000_000_000
+SHARD_NAME = "model-{:05d}-of-{:05d}.safetensors"
+
+Entry = tuple[str, torch.dtype, tuple[int, ...]]
+
+
+def write_tensors(destination: str | os.PathLike, entries: list[Entry],
+                  tensors: Iterable[tuple[str, torch.Tensor]], metadata: Mapping[str, str], *,
+                  force: bool = False, stdout: BinaryIO | None = None, shard_size: int | None = None) -> str:
+    """Write safetensors whose names, dtypes and shapes (`entries`, in file
+    order) are known before any tensor is: the header goes first, then each
+    tensor as `tensors` yields it (in the same order; a float tensor is cast
+    to its entry's dtype on the way), so nothing waits for the whole model
+    and only the tensor being written need exist. Returns the sha256 of what
+    was written (for a sharded folder, as `read_checkpoint` computes it).
+
+    Past `shard_size` bytes (never for '-'), the output is a folder of
+    shards with a Hugging Face index, as `save_pretrained` writes one. Files
+    go to a temporary name and are renamed when complete and read back: an
+    interrupted write leaves nothing behind.
     """
     dst = str(destination)
     meta = {"format": "pt", **dict(metadata)}
-    header, ordered = _layout(tensors, meta)
-    encoded = _encode_header(header)  # once: sized for the disk check, then written
+    _check_names({key: None for key, _, _ in entries})
+    stream_of = _checked_stream(entries, tensors)
     if dst == STDIO:
+        header, encoded = _header(entries, meta)
         stream = stdout if stdout is not None else sys.stdout.buffer
-        digest = _stream_safetensors(stream, encoded, ordered)
+        digest = _stream_safetensors(stream, encoded, stream_of(len(entries)))
         stream.flush()
         return digest
     check_output(dst, force=force)
     path = Path(dst)
-    _check_disk(path, 8 + len(encoded) + sum(_nbytes(t) for _, t in ordered))
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as stream:
-            digest = _stream_safetensors(stream, encoded, ordered)
-        _verify_written(tmp, header, dst)
-        if path.exists() and not force:  # appeared while we worked
-            raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
-    return digest
+    total = sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
+    shards = _shards(entries, shard_size)
+    if len(shards) == 1:
+        header, encoded = _header(entries, meta)
+        _check_disk(path, 8 + len(encoded) + total)
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as out:
+                digest = _stream_safetensors(out, encoded, stream_of(len(entries)))
+            _verify_written(tmp, header, dst)
+            if path.exists() and not force:  # appeared while we worked
+                raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
+        return digest
+    _check_disk(path, total + len(shards) * (8 + MAX_HEADER_BYTES // 1000))
+    names = [SHARD_NAME.format(i + 1, len(shards)) for i in range(len(shards))]
+    index = {"metadata": {"total_size": total},
+             "weight_map": {key: name for name, part in zip(names, shards) for key, _, _ in part}}
+    raw_index = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
+    digests = {}
+    with atomic_folder(path, force=force) as tmp:
+        for name, part in zip(names, shards):
+            header, encoded = _header(part, meta)
+            with open(tmp / name, "wb") as out:
+                digests[name] = _stream_safetensors(out, encoded, stream_of(len(part)))
+            _verify_written(tmp / name, header, f"{dst}/{name}")
+        (tmp / SAFETENSORS_INDEX).write_bytes(raw_index)
+    digest = hashlib.sha256(raw_index)
+    for name in sorted(digests):
+        digest.update(bytes.fromhex(digests[name]))
+    return digest.hexdigest()
+
+
+def _shards(entries: list[Entry], shard_size: int | None) -> list[list[Entry]]:
+    """Entries split in file order into parts of at most `shard_size` bytes
+    (a tensor larger than that is a shard of its own), as Hugging Face does."""
+    if not shard_size:
+        return [entries]
+    parts: list[list[Entry]] = [[]]
+    size = 0
+    for entry in entries:
+        nbytes = math.prod(entry[2]) * entry[1].itemsize
+        if parts[-1] and size + nbytes > shard_size:
+            parts.append([])
+            size = 0
+        parts[-1].append(entry)
+        size += nbytes
+    return parts
+
+
+def _checked_stream(entries: list[Entry], tensors: Iterable[tuple[str, torch.Tensor]]):
+    """`take(n)`: the next n tensors of `tensors`, each checked against its
+    entry (name, shape) and cast to its dtype; a producer that yields
+    something else is a bug in lg, reported as one."""
+    source = iter(tensors)
+    position = [0]
+
+    def take(count: int) -> Iterator[torch.Tensor]:
+        for _ in range(count):
+            key, dtype, shape = entries[position[0]]
+            found = next(source, None)
+            if found is None or found[0] != key or tuple(found[1].shape) != shape:
+                got = "nothing" if found is None else f"{found[0]} {tuple(found[1].shape)}"
+                raise RuntimeError(f"writing {key} {shape}: the producer gave {got}")
+            tensor = found[1]
+            if tensor.dtype != dtype:
+                tensor = tensor.to(dtype)
+            position[0] += 1
+            yield tensor
+        if position[0] == len(entries) and next(source, None) is not None:
+            raise RuntimeError("the producer gave more tensors than the header lists")
+
+    return take
+
+
+def _check_names(tensors: Mapping[str, Any]) -> None:
+    for key, tensor in tensors.items():
+        if not isinstance(key, str) or not key or key == "__metadata__" or not valid_unicode(key):
+            raise LgError(f"cannot write tensor name {shown(key)}: not a valid safetensors name")
+        if tensor is not None and not isinstance(tensor, torch.Tensor):
+            raise LgError(f"cannot write {key!r}: a {type(tensor).__name__}, not a tensor")
+        if tensor is not None and tensor.dtype not in DTYPE_NAMES:
+            raise LgError(f"cannot write {key!r}: dtype {tensor.dtype} has no safetensors name")
+
+
+@contextlib.contextmanager
+def atomic_folder(path: Path, *, force: bool) -> Iterator[Path]:
+    """A temporary folder beside `path` to write a sharded checkpoint into;
+    it replaces `path` when the block succeeds (an existing checkpoint folder
+    or file only with `force`) and is removed when it fails."""
+    parent = path.parent if str(path.parent) else Path(".")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
+    os.chmod(tmp, 0o777 & ~_current_umask())
+    try:
+        yield tmp
+        if not os.path.lexists(path):
+            os.replace(tmp, path)
+            return
+        if not force:  # appeared while we worked
+            raise LgError(f"{shown(path)}: exists; pass --force to overwrite it")
+        trash = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=parent))
+        os.replace(path, trash / path.name)  # the old output, moved aside, then removed
+        os.replace(tmp, path)
+        shutil.rmtree(trash, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _nbytes(tensor: torch.Tensor) -> int:
@@ -664,34 +844,53 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.unlink(tmp)
 
 
+def release_freed_memory() -> None:
+    """Hand memory freed by the allocator back to the system (glibc's
+    malloc_trim). Role stacks of a few MB to a few tens of MB fall under
+    glibc's dynamic mmap threshold and are freed into the heap, where they
+    would still count as this process's memory: the writer calls this after
+    each group, so a resize's peak is one group's, not the heap's high water."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        return None
+
+
 def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def _layout(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]):
-    """The safetensors header and the tensors in file order.
+def _header(entries: list[Entry], metadata: Mapping[str, str]) -> tuple[dict[str, Any], bytes]:
+    """The safetensors header for tensors written in `entries`' order, and its
+    encoding (once: sized for the disk check, then written).
 
-    Largest element size first, as safetensors does, so every tensor's offset
-    is a multiple of its element size (readers can map it without copying).
-    """
-    for key, tensor in tensors.items():
-        if not isinstance(key, str) or not key or key == "__metadata__" or not valid_unicode(key):
-            raise LgError(f"cannot write tensor name {shown(key)}: not a valid safetensors name")
-        if not isinstance(tensor, torch.Tensor):
-            raise LgError(f"cannot write {key!r}: a {type(tensor).__name__}, not a tensor")
-        if tensor.dtype not in DTYPE_NAMES:
-            raise LgError(f"cannot write {key!r}: dtype {tensor.dtype} has no safetensors name")
-    ordered = sorted(tensors.items(), key=lambda kv: (-kv[1].element_size(), kv[0]))
+    Every offset must be a multiple of its tensor's element size (readers map
+    tensors without copying): lg writes one float dtype per file, and a
+    caller mixing sizes orders them largest first, as safetensors does."""
     header: dict[str, Any] = {"__metadata__": dict(metadata)}
     offset = 0
-    for key, tensor in ordered:
-        nbytes = _nbytes(tensor)
-        header[key] = {"dtype": DTYPE_NAMES[tensor.dtype], "shape": list(tensor.shape),
+    for key, dtype, shape in entries:
+        if key in header:
+            raise LgError(f"cannot write tensor name {shown(key)} twice")
+        if offset % dtype.itemsize:
+            raise RuntimeError(f"{key}: offset {offset} is not a multiple of its element size")
+        nbytes = math.prod(shape) * dtype.itemsize
+        header[key] = {"dtype": DTYPE_NAMES[dtype], "shape": list(shape),
                        "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
-    return header, ordered
+    return header, _encode_header(header)
 
 
 def _encode_header(header: Mapping[str, Any]) -> bytes:
@@ -699,13 +898,13 @@ def _encode_header(header: Mapping[str, Any]) -> bytes:
     return encoded + b" " * (-len(encoded) % 8)  # the format pads the header to 8 bytes
 
 
-def _stream_safetensors(stream: BinaryIO, encoded: bytes, ordered: Iterable[tuple[str, torch.Tensor]]) -> str:
+def _stream_safetensors(stream: BinaryIO, encoded: bytes, ordered: Iterable[torch.Tensor]) -> str:
     digest = hashlib.sha256()
     prefix = struct.pack("<Q", len(encoded)) + encoded
     stream.write(prefix)
     digest.update(prefix)
     pending: Future | None = None
-    for _, tensor in ordered:
+    for tensor in ordered:
         data = _raw_bytes(tensor)
         if pending is not None:
             pending.result()  # the digest must see the chunks in file order

@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect as pyinspect
 import json
 import os
+import signal
 import sys
 import warnings
 from typing import Any, Optional, Sequence
@@ -27,7 +28,7 @@ from rich.table import Table
 
 from . import __version__
 from .errors import LgError, UsageError, one_line, os_reason, shown
-from .options import Option, merge_declarations
+from .options import Option, merge_declarations, parse_byte_size
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -219,9 +220,29 @@ def main(argv: Optional[list[str]] = None) -> None:
             # Library warnings (torch, timm, PIL) are not the user's to read;
             # what matters is turned into lg's own words where it arises.
             warnings.simplefilter("ignore")
-        result = _run(args, command, debug)
+        # SIGTERM (a job killed, a CI timeout) unwinds like Ctrl-C, so an
+        # output being written is removed rather than left half-written.
+        previous = signal.signal(signal.SIGTERM, _terminated)
+        try:
+            result = _run(args, command, debug)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    if _signalled:  # typer turns the interrupt into exit status 130, silently
+        _fail("terminated", 143)
     if isinstance(result, int) and result:
         sys.exit(result)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where lg is, so that `finally` blocks clean up."""
+
+
+_signalled: list[int] = []
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    _signalled.append(signum)
+    raise Terminated()
 
 
 def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
@@ -249,6 +270,8 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
         # The reader went away (e.g. `lg inspect f | head`): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    except Terminated:
+        _fail("terminated", 143)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     except OSError as exc:  # a file lg was asked to read or write, refused by the system
@@ -450,6 +473,9 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
                                    "(docs/methods.md; the defaults were measured by lg bench); "
                                    "not for a learngene, which grows by its own rule."),
         output: Optional[str] = typer.Option(None, "-o", "--output", help="Output file, or '-' for stdout."),
+        shard_size: str = typer.Option(
+            "5GB", "--shard-size", help="An output larger than this is a folder of shards with a Hugging Face "
+                                        "index (as save_pretrained writes); 0 never shards. E.g. 500MB, 2GiB."),
         seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
                                  help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing output."),
@@ -458,7 +484,7 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
     ) -> None:
         _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
                         source_heads=source_heads, mlp_dim=mlp_dim, method=method, seed=seed,
-                        max_params=max_params, **options)
+                        max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"), **options)
 
     app.command(name=direction, help=summary)(command)
 

@@ -109,3 +109,23 @@ def merge_declarations(owners: Mapping[str, Sequence[Option]]) -> dict[str, list
 
 
 __all__ = ["Option", "resolve_options", "defaults", "merge_declarations"]
+
+
+_BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+               "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_byte_size(text: str | int, flag: str) -> int:
+    """``5GB`` (10^9, as Hugging Face's max_shard_size), ``2GiB`` (2^30),
+    ``500MB`` or a plain count of bytes -> bytes; 0 means "no limit"."""
+    import re
+
+    from .errors import UsageError
+
+    if isinstance(text, int) and not isinstance(text, bool) and text >= 0:
+        return text
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text), re.ASCII)
+    unit = match[2].upper() if match else None
+    if not match or unit not in _BYTE_UNITS:
+        raise UsageError(f"{flag} takes a size such as 5GB, 500MB or 2GiB (or 0 for no limit), not {text!r}")
+    return int(float(match[1]) * _BYTE_UNITS[unit])

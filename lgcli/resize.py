@@ -23,15 +23,16 @@ from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .errors import LgError, notify_stderr
 from .methods import GROW, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .options import resolve_options as resolve_declared
-from .stack import EMBED, HEAD_DIM, LAYER, MLP, ArchSpec, Stack
+from .stack import EMBED, HEAD_DIM, LAYER, MLP, ArchSpec, RoleMap, Stack, axes_and_shape
 
 # The largest model lg builds unless told otherwise (--max-params): 20
 # billion parameters, beyond any ViT published, and a bound that keeps a
 # mistyped size from exhausting memory.
 DEFAULT_MAX_PARAMS = 20_000_000_000
-# Bytes per parameter a resize holds at its peak: the float32 result and the
-# copy written out.
-PEAK_BYTES_PER_PARAM = 8
+# What a resize holds at its peak, in float32 copies of the largest role
+# stack: the source role, the result, and one intermediate (BoT's level).
+# The writer streams everything else (docs/checkpoints.md "How large").
+PEAK_ROLE_COPIES = 3
 
 
 def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
@@ -79,15 +80,17 @@ def check_size(spec: ArchSpec, max_params: float | None = None) -> int:
     from .checkpoint import available_memory
 
     limit = DEFAULT_MAX_PARAMS if max_params is None else max_params
-    count = get_adapter(spec.family).parameter_count(spec)
+    adapter = get_adapter(spec.family)
+    count = adapter.parameter_count(spec)
     if count > limit:
         raise LgError(f"the requested model (depth {spec.depth}, width {spec.width}, MLP {spec.mlp_dim}) has "
                       f"{count:.3g} parameters, over the limit of {limit:.3g} (--max-params raises it)")
     free = available_memory()
-    if free is not None and count * PEAK_BYTES_PER_PARAM > free:
+    need = PEAK_ROLE_COPIES * 4 * adapter.largest_role_elements(spec)
+    if free is not None and need > free:
         raise LgError(f"the requested model (depth {spec.depth}, width {spec.width}, MLP {spec.mlp_dim}) has "
-                      f"{count:.3g} parameters and needs about {count * PEAK_BYTES_PER_PARAM / 2**30:,.1f} GiB "
-                      f"of memory to build; {free / 2**30:,.1f} GiB is available")
+                      f"{count:.3g} parameters; resizing it one role at a time needs about {need / 2**30:,.1f} GiB "
+                      f"of memory, and {free / 2**30:,.1f} GiB is available")
     return count
 
 
@@ -130,13 +133,23 @@ def _axis_label(axis: str) -> str:
 def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth: int | None = None,
            width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
            method: str | None = None, seed: int | None = None, source_heads: int | None = None,
-           stdin: BinaryIO | None = None, max_params: float | None = None, **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
+           stdin: BinaryIO | None = None, max_params: float | None = None, device: str | None = None,
+           **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Resize a model checkpoint to a new depth / width with a training-free
     method. Returns the target spec, the target Stack and a JSON-ready report.
 
+    The returned stack is lazy: a role is computed when it is asked for (by
+    `save`, which streams them to the file, or `stack.layers["fc1"]`), from
+    the source role read from the file then, so no more than one role of
+    either model is ever in memory; `stack.materialized()` holds them all.
+    Report entries that come from the computation (tleg-fit's residuals) are
+    filled in as roles are made.
+
     `method_options` are the method's own (bot: wavelet, fit, qkv_axis,
     rescale; clone: insert); None means the method's default. `source_heads`
-    is the source's head count when its file does not record it."""
+    is the source's head count when its file does not record it. `device`
+    (cuda) is where the transforms run; the files are read and written on
+    the CPU."""
     started = time.perf_counter()
     if method is None and direction in (GROW, SHRINK):
         method = default_method(direction)  # measured by lg bench (docs/methods.md "Defaults")
@@ -152,7 +165,8 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
     adapter = get_adapter(source.family)
     context = MethodContext(direction=direction, seed=seed,
                             random_stack=lambda spec: adapter.random_stack(spec, seed=seed))
-    result = chosen.run(loaded.stack, source, target, options, context)
+    stack = loaded.stack if device in (None, "cpu") else on_device(loaded.stack, device)
+    result = chosen.run(stack, source, target, options, context)
     try:
         result.stack.check(target)
     except ValueError as exc:  # a method bug, not a user error
@@ -170,6 +184,25 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
         "seconds": round(time.perf_counter() - started, 3),
     }
     return target, result.stack, report
+
+
+def on_device(stack: Stack, device: str) -> Stack:
+    """The same lazy stack with each role moved to `device` as it is made:
+    the methods' transforms then run there (torch ops, device-generic)."""
+    import torch
+
+    try:
+        where = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise LgError(f"--device: unknown device {device!r} (cpu, cuda, cuda:N)") from None
+    if where.type == "cuda" and not torch.cuda.is_available():
+        raise LgError(f"--device {device}: no CUDA device is available here; leave it out to use the CPU")
+
+    def moved(roles):
+        info = {role: axes_and_shape(roles, role) for role in roles}
+        return RoleMap(info, lambda role: roles[role].data.to(where))
+
+    return Stack(layers=moved(stack.layers), globals=moved(stack.globals))
 
 
 def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, depth, width, heads,
@@ -240,12 +273,13 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
         return _expand_file(checkpoint, output, direction=direction, force=force, stdout=stdout, method=method,
                             source_heads=source_heads, notify=notify, **kwargs)
     loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads)
+    shard_size = kwargs.pop("shard_size", None)
     spec, stack, report = resize(loaded, direction=direction, method=method, **kwargs)
     recorded = {"direction": direction, **report["options"]}
     if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
         recorded["seed"] = report["seed"]
     sha256 = save(output, spec, stack, method=report["method"], options=recorded, source=loaded,
-                  force=force, stdout=stdout)
+                  force=force, stdout=stdout, shard_size=shard_size)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     report["sha256"] = sha256
     return report
@@ -262,12 +296,13 @@ def _expand_file(checkpoint: Checkpoint, output: str | os.PathLike, *, direction
     if source_heads is not None:
         raise LgError("--source-heads does not apply to a learngene: it records its own heads")
     seed = kwargs.pop("seed", None)
+    shard_size = kwargs.pop("shard_size", None)
     spec, stack, report = expand(learngene, seed=0 if seed is None else seed, notify=notify, **kwargs)
     report["command"] = direction
     recorded = {"direction": direction, **{k: v for k, v in report["options"].items() if v is not None}}
     if report["seed"] is not None:
         recorded["seed"] = report["seed"]
     report["sha256"] = save(output, spec, stack, method=learngene.kind, options=recorded, source=checkpoint,
-                            force=force, stdout=stdout)
+                            force=force, stdout=stdout, shard_size=shard_size)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     return report

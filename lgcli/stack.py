@@ -22,8 +22,9 @@ Axis names (SPEC.md table):
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -149,6 +150,58 @@ class ArchSpec:
                 f"(head dim {self.head_dim}) mlp {self.mlp_dim}")
 
 
+class RoleMap(Mapping[str, Named]):
+    """Roles whose tensors are made when asked, one at a time, and not kept.
+
+    A lazy stack is what lets lg resize a checkpoint larger than memory: the
+    adapter's reader builds a role's stack from the file when a method asks
+    for it, and a method's result is itself a RoleMap whose roles are computed
+    when the writer asks for them. Axes and shapes are known without making
+    anything (`axes_and_shape`), so sizes are checked and the output's header
+    is written before any tensor is computed. Each access makes the tensor
+    again: hold the Named (or call `Stack.materialized`) to keep it.
+    """
+
+    def __init__(self, info: Mapping[str, tuple[tuple[str, ...], tuple[int, ...]]],
+                 make: Callable[[str], torch.Tensor]) -> None:
+        self._info = {role: (tuple(axes), tuple(int(n) for n in shape)) for role, (axes, shape) in info.items()}
+        self._make = make
+
+    def __getitem__(self, role: str) -> Named:
+        axes, shape = self._info[role]
+        data = self._make(role)
+        if tuple(data.shape) != shape:  # a maker's bug, not a user error
+            raise RuntimeError(f"role {role}: made a tensor of shape {tuple(data.shape)}, announced {shape}")
+        return Named(data, axes)
+
+    def __contains__(self, role: object) -> bool:  # Mapping's default would make the role
+        return role in self._info
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._info)
+
+    def __len__(self) -> int:
+        return len(self._info)
+
+    def axes_and_shape(self, role: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        return self._info[role]
+
+
+def axes_and_shape(roles: Mapping[str, Named], role: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """A role's axes and shape, without making it when `roles` is lazy."""
+    if isinstance(roles, RoleMap):
+        return roles.axes_and_shape(role)
+    named = roles[role]
+    return named.axes, named.shape
+
+
+def target_shape(axes: tuple[str, ...], shape: tuple[int, ...], target: "ArchSpec") -> tuple[int, ...]:
+    """The shape a role takes in `target`: every resizable axis at the
+    target's size, the others (channels, tokens, classes) unchanged."""
+    sizes = target.axis_sizes()
+    return tuple(sizes.get(axis, n) for axis, n in zip(axes, shape))
+
+
 @dataclass
 class Stack:
     """Per-layer tensors stacked over layers (axis 0 is ``layer``), and global
@@ -158,32 +211,67 @@ class Stack:
     ``layer``; `globals` maps a global role (``patch_embed_weight``,
     ``pos_embed``, ``cls_token``, ``head_weight``, ...) to a Named. Which
     roles are present depends on the architecture (biases, layer scale, ...).
+    Either mapping may be a RoleMap (lazy: made when asked); everything here
+    that only needs sizes reads them without making a tensor.
     """
 
-    layers: dict[str, Named] = field(default_factory=dict)
-    globals: dict[str, Named] = field(default_factory=dict)
+    layers: Mapping[str, Named] = field(default_factory=dict)
+    globals: Mapping[str, Named] = field(default_factory=dict)
+
+    def shapes(self) -> Iterator[tuple[str, tuple[str, ...], tuple[int, ...], bool]]:
+        """(role, axes, shape, is_per_layer) for every tensor, making none."""
+        for role in self.layers:
+            yield (role, *axes_and_shape(self.layers, role), True)
+        for role in self.globals:
+            yield (role, *axes_and_shape(self.globals, role), False)
 
     @property
     def depth(self) -> int:
-        first = next(iter(self.layers.values()), None)
-        return 0 if first is None else first.data.shape[0]
+        first = next(iter(self.layers), None)
+        return 0 if first is None else axes_and_shape(self.layers, first)[1][0]
+
+    @property
+    def lazy(self) -> bool:
+        return isinstance(self.layers, RoleMap) or isinstance(self.globals, RoleMap)
 
     def items(self) -> Iterator[tuple[str, Named]]:
-        """All tensors, per-layer roles first, as (role, Named)."""
+        """All tensors, per-layer roles first, as (role, Named); a lazy role is
+        made as it is reached."""
         yield from self.layers.items()
         yield from self.globals.items()
+
+    def materialized(self) -> "Stack":
+        """The same stack with every tensor made and held (a no-op copy of the
+        mappings when nothing is lazy)."""
+        return Stack(layers=dict(self.layers.items()), globals=dict(self.globals.items()))
 
     def check(self, spec: ArchSpec) -> None:
         """Raise ValueError unless every named axis has the size `spec` gives it."""
         sizes = spec.axis_sizes()
-        for role, named in self.items():
-            for axis, size in zip(named.axes, named.data.shape):
+        for role, axes, shape, _ in self.shapes():
+            for axis, size in zip(axes, shape):
                 if axis in sizes and sizes[axis] != size:
                     raise ValueError(
                         f"{role}: axis '{axis}' has size {size}, the spec says {sizes[axis]}")
 
     def num_parameters(self) -> int:
-        return sum(n.data.numel() for _, n in self.items())
+        return sum(math.prod(shape) for _, _, shape, _ in self.shapes())
+
+    def largest_role_elements(self) -> int:
+        """Elements of the largest single role tensor: what bounds a resize's memory."""
+        return max((math.prod(shape) for _, _, shape, _ in self.shapes()), default=0)
+
+
+@dataclass
+class TensorGroup:
+    """State-dict tensors an adapter writes together (ViT: one role over all
+    layers, or q, k and v fused per layer): their names and shapes, known
+    before anything is computed so that a header can be written first, and
+    `make()`, which yields (name, tensor) in exactly that order. Only the roles
+    of one group are made at a time."""
+
+    entries: list[tuple[str, tuple[int, ...]]]
+    make: Callable[[], Iterator[tuple[str, torch.Tensor]]]
 
 
 def stack_layers(per_layer: list[torch.Tensor]) -> torch.Tensor:

@@ -338,3 +338,21 @@ def test_written_file_gets_the_usual_permissions(tmp_path):
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_stream_whose_header_length_starts_like_a_pickle_is_read():
+    """A header of 0x280 bytes is b'\\x80\\x02...' little-endian: the first two
+    bytes of a protocol-2 pickle. Only a header that does not parse is taken
+    for a pickle."""
+    import json as _json
+    import struct
+
+    from lgcli.checkpoint import read_bytes
+
+    body = _json.dumps({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    body += b" " * (0x280 - len(body))
+    data = struct.pack("<Q", len(body)) + body + struct.pack("<2f", 1.5, -2.0)
+    assert data[:2] == b"\x80\x02"
+    assert read_bytes(data).tensors["t"].tolist() == [1.5, -2.0]
+    with pytest.raises(LgError, match="looks like a PyTorch pickle"):
+        read_bytes(b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01K\x01u.")

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from torch import nn
 
 from ..errors import LgError
-from ..stack import (CLASSES, EMBED, FIXED, LAYER_ROLE_AXES, TOKENS, ArchSpec, Named, Stack,
-                     stack_layers)
+from ..stack import (CLASSES, EMBED, FIXED, LAYER_ROLE_AXES, TOKENS, ArchSpec, Named, RoleMap, Stack,
+                     TensorGroup, axes_and_shape)
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
@@ -153,8 +153,14 @@ class VitAdapter:
 
     # ------------------------------------------------------------ reading
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
-                 heads: int | None = None) -> tuple[ArchSpec, Stack]:
+                 heads: int | None = None, reader: Reader | None = None) -> tuple[ArchSpec, Stack]:
         """Split a timm ViT state dict into (spec, canonical stack).
+
+        With a `reader` (a Checkpoint's `read_into`), the stack is lazy: a
+        role is read from the file when asked for, layer by layer into its
+        stacked tensor, and nothing is kept (only shapes and dtypes of
+        `state_dict` are looked at here). Without one, every role is made at
+        once, by the same code, from the tensors in `state_dict`.
 
         A recorded `config` (lg metadata) is checked field by field, and
         against the tensors: a file whose metadata disagrees with its
@@ -188,22 +194,41 @@ class VitAdapter:
                 if tensor.shape != first[key].shape:
                     raise LgError(_not_vit(f"blocks.{index}.{key} has shape {tuple(tensor.shape)}, "
                                            f"blocks.0's is {tuple(first[key].shape)}"))
+                if tensor.dtype != first[key].dtype:
+                    raise LgError(_not_vit(f"blocks.{index}.{key} is {tensor.dtype}, blocks.0's is "
+                                           f"{first[key].dtype}: a role's layers must share a dtype"))
 
         heads_value, head_dim, assumed = self._heads(attn_dim, first, config, heads)
 
-        layers: dict[str, Named] = {}
-        for part, role in zip(torch.stack([l[QKV_WEIGHT] for l in per_layer]).chunk(3, dim=1),
-                              ("q", "k", "v")):
-            layers[role] = Named(part, LAYER_ROLE_AXES[role])
-        if QKV_BIAS in first:
-            for part, role in zip(torch.stack([l[QKV_BIAS] for l in per_layer]).chunk(3, dim=1),
-                                  ("q_bias", "k_bias", "v_bias")):
-                layers[role] = Named(part, LAYER_ROLE_AXES[role])
+        read = reader or _memory_reader(state_dict)
+        # role -> (block key, first element of the role in that key's tensor, the role's per-layer shape)
+        sources: dict[str, tuple[str, int, tuple[int, ...]]] = {}
+        for fused, roles in ((QKV_WEIGHT, ("q", "k", "v")), (QKV_BIAS, ("q_bias", "k_bias", "v_bias"))):
+            if fused in first:
+                part = (attn_dim, *first[fused].shape[1:])
+                for index, role in enumerate(roles):
+                    sources[role] = (fused, index * math.prod(part), part)
         for key, role in BLOCK_KEYS.items():
             if key in first:
-                layers[role] = Named(stack_layers([l[key] for l in per_layer]), LAYER_ROLE_AXES[role])
+                sources[role] = (key, 0, tuple(first[key].shape))
 
-        stack_globals = {GLOBAL_KEYS[k][0]: Named(v, GLOBAL_KEYS[k][1]) for k, v in globals_.items()}
+        def make_layers(role: str) -> torch.Tensor:
+            key, start, shape = sources[role]
+            out = torch.empty((depth, *shape), dtype=first[key].dtype, device=first[key].device)
+            for index in range(depth):
+                read(f"blocks.{index}.{key}", out[index], start)
+            return out
+
+        def make_global(role: str) -> torch.Tensor:
+            key = GLOBAL_KEY_FOR_ROLE[role]
+            out = torch.empty(globals_[key].shape, dtype=globals_[key].dtype, device=globals_[key].device)
+            read(key, out, 0)
+            return out
+
+        layers = RoleMap({role: (LAYER_ROLE_AXES[role], (depth, *shape)) for role, (_, _, shape) in sources.items()},
+                         make_layers)
+        stack_globals = RoleMap({GLOBAL_KEYS[k][0]: (GLOBAL_KEYS[k][1], tuple(v.shape)) for k, v in globals_.items()},
+                                make_global)
         extras = self._extras(globals_, first, width, config)
         spec = ArchSpec(family=FAMILY, depth=depth, width=width, heads=heads_value, head_dim=head_dim,
                         mlp_dim=mlp_dim, extras=extras, heads_assumed=assumed)
@@ -213,7 +238,7 @@ class VitAdapter:
         except ValueError as exc:
             raise LgError(_not_vit(str(exc))) from None
         _check_agreement(config, self.model_args(spec))
-        return spec, stack
+        return spec, (stack if reader is not None else stack.materialized())
 
     def _sort_keys(self, state_dict: Mapping[str, torch.Tensor]):
         per_layer: dict[int, dict[str, torch.Tensor]] = {}
@@ -331,24 +356,38 @@ class VitAdapter:
     # ------------------------------------------------------------ writing
     def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         """The timm state dict for (spec, stack): the inverse of to_stack."""
+        return {key: tensor for group in self.write_plan(spec, stack) for key, tensor in group.make()}
+
+    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
+        """The state dict for (spec, stack) as groups the writer streams one at
+        a time: the globals, then q, k, v fused into each block's qkv (the
+        three roles made together), then every other role over all blocks.
+        Names and shapes come first, from the stack's shapes alone."""
         stack.check(spec)
-        out: dict[str, torch.Tensor] = {}
+        groups = []
         for key, (role, _) in GLOBAL_KEYS.items():
             if role in stack.globals:
-                out[key] = stack.globals[role].data
+                groups.append(TensorGroup([(key, axes_and_shape(stack.globals, role)[1])],
+                                          lambda key=key, role=role: iter([(key, stack.globals[role].data)])))
         layers = stack.layers
-        qkv = torch.cat([layers["q"].data, layers["k"].data, layers["v"].data], dim=1)
-        qkv_bias = (torch.cat([layers["q_bias"].data, layers["k_bias"].data, layers["v_bias"].data], dim=1)
-                    if "q_bias" in layers else None)
-        for index in range(spec.depth):
-            prefix = f"blocks.{index}."
-            out[prefix + QKV_WEIGHT] = qkv[index]
-            if qkv_bias is not None:
-                out[prefix + QKV_BIAS] = qkv_bias[index]
-            for role, named in layers.items():
-                if role in BLOCK_KEY_FOR_ROLE:
-                    out[prefix + BLOCK_KEY_FOR_ROLE[role]] = named.data[index]
-        return out
+
+        def per_block(key: str, shape: tuple[int, ...], roles: tuple[str, ...]) -> TensorGroup:
+            def make() -> Iterator[tuple[str, torch.Tensor]]:
+                parts = [layers[role].data for role in roles]
+                for index in range(spec.depth):
+                    yield (f"blocks.{index}.{key}",
+                           parts[0][index] if len(parts) == 1 else torch.cat([p[index] for p in parts]))
+
+            return TensorGroup([(f"blocks.{index}.{key}", shape) for index in range(spec.depth)], make)
+
+        for key, roles in ((QKV_WEIGHT, ("q", "k", "v")), (QKV_BIAS, ("q_bias", "k_bias", "v_bias"))):
+            if roles[0] in layers:
+                shapes = [axes_and_shape(layers, role)[1][1:] for role in roles]
+                groups.append(per_block(key, (sum(s[0] for s in shapes), *shapes[0][1:]), roles))
+        for key, role in BLOCK_KEYS.items():
+            if role in layers:
+                groups.append(per_block(key, axes_and_shape(layers, role)[1][1:], (role,)))
+        return groups
 
     # ------------------------------------------------------------ timm
     def model_args(self, spec: ArchSpec) -> dict[str, Any]:
@@ -466,9 +505,19 @@ class VitAdapter:
         block, glob = self.timm_shapes(spec)
         return spec.depth * sum(map(math.prod, block.values())) + sum(map(math.prod, glob.values()))
 
-    def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor]) -> None:
+    def largest_role_elements(self, spec: ArchSpec) -> int:
+        """Elements of the largest role stack of a model of `spec` (one of q,
+        k, v counts as a role, not the fused qkv): what bounds the memory of a
+        resize, which makes one role at a time."""
+        block, glob = self.timm_shapes(spec)
+        per_block = [math.prod(shape) // (3 if key in (QKV_WEIGHT, QKV_BIAS) else 1) for key, shape in block.items()]
+        return max(spec.depth * max(per_block), max(map(math.prod, glob.values())))
+
+    def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
         """Refuse to write a state dict timm would not load strictly for the
-        config lg records (a key missing or extra, a shape that differs)."""
+        config lg records (a key missing or extra, a shape that differs).
+        `state` maps names to tensors or to shapes alone (checked before
+        anything is computed)."""
         block, glob = self.timm_shapes(spec)
         expected = dict(glob)
         for index in range(spec.depth):
@@ -477,8 +526,9 @@ class VitAdapter:
             problem = "lacks" if key in expected else "has an unexpected"
             raise LgError(f"refusing to write: the model {problem} tensor {key} for the timm config it records")
         for key, shape in expected.items():
-            if tuple(state[key].shape) != shape:
-                raise LgError(f"refusing to write: {key} has shape {tuple(state[key].shape)}; the timm config "
+            found = tuple(getattr(state[key], "shape", state[key]))
+            if found != shape:
+                raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
                               f"it records builds {shape}")
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
@@ -545,6 +595,18 @@ class VitAdapter:
 
 
 # Rank of every tensor a timm ViT state dict holds (per block, then global).
+# read(key, out, start): fill `out` with elements start.. of tensor `key`, flattened.
+Reader = Callable[[str, torch.Tensor, int], None]
+
+
+def _memory_reader(state_dict: Mapping[str, torch.Tensor]) -> Reader:
+    def read(key: str, out: torch.Tensor, start: int) -> None:
+        with torch.no_grad():
+            out.view(-1).copy_(state_dict[key].reshape(-1)[start:start + out.numel()])
+
+    return read
+
+
 BLOCK_RANKS = {QKV_WEIGHT: 2, QKV_BIAS: 1, **{key: len(LAYER_ROLE_AXES[role]) - 1 for key, role in BLOCK_KEYS.items()}}
 GLOBAL_RANKS = {key: len(axes) for key, (_, axes) in GLOBAL_KEYS.items()}
 

@@ -22,7 +22,7 @@ from ..stack import ATTN, ArchSpec, Named, Stack
 from . import wavelets
 from ..options import Option
 from .common import (GROW, SHRINK, AxisChange, Method, MethodContext, MethodResult, as_compute,
-                     axis_changes, iter_tensors)
+                     axis_changes, per_role)
 
 # Defaults measured with the init-quality probe (benchmarks/probe_methods.py:
 # the example Fashion-MNIST ViT shrunk to 3x64 and 4x64 and grown to 8x192,
@@ -55,56 +55,71 @@ def bot(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any
         context: MethodContext) -> MethodResult:
     wavelet = wavelets.resolve_wavelet(options["wavelet"], family=source.family,
                                        direction=context.direction)
-    axes_report: dict[str, Any] = {}
 
-    def resize(role: str, named: Named) -> Named:
+    def resize(role: str, named: Named, per_layer: bool) -> torch.Tensor:
         changes = axis_changes(named, source, target)
         if not changes:
-            return named
+            return named.data
         data = as_compute(named.data)
         resized = _resize_tensor(data, changes, source, target, wavelet=wavelet,
                                  fit=options["fit"], qkv_axis=options["qkv_axis"],
-                                 rescale=options["rescale"], report=axes_report)
+                                 rescale=options["rescale"])
         if options["rescale"] == "std":
             resized = match_moments(resized, data)
-        return Named(resized, named.axes)
+        return resized
 
-    # One role at a time: only that role's intermediates are alive.
-    out = Stack(layers={r: resize(r, n) for r, n, per_layer in iter_tensors(stack) if per_layer},
-                globals={r: resize(r, n) for r, n, per_layer in iter_tensors(stack) if not per_layer})
-    report = {"wavelet": wavelet, "mode": "periodization", "axes": axes_report}
+    # One role at a time, when the writer asks: only that role's intermediates
+    # are alive. The report says what happens to each axis from the sizes alone.
+    out = per_role(stack, target, resize)
+    report = {"wavelet": wavelet, "mode": "periodization", "axes": axes_report(stack, source, target, options)}
     return MethodResult(out, report)
 
 
+def axes_report(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any]) -> dict[str, Any]:
+    """Per changed axis kind: its sizes, the whole wavelet levels and the fit
+    of the remaining factor (the attention axis by heads and head dim with
+    --qkv-axis heads), for the axes the stack's roles have."""
+    present = {axis for _, axes, _, _ in stack.shapes() for axis in axes}
+    before, after = source.axis_sizes(), target.axis_sizes()
+    report: dict[str, Any] = {}
+    for axis in before:
+        if axis not in present or before[axis] == after[axis]:
+            continue
+        if axis == ATTN and options["qkv_axis"] == "heads":
+            for name, a, b in (("heads", source.heads, target.heads),
+                               ("attn head_dim", source.head_dim, target.head_dim)):
+                if a != b:
+                    report[name] = {"from": a, "to": b, **wavelets.plan_step(a, b, options["fit"])}
+            continue
+        report[axis] = {"from": before[axis], "to": after[axis],
+                        **wavelets.plan_step(before[axis], after[axis], options["fit"])}
+    return report
+
+
 def _resize_tensor(data: torch.Tensor, changes: list[AxisChange], source: ArchSpec,
-                   target: ArchSpec, *, wavelet: str, fit: str, qkv_axis: str, rescale: str,
-                   report: dict[str, Any]) -> torch.Tensor:
+                   target: ArchSpec, *, wavelet: str, fit: str, qkv_axis: str, rescale: str) -> torch.Tensor:
     rescale_mean = rescale == "mean"
     # Largest reduction (shrink) / smallest growth (grow) first keeps the
     # intermediates small; the result does not depend on the order.
     for change in sorted(changes, key=lambda c: c.target / c.source):
         if change.axis == ATTN and qkv_axis == "heads":
             data = _resize_attn_by_heads(data, change.dim, source, target, wavelet=wavelet,
-                                         fit=fit, rescale_mean=rescale_mean, report=report)
+                                         fit=fit, rescale_mean=rescale_mean)
             continue
-        data, step = wavelets.wavelet_resize(data, change.dim, change.target, wavelet=wavelet,
-                                             fit=fit, rescale_mean=rescale_mean)
-        report.setdefault(change.axis, {"from": change.source, "to": change.target, **step})
+        data, _ = wavelets.wavelet_resize(data, change.dim, change.target, wavelet=wavelet,
+                                          fit=fit, rescale_mean=rescale_mean)
     return data
 
 
 def _resize_attn_by_heads(data: torch.Tensor, dim: int, source: ArchSpec, target: ArchSpec, *,
-                          wavelet: str, fit: str, rescale_mean: bool,
-                          report: dict[str, Any]) -> torch.Tensor:
+                          wavelet: str, fit: str, rescale_mean: bool) -> torch.Tensor:
     """Head-aware transform of an `attn` axis: view it as (heads, head_dim) and
     transform along heads (and head_dim, if that changes too)."""
     data = data.unflatten(dim, (source.heads, source.head_dim))
-    for axis_name, offset, before, after in (("heads", 0, source.heads, target.heads),
-                                             ("attn head_dim", 1, source.head_dim, target.head_dim)):
+    for offset, before, after in ((0, source.heads, target.heads), (1, source.head_dim, target.head_dim)):
         if before != after:
-            data, step = wavelets.wavelet_resize(data, dim + offset, after, wavelet=wavelet, fit=fit,
-                                                 rescale_mean=rescale_mean)
-            report.setdefault(axis_name, {"from": before, "to": after, **step})
+            data, _ = wavelets.wavelet_resize(data, dim + offset, after, wavelet=wavelet, fit=fit,
+                                              rescale_mean=rescale_mean)
     return data.flatten(dim, dim + 1)
 
 

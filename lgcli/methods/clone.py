@@ -29,7 +29,7 @@ from ..errors import LgError
 from ..stack import ArchSpec, LAYER, Named, Stack
 from ..options import Option
 from .common import (GROW, Method, MethodContext, MethodResult, as_compute, axis_changes,
-                     is_linear_weight, iter_tensors)
+                     is_linear_weight, per_role)
 
 OPTIONS = (Option("insert", str, "interleave", "where new identity blocks go: spread between the "
                   "source's layers, or all on top", choices=("interleave", "top")),)
@@ -74,7 +74,7 @@ def tile(named: Named, source: ArchSpec, target: ArchSpec) -> torch.Tensor:
     if not changes:
         return data
     data = as_compute(data)
-    input_dim = named.data.dim() - 1 if is_linear_weight(named) else None
+    input_dim = len(named.axes) - 1 if is_linear_weight(named) else None
     for change in changes:
         copies = change.target // change.source
         repeats = [1] * data.dim()
@@ -92,21 +92,18 @@ def clone(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, A
     copied = torch.tensor([layer for layer, _ in plan])
     new_positions = [i for i, (_, is_new) in enumerate(plan) if is_new]
 
-    def grow_layers(role: str, named: Named) -> Named:
+    def grow(role: str, named: Named, per_layer: bool) -> torch.Tensor:
         data = tile(named, source, target)
-        if not new_positions:
-            return Named(data, named.axes)
+        if not per_layer or not new_positions:
+            return data
         data = data.index_select(0, copied.to(data.device))
         if role in BRANCH_OUTPUT_ROLES:
             data[new_positions] = 0
-        return Named(data, named.axes)
+        return data
 
-    layers = {r: grow_layers(r, n) for r, n, per_layer in iter_tensors(stack) if per_layer}
-    globals_ = {r: Named(tile(n, source, target), n.axes)
-                for r, n, per_layer in iter_tensors(stack) if not per_layer}
     report = {"insert": options["insert"], "new_layers": new_positions,
               "width_factor": target.width // source.width}
-    return MethodResult(Stack(layers=layers, globals=globals_), report)
+    return MethodResult(per_role(stack, target, grow), report)
 
 
 METHOD = Method("clone", clone, (GROW,), "function-preserving growth: tiled width, identity blocks for depth",

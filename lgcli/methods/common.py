@@ -4,12 +4,13 @@ view of a size change (methods resize axes by name, never by key names)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
 from ..options import Option
-from ..stack import ATTN, CLASSES, EMBED, LAYER, MLP, ArchSpec, Named, Stack
+from ..stack import (ATTN, CLASSES, EMBED, LAYER, MLP, ArchSpec, Named, RoleMap, Stack, axes_and_shape,
+                     target_shape)
 
 COMPUTE_DTYPE = torch.float32
 GROW, SHRINK = "grow", "shrink"
@@ -81,6 +82,23 @@ def is_linear_weight(named: Named) -> bool:
     axes = named.axes[1:] if named.axes[0] == LAYER else named.axes
     return (len(axes) == 2 and axes[0] in (EMBED, ATTN, MLP, CLASSES)
             and axes[1] in (EMBED, ATTN, MLP))
+
+
+def per_role(stack: Stack, target: ArchSpec, compute: Callable[[str, Named, bool], torch.Tensor]) -> Stack:
+    """The target-sized stack whose role r is ``compute(r, source role r,
+    is_per_layer)``, made when asked (a RoleMap): a method states how one role
+    is resized, and the writer pulls roles one at a time, so that only the
+    role being made (and its source) is in memory. Every role's target shape
+    follows from its axes (`stack.target_shape`) before anything is computed."""
+
+    def lazy(roles: Mapping[str, Named], per_layer: bool) -> RoleMap:
+        info = {}
+        for role in roles:
+            axes, shape = axes_and_shape(roles, role)
+            info[role] = (axes, target_shape(axes, shape, target))
+        return RoleMap(info, lambda role: compute(role, roles[role], per_layer))
+
+    return Stack(layers=lazy(stack.layers, True), globals=lazy(stack.globals, False))
 
 
 def iter_tensors(stack: Stack) -> Iterator[tuple[str, Named, bool]]:

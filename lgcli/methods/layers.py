@@ -22,7 +22,7 @@ import torch
 from ..errors import LgError
 from ..stack import LAYER, ArchSpec, Named, Stack
 from .common import (GROW, SHRINK, AxisChange, Method, MethodContext, MethodResult, axis_changes,
-                     embed_into, select_along, uniform_indices)
+                     embed_into, per_role, select_along, uniform_indices)
 
 
 def heur_lg(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
@@ -46,32 +46,32 @@ def _inherit_layers(stack: Stack, source: ArchSpec, target: ArchSpec, context: M
     source_layers = torch.arange(source.depth - kept, source.depth) if from_top else torch.arange(kept)
     target_layers = torch.arange(target.depth - kept, target.depth) if from_top else torch.arange(kept)
     growing = context.direction == "grow"
-    random: Stack | None = None
-    if growing:
-        if context.random_stack is None:
-            raise LgError("heur-lg/auto-lg need the family's random initialisation to grow")
-        random = context.random_stack(target)
+    if growing and context.random_stack is None:
+        raise LgError("heur-lg/auto-lg need the family's random initialisation to grow")
+    # timm draws a model's initialisation in one sequence, so the random target
+    # is made whole, once, when the first role asks for it: growing with these
+    # methods holds the target's size in memory (the other methods hold a role).
+    random: list[Stack] = []
 
-    def inherit(named: Named, backdrop: Named | None, per_layer: bool) -> Named:
+    def inherit(role: str, named: Named, per_layer: bool) -> torch.Tensor:
         data = named.data.index_select(0, source_layers.to(named.data.device)) if per_layer else named.data
         changes = axis_changes(named, source, target, skip=(LAYER,))
         if not growing:
-            return Named(select_along(data, changes, _width_indices), named.axes)
-        assert backdrop is not None
+            return select_along(data, changes, _width_indices)
+        if not random:
+            random.append(context.random_stack(target))
+        backdrop = (random[0].layers if per_layer else random[0].globals)[role].data
         if per_layer:
-            out = backdrop.data.clone()
+            out = backdrop.clone()
             region = out.index_select(0, target_layers)
             out[target_layers] = embed_into(region, data, changes, _width_indices)
-            return Named(out, named.axes)
-        return Named(embed_into(backdrop.data, data, changes, _width_indices), named.axes)
+            return out
+        return embed_into(backdrop, data, changes, _width_indices)
 
-    layers = {r: inherit(n, random.layers[r] if random else None, True) for r, n in stack.layers.items()}
-    globals_ = {r: inherit(n, random.globals[r] if random else None, False)
-                for r, n in stack.globals.items()}
     random_layers = sorted(set(range(target.depth)) - set(target_layers.tolist()))
     report = {"inherited": dict(zip(map(str, target_layers.tolist()), source_layers.tolist())),
               "random_layers": random_layers, "seed": context.seed}
-    return MethodResult(Stack(layers=layers, globals=globals_), report)
+    return MethodResult(per_role(stack, target, inherit), report)
 
 
 HEUR_LG = Method("heur-lg", heur_lg, (SHRINK, GROW), "Heur-LG: the last N source layers on top, random layers below")

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..stack import LAYER, ArchSpec, Named, Stack
-from .common import (SHRINK, AxisChange, Method, MethodContext, MethodResult, axis_changes, iter_tensors,
+from .common import (SHRINK, AxisChange, Method, MethodContext, MethodResult, axis_changes, per_role,
                      select_along, uniform_indices)
 
 
@@ -28,14 +28,10 @@ def selection_indices(change: AxisChange) -> torch.Tensor:
 
 def select(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
            context: MethodContext) -> MethodResult:
-    def pick(named: Named) -> Named:
-        changes = axis_changes(named, source, target)
-        if not changes:
-            return named
-        return Named(select_along(named.data, changes, selection_indices), named.axes)
+    def pick(role: str, named: Named, per_layer: bool) -> torch.Tensor:
+        return select_along(named.data, axis_changes(named, source, target), selection_indices)
 
-    out = Stack(layers={r: pick(n) for r, n, per_layer in iter_tensors(stack) if per_layer},
-                globals={r: pick(n) for r, n, per_layer in iter_tensors(stack) if not per_layer})
+    out = per_role(stack, target, pick)
     sizes = {axis: (source.axis_sizes()[axis], size) for axis, size in target.axis_sizes().items()
              if source.axis_sizes()[axis] != size}
     report = {"indices": {axis: selection_indices(AxisChange(0, axis, a, b)).tolist()[:16]

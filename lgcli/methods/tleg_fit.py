@@ -20,7 +20,7 @@ import torch
 
 from ..errors import LgError
 from ..stack import LAYER, ArchSpec, Named, Stack
-from .common import GROW, SHRINK, Method, MethodContext, MethodResult, as_compute
+from .common import GROW, SHRINK, Method, MethodContext, MethodResult, as_compute, per_role
 
 
 def depth_positions(depth: int) -> torch.Tensor:
@@ -54,25 +54,30 @@ def tleg_fit(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str
                       f"first with another method, e.g. `lg grow SRC --width W --method clone -o - | "
                       f"lg grow - --depth L --method tleg-fit -o OUT`")
     x_target = depth_positions(target.depth)
-    layers: dict[str, Named] = {}
-    roles: dict[str, dict[str, float]] = {}
-    residual_energy = total_energy = 0.0
-    for role, named in stack.layers.items():
-        slope, base, residual = fit_line(named.data)
-        theta = as_compute(named.data)
+    # Filled in as the writer makes each role (None until then): per-role fit
+    # quality, and the whole model's relative residual over the roles made.
+    report: dict[str, Any] = {"relative_residual": None, "roles": {}}
+    energies = {"lost": 0.0, "total": 0.0}
+
+    def fitted(role: str, named: Named, per_layer: bool) -> torch.Tensor:
+        if not per_layer:
+            return named.data  # globals are kept
+        stacked = named.data
+        slope, base, residual = fit_line(stacked)
+        theta = as_compute(stacked)
         energy = float(torch.linalg.vector_norm(theta)) ** 2
         spread = float(torch.linalg.vector_norm(theta - theta.mean(dim=0))) ** 2
         lost = float(torch.linalg.vector_norm(residual)) ** 2
-        del residual
-        residual_energy += lost
-        total_energy += energy
-        roles[role] = {"relative_residual": (lost / energy) ** 0.5 if energy else 0.0,
-                       "r2": 1.0 - lost / spread if spread else 1.0}
-        grown = base.unsqueeze(0) + x_target.to(slope).view(-1, *([1] * slope.dim())) * slope.unsqueeze(0)
-        layers[role] = Named(grown, named.axes)
-    report = {"relative_residual": (residual_energy / total_energy) ** 0.5 if total_energy else 0.0,
-              "roles": roles}
-    return MethodResult(Stack(layers=layers, globals=dict(stack.globals)), report)
+        del residual, theta, stacked
+        energies["lost"] += lost
+        energies["total"] += energy
+        report["roles"][role] = {"relative_residual": (lost / energy) ** 0.5 if energy else 0.0,
+                                 "r2": 1.0 - lost / spread if spread else 1.0}
+        total = energies["total"]
+        report["relative_residual"] = (energies["lost"] / total) ** 0.5 if total else 0.0
+        return base.unsqueeze(0) + x_target.to(slope).view(-1, *([1] * slope.dim())) * slope.unsqueeze(0)
+
+    return MethodResult(per_role(stack, target, fitted), report)
 
 
 METHOD = Method("tleg-fit", tleg_fit, (SHRINK, GROW),

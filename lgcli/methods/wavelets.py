@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import pywt
 import torch
@@ -187,6 +188,16 @@ def plan_levels(source: int, target: int, fit: str) -> int:
             while size * 2 <= target:
                 size, levels = size * 2, levels + 1
     return levels
+
+
+def plan_step(source: int, target: int, fit: str) -> dict[str, Any]:
+    """What `wavelet_resize` does to an axis of `source` samples, from the
+    sizes alone: the whole levels, and the fit of the remaining factor."""
+    levels = plan_levels(source, target, fit)
+    size = source
+    for _ in range(levels):
+        size = math.ceil(size / 2) if target < source else size * 2
+    return {"levels": levels, **({"fit": f"{fit} {size}->{target}"} if size != target else {})}
 
 
 def wavelet_resize(x: torch.Tensor, axis: int, target: int, *, wavelet: str,
