@@ -214,16 +214,24 @@ class VitAdapter:
 
         def make_layers(role: str) -> torch.Tensor:
             key, start, shape = sources[role]
-            out = torch.empty((depth, *shape), dtype=first[key].dtype, device=first[key].device)
+            stored = first[key]
+            out = torch.empty((depth, *shape), dtype=compute_dtype(stored.dtype), device=stored.device)
+            # A half-precision role is read a layer at a time and widened into
+            # the float32 stack: the role is never held in both precisions.
+            buffer = None if out.dtype == stored.dtype else torch.empty(shape, dtype=stored.dtype,
+                                                                        device=stored.device)
             for index in range(depth):
-                read(f"blocks.{index}.{key}", out[index], start)
+                read(f"blocks.{index}.{key}", out[index] if buffer is None else buffer, start)
+                if buffer is not None:
+                    out[index].copy_(buffer)
             return out
 
         def make_global(role: str) -> torch.Tensor:
             key = GLOBAL_KEY_FOR_ROLE[role]
-            out = torch.empty(globals_[key].shape, dtype=globals_[key].dtype, device=globals_[key].device)
+            stored = globals_[key]
+            out = torch.empty(stored.shape, dtype=stored.dtype, device=stored.device)
             read(key, out, 0)
-            return out
+            return out.to(compute_dtype(stored.dtype))
 
         layers = RoleMap({role: (LAYER_ROLE_AXES[role], (depth, *shape)) for role, (_, _, shape) in sources.items()},
                          make_layers)
@@ -595,6 +603,13 @@ class VitAdapter:
 
 
 # Rank of every tensor a timm ViT state dict holds (per block, then global).
+def compute_dtype(stored: torch.dtype) -> torch.dtype:
+    """The dtype a role is read into: float32 for half precisions (bf16,
+    fp16, fp8), so that methods compute in float32; wider ones as stored.
+    The writer casts back to the file's dtype."""
+    return torch.float32 if stored.is_floating_point and stored.itemsize < 4 else stored
+
+
 # read(key, out, start): fill `out` with elements start.. of tensor `key`, flattened.
 Reader = Callable[[str, torch.Tensor, int], None]
 

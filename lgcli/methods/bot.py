@@ -22,7 +22,7 @@ from ..stack import ATTN, ArchSpec, Named, Stack
 from . import wavelets
 from ..options import Option
 from .common import (GROW, SHRINK, AxisChange, Method, MethodContext, MethodResult, as_compute,
-                     axis_changes, per_role)
+                     axis_changes, per_role, release)
 
 # Defaults measured with the init-quality probe (benchmarks/probe_methods.py:
 # the example Fashion-MNIST ViT shrunk to 3x64 and 4x64 and grown to 8x192,
@@ -60,13 +60,13 @@ def bot(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any
         changes = axis_changes(named, source, target)
         if not changes:
             return named.data
-        data = as_compute(named.data)
-        resized = _resize_tensor(data, changes, source, target, wavelet=wavelet,
+        moments = None
+        if options["rescale"] == "std":
+            moments = (*population_moments(as_compute(named.data)), named.data.numel())
+        resized = _resize_tensor(as_compute(release(named)), changes, source, target, wavelet=wavelet,
                                  fit=options["fit"], qkv_axis=options["qkv_axis"],
                                  rescale=options["rescale"])
-        if options["rescale"] == "std":
-            resized = match_moments(resized, data)
-        return resized
+        return resized if moments is None else match_moments(resized, moments)
 
     # One role at a time, when the writer asks: only that role's intermediates
     # are alive. The report says what happens to each axis from the sizes alone.
@@ -123,14 +123,15 @@ def _resize_attn_by_heads(data: torch.Tensor, dim: int, source: ArchSpec, target
     return data.flatten(dim, dim + 1)
 
 
-def match_moments(resized: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+def match_moments(resized: torch.Tensor, moments: tuple[float, float, int]) -> torch.Tensor:
     """`--rescale std`: an affine map giving the resized tensor the source
-    tensor's mean and (population) standard deviation, one pair per role
-    stack. A constant result is only shifted. `resized` is modified in place
-    (BoT always hands over a fresh tensor)."""
-    if resized.numel() < 2 or source.numel() < 2:
+    tensor's mean and (population) standard deviation (`moments`, from
+    `population_moments` of the source), one pair per role stack. A constant
+    result is only shifted. `resized` is modified in place (BoT always hands
+    over a fresh tensor)."""
+    source_mean, source_std, count = moments
+    if resized.numel() < 2 or count < 2:
         return resized
-    source_mean, source_std = population_moments(source)
     resized_mean, resized_std = population_moments(resized)
     scale = source_std / resized_std if resized_std > 1e-12 * max(1.0, abs(resized_mean)) else 1.0
     shift = torch.tensor(source_mean - resized_mean * scale, dtype=resized.dtype, device=resized.device)
@@ -142,8 +143,8 @@ def population_moments(tensor: torch.Tensor) -> tuple[float, float]:
     on a 400 MB stack, a mean plus a BLAS dot ~0.05 s. E[x^2] - mean^2 loses
     digits when the mean dwarfs the spread (LayerNorm gains near 1), so such
     tensors are centred first."""
-    # q, k, v are views into the fused qkv stack: read them layer by layer
-    # (each layer is contiguous) rather than copying the whole stack.
+    # A view (a layer slice of a larger stack) is read layer by layer (each
+    # layer is contiguous) rather than copied whole.
     parts = [tensor.reshape(-1)] if tensor.is_contiguous() else [p.reshape(-1) for p in tensor]
     count = tensor.numel()
     mean = sum(float(p.sum()) for p in parts) / count

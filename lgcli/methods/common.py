@@ -101,6 +101,17 @@ def per_role(stack: Stack, target: ArchSpec, compute: Callable[[str, Named, bool
     return Stack(layers=lazy(stack.layers, True), globals=lazy(stack.globals, False))
 
 
+def release(named: Named) -> torch.Tensor:
+    """The role's tensor, handed over: `named` no longer holds it. A role made
+    by a lazy stack has no other holder, so a method that passes it straight
+    on frees it as soon as its first step has made a new tensor (a level, a
+    selection along one axis), not when the whole role is done: the peak is
+    the source role and one intermediate, not two intermediates more."""
+    data = named.data
+    named.data = torch.empty(0)
+    return data
+
+
 def iter_tensors(stack: Stack) -> Iterator[tuple[str, Named, bool]]:
     """(role, Named, is_per_layer) for every tensor of the stack."""
     for role, named in stack.layers.items():

@@ -22,7 +22,7 @@ import torch
 from ..errors import LgError
 from ..stack import LAYER, ArchSpec, Named, Stack
 from .common import (GROW, SHRINK, AxisChange, Method, MethodContext, MethodResult, axis_changes,
-                     embed_into, per_role, select_along, uniform_indices)
+                     embed_into, per_role, release, select_along, uniform_indices)
 
 
 def heur_lg(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
@@ -54,8 +54,10 @@ def _inherit_layers(stack: Stack, source: ArchSpec, target: ArchSpec, context: M
     random: list[Stack] = []
 
     def inherit(role: str, named: Named, per_layer: bool) -> torch.Tensor:
-        data = named.data.index_select(0, source_layers.to(named.data.device)) if per_layer else named.data
         changes = axis_changes(named, source, target, skip=(LAYER,))
+        data = release(named)
+        if per_layer:
+            data = data.index_select(0, source_layers.to(data.device))
         if not growing:
             return select_along(data, changes, _width_indices)
         if not random:

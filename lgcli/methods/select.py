@@ -16,7 +16,7 @@ import torch
 
 from ..stack import LAYER, ArchSpec, Named, Stack
 from .common import (SHRINK, AxisChange, Method, MethodContext, MethodResult, axis_changes, per_role,
-                     select_along, uniform_indices)
+                     release, select_along, uniform_indices)
 
 
 def selection_indices(change: AxisChange) -> torch.Tensor:
@@ -29,7 +29,7 @@ def selection_indices(change: AxisChange) -> torch.Tensor:
 def select(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
            context: MethodContext) -> MethodResult:
     def pick(role: str, named: Named, per_layer: bool) -> torch.Tensor:
-        return select_along(named.data, axis_changes(named, source, target), selection_indices)
+        return select_along(release(named), axis_changes(named, source, target), selection_indices)
 
     out = per_role(stack, target, pick)
     sizes = {axis: (source.axis_sizes()[axis], size) for axis, size in target.axis_sizes().items()
