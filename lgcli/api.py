@@ -87,9 +87,19 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     adapter.check_loadable(spec, shapes)  # what lg writes, timm loads strictly
     target_dtype = dtype or (_dominant_dtype(parent.tensors) if parent else None) or torch.float32
     entries = [(key, target_dtype, shape) for key, shape in shapes.items()]
-    metadata = provenance_metadata(kind=kind, family=spec.family, config=adapter.config(spec),
-                                   method=method, options=options, source=parent)
-    return write_tensors(destination, entries, _made(plan), metadata, force=force, stdout=stdout,
+    def metadata(source_sha256: str | None = None) -> dict[str, str]:
+        return provenance_metadata(kind=kind, family=spec.family, config=adapter.config(spec), method=method,
+                                   options=options, source=parent, source_sha256=source_sha256)
+
+    # The source's sha256 (the provenance) is computed in the background from
+    # the moment it is read. When the output is smaller than the source, the
+    # work goes ahead while it finishes, and the header is completed at the
+    # end: hashing the output back is then cheaper than waiting.
+    output_bytes = sum(math.prod(shape) * target_dtype.itemsize for shape in shapes.values())
+    if parent is not None and not parent.digest_ready and output_bytes < parent.nbytes:
+        return write_tensors(destination, entries, _made(plan), metadata("0" * 64), force=force, stdout=stdout,
+                             shard_size=shard_size, final_metadata=metadata)
+    return write_tensors(destination, entries, _made(plan), metadata(), force=force, stdout=stdout,
                          shard_size=shard_size)
 
 

@@ -42,7 +42,7 @@ import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping
 
 import torch
 
@@ -130,6 +130,10 @@ class Checkpoint:
             self.mapping.madvise(mmap.MADV_DONTNEED)
 
     @property
+    def digest_ready(self) -> bool:
+        return not isinstance(self.digest, Future) or self.digest.done()
+
+    @property
     def sha256(self) -> str:
         if isinstance(self.digest, Future):
             self.digest = self.digest.result()
@@ -208,13 +212,16 @@ def encode_lg_metadata(lg: Mapping[str, Any]) -> dict[str, str]:
 def provenance_metadata(*, kind: str, family: str, config: Mapping[str, Any],
                         method: str | None = None, options: Mapping[str, Any] | None = None,
                         source: Checkpoint | None = None,
-                        learngene: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The ``__metadata__`` of a file lg writes, chained to its source."""
+                        learngene: Mapping[str, Any] | None = None,
+                        source_sha256: str | None = None) -> dict[str, str]:
+    """The ``__metadata__`` of a file lg writes, chained to its source.
+    `source_sha256` stands in for the source's hash (a placeholder of the
+    same length, while the hash is still being computed)."""
     lg: dict[str, Any] = {"kind": kind, "family": family, "config": dict(config),
                           "method": method, "options": dict(options) if options else None,
                           "learngene": dict(learngene) if learngene else None, "version": __version__}
     if source is not None:
-        lg["source_sha256"] = source.sha256
+        lg["source_sha256"] = source.sha256 if source_sha256 is None else source_sha256
         parent = _trimmed(source.lg, MAX_PROVENANCE - 1)
         # A foreign source (no lg metadata) is still recorded by hash and name.
         lg["source"] = parent if parent else {"file": _display_name(source.source)}
@@ -663,7 +670,8 @@ Entry = tuple[str, torch.dtype, tuple[int, ...]]
 
 def write_tensors(destination: str | os.PathLike, entries: list[Entry],
                   tensors: Iterable[tuple[str, torch.Tensor]], metadata: Mapping[str, str], *,
-                  force: bool = False, stdout: BinaryIO | None = None, shard_size: int | None = None) -> str:
+                  force: bool = False, stdout: BinaryIO | None = None, shard_size: int | None = None,
+                  final_metadata: Callable[[], Mapping[str, str]] | None = None) -> str:
     """Write safetensors whose names, dtypes and shapes (`entries`, in file
     order) are known before any tensor is: the header goes first, then each
     tensor as `tensors` yields it (in the same order; a float tensor is cast
@@ -675,8 +683,17 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     shards with a Hugging Face index, as `save_pretrained` writes one. Files
     go to a temporary name and are renamed when complete and read back: an
     interrupted write leaves nothing behind.
+
+    `final_metadata`, when given, is the metadata to end with, and `metadata`
+    a stand-in of the same encoded length (a source hash still being
+    computed): a single output file is then written at once with the
+    stand-in and its header rewritten in place at the end, so that the work
+    does not wait for the hash; the file is then hashed by reading it back.
+    A stream or a sharded folder waits for it instead.
     """
     dst = str(destination)
+    if final_metadata is not None and (dst == STDIO or len(_shards(entries, shard_size)) > 1):
+        metadata, final_metadata = final_metadata(), None
     meta = {"format": "pt", **dict(metadata)}
     _check_names({key: None for key, _, _ in entries})
     stream_of = _checked_stream(entries, tensors)
@@ -695,7 +712,15 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
         _check_disk(path, 8 + len(encoded) + total)
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as out:
-                digest = _stream_safetensors(out, encoded, stream_of(len(entries)))
+                digest = _stream_safetensors(out, encoded, stream_of(len(entries)), hashed=final_metadata is None)
+                if final_metadata is not None:
+                    header, final = _header(entries, {"format": "pt", **dict(final_metadata())})
+                    if len(final) != len(encoded):  # a bug in the stand-in, not a user error
+                        raise RuntimeError("the final metadata does not have the stand-in's length")
+                    out.seek(8)
+                    out.write(final)
+            if final_metadata is not None:
+                digest = _sha256_file(tmp)
             _verify_written(tmp, header, dst)
             if path.exists() and not force:  # appeared while we worked
                 raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
@@ -898,13 +923,19 @@ def _encode_header(header: Mapping[str, Any]) -> bytes:
     return encoded + b" " * (-len(encoded) % 8)  # the format pads the header to 8 bytes
 
 
-def _stream_safetensors(stream: BinaryIO, encoded: bytes, ordered: Iterable[torch.Tensor]) -> str:
+def _stream_safetensors(stream: BinaryIO, encoded: bytes, ordered: Iterable[torch.Tensor],
+                        hashed: bool = True) -> str:
+    """Write the prefix, the header and every tensor; returns the sha256 of
+    what was written (hashed in a second thread), or "" when not `hashed`."""
     digest = hashlib.sha256()
     prefix = struct.pack("<Q", len(encoded)) + encoded
     stream.write(prefix)
     digest.update(prefix)
     pending: Future | None = None
     for tensor in ordered:
+        if not hashed:
+            stream.write(_raw_bytes(tensor))
+            continue
         data = _raw_bytes(tensor)
         if pending is not None:
             pending.result()  # the digest must see the chunks in file order
@@ -912,7 +943,7 @@ def _stream_safetensors(stream: BinaryIO, encoded: bytes, ordered: Iterable[torc
         stream.write(data)
     if pending is not None:
         pending.result()
-    return digest.hexdigest()
+    return digest.hexdigest() if hashed else ""
 
 
 def _raw_bytes(tensor: torch.Tensor) -> memoryview:

@@ -229,3 +229,26 @@ def test_peak_memory_is_bounded_by_the_largest_role_not_the_file(deep, method, d
     assert above <= bound, (above / 2**20, bound / 2**20)
     assert bound < max(os.path.getsize(src), os.path.getsize(out))
     out.unlink()
+
+
+def test_a_shrink_does_not_wait_for_the_source_hash_and_still_records_it(source, tmp_path):
+    """While the source's sha256 is still being computed, a smaller output is
+    written with a stand-in and its header completed at the end: the file
+    records the real hash, and the hash reported is the file's own."""
+    import hashlib
+    import threading
+    from concurrent.futures import Future
+
+    checkpoint = read_checkpoint(source)
+    real = checkpoint.sha256
+    pending: Future = Future()
+    checkpoint.digest = pending
+    timer = threading.Timer(0.3, lambda: pending.set_result(real))  # the hash finishes after the work
+    timer.start()
+    report = resize_file(lgcli.load(checkpoint), tmp_path / "out.safetensors", direction="shrink", depth=2,
+                         width=32, method="bot")
+    timer.join()
+    out = read_checkpoint(tmp_path / "out.safetensors")
+    assert out.lg["source_sha256"] == real
+    assert report["sha256"] == hashlib.sha256((tmp_path / "out.safetensors").read_bytes()).hexdigest()
+    assert out.sha256 == report["sha256"] and leftovers(tmp_path) == []
