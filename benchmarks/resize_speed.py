@@ -128,7 +128,7 @@ def copy_seconds(*paths: Path, scratch: Path) -> float:
 def run_step(direction: str, src: Path, dst: Path, depth: int, width: int, mlp_dim: int, shard_size: int) -> dict:
     command = [sys.executable, "-c", CHILD, direction, str(src), "--depth", str(depth), "--width", str(width),
                "--mlp-dim", str(mlp_dim), "--method", "bot", "--shard-size", str(shard_size or 0),
-               "-o", str(dst), "--force"]
+               "-o", str(dst)]
     started = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True)
     wall = time.perf_counter() - started
@@ -153,6 +153,10 @@ def bench_case(name: str, case: dict, folder: Path, repeats: int) -> dict:
         runs = []
         for _ in range(repeats):
             torch_s = seconds([sys.executable, "-c", "import torch"])
+            # A new output, as cp's is: replacing an existing file by rename makes
+            # ext4 flush it to disk first (auto_da_alloc), seconds for a GB.
+            if dst.exists():
+                shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
             measured = run_step(direction, src, dst, size["depth"], size["width"], size["mlp_dim"],
                                 case["shard_size"])
             measured["torch_s"] = torch_s

@@ -711,7 +711,10 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
         header, encoded = _header(entries, meta)
         _check_disk(path, 8 + len(encoded) + total)
         with atomic_path(path) as tmp:
-            with open(tmp, "wb") as out:
+            # "r+b", not "wb": the temporary file exists (empty), and truncating
+            # a file makes ext4 flush it to disk on close (auto_da_alloc), which
+            # costs about a second per GB before the rename.
+            with open(tmp, "r+b") as out:
                 digest = _stream_safetensors(out, encoded, stream_of(len(entries)), hashed=final_metadata is None)
                 if final_metadata is not None:
                     header, final = _header(entries, {"format": "pt", **dict(final_metadata())})

@@ -108,3 +108,25 @@ def test_crop_keeps_the_first_layers(source):
     _, out, report = resize(loaded, direction="shrink", method="bot", depth=3, fit="crop", rescale="none")
     assert report["details"]["axes"]["layer"] == {"from": 4, "to": 3, "levels": 0, "fit": "crop 4->3"}
     assert torch.equal(out.layers["fc1"].data, loaded.stack.layers["fc1"].data[:3])
+
+
+@pytest.mark.parametrize("rescale", ["none", "mean"])
+@pytest.mark.parametrize("qkv_axis", ["heads", "flat"])
+@pytest.mark.parametrize("size", [(8, 64), (4, 128), (16, 256), (8, 256)])
+def test_haar_growth_in_one_pass_equals_level_after_level(tmp_path, monkeypatch, rescale, qkv_axis, size):
+    """The one-pass haar growth (a broadcast copy of the source multiplied by
+    rec_lo once per level) gives exactly, bit for bit, the level-by-level
+    zero-detail IDWT of the general path."""
+    from lgcli.methods import bot as bot_module
+
+    path = tmp_path / "src.safetensors"
+    lgcli.save_model(make_vit("qk-norm", depth=4, embed_dim=64, num_heads=4), path)
+    loaded = lgcli.load(path)
+    depth, width = size
+    fast = resize(loaded, direction="grow", method="bot", depth=depth, width=width, rescale=rescale,
+                  qkv_axis=qkv_axis)[1].materialized()
+    monkeypatch.setattr(bot_module, "_haar_growth", lambda *args, **kwargs: None)
+    general = resize(loaded, direction="grow", method="bot", depth=depth, width=width, rescale=rescale,
+                     qkv_axis=qkv_axis)[1].materialized()
+    for role, named in general.items():
+        assert torch.equal(fast.layers.get(role, fast.globals.get(role)).data, named.data), role

@@ -99,6 +99,10 @@ def axes_report(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[
 def _resize_tensor(data: torch.Tensor, changes: list[AxisChange], source: ArchSpec,
                    target: ArchSpec, *, wavelet: str, fit: str, qkv_axis: str, rescale: str) -> torch.Tensor:
     rescale_mean = rescale == "mean"
+    if wavelet == "haar":
+        grown = _haar_growth(data, changes, source, target, fit=fit, qkv_axis=qkv_axis, rescale_mean=rescale_mean)
+        if grown is not None:
+            return grown
     # Largest reduction (shrink) / smallest growth (grow) first keeps the
     # intermediates small; the result does not depend on the order.
     for change in sorted(changes, key=lambda c: c.target / c.source):
@@ -109,6 +113,52 @@ def _resize_tensor(data: torch.Tensor, changes: list[AxisChange], source: ArchSp
         data, _ = wavelets.wavelet_resize(data, change.dim, change.target, wavelet=wavelet,
                                           fit=fit, rescale_mean=rescale_mean)
     return data
+
+
+def _haar_growth(data: torch.Tensor, changes: list[AxisChange], source: ArchSpec, target: ArchSpec, *,
+                 fit: str, qkv_axis: str, rescale_mean: bool) -> torch.Tensor | None:
+    """Haar's zero-detail synthesis in one pass, when every changed axis grows
+    by a power of two: a level repeats each sample twice, times rec_lo = 1/sqrt(2)
+    (`wavelets.idwt_approx` with K = 2). Every output element is therefore its
+    source sample multiplied by rec_lo once per level, in sequence (and divided
+    by the gain after each, with --rescale mean), whichever axis the level is
+    on. So the multiplications run on the small source and one broadcast copy
+    writes the result: the same values, bit for bit, as level after level, at
+    a third of the memory traffic. None when an axis shrinks or needs a fit."""
+    weight, other = wavelets.haar_synthesis_taps()
+    if weight != other:
+        return None
+    growth: dict[int, int] = {}  # dim of the (heads-unflattened) view -> repeats
+    unflatten_at = None
+    for change in changes:
+        if change.axis == ATTN and qkv_axis == "heads":
+            unflatten_at = change.dim
+    for change in changes:
+        shift = 1 if unflatten_at is not None and change.dim > unflatten_at else 0
+        if change.dim == unflatten_at:
+            pairs = [(change.dim, source.heads, target.heads), (change.dim + 1, source.head_dim, target.head_dim)]
+        else:
+            pairs = [(change.dim + shift, change.source, change.target)]
+        for dim, before, after in pairs:
+            if before == after:
+                continue
+            if after < before or after % before or (after // before) & (after // before - 1):
+                return None  # shrinking, or not a power of two: the general path
+            growth[dim] = after // before
+    if unflatten_at is not None:
+        data = data.unflatten(unflatten_at, (source.heads, source.head_dim))
+    gain = wavelets.mean_gain("haar", "grow")
+    levels = sum(repeats.bit_length() - 1 for repeats in growth.values())
+    for level in range(levels):
+        data = torch.mul(data, weight) if level == 0 else data.mul_(weight)
+        if rescale_mean:
+            data.div_(gain)
+    shape, expanded = [], []
+    for dim, size in enumerate(data.shape):
+        shape += [size, 1] if dim in growth else [size]
+        expanded += [size, growth[dim]] if dim in growth else [size]
+    out = data.reshape(shape).expand(expanded).reshape([s * growth.get(d, 1) for d, s in enumerate(data.shape)])
+    return out.flatten(unflatten_at, unflatten_at + 1) if unflatten_at is not None else out
 
 
 def _resize_attn_by_heads(data: torch.Tensor, dim: int, source: ArchSpec, target: ArchSpec, *,

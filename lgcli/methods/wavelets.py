@@ -68,6 +68,12 @@ def _filters(name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
     return tuple(wavelet.dec_lo), tuple(wavelet.rec_lo)
 
 
+def haar_synthesis_taps() -> tuple[float, float]:
+    """Haar's two synthesis (rec_lo) taps, as `idwt_approx` multiplies by them."""
+    rec_lo = _filters("haar")[1]
+    return rec_lo[0], rec_lo[1]
+
+
 def mean_gain(name: str, direction: str) -> float:
     """The factor one level multiplies a constant signal by: 1/that undoes it
     (`--rescale mean`). For orthonormal wavelets it is sqrt(2) for analysis and
