@@ -118,17 +118,6 @@ class Checkpoint:
                               f"(was it changed or truncated?)")
             view, position = view[got:], position + got
 
-    def release_pages(self) -> None:
-        """Let the kernel drop this process's copies of the mapped file pages.
-
-        Call it once the tensors have been copied elsewhere (an adapter's
-        stacks): the pages no longer count towards the process's memory, and
-        a tensor read again later is faulted back in from the file unchanged
-        (the mapping is private and was never written).
-        """
-        if self.mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
-            self.mapping.madvise(mmap.MADV_DONTNEED)
-
     @property
     def digest_ready(self) -> bool:
         return not isinstance(self.digest, Future) or self.digest.done()
@@ -390,12 +379,14 @@ def read_bytes(data: bytes) -> Checkpoint:
 
 
 def _read_safetensors_file(path: Path) -> Checkpoint:
-    """Tensors as zero-copy views of a private memory map of the file.
+    """A file's tensors, two ways: `read_into` reads a tensor's bytes with
+    pread into the caller's buffer (how lazy stacks read: one copy, nothing
+    mapped into this process), and `tensors` are zero-copy views of a private
+    memory map, for code that wants whole tensors (inspect, learngenes,
+    training checkpoints).
 
     ACCESS_COPY makes the mapping copy-on-write: tensors are writable, and a
-    write never reaches the file (inputs are never modified). Pages are read
-    on first touch, so a method that handles one role at a time never holds
-    the whole input in memory twice.
+    write never reaches the file (inputs are never modified).
     """
     f = open(path, "rb")  # kept open (closed with the Checkpoint) for read_into
     try:

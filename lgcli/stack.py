@@ -272,9 +272,3 @@ class TensorGroup:
 
     entries: list[tuple[str, tuple[int, ...]]]
     make: Callable[[], Iterator[tuple[str, torch.Tensor]]]
-
-
-def stack_layers(per_layer: list[torch.Tensor]) -> torch.Tensor:
-    """Stack same-role tensors of consecutive layers along a new leading axis."""
-    return torch.stack(per_layer, dim=0)
-

@@ -150,7 +150,7 @@ def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
         Option("teacher", str, None, "add knowledge distillation from this checkpoint while fitting"),
         Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
-        Option("device", str, "cpu", "cpu or cuda for the fitting"),
+        Option("device", str, "cpu", "cpu or cuda: where a learngene's part is fitted; for a model, where the resize transforms run"),
     )
 
 

@@ -112,14 +112,6 @@ def release(named: Named) -> torch.Tensor:
     return data
 
 
-def iter_tensors(stack: Stack) -> Iterator[tuple[str, Named, bool]]:
-    """(role, Named, is_per_layer) for every tensor of the stack."""
-    for role, named in stack.layers.items():
-        yield role, named, True
-    for role, named in stack.globals.items():
-        yield role, named, False
-
-
 def uniform_indices(source: int, target: int) -> torch.Tensor:
     """Weight selection's element indices (SPEC.md "Baselines", Xu et al. 2024):
     ``arange(s) * (T // s)`` when the source size T divides by the target size
