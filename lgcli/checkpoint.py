@@ -652,8 +652,8 @@ def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch
     return write_tensors(destination, entries, iter(ordered), metadata, force=force, stdout=stdout)
 
 
-# Hugging Face's default shard size (save_pretrained's max_shard_size "5GB").
-DEFAULT_SHARD_SIZE = 5_000_000_000
+# Shard names as Hugging Face's save_pretrained writes them (whose default
+# shard size, 5GB, is the CLI's --shard-size default).
 SHARD_NAME = "model-{:05d}-of-{:05d}.safetensors"
 
 Entry = tuple[str, torch.dtype, tuple[int, ...]]
@@ -718,6 +718,9 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
             _verify_written(tmp, header, dst)
             if path.exists() and not force:  # appeared while we worked
                 raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
+            trash = _move_aside(path) if path.is_dir() else None  # a sharded output replaced by one file
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
         return digest
     _check_disk(path, total + len(shards) * (8 + MAX_HEADER_BYTES // 1000))
     names = [SHARD_NAME.format(i + 1, len(shards)) for i in range(len(shards))]
@@ -805,8 +808,7 @@ def atomic_folder(path: Path, *, force: bool) -> Iterator[Path]:
             return
         if not force:  # appeared while we worked
             raise LgError(f"{shown(path)}: exists; pass --force to overwrite it")
-        trash = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=parent))
-        os.replace(path, trash / path.name)  # the old output, moved aside, then removed
+        trash = _move_aside(path)
         os.replace(tmp, path)
         shutil.rmtree(trash, ignore_errors=True)
     finally:
@@ -861,6 +863,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _move_aside(path: Path) -> Path:
+    """Move an output being replaced into a new hidden folder beside it, to be
+    removed once the new output is in place; returns that folder."""
+    trash = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent if str(path.parent) else "."))
+    os.replace(path, trash / path.name)
+    return trash
 
 
 def release_freed_memory() -> None:

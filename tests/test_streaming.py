@@ -92,6 +92,10 @@ def test_an_existing_sharded_output_needs_force(source, tmp_path, lg):
     assert refused.code == 1 and "--force" in refused.stderr
     assert lg(*args, "--force").code == 0
     assert sorted(p.name for p in folder.iterdir()) == before and leftovers(tmp_path) == []
+    # A single file replaces the folder, with --force, and the reverse.
+    assert lg(*args[:-4], "--shard-size", "0", "-o", folder, "--force").code == 0
+    assert folder.is_file() and lgcli.load(folder).spec.depth == 6 and leftovers(tmp_path) == []
+    assert lg(*args, "--force").code == 0 and (folder / SAFETENSORS_INDEX).is_file()
     # A folder that is not a checkpoint is never overwritten, even with --force.
     other = tmp_path / "notes"
     other.mkdir()
@@ -252,3 +256,14 @@ def test_a_shrink_does_not_wait_for_the_source_hash_and_still_records_it(source,
     assert out.lg["source_sha256"] == real
     assert report["sha256"] == hashlib.sha256((tmp_path / "out.safetensors").read_bytes()).hexdigest()
     assert out.sha256 == report["sha256"] and leftovers(tmp_path) == []
+
+
+def test_a_file_truncated_after_it_was_opened_is_one_clear_error(tmp_path):
+    """Roles are read when asked for: a file cut short in between is reported,
+    not read as zeros or garbage."""
+    path = tmp_path / "src.safetensors"
+    lgcli.save_model(make_vit("cls-token", depth=4, num_heads=4), path)
+    loaded = lgcli.load(path)
+    os.truncate(path, os.path.getsize(path) // 2)
+    with pytest.raises(lgcli.LgError, match="ended early"):
+        loaded.stack.materialized()

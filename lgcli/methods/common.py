@@ -151,7 +151,7 @@ def embed_into(backdrop: torch.Tensor, values: torch.Tensor, changes: list[AxisC
                 shape = [1] * out.dim()
                 shape[dim] = -1
                 index[dim] = torch.arange(out.shape[dim], device=out.device).view(shape)
-        out[tuple(index)] = values.to(out.dtype)
+        out[tuple(index)] = values.to(out.device, out.dtype)
     else:
         out.copy_(values)
     return out
