@@ -169,16 +169,18 @@ def load_model(source: str | os.PathLike | Checkpoint, heads: int | None = None,
     return model.float(), loaded.spec
 
 
-def spec_of_model(model: nn.Module, family: str = "vit") -> tuple[ArchSpec, Stack]:
-    """(spec, stack) of a live timm model."""
-    adapter = get_adapter(family)
+def spec_of_model(model: nn.Module, family: str | None = None) -> tuple[ArchSpec, Stack]:
+    """(spec, stack) of a live model of a family lg knows."""
+    from .arch import adapter_of_model
+
+    adapter = get_adapter(family) if family is not None else adapter_of_model(model)
     config = adapter.spec_of_model(model)
     return adapter.to_stack({k: v.detach() for k, v in model.state_dict().items()}, config=config)
 
 
 def save_model(model: nn.Module, destination: str | os.PathLike, *, method: str | None = None,
                options: Mapping[str, Any] | None = None, source: Loaded | Checkpoint | None = None,
-               force: bool = False, dtype: torch.dtype | None = None, family: str = "vit",
+               force: bool = False, dtype: torch.dtype | None = None, family: str | None = None,
                stdout: BinaryIO | None = None) -> str:
     """Write a live timm model with lg metadata (heads, pooling, provenance)."""
     spec, stack = spec_of_model(model, family)
@@ -223,7 +225,6 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
         name = str(tensor.dtype).replace("torch.", "")
         dtypes[name] = dtypes.get(name, 0) + tensor.numel()
     shown_path = _load_path(checkpoint)
-    e = spec.extras
     return {
         "file": checkpoint.source,
         "sha256": checkpoint.sha256,
@@ -236,17 +237,14 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
         "heads_assumed": spec.heads_assumed,
         "head_dim": spec.head_dim,
         "mlp_dim": spec.mlp_dim,
-        "patch_size": e.get("patch_size"),
-        "img_size": e.get("img_size"),
-        "in_chans": e.get("in_chans"),
-        "num_classes": e.get("num_classes"),
-        "prefix_tokens": e.get("prefix_tokens"),
-        "pooling": e.get("global_pool"),
+        **{key: value for key, _, value in adapter.inspect_fields(spec)},
+        "family_fields": [[key, label] for key, label, _ in adapter.inspect_fields(spec)],
         "parameters": parameter_counts(loaded.stack),
         "dtypes": dtypes,
         "config": adapter.config(spec),
         "provenance": provenance_chain(lg) if lg else [],
         "load_call": adapter.load_call(spec, shown_path),
+        "load_imports": adapter.load_imports,
     }
 
 

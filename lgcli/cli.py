@@ -187,12 +187,7 @@ def render_inspect(report: dict[str, Any]) -> None:
         ("heads", heads),
         ("head dim", report["head_dim"]),
         ("mlp dim", report["mlp_dim"]),
-        ("patch size", report["patch_size"]),
-        ("image size", report["img_size"]),
-        ("channels", report["in_chans"]),
-        ("classes", report["num_classes"]),
-        ("prefix tokens", report["prefix_tokens"]),
-        ("pooling", report["pooling"]),
+        *((label, report[key]) for key, label in report["family_fields"]),
         ("parameters", f"{params['total']:,} (blocks {params['blocks']:,}, embeddings "
                        f"{params['embeddings']:,}, norm {params['norm']:,}, head {params['head']:,})"),
         ("dtypes", ", ".join(f"{k} {v:,}" for k, v in report["dtypes"].items())),
@@ -205,7 +200,7 @@ def render_inspect(report: dict[str, Any]) -> None:
     console = out_console()
     console.print(table, markup=False, highlight=False)
     # Printed plainly so it can be copied as is (rich would wrap it).
-    sys.stdout.write("load with:\n  import timm\n  model = " + report["load_call"] + "\n")
+    sys.stdout.write(f"load with:\n  {report['load_imports']}\n  model = " + report["load_call"] + "\n")
     sys.stdout.flush()
 
 

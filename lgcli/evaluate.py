@@ -100,14 +100,10 @@ class Candidate:
 
 
 def architecture_of(model: torch.nn.Module) -> dict:
-    channels, image_size = model_input(model)
-    blocks = getattr(model, "blocks", [])
-    first = blocks[0] if len(blocks) else None
-    return {"depth": len(blocks), "width": int(getattr(model, "embed_dim", 0) or 0),
-            "heads": int(first.attn.num_heads) if first is not None else 0,
-            "patch_size": int(model.patch_embed.patch_size[0]) if hasattr(model, "patch_embed") else None,
-            "img_size": image_size, "in_chans": channels, "num_classes": int(model.num_classes),
-            "parameters": sum(p.numel() for p in model.parameters())}
+    """A live model's sizes for the report, as its family's adapter gives them."""
+    from .arch import adapter_of_model
+
+    return adapter_of_model(model).architecture_of(model)
 
 
 def fit_head(candidate: Candidate, num_classes: int, seed: int) -> None:
@@ -267,7 +263,7 @@ def evaluate(paths: list[str], data: ImageData, settings: ProbeSettings, *, base
         raise LgError("--lr-sweep needs --steps: without fine-tuning there is no learning rate to sweep")
     candidates = load_candidates(paths, heads=heads, baseline=baseline, seed=settings.seed)
     for candidate in candidates:
-        check_channels(data, candidate.architecture["in_chans"])
+        check_channels(data, model_input(candidate.model)[0])
     if settings.steps and len(data.train) < settings.batch_size:
         raise LgError(f"the train split has {len(data.train)} images, fewer than one batch of "
                       f"{settings.batch_size} (lower --batch-size or raise --subset)")

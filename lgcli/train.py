@@ -157,16 +157,14 @@ def distillation_loss(alpha: float, tau: float = 1.0, label_smoothing: float = 0
 
 
 def model_input(model: torch.nn.Module) -> tuple[int, int]:
-    """(channels, image size) a timm ViT-like model takes (a model built from
-    a learngene says so in its `input_size` attribute)."""
+    """(channels, image size) a model takes: a model built from a learngene
+    says so in its `input_size` attribute; otherwise its family's adapter knows."""
     if getattr(model, "input_size", None) is not None:
         channels, height, _ = model.input_size
         return int(channels), int(height)
-    patch_embed = getattr(model, "patch_embed", None)
-    if patch_embed is not None and getattr(patch_embed, "img_size", None) is not None:
-        return int(patch_embed.proj.in_channels), int(patch_embed.img_size[0])
-    channels, height, _ = model.pretrained_cfg["input_size"]
-    return int(channels), int(height)
+    from .arch import adapter_of_model
+
+    return adapter_of_model(model).model_input(model)
 
 
 @dataclass

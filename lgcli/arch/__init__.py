@@ -10,13 +10,16 @@ from typing import Mapping
 
 import torch
 
+from torch import nn
+
 from ..errors import LgError
+from .base import FamilyAdapter
 from .vit import VitAdapter
 
-ADAPTERS = {VitAdapter.family: VitAdapter()}
+ADAPTERS: dict[str, FamilyAdapter] = {VitAdapter.family: VitAdapter()}
 
 
-def get_adapter(family: str) -> VitAdapter:
+def get_adapter(family: str) -> FamilyAdapter:
     try:
         return ADAPTERS[family]
     except KeyError:
@@ -33,4 +36,12 @@ def detect_family(state_dict: Mapping[str, torch.Tensor]) -> str:
                   f"(blocks.N.attn.qkv.weight, patch_embed.proj.weight, ...); found {sample}")
 
 
-__all__ = ["ADAPTERS", "get_adapter", "detect_family", "VitAdapter"]
+def adapter_of_model(model: nn.Module) -> FamilyAdapter:
+    """The adapter of the family a live model belongs to."""
+    for adapter in ADAPTERS.values():
+        if adapter.owns_model(model):
+            return adapter
+    raise LgError(f"{type(model).__name__} is not a model of a family lg knows ({', '.join(ADAPTERS)})")
+
+
+__all__ = ["ADAPTERS", "FamilyAdapter", "adapter_of_model", "get_adapter", "detect_family", "VitAdapter"]

@@ -141,9 +141,11 @@ def json_shown(value: Any) -> str:
 
 
 class VitAdapter:
-    """timm VisionTransformer (and DeiT distilled) state dicts."""
+    """timm VisionTransformer (and DeiT distilled) state dicts
+    (`lgcli.arch.base.FamilyAdapter`)."""
 
     family = FAMILY
+    load_imports = "import timm"
 
     # ------------------------------------------------------------ detection
     @staticmethod
@@ -538,6 +540,39 @@ class VitAdapter:
             if found != shape:
                 raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
                               f"it records builds {shape}")
+
+    @staticmethod
+    def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
+        """(JSON key, table label, value): what `lg inspect` shows of a ViT
+        beyond the sizes every family has."""
+        e = spec.extras
+        return [("patch_size", "patch size", e.get("patch_size")), ("img_size", "image size", e.get("img_size")),
+                ("in_chans", "channels", e.get("in_chans")), ("num_classes", "classes", e.get("num_classes")),
+                ("prefix_tokens", "prefix tokens", e.get("prefix_tokens")),
+                ("pooling", "pooling", e.get("global_pool"))]
+
+    @staticmethod
+    def owns_model(model: nn.Module) -> bool:
+        return hasattr(model, "patch_embed") and hasattr(model, "blocks")
+
+    @staticmethod
+    def model_input(model: nn.Module) -> tuple[int, int]:
+        """(channels, image size) a timm ViT takes."""
+        patch_embed = model.patch_embed
+        if getattr(patch_embed, "img_size", None) is not None:
+            return int(patch_embed.proj.in_channels), int(patch_embed.img_size[0])
+        channels, height, _ = model.pretrained_cfg["input_size"]
+        return int(channels), int(height)
+
+    def architecture_of(self, model: nn.Module) -> dict[str, Any]:
+        """A live ViT's sizes, for reports."""
+        channels, image_size = self.model_input(model)
+        blocks = model.blocks
+        return {"depth": len(blocks), "width": int(getattr(model, "embed_dim", 0) or 0),
+                "heads": int(blocks[0].attn.num_heads) if len(blocks) else 0,
+                "patch_size": int(model.patch_embed.patch_size[0]), "img_size": image_size,
+                "in_chans": channels, "num_classes": int(model.num_classes),
+                "parameters": sum(p.numel() for p in model.parameters())}
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
         """(channels, height, width) of the images a model of this spec takes."""

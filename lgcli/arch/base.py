@@ -1,0 +1,95 @@
+"""What every architecture family's adapter provides: the only code that knows
+a family's key names, layouts, library and inputs.
+
+Everything outside `lgcli/arch/` reaches a family through this protocol (via
+`get_adapter(spec.family)` or `adapter_of_model(model)`): it never names a
+family, imports the family's library, or reads its configuration fields
+(tests/test_architecture_boundary.py checks that).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Mapping, Protocol
+
+import torch
+from torch import nn
+
+from ..stack import ArchSpec, Stack, TensorGroup
+
+# read(key, out, start): fill `out` with elements start.. of tensor `key`, flattened.
+Reader = Callable[[str, torch.Tensor, int], None]
+
+
+class FamilyAdapter(Protocol):
+    family: str
+    # What `lg inspect` prints after the load call (the family library's import).
+    load_imports: str
+
+    # ---- recognising and reading
+    def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
+        """Whether these state-dict keys are this family's."""
+
+    def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
+                 heads: int | None = None, reader: Reader | None = None) -> tuple[ArchSpec, Stack]:
+        """(spec, canonical stack); lazy when given a `reader` (roles read when asked)."""
+
+    def spec_from_config(self, config: Mapping[str, Any]) -> ArchSpec:
+        """The spec a recorded lg.config describes (checked)."""
+
+    def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
+        """(spec, a meta-device stack): the roles and shapes of that architecture, no data."""
+
+    # ---- writing
+    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
+        """The family's state dict as groups streamed one at a time (names and shapes first)."""
+
+    def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
+        """The whole state dict, in memory."""
+
+    def config(self, spec: ArchSpec) -> dict[str, Any]:
+        """What lg records as lg.config: the family's constructor arguments."""
+
+    def check_loadable(self, spec: ArchSpec, state: Mapping[str, Any]) -> None:
+        """Refuse a state dict (tensors or shapes) the family's library would not load strictly."""
+
+    # ---- sizes, before anything is allocated
+    def parameter_count(self, spec: ArchSpec) -> int: ...
+
+    def largest_role_elements(self, spec: ArchSpec) -> int: ...
+
+    # ---- the family's own models
+    def load_call(self, spec: ArchSpec, path: str) -> str:
+        """The exact line that loads a file of this spec with the family's library."""
+
+    def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
+        """(JSON key, table label, value) of the family's own fields for `lg inspect`."""
+
+    def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
+        """The family's random initialisation of `spec`."""
+
+    def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack: ...
+
+    def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
+        """A model holding these weights, loaded strictly."""
+
+    def owns_model(self, model: nn.Module) -> bool:
+        """Whether a live model is this family's."""
+
+    def spec_of_model(self, model: nn.Module) -> dict[str, Any]:
+        """The configuration a live model was built with."""
+
+    def model_input(self, model: nn.Module) -> tuple[int, int]:
+        """What the family's model takes: (channels, image size)."""
+
+    def architecture_of(self, model: nn.Module) -> dict[str, Any]:
+        """A live model's sizes, for reports: depth, width, heads, num_classes,
+        parameters, and the family's own input fields."""
+
+    def input_size(self, spec: ArchSpec) -> tuple[int, int, int]: ...
+
+    def global_role_axes(self) -> dict[str, tuple[str, ...]]: ...
+
+    def no_weight_decay_roles(self) -> frozenset[str]: ...
+
+
+__all__ = ["FamilyAdapter", "Reader", "Iterator"]
