@@ -257,7 +257,8 @@ def _display_name(source: str) -> str:
 def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None) -> Checkpoint:
     """Read a checkpoint from a path, a sharded folder, a pipe, or '-' (stdin).
 
-    A regular file is memory-mapped; stdin, a named pipe and a process
+    A regular file's header is read and its tensors are read when asked for
+    (`Checkpoint.read_into`, or views of a private map); stdin, a named pipe and a process
     substitution (``<(...)``) are read as a stream, up to the size their
     header states (see `read_stream`)."""
     src = str(source)

@@ -267,3 +267,20 @@ def test_a_file_truncated_after_it_was_opened_is_one_clear_error(tmp_path):
     os.truncate(path, os.path.getsize(path) // 2)
     with pytest.raises(lgcli.LgError, match="ended early"):
         loaded.stack.materialized()
+
+
+def test_a_sharded_bf16_input_resizes_as_the_same_single_file(tmp_path):
+    """A sharded bf16 checkpoint (read a role at a time across its shards)
+    gives exactly what the same weights in one file give, in bf16."""
+    model = make_vit("cls-token", depth=4, num_heads=4).to(torch.bfloat16)
+    single, folder = tmp_path / "one.safetensors", tmp_path / "sharded"
+    lgcli.save_model(model, single)
+    loaded = lgcli.load(single)
+    lgcli.save(folder, loaded.spec, loaded.stack, source=loaded, shard_size=60_000)
+    assert len(list(folder.glob("model-*.safetensors"))) > 2
+    for name, src in (("a", single), ("b", folder)):
+        resize_file(src, tmp_path / f"{name}.safetensors", direction="shrink", depth=2, width=32, method="bot")
+    with safe_open(str(tmp_path / "a.safetensors"), "pt") as a, safe_open(str(tmp_path / "b.safetensors"), "pt") as b:
+        assert set(a.keys()) == set(b.keys())
+        assert all(a.get_tensor(k).dtype == torch.bfloat16 and torch.equal(a.get_tensor(k), b.get_tensor(k))
+                   for k in a.keys())
