@@ -87,6 +87,7 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     adapter.check_loadable(spec, shapes)  # what lg writes, timm loads strictly
     target_dtype = dtype or (_dominant_dtype(parent.tensors) if parent else None) or torch.float32
     entries = [(key, target_dtype, shape) for key, shape in shapes.items()]
+
     def metadata(source_sha256: str | None = None) -> dict[str, str]:
         return provenance_metadata(kind=kind, family=spec.family, config=adapter.config(spec), method=method,
                                    options=options, source=parent, source_sha256=source_sha256)

@@ -163,9 +163,19 @@ class RoleMap(Mapping[str, Named]):
     """
 
     def __init__(self, info: Mapping[str, tuple[tuple[str, ...], tuple[int, ...]]],
-                 make: Callable[[str], torch.Tensor]) -> None:
+                 make: Callable[[str], torch.Tensor],
+                 make_layers: Callable[[str, list[int]], torch.Tensor] | None = None) -> None:
         self._info = {role: (tuple(axes), tuple(int(n) for n in shape)) for role, (axes, shape) in info.items()}
         self._make = make
+        self._make_layers = make_layers
+
+    def layers(self, role: str, indices: list[int]) -> torch.Tensor:
+        """Only these layers of a per-layer role (in this order): read from the
+        file alone when the maker can (a shrink that keeps half the layers
+        reads half the bytes), else selected from the whole role."""
+        if self._make_layers is not None:
+            return self._make_layers(role, list(indices))
+        return self[role].data.index_select(0, torch.as_tensor(list(indices), dtype=torch.long))
 
     def __getitem__(self, role: str) -> Named:
         axes, shape = self._info[role]
@@ -185,6 +195,43 @@ class RoleMap(Mapping[str, Named]):
 
     def axes_and_shape(self, role: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
         return self._info[role]
+
+
+def role_layers(roles: Mapping[str, Named], role: str, indices: list[int]) -> torch.Tensor:
+    """Some layers of a per-layer role, reading no more than those when lazy."""
+    if isinstance(roles, RoleMap):
+        return roles.layers(role, indices)
+    data = roles[role].data
+    return data.index_select(0, torch.as_tensor(list(indices), dtype=torch.long, device=data.device))
+
+
+class SourceRole:
+    """A source role as a method sees it: a Named whose axes and shape are
+    known at once and whose tensor is made on first use of `.data` (and then
+    held by this object only), or only some of its layers with `.layers()`.
+    Handing the tensor over (`methods.common.release`) never touches the
+    caller's stack."""
+
+    def __init__(self, roles: Mapping[str, Named], role: str) -> None:
+        self._roles, self._role = roles, role
+        self.axes, self.shape = axes_and_shape(roles, role)
+        self._data: torch.Tensor | None = None
+
+    @property
+    def data(self) -> torch.Tensor:
+        if self._data is None:
+            self._data = self._roles[self._role].data
+        return self._data
+
+    @data.setter
+    def data(self, value: torch.Tensor) -> None:
+        self._data = value
+
+    def size_of(self, axis: str) -> int:
+        return self.shape[self.axes.index(axis)]
+
+    def layers(self, indices: list[int]) -> torch.Tensor:
+        return role_layers(self._roles, self._role, indices)
 
 
 def axes_and_shape(roles: Mapping[str, Named], role: str) -> tuple[tuple[str, ...], tuple[int, ...]]:

@@ -284,3 +284,33 @@ def test_a_sharded_bf16_input_resizes_as_the_same_single_file(tmp_path):
         assert set(a.keys()) == set(b.keys())
         assert all(a.get_tensor(k).dtype == torch.bfloat16 and torch.equal(a.get_tensor(k), b.get_tensor(k))
                    for k in a.keys())
+
+
+@pytest.mark.parametrize("method", ["select", "bot", "heur-lg", "auto-lg"])
+def test_a_method_never_changes_the_stack_it_is_given(source, method):
+    """Methods hand source roles over to free them early; a stack held in
+    memory by the caller must come back untouched."""
+    loaded = lgcli.load(source)
+    loaded.stack = loaded.stack.materialized()
+    before = {role: named.data.clone() for role, named in loaded.stack.items()}
+    resize(loaded, direction="shrink", depth=2, width=32, method=method)[1].materialized()
+    assert all(torch.equal(named.data, before[role]) for role, named in loaded.stack.items())
+
+
+@pytest.mark.parametrize("method,kept", [("select", {0, 1}), ("auto-lg", {0, 1}), ("heur-lg", {2, 3})])
+def test_a_shrink_that_keeps_some_layers_reads_only_those(source, tmp_path, monkeypatch, method, kept):
+    """Halving the depth with a method that keeps whole layers reads half the
+    blocks: the others are never read from the file."""
+    from lgcli.checkpoint import Checkpoint
+
+    blocks = set()
+    real = Checkpoint.read_into
+
+    def counting(self, key, out, start=0):
+        if key.startswith("blocks."):
+            blocks.add(int(key.split(".")[1]))
+        return real(self, key, out, start)
+
+    monkeypatch.setattr(Checkpoint, "read_into", counting)
+    resize_file(source, tmp_path / "out.safetensors", direction="shrink", depth=2, method=method)
+    assert blocks == kept

@@ -214,18 +214,21 @@ class VitAdapter:
             if key in first:
                 sources[role] = (key, 0, tuple(first[key].shape))
 
-        def make_layers(role: str) -> torch.Tensor:
+        def make_layers(role: str, indices: list[int] | None = None) -> torch.Tensor:
             key, start, shape = sources[role]
             stored = first[key]
-            out = torch.empty((depth, *shape), dtype=compute_dtype(stored.dtype), device=stored.device)
+            chosen = range(depth) if indices is None else indices
+            out = torch.empty((len(chosen), *shape), dtype=compute_dtype(stored.dtype), device=stored.device)
             # A half-precision role is read a layer at a time and widened into
             # the float32 stack: the role is never held in both precisions.
             buffer = None if out.dtype == stored.dtype else torch.empty(shape, dtype=stored.dtype,
                                                                         device=stored.device)
-            for index in range(depth):
-                read(f"blocks.{index}.{key}", out[index] if buffer is None else buffer, start)
+            for position, index in enumerate(chosen):
+                if not 0 <= index < depth:
+                    raise IndexError(f"layer {index} of a {depth}-layer stack")
+                read(f"blocks.{index}.{key}", out[position] if buffer is None else buffer, start)
                 if buffer is not None:
-                    out[index].copy_(buffer)
+                    out[position].copy_(buffer)
             return out
 
         def make_global(role: str) -> torch.Tensor:
@@ -236,7 +239,7 @@ class VitAdapter:
             return out.to(compute_dtype(stored.dtype))
 
         layers = RoleMap({role: (LAYER_ROLE_AXES[role], (depth, *shape)) for role, (_, _, shape) in sources.items()},
-                         make_layers)
+                         make_layers, make_layers)
         stack_globals = RoleMap({GLOBAL_KEYS[k][0]: (GLOBAL_KEYS[k][1], tuple(v.shape)) for k, v in globals_.items()},
                                 make_global)
         extras = self._extras(globals_, first, width, config)

@@ -9,8 +9,8 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 
 from ..options import Option
-from ..stack import (ATTN, CLASSES, EMBED, LAYER, MLP, ArchSpec, Named, RoleMap, Stack, axes_and_shape,
-                     target_shape)
+from ..stack import (ATTN, CLASSES, EMBED, LAYER, MLP, ArchSpec, Named, RoleMap, SourceRole, Stack,
+                     axes_and_shape, target_shape)
 
 COMPUTE_DTYPE = torch.float32
 GROW, SHRINK = "grow", "shrink"
@@ -96,17 +96,18 @@ def per_role(stack: Stack, target: ArchSpec, compute: Callable[[str, Named, bool
         for role in roles:
             axes, shape = axes_and_shape(roles, role)
             info[role] = (axes, target_shape(axes, shape, target))
-        return RoleMap(info, lambda role: compute(role, roles[role], per_layer))
+        return RoleMap(info, lambda role: compute(role, SourceRole(roles, role), per_layer))
 
     return Stack(layers=lazy(stack.layers, True), globals=lazy(stack.globals, False))
 
 
-def release(named: Named) -> torch.Tensor:
-    """The role's tensor, handed over: `named` no longer holds it. A role made
-    by a lazy stack has no other holder, so a method that passes it straight
-    on frees it as soon as its first step has made a new tensor (a level, a
-    selection along one axis), not when the whole role is done: the peak is
-    the source role and one intermediate, not two intermediates more."""
+def release(named: SourceRole) -> torch.Tensor:
+    """The role's tensor, handed over: the SourceRole no longer holds it (the
+    caller's stack is untouched). A role made by a lazy stack has no other
+    holder, so a method that passes it straight on frees it as soon as its
+    first step has made a new tensor (a level, a selection along one axis),
+    not when the whole role is done: the peak is the source role and one
+    intermediate, not two intermediates more."""
     data = named.data
     named.data = torch.empty(0)
     return data
@@ -127,10 +128,35 @@ def uniform_indices(source: int, target: int) -> torch.Tensor:
 
 def select_along(tensor: torch.Tensor, changes: list[AxisChange],
                  indices_for: Callable[[AxisChange], torch.Tensor]) -> torch.Tensor:
-    """Keep, along each changed axis, the elements `indices_for(change)` names."""
+    """Keep, along each changed axis, the elements `indices_for(change)` names.
+
+    Evenly spaced indices (weight selection's whenever the sizes divide) are a
+    strided view, and all the views are copied once at the end: one pass over
+    the memory instead of one per axis (index_select along an inner axis is
+    the slow part of a selection). Any other indices are gathered. The result
+    never shares memory with `tensor` when something was selected."""
+    original = tensor
     for change in changes:
-        tensor = tensor.index_select(change.dim, indices_for(change).to(tensor.device))
+        indices = indices_for(change)
+        step = _even_step(indices)
+        if step is None:
+            tensor = tensor.index_select(change.dim, indices.to(tensor.device))
+        else:
+            start = int(indices[0])
+            tensor = tensor.narrow(change.dim, start, tensor.shape[change.dim] - start)
+            tensor = tensor[(slice(None),) * change.dim + (slice(None, step * (len(indices) - 1) + 1, step),)]
+    if changes and tensor.untyped_storage().data_ptr() == original.untyped_storage().data_ptr():
+        return tensor.contiguous() if not tensor.is_contiguous() else tensor.clone()
     return tensor
+
+
+def _even_step(indices: torch.Tensor) -> int | None:
+    """The common step of evenly spaced, increasing indices (None otherwise)."""
+    if indices.numel() < 2:
+        return 1 if indices.numel() == 1 else None
+    steps = indices[1:] - indices[:-1]
+    step = int(steps[0])
+    return step if step > 0 and bool((steps == step).all()) else None
 
 
 def embed_into(backdrop: torch.Tensor, values: torch.Tensor, changes: list[AxisChange],

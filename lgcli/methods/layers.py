@@ -55,9 +55,8 @@ def _inherit_layers(stack: Stack, source: ArchSpec, target: ArchSpec, context: M
 
     def inherit(role: str, named: Named, per_layer: bool) -> torch.Tensor:
         changes = axis_changes(named, source, target, skip=(LAYER,))
-        data = release(named)
-        if per_layer:
-            data = data.index_select(0, source_layers.to(data.device))
+        # Only the inherited layers are read (from the file, when lazy).
+        data = named.layers(source_layers.tolist()) if per_layer else release(named)
         if not growing:
             return select_along(data, changes, _width_indices)
         if not random:

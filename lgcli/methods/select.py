@@ -29,7 +29,12 @@ def selection_indices(change: AxisChange) -> torch.Tensor:
 def select(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
            context: MethodContext) -> MethodResult:
     def pick(role: str, named: Named, per_layer: bool) -> torch.Tensor:
-        return select_along(release(named), axis_changes(named, source, target), selection_indices)
+        changes = axis_changes(named, source, target)
+        if per_layer and any(change.axis == LAYER for change in changes):
+            # The first N layers only are read (from the file, when lazy).
+            return select_along(named.layers(list(range(target.depth))),
+                                [c for c in changes if c.axis != LAYER], selection_indices)
+        return select_along(release(named), changes, selection_indices)
 
     out = per_role(stack, target, pick)
     sizes = {axis: (source.axis_sizes()[axis], size) for axis, size in target.axis_sizes().items()
