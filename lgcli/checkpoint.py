@@ -50,6 +50,7 @@ from . import __version__
 from .errors import LgError, one_line, os_reason, shown
 from .header import (MAX_HEADER_BYTES, Header, check_data_size, header_length, load_json,
                      parse_header, valid_unicode)
+from .stack import copy_elements
 
 STDIO = "-"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -106,7 +107,7 @@ class Checkpoint:
                              f"{source.dtype} tensor of {source.numel()}")
         location = self.locations.get(key)
         if location is None or count == 0:
-            out.view(-1).copy_(source.reshape(-1)[start:start + count])
+            copy_elements(source, out, start)
             return
         handle, offset = location
         view = memoryview(out.view(-1).view(torch.uint8).numpy())
@@ -684,7 +685,8 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     A stream or a sharded folder waits for it instead.
     """
     dst = str(destination)
-    if final_metadata is not None and (dst == STDIO or len(_shards(entries, shard_size)) > 1):
+    shards = [entries] if dst == STDIO else _shards(entries, shard_size)
+    if final_metadata is not None and (dst == STDIO or len(shards) > 1):
         metadata, final_metadata = final_metadata(), None
     meta = {"format": "pt", **dict(metadata)}
     _check_names({key: None for key, _, _ in entries})
@@ -698,7 +700,6 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     check_output(dst, force=force)
     path = Path(dst)
     total = sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
-    shards = _shards(entries, shard_size)
     if len(shards) == 1:
         header, encoded = _header(entries, meta)
         _check_disk(path, 8 + len(encoded) + total)

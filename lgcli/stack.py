@@ -167,15 +167,9 @@ class RoleMap(Mapping[str, Named]):
                  make_layers: Callable[[str, list[int]], torch.Tensor] | None = None) -> None:
         self._info = {role: (tuple(axes), tuple(int(n) for n in shape)) for role, (axes, shape) in info.items()}
         self._make = make
-        self._make_layers = make_layers
-
-    def layers(self, role: str, indices: list[int]) -> torch.Tensor:
-        """Only these layers of a per-layer role (in this order): read from the
-        file alone when the maker can (a shrink that keeps half the layers
-        reads half the bytes), else selected from the whole role."""
-        if self._make_layers is not None:
-            return self._make_layers(role, list(indices))
-        return self[role].data.index_select(0, torch.as_tensor(list(indices), dtype=torch.long))
+        # Only some layers of a per-layer role, when the maker can read them
+        # alone (a shrink that keeps half the layers reads half the bytes).
+        self.make_layers = make_layers
 
     def __getitem__(self, role: str) -> Named:
         axes, shape = self._info[role]
@@ -198,9 +192,10 @@ class RoleMap(Mapping[str, Named]):
 
 
 def role_layers(roles: Mapping[str, Named], role: str, indices: list[int]) -> torch.Tensor:
-    """Some layers of a per-layer role, reading no more than those when lazy."""
-    if isinstance(roles, RoleMap):
-        return roles.layers(role, indices)
+    """Some layers of a per-layer role (in this order), reading no more than
+    those when the lazy stack can, else selected from the whole role."""
+    if isinstance(roles, RoleMap) and roles.make_layers is not None:
+        return roles.make_layers(role, list(indices))
     data = roles[role].data
     return data.index_select(0, torch.as_tensor(list(indices), dtype=torch.long, device=data.device))
 
@@ -307,6 +302,13 @@ class Stack:
     def largest_role_elements(self) -> int:
         """Elements of the largest single role tensor: what bounds a resize's memory."""
         return max((math.prod(shape) for _, _, shape, _ in self.shapes()), default=0)
+
+
+def copy_elements(source: torch.Tensor, out: torch.Tensor, start: int) -> None:
+    """Fill `out` with elements ``start .. start + out.numel()`` of `source`,
+    flattened (a tensor held in memory, read as a file's tensor is)."""
+    with torch.no_grad():
+        out.view(-1).copy_(source.reshape(-1)[start:start + out.numel()])
 
 
 @dataclass

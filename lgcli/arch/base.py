@@ -9,7 +9,7 @@ family, imports the family's library, or reads its configuration fields
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 import torch
 from torch import nn
@@ -92,4 +92,4 @@ class FamilyAdapter(Protocol):
     def no_weight_decay_roles(self) -> frozenset[str]: ...
 
 
-__all__ = ["FamilyAdapter", "Reader", "Iterator"]
+__all__ = ["FamilyAdapter", "Reader"]

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 from torch import nn
 
 from ..errors import LgError
 from ..stack import (CLASSES, EMBED, FIXED, LAYER_ROLE_AXES, TOKENS, ArchSpec, Named, RoleMap, Stack,
-                     TensorGroup, axes_and_shape)
+                     TensorGroup, axes_and_shape, copy_elements)
+from .base import Reader
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
@@ -640,7 +641,6 @@ class VitAdapter:
         }
 
 
-# Rank of every tensor a timm ViT state dict holds (per block, then global).
 def compute_dtype(stored: torch.dtype) -> torch.dtype:
     """The dtype a role is read into: float32 for half precisions (bf16,
     fp16, fp8), so that methods compute in float32; wider ones as stored.
@@ -648,18 +648,11 @@ def compute_dtype(stored: torch.dtype) -> torch.dtype:
     return torch.float32 if stored.is_floating_point and stored.itemsize < 4 else stored
 
 
-# read(key, out, start): fill `out` with elements start.. of tensor `key`, flattened.
-Reader = Callable[[str, torch.Tensor, int], None]
-
-
 def _memory_reader(state_dict: Mapping[str, torch.Tensor]) -> Reader:
-    def read(key: str, out: torch.Tensor, start: int) -> None:
-        with torch.no_grad():
-            out.view(-1).copy_(state_dict[key].reshape(-1)[start:start + out.numel()])
-
-    return read
+    return lambda key, out, start: copy_elements(state_dict[key], out, start)
 
 
+# Rank of every tensor a timm ViT state dict holds (per block, then global).
 BLOCK_RANKS = {QKV_WEIGHT: 2, QKV_BIAS: 1, **{key: len(LAYER_ROLE_AXES[role]) - 1 for key, role in BLOCK_KEYS.items()}}
 GLOBAL_RANKS = {key: len(axes) for key, (_, axes) in GLOBAL_KEYS.items()}
 

@@ -129,10 +129,7 @@ def _haar_growth(data: torch.Tensor, changes: list[AxisChange], source: ArchSpec
     if weight != other:
         return None
     growth: dict[int, int] = {}  # dim of the (heads-unflattened) view -> repeats
-    unflatten_at = None
-    for change in changes:
-        if change.axis == ATTN and qkv_axis == "heads":
-            unflatten_at = change.dim
+    unflatten_at = next((c.dim for c in changes if c.axis == ATTN and qkv_axis == "heads"), None)
     for change in changes:
         shift = 1 if unflatten_at is not None and change.dim > unflatten_at else 0
         if change.dim == unflatten_at:
@@ -142,9 +139,10 @@ def _haar_growth(data: torch.Tensor, changes: list[AxisChange], source: ArchSpec
         for dim, before, after in pairs:
             if before == after:
                 continue
-            if after < before or after % before or (after // before) & (after // before - 1):
-                return None  # shrinking, or not a power of two: the general path
-            growth[dim] = after // before
+            step = wavelets.plan_step(before, after, fit)
+            if after < before or "fit" in step:
+                return None  # shrinking, or a factor whole levels do not reach: the general path
+            growth[dim] = 2 ** step["levels"]
     if unflatten_at is not None:
         data = data.unflatten(unflatten_at, (source.heads, source.head_dim))
     gain = wavelets.mean_gain("haar", "grow")
