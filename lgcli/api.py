@@ -235,6 +235,7 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
         "depth": spec.depth,
         "width": spec.width,
         "heads": spec.heads,
+        "kv_heads": spec.key_value_heads,
         "heads_assumed": spec.heads_assumed,
         "head_dim": spec.head_dim,
         "mlp_dim": spec.mlp_dim,

@@ -185,6 +185,8 @@ def render_inspect(report: dict[str, Any]) -> None:
         ("depth", report["depth"]),
         ("width", report["width"]),
         ("heads", heads),
+        *((("key/value heads", report["kv_heads"]),) if report.get("kv_heads", report["heads"]) != report["heads"]
+          else ()),
         ("head dim", report["head_dim"]),
         ("mlp dim", report["mlp_dim"]),
         *((label, report[key]) for key, label in report["family_fields"]),
@@ -464,6 +466,9 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
             None, "--source-heads", min=1, help="The source's heads, when its file does not record them."),
         mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim", min=1,
                                               help="Target MLP hidden size (default: keep the source's MLP ratio)."),
+        kv_heads: Optional[int] = typer.Option(
+            None, "--kv-heads", min=1, help="Target key/value heads of grouped-query attention (default: keep the "
+                                            "source's heads per key/value head)."),
         max_params: Optional[float] = typer.Option(
             None, "--max-params", min=1,
             help="Refuse a target with more parameters than this [default: 20e9]; raise it for larger models."),
@@ -482,8 +487,8 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         **options: Any,
     ) -> None:
         _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
-                        source_heads=source_heads, mlp_dim=mlp_dim, method=method, seed=seed,
-                        max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"), **options)
+                        source_heads=source_heads, mlp_dim=mlp_dim, kv_heads=kv_heads, method=method,
+                        seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"), **options)
 
     app.command(name=direction, help=summary)(command)
 

@@ -36,16 +36,18 @@ PEAK_ROLE_COPIES = 3
 
 
 def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
-                heads: int | None = None, mlp_dim: int | None = None,
+                heads: int | None = None, mlp_dim: int | None = None, kv_heads: int | None = None,
                 max_params: float | None = None) -> ArchSpec:
     """The target architecture: unchanged axes keep their size; heads come
     from `heads`, else width / the source's head dim; the MLP keeps the
-    source's ratio unless `mlp_dim` is given.
+    source's ratio unless `mlp_dim` is given. Grouped-query attention keeps
+    its group size (heads per key/value head) unless `kv_heads` is given
+    (SPEC.md "Text families"); key/value heads must divide the heads.
 
     The target's size is checked before anything else (`check_size`): a
     request over `max_params` or over the memory available is refused."""
     for flag, value in (("--depth", depth), ("--width", width), ("--heads", heads),
-                        ("--mlp-dim", mlp_dim)):
+                        ("--mlp-dim", mlp_dim), ("--kv-heads", kv_heads)):
         if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
             raise LgError(f"{flag} must be a whole number of at least 1, not {value}")
     new_width = source.width if width is None else int(width)
@@ -53,7 +55,7 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
     new_mlp = int(mlp_dim) if mlp_dim is not None else round(source.mlp_dim * new_width / source.width)
     # Heads barely change the count (q/k norm only): bound it with one head.
     check_size(source.with_sizes(depth=new_depth, width=new_width, heads=1, head_dim=new_width,
-                                 mlp_dim=max(new_mlp, 1)), max_params)
+                                 mlp_dim=max(new_mlp, 1), kv_heads=1), max_params)
     if heads is not None:
         if new_width % heads:
             valid = _divisors(new_width)
@@ -70,8 +72,23 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
         new_heads = new_width // head_dim
     if new_mlp < 1:
         raise LgError(f"width {new_width} keeps an MLP of {new_mlp} units: give --mlp-dim")
-    return source.with_sizes(depth=new_depth, width=new_width,
-                             heads=new_heads, head_dim=new_width // new_heads, mlp_dim=new_mlp)
+    new_kv_heads = _kv_heads(source, new_heads, kv_heads)
+    return source.with_sizes(depth=new_depth, width=new_width, heads=new_heads, head_dim=new_width // new_heads,
+                             mlp_dim=new_mlp, kv_heads=new_kv_heads)
+
+
+def _kv_heads(source: ArchSpec, heads: int, kv_heads: int | None) -> int:
+    """The target's key/value heads: as asked, else the source's group size kept."""
+    if kv_heads is None:
+        group = source.heads // source.key_value_heads
+        if heads % group:
+            raise LgError(f"{heads} heads do not form groups of {group} (the source's {source.heads} heads share "
+                          f"{source.key_value_heads} key/value heads): give --kv-heads, one that divides {heads}")
+        return heads // group
+    if heads % kv_heads:
+        raise LgError(f"--kv-heads {kv_heads} does not divide the {heads} heads (key/value heads that do: "
+                      f"{_short_list(_divisors(heads))})")
+    return int(kv_heads)
 
 
 def check_size(spec: ArchSpec, max_params: float | None = None) -> int:
@@ -115,7 +132,8 @@ def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
         raise ValueError(f"direction must be grow or shrink, not {direction!r}")
     before, after = source.axis_sizes(), target.axis_sizes()
     before["heads"], after["heads"] = source.heads, target.heads
-    for axis in (LAYER, EMBED, MLP, "heads", HEAD_DIM):
+    before["kv_heads"], after["kv_heads"] = source.key_value_heads, target.key_value_heads
+    for axis in (LAYER, EMBED, MLP, "heads", "kv_heads", HEAD_DIM):
         smaller, larger = after[axis] < before[axis], after[axis] > before[axis]
         if (direction == GROW and smaller) or (direction == SHRINK and larger):
             other = SHRINK if direction == GROW else GROW
@@ -127,12 +145,13 @@ def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
 
 def _axis_label(axis: str) -> str:
     return {LAYER: "the depth", EMBED: "the width", MLP: "the MLP dim", "heads": "the head count",
-            HEAD_DIM: "the head dim"}[axis]
+            "kv_heads": "the key/value head count", HEAD_DIM: "the head dim"}[axis]
 
 
 def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth: int | None = None,
            width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
-           method: str | None = None, seed: int | None = None, source_heads: int | None = None,
+           kv_heads: int | None = None, method: str | None = None, seed: int | None = None,
+           source_heads: int | None = None,
            stdin: BinaryIO | None = None, max_params: float | None = None, device: str | None = None,
            **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Resize a model checkpoint to a new depth / width with a training-free
@@ -160,7 +179,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
     loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
               else load(loaded_or_path, heads=source_heads, stdin=stdin))
     plan = _plan(loaded, chosen, options, direction=direction, depth=depth, width=width, heads=heads,
-                 mlp_dim=mlp_dim, max_params=max_params)
+                 mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
     source, target = plan
     adapter = get_adapter(source.family)
     context = MethodContext(direction=direction, seed=seed,
@@ -206,11 +225,12 @@ def on_device(stack: Stack, device: str) -> Stack:
 
 
 def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, depth, width, heads,
-          mlp_dim, max_params) -> tuple[ArchSpec, ArchSpec]:
-    if all(v is None for v in (depth, width, heads, mlp_dim)):
-        raise LgError(f"nothing to {direction}: give --depth, --width, --heads or --mlp-dim")
+          mlp_dim, kv_heads, max_params) -> tuple[ArchSpec, ArchSpec]:
+    if all(v is None for v in (depth, width, heads, mlp_dim, kv_heads)):
+        raise LgError(f"nothing to {direction}: give --depth, --width, --heads, --kv-heads or --mlp-dim")
     source = loaded.spec
-    target = target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, max_params=max_params)
+    target = target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads,
+                         max_params=max_params)
     check_direction(source, target, direction)
     if chosen.validate is not None:
         chosen.validate(options, source, target, direction)
@@ -218,12 +238,12 @@ def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, de
 
 
 def spec_sizes(spec: ArchSpec) -> dict[str, int]:
-    return {"depth": spec.depth, "width": spec.width, "heads": spec.heads, "head_dim": spec.head_dim,
-            "mlp_dim": spec.mlp_dim}
+    return {"depth": spec.depth, "width": spec.width, "heads": spec.heads, "kv_heads": spec.key_value_heads,
+            "head_dim": spec.head_dim, "mlp_dim": spec.mlp_dim}
 
 
 def expand(learngene, *, depth: int | None = None, width: int | None = None, heads: int | None = None,
-           mlp_dim: int | None = None, seed: int = 0, notify: Callable[[str], None] | None = None,
+           mlp_dim: int | None = None, kv_heads: int | None = None, seed: int = 0, notify: Callable[[str], None] | None = None,
            max_params: float | None = None, **options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Build a model of the given size from a learngene, by the learngene's
     own rule (its kind's `expand`). `options` are the kind's expand options
@@ -238,7 +258,7 @@ def expand(learngene, *, depth: int | None = None, width: int | None = None, hea
         raise LgError("give the size to build: --depth (and --width where the learngene can change it)")
     depth, width, heads, mlp_dim = kind.resolve_request(learngene, depth, width, heads, mlp_dim)
     target = target_spec(learngene.spec, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
-                         max_params=max_params)
+                         kv_heads=kv_heads, max_params=max_params)
     kind.check_target(learngene, target)
     stack, details = kind.expand(learngene, target, resolved, notify or notify_stderr, seed)
     try:

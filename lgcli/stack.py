@@ -10,11 +10,17 @@ Axis names (SPEC.md table):
 
 - ``layer``    the stacking axis of per-layer tensors (size = depth)
 - ``embed``    the residual width D
-- ``attn``     heads x head_dim (q, k, v rows; o columns)
+- ``attn``     heads x head_dim (q rows; o columns)
+- ``kv``       key/value heads x head_dim (k, v rows): ``attn`` without
+               grouped-query attention, fewer heads with it
 - ``mlp``      the MLP hidden width F
 - ``head_dim`` one head's dimension d (q/k norm), fixed under width changes
 - ``tokens``   position-embedding tokens (prefix tokens + patches)
 - ``classes``  classifier outputs
+- ``vocab``    a text model's vocabulary (token embeddings, LM head): never
+               resized
+- ``positions`` learned position embeddings of a text model (BERT, GPT-2):
+               never resized
 - ``-``        an axis no method resizes (image channels, patch pixels, a
                size-1 batch axis)
 """
@@ -28,21 +34,29 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
-LAYER, EMBED, ATTN, MLP, HEAD_DIM, TOKENS, CLASSES, FIXED = (
-    "layer", "embed", "attn", "mlp", "head_dim", "tokens", "classes", "-")
-AXIS_NAMES = (LAYER, EMBED, ATTN, MLP, HEAD_DIM, TOKENS, CLASSES, FIXED)
+LAYER, EMBED, ATTN, KV, MLP, HEAD_DIM, TOKENS, CLASSES, VOCAB, POSITIONS, FIXED = (
+    "layer", "embed", "attn", "kv", "mlp", "head_dim", "tokens", "classes", "vocab", "positions", "-")
+AXIS_NAMES = (LAYER, EMBED, ATTN, KV, MLP, HEAD_DIM, TOKENS, CLASSES, VOCAB, POSITIONS, FIXED)
 
+# The canonical per-layer roles of every family (SPEC.md tables "A canonical
+# view" and "Text families"). An adapter has the subset its family has, under
+# these names, so that methods and learngene kinds know what a role is (a
+# gain, a branch output, an input axis) without knowing any family. The MLP is
+# fc2(act(fc1 x)), or with SwiGLU fc2(silu(gate x) * fc1 x): fc1 is "up" and
+# fc2 "down" there.
 LAYER_ROLE_AXES: dict[str, tuple[str, ...]] = {
     "q": (LAYER, ATTN, EMBED),
-    "k": (LAYER, ATTN, EMBED),
-    "v": (LAYER, ATTN, EMBED),
+    "k": (LAYER, KV, EMBED),
+    "v": (LAYER, KV, EMBED),
     "o": (LAYER, EMBED, ATTN),
+    "gate": (LAYER, MLP, EMBED),
     "fc1": (LAYER, MLP, EMBED),
     "fc2": (LAYER, EMBED, MLP),
     "q_bias": (LAYER, ATTN),
-    "k_bias": (LAYER, ATTN),
-    "v_bias": (LAYER, ATTN),
+    "k_bias": (LAYER, KV),
+    "v_bias": (LAYER, KV),
     "o_bias": (LAYER, EMBED),
+    "gate_bias": (LAYER, MLP),
     "fc1_bias": (LAYER, MLP),
     "fc2_bias": (LAYER, EMBED),
     "norm1_weight": (LAYER, EMBED),
@@ -62,7 +76,13 @@ LAYER_ROLE_AXES: dict[str, tuple[str, ...]] = {
 # norms, not 0.
 NORM_WEIGHT_ROLES = frozenset(
     {"norm1_weight", "norm2_weight", "q_norm_weight", "k_norm_weight",
-     "norm_weight", "fc_norm_weight", "pre_norm_weight"})
+     "norm_weight", "fc_norm_weight", "pre_norm_weight", "embed_norm_weight", "head_norm_weight"})
+
+# Global roles that are lookup tables (a row per token, position or token
+# type), not linear maps: their `embed` axis is what they output, so a method
+# that keeps the function (clone) tiles it without dividing. A tied LM head
+# reads the token table as a linear map: see ArchSpec.tied_head_input.
+EMBEDDING_ROLES = frozenset({"token_embed", "pos_embed", "token_type_embed"})
 
 
 @dataclass
@@ -97,8 +117,14 @@ class ArchSpec:
 
     `extras` holds the family's own configuration (for timm ViTs: patch size,
     image size, input channels, classes, prefix tokens, pooling, qkv bias,
-    layer scale, ...). Methods may read `extras` but treat it as opaque; only
-    adapters interpret it.
+    layer scale, ...; for a Hugging Face model, its config.json). Methods may
+    read `extras` but treat it as opaque; only adapters interpret it.
+
+    `kv_heads` is the number of key/value heads of grouped-query attention
+    (None: as many as query heads). `tied_head_input` names the roles of the
+    norm whose output a tied LM head reads (the head being the token
+    embedding, transposed), empty when there is no tied head: a method that
+    keeps the function scales them when it tiles the width (clone).
     """
 
     family: str
@@ -109,24 +135,44 @@ class ArchSpec:
     mlp_dim: int
     extras: Mapping[str, Any] = field(default_factory=dict)
     heads_assumed: bool = False
+    kv_heads: int | None = None
+    tied_head_input: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kv_heads is not None and self.kv_heads == self.heads:
+            object.__setattr__(self, "kv_heads", None)  # one spelling of "no grouping"
+        object.__setattr__(self, "tied_head_input", tuple(self.tied_head_input))
 
     @property
     def attn_dim(self) -> int:
         return self.heads * self.head_dim
 
+    @property
+    def key_value_heads(self) -> int:
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.key_value_heads * self.head_dim
+
+    def heads_of(self, axis: str) -> int:
+        """How many heads an `attn` or `kv` axis holds."""
+        return self.key_value_heads if axis == KV else self.heads
+
     def axis_sizes(self) -> dict[str, int]:
         """The size of every resizable axis kind in a model of this spec."""
-        return {LAYER: self.depth, EMBED: self.width, ATTN: self.attn_dim,
+        return {LAYER: self.depth, EMBED: self.width, ATTN: self.attn_dim, KV: self.kv_dim,
                 MLP: self.mlp_dim, HEAD_DIM: self.head_dim}
 
     def with_sizes(self, *, depth: int | None = None, width: int | None = None,
                    heads: int | None = None, head_dim: int | None = None,
-                   mlp_dim: int | None = None) -> "ArchSpec":
+                   mlp_dim: int | None = None, kv_heads: int | None = None) -> "ArchSpec":
         """A copy with some sizes replaced; `heads_assumed` survives only if
-        heads are unchanged."""
+        heads are unchanged. Key/value heads follow the query heads unless
+        given (a spec with grouped-query attention must be given them)."""
         changes: dict[str, Any] = {}
         for name, value in (("depth", depth), ("width", width), ("heads", heads),
-                            ("head_dim", head_dim), ("mlp_dim", mlp_dim)):
+                            ("head_dim", head_dim), ("mlp_dim", mlp_dim), ("kv_heads", kv_heads)):
             if value is not None:
                 changes[name] = int(value)
         if "heads" in changes and changes["heads"] != self.heads:
@@ -134,20 +180,29 @@ class ArchSpec:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        return {"family": self.family, "depth": self.depth, "width": self.width,
-                "heads": self.heads, "head_dim": self.head_dim, "mlp_dim": self.mlp_dim,
-                "heads_assumed": self.heads_assumed, "extras": dict(self.extras)}
+        out = {"family": self.family, "depth": self.depth, "width": self.width,
+               "heads": self.heads, "head_dim": self.head_dim, "mlp_dim": self.mlp_dim,
+               "heads_assumed": self.heads_assumed, "extras": dict(self.extras)}
+        if self.kv_heads is not None:
+            out["kv_heads"] = self.kv_heads
+        if self.tied_head_input:
+            out["tied_head_input"] = list(self.tied_head_input)
+        return out
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "ArchSpec":
+        kv_heads = obj.get("kv_heads")
         return cls(family=obj["family"], depth=int(obj["depth"]), width=int(obj["width"]),
                    heads=int(obj["heads"]), head_dim=int(obj["head_dim"]),
                    mlp_dim=int(obj["mlp_dim"]), extras=dict(obj.get("extras", {})),
-                   heads_assumed=bool(obj.get("heads_assumed", False)))
+                   heads_assumed=bool(obj.get("heads_assumed", False)),
+                   kv_heads=None if kv_heads is None else int(kv_heads),
+                   tied_head_input=tuple(obj.get("tied_head_input", ())))
 
     def __str__(self) -> str:
+        kv = f", {self.kv_heads} key/value heads" if self.kv_heads is not None else ""
         return (f"{self.family} depth {self.depth} width {self.width} heads {self.heads} "
-                f"(head dim {self.head_dim}) mlp {self.mlp_dim}")
+                f"(head dim {self.head_dim}{kv}) mlp {self.mlp_dim}")
 
 
 class RoleMap(Mapping[str, Named]):

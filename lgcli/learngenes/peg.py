@@ -60,7 +60,7 @@ import torch
 
 from ..errors import LgError
 from ..options import Option
-from ..stack import ATTN, EMBED, LAYER, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
+from ..stack import ATTN, EMBED, KV, LAYER, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
 from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options, fit_or_say_why_not,
                    globals_as_tensors, globals_from_tensors, is_global)
 
@@ -70,7 +70,7 @@ HEAD_COLUMNS = ("o",)
 # Per-layer MSA-side roles inherited as they are.
 MSA_INHERITED = ("norm1_weight", "norm1_bias", "o_bias", "ls1", "q_norm_weight", "q_norm_bias",
                  "k_norm_weight", "k_norm_bias")
-FFN_ROLES = ("fc1", "fc1_bias", "fc2", "fc2_bias", "norm2_weight", "norm2_bias", "ls2")
+FFN_ROLES = ("gate", "gate_bias", "fc1", "fc1_bias", "fc2", "fc2_bias", "norm2_weight", "norm2_bias", "ls2")
 MIXTURES = ("gaussian", "uniform", "dirichlet", "softmax")
 PHI_HIDDEN = 16
 PHI_FEATURES = 5
@@ -102,8 +102,9 @@ def mix_heads(tensor: torch.Tensor, weights: torch.Tensor, head_dim: int, axis: 
 
 
 def _role_axis(role: str) -> int:
-    """The attn axis of a per-layer head role, within one layer's tensor."""
-    return LAYER_ROLE_AXES[role][1:].index(ATTN)
+    """The attn (or kv) axis of a per-layer head role, within one layer's tensor."""
+    axes = LAYER_ROLE_AXES[role][1:]
+    return axes.index(ATTN) if ATTN in axes else axes.index(KV)
 
 
 def phi_features(positions: torch.Tensor) -> torch.Tensor:
@@ -163,10 +164,10 @@ def width_map(stack: Stack, source: ArchSpec, target: ArchSpec) -> Stack:
         index = torch.arange(change.target) % change.source
         return index, torch.bincount(index, minlength=change.source)[index]
 
-    def reach(named: Named) -> Named:
+    def reach(role: str, named: Named) -> Named:
         data = named.data
         changes = [c for c in axis_changes(named, source, target) if c.axis in (EMBED, MLP)]
-        linear = is_linear_weight(named)
+        linear = is_linear_weight(named, role)
         for change in changes:
             index, counts = indices(change)
             data = data.index_select(change.dim, index.to(data.device))
@@ -174,8 +175,8 @@ def width_map(stack: Stack, source: ArchSpec, target: ArchSpec) -> Stack:
                 data = data / counts.to(device=data.device, dtype=data.dtype)  # an input axis
         return Named(data, named.axes)
 
-    return Stack(layers={r: reach(n) for r, n in stack.layers.items()},
-                 globals={r: reach(n) for r, n in stack.globals.items()})
+    return Stack(layers={r: reach(r, n) for r, n in stack.layers.items()},
+                 globals={r: reach(r, n) for r, n in stack.globals.items()})
 
 
 class Peg(LearngeneKind):
@@ -197,6 +198,10 @@ class Peg(LearngeneKind):
     def sample(self, ancestry: ArchSpec, stack: Stack, options: Mapping[str, Any],
                generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         """The learngene's tensors and sizes, sampled from the ancestry's stack."""
+        if ancestry.kv_heads is not None:
+            raise LgError(f"PEG mixes each layer's query, key and value heads with the same weights: an ancestry "
+                          f"with grouped-query attention ({ancestry.heads} heads, {ancestry.kv_heads} key/value "
+                          f"heads) has no such heads to mix")
         heads_b = options.get("learngene_heads") or max(1, ancestry.heads // 2)
         layers_b = options.get("learngene_layers") or max(1, ancestry.depth // 2)
         if heads_b > ancestry.heads or layers_b > ancestry.depth:

@@ -33,7 +33,7 @@ import torch
 
 from ..errors import LgError
 from ..options import Option
-from ..stack import ATTN, EMBED, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
+from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
 from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options, fit_or_say_why_not,
                    globals_as_tensors, globals_from_tensors, is_global)
 
@@ -44,7 +44,7 @@ VECTOR_COUNT = 4
 # Eq. B.1's noise scale epsilon.
 SCALER_NOISE = 1e-6
 INIT_STD = 0.02
-WIDTH_AXES = (EMBED, ATTN, MLP)
+WIDTH_AXES = (EMBED, ATTN, KV, MLP)
 # q, k and v (and their biases) are one WAVE role: the paper's W_qkv.
 FUSED = {"qkv": ("q", "k", "v"), "qkv_bias": ("q_bias", "k_bias", "v_bias")}
 FUSED_PART_OF = {part: fused for fused, parts in FUSED.items() for part in parts}
@@ -217,7 +217,7 @@ def widen_globals(globals_: Mapping[str, Named], source: int, target: int, layou
         for dim, axis in enumerate(named.axes):
             if axis == EMBED:
                 data = data.index_select(dim, index)
-                if is_linear_weight(named) and dim == data.dim() - 1:
+                if is_linear_weight(named, role) and dim == data.dim() - 1:
                     data = data / copies[index]
         out[role] = Named(data, named.axes)
     return out

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..errors import LgError
-from ..stack import ATTN, ArchSpec, Named, Stack
+from ..stack import ATTN, KV, ArchSpec, Named, Stack
 from . import wavelets
 from ..options import Option
 from .common import (GROW, SHRINK, AxisChange, Method, MethodContext, MethodResult, as_compute,
@@ -49,6 +49,10 @@ OPTIONS = (
     Option("rescale", str, "none", "none: the raw approximation band; mean: undo the sqrt(2) per "
            "level; std: match each tensor's source std", choices=wavelets.RESCALES),
 )
+
+
+# Axes laid out as (heads, head_dim): queries' and keys'/values' (grouped-query attention).
+HEAD_AXES = (ATTN, KV)
 
 
 def bot(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
@@ -85,8 +89,9 @@ def axes_report(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[
     for axis in before:
         if axis not in present or before[axis] == after[axis]:
             continue
-        if axis == ATTN and options["qkv_axis"] == "heads":
-            for name, a, b in (("heads", source.heads, target.heads),
+        if axis in HEAD_AXES and options["qkv_axis"] == "heads":
+            label = "heads" if axis == ATTN else "kv heads"
+            for name, a, b in ((label, source.heads_of(axis), target.heads_of(axis)),
                                ("attn head_dim", source.head_dim, target.head_dim)):
                 if a != b:
                     report[name] = {"from": a, "to": b, **wavelets.plan_step(a, b, options["fit"])}
@@ -106,8 +111,8 @@ def _resize_tensor(data: torch.Tensor, changes: list[AxisChange], source: ArchSp
     # Largest reduction (shrink) / smallest growth (grow) first keeps the
     # intermediates small; the result does not depend on the order.
     for change in sorted(changes, key=lambda c: c.target / c.source):
-        if change.axis == ATTN and qkv_axis == "heads":
-            data = _resize_attn_by_heads(data, change.dim, source, target, wavelet=wavelet,
+        if change.axis in HEAD_AXES and qkv_axis == "heads":
+            data = _resize_attn_by_heads(data, change, source, target, wavelet=wavelet,
                                          fit=fit, rescale_mean=rescale_mean)
             continue
         data, _ = wavelets.wavelet_resize(data, change.dim, change.target, wavelet=wavelet,
@@ -129,11 +134,13 @@ def _haar_growth(data: torch.Tensor, changes: list[AxisChange], source: ArchSpec
     if weight != other:
         return None
     growth: dict[int, int] = {}  # dim of the (heads-unflattened) view -> repeats
-    unflatten_at = next((c.dim for c in changes if c.axis == ATTN and qkv_axis == "heads"), None)
+    by_heads = next((c for c in changes if c.axis in HEAD_AXES and qkv_axis == "heads"), None)
+    unflatten_at = None if by_heads is None else by_heads.dim
     for change in changes:
         shift = 1 if unflatten_at is not None and change.dim > unflatten_at else 0
         if change.dim == unflatten_at:
-            pairs = [(change.dim, source.heads, target.heads), (change.dim + 1, source.head_dim, target.head_dim)]
+            pairs = [(change.dim, source.heads_of(change.axis), target.heads_of(change.axis)),
+                     (change.dim + 1, source.head_dim, target.head_dim)]
         else:
             pairs = [(change.dim + shift, change.source, change.target)]
         for dim, before, after in pairs:
@@ -143,8 +150,8 @@ def _haar_growth(data: torch.Tensor, changes: list[AxisChange], source: ArchSpec
             if after < before or "fit" in step:
                 return None  # shrinking, or a factor whole levels do not reach: the general path
             growth[dim] = 2 ** step["levels"]
-    if unflatten_at is not None:
-        data = data.unflatten(unflatten_at, (source.heads, source.head_dim))
+    if by_heads is not None:
+        data = data.unflatten(unflatten_at, (source.heads_of(by_heads.axis), source.head_dim))
     gain = wavelets.mean_gain("haar", "grow")
     levels = sum(repeats.bit_length() - 1 for repeats in growth.values())
     for level in range(levels):
@@ -159,12 +166,15 @@ def _haar_growth(data: torch.Tensor, changes: list[AxisChange], source: ArchSpec
     return out.flatten(unflatten_at, unflatten_at + 1) if unflatten_at is not None else out
 
 
-def _resize_attn_by_heads(data: torch.Tensor, dim: int, source: ArchSpec, target: ArchSpec, *,
+def _resize_attn_by_heads(data: torch.Tensor, change: AxisChange, source: ArchSpec, target: ArchSpec, *,
                           wavelet: str, fit: str, rescale_mean: bool) -> torch.Tensor:
-    """Head-aware transform of an `attn` axis: view it as (heads, head_dim) and
-    transform along heads (and head_dim, if that changes too)."""
-    data = data.unflatten(dim, (source.heads, source.head_dim))
-    for offset, before, after in ((0, source.heads, target.heads), (1, source.head_dim, target.head_dim)):
+    """Head-aware transform of an `attn` (or key/value `kv`) axis: view it as
+    (heads, head_dim) and transform along heads (and head_dim, if that
+    changes too)."""
+    dim, axis = change.dim, change.axis
+    data = data.unflatten(dim, (source.heads_of(axis), source.head_dim))
+    for offset, before, after in ((0, source.heads_of(axis), target.heads_of(axis)),
+                                  (1, source.head_dim, target.head_dim)):
         if before != after:
             data, _ = wavelets.wavelet_resize(data, dim + offset, after, wavelet=wavelet, fit=fit,
                                               rescale_mean=rescale_mean)

@@ -13,8 +13,21 @@ tiles whole heads, each head's q.k uses the same 1/sqrt(d) scale, and o's
 columns (an input axis, divided by n) sum the repeated heads back. Changing d
 would split heads across the tiling, so clone refuses it.
 
+Grouped-query attention: k and v (the `kv` axis) are tiled as q is, so query
+head i + H (a copy of head i) reads key/value head (i + H) // g = i // g + H_kv,
+the copy of the one head i reads (g = H / H_kv is kept).
+
+Lookup tables (token, position and token-type embeddings) are tiled and not
+divided: their embed axis is an output. A tied LM head reads the token table
+as a linear map whose input is the tiled hidden state, so its logits would be
+n times the source's: the norm just before it (`ArchSpec.tied_head_input`) is
+divided by n instead, which a LayerNorm's or RMSNorm's weight and bias carry
+straight to the head's input.
+
 Depth: new blocks whose output projections o and fc2 (and their biases) are
-zero, so each starts as the identity on the residual stream. Their other
+zero, so each starts as the identity on the residual stream (a pre-norm
+block; a post-norm one, BERT's, still normalises its output, so for BERT
+depth growth keeps the function only up to that norm). Their other
 tensors copy the source layer they follow, so that they compute that layer's
 features once o / fc2 move off zero.
 """
@@ -26,7 +39,7 @@ from typing import Any
 import torch
 
 from ..errors import LgError
-from ..stack import ArchSpec, LAYER, Named, Stack
+from ..stack import ATTN, KV, LAYER, ArchSpec, Named, Stack
 from ..options import Option
 from .common import (GROW, Method, MethodContext, MethodResult, as_compute, axis_changes,
                      is_linear_weight, per_role)
@@ -43,6 +56,10 @@ def validate(source: ArchSpec, target: ArchSpec) -> None:
                       f"same attention: use --heads {target.width // source.head_dim} "
                       f"or another method")
     before, after = source.axis_sizes(), target.axis_sizes()
+    if after[KV] * before[ATTN] != after[ATTN] * before[KV]:
+        raise LgError(f"clone tiles query and key/value heads alike: {source.heads} heads with "
+                      f"{source.key_value_heads} key/value heads cannot become {target.heads} with "
+                      f"{target.key_value_heads} (keep the group size; leave out --kv-heads)")
     for axis, size in after.items():
         if axis != LAYER and size % before[axis]:
             valid = ", ".join(str(before["embed"] * k) for k in range(1, 5))
@@ -67,14 +84,14 @@ def insertion_plan(source_depth: int, target_depth: int, insert: str) -> list[tu
     return plan
 
 
-def tile(named: Named, source: ArchSpec, target: ArchSpec) -> torch.Tensor:
+def tile(named: Named, source: ArchSpec, target: ArchSpec, role: str | None = None) -> torch.Tensor:
     """Width growth by repetition, divided along a linear weight's input axis."""
     data = named.data
     changes = axis_changes(named, source, target, skip=(LAYER,))
     if not changes:
         return data
     data = as_compute(data)
-    input_dim = len(named.axes) - 1 if is_linear_weight(named) else None
+    input_dim = len(named.axes) - 1 if is_linear_weight(named, role) else None
     for change in changes:
         copies = change.target // change.source
         repeats = [1] * data.dim()
@@ -92,8 +109,12 @@ def clone(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, A
     copied = torch.tensor([layer for layer, _ in plan])
     new_positions = [i for i, (_, is_new) in enumerate(plan) if is_new]
 
+    width_factor = target.width // source.width
+
     def grow(role: str, named: Named, per_layer: bool) -> torch.Tensor:
-        data = tile(named, source, target)
+        data = tile(named, source, target, role)
+        if role in target.tied_head_input and width_factor > 1:
+            data = data / width_factor  # the tied head sums n copies of its input
         if not per_layer or not new_positions:
             return data
         data = data.index_select(0, copied.to(data.device))
@@ -102,7 +123,7 @@ def clone(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, A
         return data
 
     report = {"insert": options["insert"], "new_layers": new_positions,
-              "width_factor": target.width // source.width}
+              "width_factor": width_factor}
     return MethodResult(per_role(stack, target, grow), report)
 
 

@@ -9,8 +9,8 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 
 from ..options import Option
-from ..stack import (ATTN, CLASSES, EMBED, LAYER, MLP, ArchSpec, Named, RoleMap, SourceRole, Stack,
-                     axes_and_shape, target_shape)
+from ..stack import (ATTN, CLASSES, EMBED, EMBEDDING_ROLES, KV, LAYER, MLP, VOCAB, ArchSpec, Named, RoleMap,
+                     SourceRole, Stack, axes_and_shape, target_shape)
 
 COMPUTE_DTYPE = torch.float32
 GROW, SHRINK = "grow", "shrink"
@@ -75,13 +75,16 @@ def as_compute(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to(COMPUTE_DTYPE)
 
 
-def is_linear_weight(named: Named) -> bool:
+def is_linear_weight(named: Named, role: str | None = None) -> bool:
     """A linear layer's (out, in) weight, possibly stacked over layers: its last
     axis is contracted with the input, which matters to methods that keep the
-    function (clone divides along it)."""
+    function (clone divides along it). A lookup table (token or position
+    embeddings, `stack.EMBEDDING_ROLES`) has the same axes but is no linear map."""
+    if role in EMBEDDING_ROLES:
+        return False
     axes = named.axes[1:] if named.axes[0] == LAYER else named.axes
-    return (len(axes) == 2 and axes[0] in (EMBED, ATTN, MLP, CLASSES)
-            and axes[1] in (EMBED, ATTN, MLP))
+    return (len(axes) == 2 and axes[0] in (EMBED, ATTN, KV, MLP, CLASSES, VOCAB)
+            and axes[1] in (EMBED, ATTN, KV, MLP))
 
 
 def per_role(stack: Stack, target: ArchSpec, compute: Callable[[str, Named, bool], torch.Tensor]) -> Stack:
