@@ -19,6 +19,14 @@ from ..stack import ArchSpec, Stack, TensorGroup
 # read(key, out, start): fill `out` with elements start.. of tensor `key`, flattened.
 Reader = Callable[[str, torch.Tensor, int], None]
 
+# What a family's model does (`model_task`): image classification (timm ViT:
+# images in, class logits out), causal or masked language modelling (token ids
+# in, vocabulary logits out), or a text encoder with no LM head (hidden states
+# out: nothing for `lg eval` to score).
+IMAGE_CLASSIFICATION, CAUSAL_LM, MASKED_LM, TEXT_ENCODER = (
+    "image-classification", "causal-lm", "masked-lm", "text-encoder")
+TASKS = (IMAGE_CLASSIFICATION, CAUSAL_LM, MASKED_LM, TEXT_ENCODER)
+
 
 class FamilyAdapter(Protocol):
     family: str
@@ -78,8 +86,12 @@ class FamilyAdapter(Protocol):
     def spec_of_model(self, model: nn.Module) -> dict[str, Any]:
         """The configuration a live model was built with."""
 
+    def model_task(self, model: nn.Module) -> str:
+        """What a live model of this family does, which says how it is fed and
+        scored: one of TASKS."""
+
     def model_input(self, model: nn.Module) -> tuple[int, int]:
-        """What the family's model takes: (channels, image size)."""
+        """What an image model takes: (channels, image size)."""
 
     def architecture_of(self, model: nn.Module) -> dict[str, Any]:
         """A live model's sizes, for reports: depth, width, heads, num_classes,
@@ -92,4 +104,4 @@ class FamilyAdapter(Protocol):
     def no_weight_decay_roles(self) -> frozenset[str]: ...
 
 
-__all__ = ["FamilyAdapter", "Reader"]
+__all__ = ["FamilyAdapter", "Reader", "TASKS", "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]

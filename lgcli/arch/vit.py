@@ -23,7 +23,7 @@ from torch import nn
 from ..errors import LgError
 from ..stack import (CLASSES, EMBED, FIXED, LAYER_ROLE_AXES, TOKENS, ArchSpec, Named, RoleMap, Stack,
                      TensorGroup, axes_and_shape, copy_elements)
-from .base import Reader
+from .base import IMAGE_CLASSIFICATION, Reader
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
@@ -558,6 +558,10 @@ class VitAdapter:
     @staticmethod
     def owns_model(model: nn.Module) -> bool:
         return hasattr(model, "patch_embed") and hasattr(model, "blocks")
+
+    @staticmethod
+    def model_task(model: nn.Module) -> str:
+        return IMAGE_CLASSIFICATION
 
     @staticmethod
     def model_input(model: nn.Module) -> tuple[int, int]:
