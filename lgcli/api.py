@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Iterator, Mapping
 import torch
 from torch import nn
 
-from .arch import detect_family, get_adapter
+from .arch import detect_family, family_of_config, get_adapter
 from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, provenance_chain,
                          provenance_metadata, read_checkpoint, write_checkpoint, write_tensors)
 from .errors import LgError, shown
@@ -54,10 +54,15 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
                       f"`lg grow {_shown(checkpoint)} --depth N -o OUT`")
     if lg.get("kind", MODEL) != MODEL:
         raise LgError(f"{_shown(checkpoint)}: is a {lg.get('kind')}, not a model checkpoint")
-    family = lg.get("family") or detect_family(checkpoint.tensors)
-    adapter = get_adapter(family)
-    spec, stack = adapter.to_stack(checkpoint.tensors, config=lg.get("config"), heads=heads,
-                                   reader=checkpoint.read_into)
+    # A model folder's config.json is its configuration (lg's own metadata
+    # records the same when lg wrote the folder); a single file's is lg.config.
+    config = checkpoint.config if checkpoint.config is not None else lg.get("config")
+    family = lg.get("family") or (family_of_config(checkpoint.config) if checkpoint.config is not None else None)
+    if checkpoint.config is not None and family is None:
+        raise LgError(f"{_shown(checkpoint)}: config.json's model_type {shown(checkpoint.config.get('model_type'))} "
+                      f"is not one lg reads (gpt2, llama, mistral, qwen2, bert)")
+    adapter = get_adapter(family or detect_family(checkpoint.tensors))
+    spec, stack = adapter.to_stack(checkpoint.tensors, config=config, heads=heads, reader=checkpoint.read_into)
     # A role stack is a copy of its layers' tensors: one larger than the memory
     # available (a sparse file, say) is refused with the figures, not half-made.
     check_memory(stack.largest_role_elements() * 4, f"{_shown(checkpoint)}: its largest role stack (float32)")
@@ -80,8 +85,8 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     was written.
     """
     parent = source.checkpoint if isinstance(source, Loaded) else source
-    check_output(destination, force=force, inputs=(parent.source,) if parent else ())
     adapter = get_adapter(spec.family)
+    check_output(destination, force=force, inputs=(parent.source,) if parent else (), folder=adapter.writes_folder)
     plan = adapter.write_plan(spec, stack)
     shapes = {key: shape for group in plan for key, shape in group.entries}
     adapter.check_loadable(spec, shapes)  # what lg writes, timm loads strictly
@@ -97,11 +102,27 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     # work goes ahead while it finishes, and the header is completed at the
     # end: hashing the output back is then cheaper than waiting.
     output_bytes = sum(math.prod(shape) * target_dtype.itemsize for shape in shapes.values())
-    if parent is not None and not parent.digest_ready and output_bytes < parent.nbytes:
+    files = folder_files(adapter, spec, parent) if adapter.writes_folder else None
+    if parent is not None and not parent.digest_ready and output_bytes < parent.nbytes and files is None:
         return write_tensors(destination, entries, _made(plan), metadata("0" * 64), force=force, stdout=stdout,
                              shard_size=shard_size, final_metadata=metadata)
     return write_tensors(destination, entries, _made(plan), metadata(), force=force, stdout=stdout,
-                         shard_size=shard_size)
+                         shard_size=shard_size, folder_files=files)
+
+
+def folder_files(adapter, spec: ArchSpec, parent: Checkpoint | None) -> dict[str, bytes]:
+    """What a Hugging Face model folder holds beside its weights: config.json
+    for `spec`, and the source folder's tokenizer and generation files,
+    copied (the adapter rewrites what states a size)."""
+    import json
+
+    files = {"config.json": (json.dumps(adapter.config(spec), indent=2, sort_keys=True) + "\n").encode()}
+    for name, path in (parent.companions.items() if parent is not None else ()):
+        try:
+            files[name] = adapter.rewrite_companion(name, path.read_bytes(), spec)
+        except OSError as exc:
+            raise LgError(f"{shown(path)}: cannot copy it into the output ({exc.strerror or exc})") from None
+    return files
 
 
 def _made(plan) -> Iterator[tuple[str, torch.Tensor]]:
@@ -200,7 +221,7 @@ def parameter_counts(stack: Stack) -> dict[str, int]:
     for role, _, shape, per_layer in stack.shapes():
         if per_layer:
             group = "blocks"
-        elif role.startswith("head"):
+        elif role.startswith(("head", "lm_head", "pooler")):
             group = "head"
         elif "norm" in role:
             group = "norm"
@@ -246,7 +267,7 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
         "config": adapter.config(spec),
         "provenance": provenance_chain(lg) if lg else [],
         "load_call": adapter.load_call(spec, shown_path),
-        "load_imports": adapter.load_imports,
+        "load_imports": adapter.load_imports(spec, shown_path),
     }
 
 

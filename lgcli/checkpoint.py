@@ -94,6 +94,11 @@ class Checkpoint:
     # `read_into` with pread: straight from the page cache into the caller's
     # buffer, so what a lazy stack reads is never mapped into this process.
     locations: dict[str, tuple[BinaryIO, int]] = field(default_factory=dict, repr=False)
+    # A Hugging Face model folder's config.json (None for anything else), and
+    # the files beside the weights that an output folder copies (tokenizer,
+    # generation config, sentence-transformers modules): name -> path.
+    config: dict[str, Any] | None = None
+    companions: dict[str, Path] = field(default_factory=dict, repr=False)
     _lg: dict[str, Any] | None = field(default=None, repr=False)
 
     def read_into(self, key: str, out: torch.Tensor, start: int = 0) -> None:
@@ -269,7 +274,7 @@ def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None)
     mode = _stat(src).st_mode
     try:
         if stat.S_ISDIR(mode):
-            return _read_sharded(Path(src))
+            return _read_folder(Path(src))
         if not stat.S_ISREG(mode):  # a FIFO, a pipe from <(...), a character device
             with open(src, "rb", buffering=0) as stream:
                 return read_stream(stream, src)
@@ -488,10 +493,74 @@ def _regular_file(path: Path, what: str) -> None:
         raise LgError(f"{shown(path)}: {what} must be a regular file")
 
 
+# A Hugging Face model folder: its config, its weights (one file, or shards
+# with an index), and what is copied beside new weights unchanged.
+CONFIG_NAME, WEIGHTS_NAME, PICKLED_WEIGHTS_NAME = "config.json", "model.safetensors", "pytorch_model.bin"
+COMPANION_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model",
+                   "generation_config.json", "chat_template.jinja", "chat_template.json",
+                   # sentence-transformers: the pipeline, and its pooling / normalising modules
+                   "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json")
+COMPANION_FOLDER = re.compile(r"^[0-9]+_(Pooling|Normalize)$", re.ASCII)
+MAX_COMPANION_BYTES = 1 << 28  # 256 MiB: the largest tokenizer files are tens of MB
+MAX_CONFIG_BYTES = 1 << 24
+
+
+def _read_folder(folder: Path) -> Checkpoint:
+    """A Hugging Face model folder (config.json and its weights), or a
+    folder of shards with their index."""
+    config_path = folder / CONFIG_NAME
+    if not os.path.lexists(config_path):
+        if os.path.lexists(folder / WEIGHTS_NAME):
+            raise LgError(f"{shown(folder)}: a model folder must hold {CONFIG_NAME} beside {WEIGHTS_NAME}")
+        return _read_sharded(folder)
+    _regular_file(config_path, "a model's config")
+    if config_path.stat().st_size > MAX_CONFIG_BYTES:
+        raise LgError(f"{shown(config_path)}: over {MAX_CONFIG_BYTES} bytes: not a model config")
+    config = load_json(config_path.read_bytes(), f"{shown(config_path)}: not a model config (the file")
+    if not isinstance(config, dict):
+        raise LgError(f"{shown(config_path)}: a model config must be a JSON object")
+    if os.path.lexists(folder / SAFETENSORS_INDEX):
+        checkpoint = _read_sharded(folder)
+    elif os.path.lexists(folder / WEIGHTS_NAME):
+        _regular_file(folder / WEIGHTS_NAME, "a model's weights")
+        checkpoint = _read_safetensors_file(folder / WEIGHTS_NAME)
+    elif os.path.lexists(folder / PICKLED_WEIGHTS_NAME):
+        _regular_file(folder / PICKLED_WEIGHTS_NAME, "a model's weights")
+        checkpoint = _read_pickle(folder / PICKLED_WEIGHTS_NAME)
+    else:
+        raise LgError(f"{shown(folder)}: holds {CONFIG_NAME} but no weights ({WEIGHTS_NAME}, "
+                      f"{SAFETENSORS_INDEX} or {PICKLED_WEIGHTS_NAME})")
+    checkpoint.source = str(folder)
+    checkpoint.config = config
+    checkpoint.companions = _companions(folder)
+    return checkpoint
+
+
+def _companions(folder: Path) -> dict[str, Path]:
+    """The files an output folder copies from this one: regular files only
+    (a link could name anything on the machine), each of a bounded size."""
+    found: dict[str, Path] = {}
+    names = [name for name in COMPANION_FILES if os.path.lexists(folder / name)]
+    for entry in sorted(os.listdir(folder)):
+        sub = folder / entry
+        if COMPANION_FOLDER.match(entry) and sub.is_dir() and not sub.is_symlink():
+            names += [f"{entry}/{name}" for name in sorted(os.listdir(sub)) if not name.startswith(".")]
+    for name in names:
+        path = folder / name
+        if not path.is_file() or path.is_symlink():
+            raise LgError(f"{shown(path)}: is not a regular file; lg copies only plain files beside a model")
+        if path.stat().st_size > MAX_COMPANION_BYTES:
+            raise LgError(f"{shown(path)}: over {MAX_COMPANION_BYTES >> 20} MiB; not a tokenizer or config file")
+        found[name] = path
+    return found
+
+
 def _read_sharded(folder: Path) -> Checkpoint:
     index_path = folder / SAFETENSORS_INDEX
     if not os.path.lexists(index_path):
-        raise LgError(f"{shown(folder)}: a folder must hold {SAFETENSORS_INDEX} (a sharded safetensors checkpoint)")
+        raise LgError(f"{shown(folder)}: a folder must hold a Hugging Face model ({CONFIG_NAME} and its weights) "
+                      f"or {SAFETENSORS_INDEX} (a sharded safetensors checkpoint)")
     _regular_file(index_path, "a sharded checkpoint's index")
     raw = index_path.read_bytes() if index_path.stat().st_size <= MAX_HEADER_BYTES else None
     if raw is None:
@@ -614,28 +683,38 @@ def _one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------- writing
 
 def check_output(destination: str | os.PathLike, *, force: bool,
-                 inputs: tuple[str | os.PathLike, ...] = ()) -> None:
+                 inputs: tuple[str | os.PathLike, ...] = (), folder: bool | None = None) -> None:
     """Refuse an output that exists (without force), is an input, or cannot be written.
 
-    Called before any work, so a bad output path fails fast; write_checkpoint
-    checks again.
+    `folder`: whether the output is a model folder (a Hugging Face model),
+    one file (a timm checkpoint), or not known yet (None). Called before any
+    work, so a bad output path fails fast; the writer checks again.
     """
     dst = str(destination)
     if dst == STDIO:
         return
-    if dst.endswith(("/", os.sep)):
-        raise LgError(f"{shown(dst)}: names a folder; give a file name for the output")
     path = Path(dst)
+    if dst.endswith(("/", os.sep)) and folder is False:
+        raise LgError(f"{shown(dst)}: names a folder; this model is one file: give a file name for the output")
+    if folder and path.suffix == ".safetensors" and not path.is_dir():
+        raise LgError(f"{shown(dst)}: a Hugging Face model is written as a folder (config.json, weights, "
+                      f"tokenizer) that from_pretrained loads: give a folder name, or -o - for a pipe")
     for src in inputs:
         if str(src) != STDIO and path.exists() and Path(src).exists() and path.samefile(src):
             raise LgError(f"{shown(dst)}: the output is an input; lg never modifies its inputs")
-    if path.is_dir() and not (path / SAFETENSORS_INDEX).is_file():
-        raise LgError(f"{shown(dst)}: is a folder; give a file name for the output")
+    if path.is_dir() and not is_model_folder(path):
+        raise LgError(f"{shown(dst)}: is a folder that holds no model; lg replaces only a model folder "
+                      f"({CONFIG_NAME} or {SAFETENSORS_INDEX} inside)")
     if path.exists() and not force:
         raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise LgError(f"{shown(dst)}: folder {shown(parent)} does not exist")
+
+
+def is_model_folder(path: Path) -> bool:
+    """A folder lg could have written: a model's config or a shard index inside."""
+    return (path / CONFIG_NAME).is_file() or (path / SAFETENSORS_INDEX).is_file()
 
 
 def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch.Tensor],
@@ -664,7 +743,8 @@ Entry = tuple[str, torch.dtype, tuple[int, ...]]
 def write_tensors(destination: str | os.PathLike, entries: list[Entry],
                   tensors: Iterable[tuple[str, torch.Tensor]], metadata: Mapping[str, str], *,
                   force: bool = False, stdout: BinaryIO | None = None, shard_size: int | None = None,
-                  final_metadata: Callable[[], Mapping[str, str]] | None = None) -> str:
+                  final_metadata: Callable[[], Mapping[str, str]] | None = None,
+                  folder_files: Mapping[str, bytes] | None = None) -> str:
     """Write safetensors whose names, dtypes and shapes (`entries`, in file
     order) are known before any tensor is: the header goes first, then each
     tensor as `tensors` yields it (in the same order; a float tensor is cast
@@ -682,11 +762,16 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     computed): a single output file is then written at once with the
     stand-in and its header rewritten in place at the end, so that the work
     does not wait for the hash; the file is then hashed by reading it back.
-    A stream or a sharded folder waits for it instead.
+    A stream or a folder waits for it instead.
+
+    `folder_files` (name -> bytes) makes the output a Hugging Face model
+    folder (unless it is '-'): those files (config.json, tokenizer files),
+    and the weights as ``model.safetensors`` or as shards with their index.
     """
     dst = str(destination)
+    as_folder = folder_files is not None and dst != STDIO
     shards = [entries] if dst == STDIO else _shards(entries, shard_size)
-    if final_metadata is not None and (dst == STDIO or len(shards) > 1):
+    if final_metadata is not None and (dst == STDIO or len(shards) > 1 or as_folder):
         metadata, final_metadata = final_metadata(), None
     meta = {"format": "pt", **dict(metadata)}
     _check_names({key: None for key, _, _ in entries})
@@ -697,9 +782,27 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
         digest = _stream_safetensors(stream, encoded, stream_of(len(entries)))
         stream.flush()
         return digest
-    check_output(dst, force=force)
-    path = Path(dst)
+    check_output(dst, force=force, folder=as_folder)
+    path = Path(dst.rstrip("/" + os.sep) or dst)
     total = sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
+    if as_folder:
+        _check_disk(path, total + len(shards) * (8 + MAX_HEADER_BYTES // 1000)
+                    + sum(len(data) for data in folder_files.values()))
+        with atomic_folder(path, force=force) as tmp:
+            if len(shards) == 1:
+                header, encoded = _header(entries, meta)
+                with open(tmp / WEIGHTS_NAME, "wb") as out:
+                    digest = _stream_safetensors(out, encoded, stream_of(len(entries)))
+                _verify_written(tmp / WEIGHTS_NAME, header, f"{dst}/{WEIGHTS_NAME}")
+            else:
+                digest = _write_shards(tmp, shards, meta, stream_of, dst)
+            for name, data in folder_files.items():
+                target = tmp / name
+                if Path(name).is_absolute() or ".." in Path(name).parts:  # a bug, not a user error
+                    raise ValueError(f"folder file {name!r} is not inside the folder")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+        return digest
     if len(shards) == 1:
         header, encoded = _header(entries, meta)
         _check_disk(path, 8 + len(encoded) + total)
@@ -725,18 +828,25 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
             shutil.rmtree(trash, ignore_errors=True)
         return digest
     _check_disk(path, total + len(shards) * (8 + MAX_HEADER_BYTES // 1000))
+    with atomic_folder(path, force=force) as tmp:
+        return _write_shards(tmp, shards, meta, stream_of, dst)
+
+
+def _write_shards(folder: Path, shards: list[list[Entry]], meta: Mapping[str, str], stream_of, dst: str) -> str:
+    """Shards and their index, as save_pretrained names them, into `folder`;
+    returns the digest `read_checkpoint` computes for the folder."""
+    total = sum(math.prod(shape) * dtype.itemsize for part in shards for _, dtype, shape in part)
     names = [SHARD_NAME.format(i + 1, len(shards)) for i in range(len(shards))]
     index = {"metadata": {"total_size": total},
              "weight_map": {key: name for name, part in zip(names, shards) for key, _, _ in part}}
     raw_index = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
     digests = {}
-    with atomic_folder(path, force=force) as tmp:
-        for name, part in zip(names, shards):
-            header, encoded = _header(part, meta)
-            with open(tmp / name, "wb") as out:
-                digests[name] = _stream_safetensors(out, encoded, stream_of(len(part)))
-            _verify_written(tmp / name, header, f"{dst}/{name}")
-        (tmp / SAFETENSORS_INDEX).write_bytes(raw_index)
+    for name, part in zip(names, shards):
+        header, encoded = _header(part, meta)
+        with open(folder / name, "wb") as out:
+            digests[name] = _stream_safetensors(out, encoded, stream_of(len(part)))
+        _verify_written(folder / name, header, f"{dst}/{name}")
+    (folder / SAFETENSORS_INDEX).write_bytes(raw_index)
     digest = hashlib.sha256(raw_index)
     for name in sorted(digests):
         digest.update(bytes.fromhex(digests[name]))

@@ -189,7 +189,7 @@ def render_inspect(report: dict[str, Any]) -> None:
           else ()),
         ("head dim", report["head_dim"]),
         ("mlp dim", report["mlp_dim"]),
-        *((label, report[key]) for key, label in report["family_fields"]),
+        *((label, report[key]) for key, label in report["family_fields"] if report[key] is not None),
         ("parameters", f"{params['total']:,} (blocks {params['blocks']:,}, embeddings "
                        f"{params['embeddings']:,}, norm {params['norm']:,}, head {params['head']:,})"),
         ("dtypes", ", ".join(f"{k} {v:,}" for k, v in report["dtypes"].items())),

@@ -184,7 +184,10 @@ def test_unknown_keys_and_shapes(tmp_path, lg):
     assert_one_line_failure(lg("inspect", shaped), mentions="not a timm VisionTransformer")
     other = tmp_path / "bert.safetensors"
     save_file({"encoder.layer.0.attention.self.query.weight": torch.zeros(4, 4)}, str(other))
-    assert_one_line_failure(lg("inspect", other), mentions="expected a timm VisionTransformer")
+    assert_one_line_failure(lg("inspect", other), mentions="not a bert checkpoint lg reads: no token embedding")
+    unknown = tmp_path / "unknown.safetensors"
+    save_file({"decoder.block.0.layer.0.SelfAttention.q.weight": torch.zeros(4, 4)}, str(unknown))
+    assert_one_line_failure(lg("inspect", unknown), mentions="expected a timm VisionTransformer")
 
 
 def test_debug_shows_the_traceback(tmp_path, lg):

@@ -14,9 +14,13 @@ from torch import nn
 
 from ..errors import LgError
 from .base import FamilyAdapter
+from .bert import BertAdapter
+from .gpt2 import Gpt2Adapter
+from .llama import LlamaAdapter
 from .vit import VitAdapter
 
-ADAPTERS: dict[str, FamilyAdapter] = {VitAdapter.family: VitAdapter()}
+ADAPTERS: dict[str, FamilyAdapter] = {adapter.family: adapter for adapter in (
+    VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter())}
 
 
 def get_adapter(family: str) -> FamilyAdapter:
@@ -33,7 +37,16 @@ def detect_family(state_dict: Mapping[str, torch.Tensor]) -> str:
             return family
     sample = ", ".join(sorted(state_dict)[:3]) or "no tensors"
     raise LgError(f"not a checkpoint lg knows: expected a timm VisionTransformer "
-                  f"(blocks.N.attn.qkv.weight, patch_embed.proj.weight, ...); found {sample}")
+                  f"(blocks.N.attn.qkv.weight, patch_embed.proj.weight, ...) or a Hugging Face GPT-2, Llama "
+                  f"(Mistral, Qwen2) or BERT model; found {sample}")
+
+
+def family_of_config(config: Mapping) -> str | None:
+    """The family whose adapter reads a Hugging Face config.json (its model_type)."""
+    for family, adapter in ADAPTERS.items():
+        if getattr(adapter, "recognises_config", None) and adapter.recognises_config(config):
+            return family
+    return None
 
 
 def adapter_of_model(model: nn.Module) -> FamilyAdapter:
@@ -44,4 +57,5 @@ def adapter_of_model(model: nn.Module) -> FamilyAdapter:
     raise LgError(f"{type(model).__name__} is not a model of a family lg knows ({', '.join(ADAPTERS)})")
 
 
-__all__ = ["ADAPTERS", "FamilyAdapter", "adapter_of_model", "get_adapter", "detect_family", "VitAdapter"]
+__all__ = ["ADAPTERS", "FamilyAdapter", "adapter_of_model", "get_adapter", "detect_family", "family_of_config",
+           "VitAdapter"]

@@ -30,8 +30,11 @@ TASKS = (IMAGE_CLASSIFICATION, CAUSAL_LM, MASKED_LM, TEXT_ENCODER)
 
 class FamilyAdapter(Protocol):
     family: str
-    # What `lg inspect` prints after the load call (the family library's import).
-    load_imports: str
+    # Whether the family's models are Hugging Face folders (config.json, the
+    # weights, tokenizer files) rather than one safetensors file.
+    writes_folder: bool
+    # BoT's `--wavelet auto` for this family, by direction (absent: haar).
+    bot_wavelets: Mapping[str, str]
 
     # ---- recognising and reading
     def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
@@ -67,7 +70,14 @@ class FamilyAdapter(Protocol):
 
     # ---- the family's own models
     def load_call(self, spec: ArchSpec, path: str) -> str:
-        """The exact line that loads a file of this spec with the family's library."""
+        """The exact line that loads a file (or folder) of this spec with the family's library."""
+
+    def load_imports(self, spec: ArchSpec, path: str) -> str:
+        """The import that line needs."""
+
+    def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
+        """A file copied beside the weights of a folder (tokenizer, generation
+        config), changed where it states a size of the model."""
 
     def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
         """(JSON key, table label, value) of the family's own fields for `lg inspect`."""

@@ -146,7 +146,8 @@ class VitAdapter:
     (`lgcli.arch.base.FamilyAdapter`)."""
 
     family = FAMILY
-    load_imports = "import timm"
+    writes_folder = False
+    bot_wavelets: dict[str, str] = {}  # the BoT paper used haar for ViTs
 
     # ------------------------------------------------------------ detection
     @staticmethod
@@ -457,6 +458,10 @@ class VitAdapter:
         e = spec.extras
         return {"file": path, "num_classes": e["num_classes"],
                 "input_size": (e["in_chans"], e["img_size"], e["img_size"])}
+
+    @staticmethod
+    def load_imports(spec: ArchSpec, path: str) -> str:
+        return "import timm"
 
     def load_call(self, spec: ArchSpec, path: str) -> str:
         """The exact Python line that loads the file strictly in timm."""

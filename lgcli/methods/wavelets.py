@@ -36,20 +36,14 @@ AUTO = "auto"
 FITS = ("interp", "crop")
 RESCALES = ("none", "mean", "std")
 
-# The best wavelet per family and direction in the BoT paper's ablation
-# (bot.txt, "Choice of Wavelet Family"); families it did not test use haar.
-PAPER_BEST_WAVELET = {
-    ("bert", "shrink"): "haar",
-    ("bert", "grow"): "bior6.8",
-    ("gpt2", "shrink"): "coif3",
-    ("gpt2", "grow"): "db2",
-}
-
-
 def resolve_wavelet(name: str, *, family: str, direction: str) -> str:
-    """The pywt wavelet name to use; `auto` picks the paper's best, else haar."""
+    """The pywt wavelet name to use; `auto` picks the BoT paper's best for the
+    family and direction (its adapter's `bot_wavelets`: bot.txt, "Choice of
+    Wavelet Family"), else haar."""
     if name == AUTO:
-        return PAPER_BEST_WAVELET.get((family, direction), DEFAULT_WAVELET)
+        from ..arch import get_adapter
+
+        return getattr(get_adapter(family), "bot_wavelets", {}).get(direction, DEFAULT_WAVELET)
     if name not in _discrete_wavelets():
         raise LgError(
             f"unknown wavelet '{name}': use 'auto' or a pywt discrete wavelet "

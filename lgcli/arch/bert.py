@@ -1,0 +1,93 @@
+"""Hugging Face BERT (`BertForMaskedLM`, `BertModel`, and the
+sentence-transformers layout of MiniLM-style encoders: BertModel keys at the
+folder's root, with the pooling module's config beside)  <->  (ArchSpec, Stack).
+
+Separate query/key/value, post-LayerNorm blocks (attention.output.LayerNorm
+is norm1, output.LayerNorm norm2), learned positions and token types, an
+embedding LayerNorm; the MLM head's transform (dense, LayerNorm) and its
+vocabulary bias, the decoder tied to the word embeddings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from ..stack import EMBED, FIXED, POSITIONS, VOCAB, ArchSpec
+from .base import MASKED_LM, TEXT_ENCODER
+from .hf import Architecture, HfAdapter, HfLayout, Sizes, config_int
+
+LAYOUT = HfLayout(
+    family="bert",
+    config_classes={"bert": "BertConfig"},
+    base_prefix="bert.",
+    layers="encoder.layer",
+    architectures={
+        "BertForMaskedLM": Architecture(MASKED_LM, "AutoModelForMaskedLM", prefixed=True),
+        "BertModel": Architecture(TEXT_ENCODER, "AutoModel", prefixed=False),
+    },
+    layer_keys={
+        "attention.self.query.weight": "q", "attention.self.query.bias": "q_bias",
+        "attention.self.key.weight": "k", "attention.self.key.bias": "k_bias",
+        "attention.self.value.weight": "v", "attention.self.value.bias": "v_bias",
+        "attention.output.dense.weight": "o", "attention.output.dense.bias": "o_bias",
+        "attention.output.LayerNorm.weight": "norm1_weight", "attention.output.LayerNorm.bias": "norm1_bias",
+        "intermediate.dense.weight": "fc1", "intermediate.dense.bias": "fc1_bias",
+        "output.dense.weight": "fc2", "output.dense.bias": "fc2_bias",
+        "output.LayerNorm.weight": "norm2_weight", "output.LayerNorm.bias": "norm2_bias",
+    },
+    base_globals={
+        "embeddings.word_embeddings.weight": ("token_embed", (VOCAB, EMBED)),
+        "embeddings.position_embeddings.weight": ("pos_embed", (POSITIONS, EMBED)),
+        "embeddings.token_type_embeddings.weight": ("token_type_embed", (FIXED, EMBED)),
+        "embeddings.LayerNorm.weight": ("embed_norm_weight", (EMBED,)),
+        "embeddings.LayerNorm.bias": ("embed_norm_bias", (EMBED,)),
+        "pooler.dense.weight": ("pooler_weight", (EMBED, EMBED)),
+        "pooler.dense.bias": ("pooler_bias", (EMBED,)),
+    },
+    head_globals={
+        "cls.predictions.transform.dense.weight": ("head_transform_weight", (EMBED, EMBED)),
+        "cls.predictions.transform.dense.bias": ("head_transform_bias", (EMBED,)),
+        "cls.predictions.transform.LayerNorm.weight": ("head_norm_weight", (EMBED,)),
+        "cls.predictions.transform.LayerNorm.bias": ("head_norm_bias", (EMBED,)),
+        "cls.predictions.bias": ("lm_head_bias", (VOCAB,)),
+    },
+    # Buffers older checkpoints saved; the decoder, tied to the word
+    # embeddings and to cls.predictions.bias, which some saved as well.
+    ignored=(r"embeddings\.position_ids$", r"^cls\.predictions\.decoder\.(weight|bias)$"),
+)
+# sentence-transformers' pooling module states the width it pools.
+POOLING_CONFIG_SUFFIX = "_Pooling/config.json"
+
+
+class BertAdapter(HfAdapter):
+    layout = LAYOUT
+    # The BoT paper's best wavelets for this family (bot.txt, "Choice of Wavelet Family"): --wavelet auto.
+    bot_wavelets = {"shrink": "haar", "grow": "bior6.8"}
+
+    def sizes(self, config: Mapping[str, Any]) -> Sizes:
+        return Sizes(depth=config_int(config, "num_hidden_layers"), width=config_int(config, "hidden_size"),
+                     heads=config_int(config, "num_attention_heads"), kv_heads=None, head_dim=None,
+                     mlp_dim=config_int(config, "intermediate_size"),
+                     vocab=config_int(config, "vocab_size", required=False),
+                     positions=config_int(config, "max_position_embeddings", required=False))
+
+    def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
+        config.update(num_hidden_layers=spec.depth, hidden_size=spec.width, num_attention_heads=spec.heads,
+                      intermediate_size=spec.mlp_dim)
+
+    def tied_head_input(self, architecture: str) -> tuple[str, ...]:
+        return ("head_norm_weight", "head_norm_bias")  # the transform's LayerNorm feeds the decoder
+
+    def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
+        """A sentence-transformers pooling config states the embedding width."""
+        if not name.endswith(POOLING_CONFIG_SUFFIX):
+            return data
+        try:
+            config = json.loads(data)
+        except ValueError:
+            return data
+        if isinstance(config, dict) and "word_embedding_dimension" in config:
+            config["word_embedding_dimension"] = spec.width
+            return (json.dumps(config, indent=2) + "\n").encode()
+        return data

@@ -1,0 +1,65 @@
+"""Hugging Face GPT-2 (`GPT2LMHeadModel`, `GPT2Model`)  <->  (ArchSpec, Stack).
+
+GPT-2's linear layers are `Conv1D`s, stored (in, out): they are transposed on
+read and write. q, k and v are fused as the output columns of `attn.c_attn`
+(D, 3D), in that order. LayerNorms (weight and bias), learned positions,
+and an LM head tied to the token embedding (no tensor of its own).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..stack import EMBED, POSITIONS, VOCAB, ArchSpec
+from .base import CAUSAL_LM, TEXT_ENCODER
+from .hf import Architecture, HfAdapter, HfLayout, Sizes, config_int
+
+LAYOUT = HfLayout(
+    family="gpt2",
+    config_classes={"gpt2": "GPT2Config"},
+    base_prefix="transformer.",
+    layers="h",
+    architectures={
+        "GPT2LMHeadModel": Architecture(CAUSAL_LM, "AutoModelForCausalLM", prefixed=True),
+        "GPT2Model": Architecture(TEXT_ENCODER, "AutoModel", prefixed=False),
+    },
+    layer_keys={
+        "ln_1.weight": "norm1_weight", "ln_1.bias": "norm1_bias",
+        "attn.c_proj.weight": "o", "attn.c_proj.bias": "o_bias",
+        "ln_2.weight": "norm2_weight", "ln_2.bias": "norm2_bias",
+        "mlp.c_fc.weight": "fc1", "mlp.c_fc.bias": "fc1_bias",
+        "mlp.c_proj.weight": "fc2", "mlp.c_proj.bias": "fc2_bias",
+    },
+    fused_keys={"attn.c_attn.weight": ("q", "k", "v"), "attn.c_attn.bias": ("q_bias", "k_bias", "v_bias")},
+    transposed=frozenset({"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}),
+    base_globals={
+        "wte.weight": ("token_embed", (VOCAB, EMBED)),
+        "wpe.weight": ("pos_embed", (POSITIONS, EMBED)),
+        "ln_f.weight": ("norm_weight", (EMBED,)),
+        "ln_f.bias": ("norm_bias", (EMBED,)),
+    },
+    head_globals={"lm_head.weight": ("lm_head", (VOCAB, EMBED))},
+    # The causal-mask buffers older checkpoints (the original gpt2 upload) carry.
+    ignored=(r"\.attn\.(masked_)?bias$",),
+)
+
+
+class Gpt2Adapter(HfAdapter):
+    layout = LAYOUT
+    # The BoT paper's best wavelets for this family (bot.txt, "Choice of Wavelet Family"): --wavelet auto.
+    bot_wavelets = {"shrink": "coif3", "grow": "db2"}
+
+    def sizes(self, config: Mapping[str, Any]) -> Sizes:
+        width = config_int(config, "n_embd")
+        inner = config_int(config, "n_inner", required=False)
+        return Sizes(depth=config_int(config, "n_layer"), width=width, heads=config_int(config, "n_head"),
+                     kv_heads=None, head_dim=None, mlp_dim=inner if inner is not None else 4 * width,
+                     vocab=config_int(config, "vocab_size", required=False),
+                     positions=config_int(config, "n_positions", required=False))
+
+    def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
+        config.update(n_layer=spec.depth, n_embd=spec.width, n_head=spec.heads,
+                      n_inner=None if spec.mlp_dim == 4 * spec.width else spec.mlp_dim)
+
+    def tied_head_input(self, architecture: str) -> tuple[str, ...]:
+        return ("norm_weight", "norm_bias")  # ln_f feeds the head
