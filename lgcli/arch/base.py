@@ -55,7 +55,11 @@ class FamilyAdapter(Protocol):
         """The family's state dict as groups streamed one at a time (names and shapes first)."""
 
     def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
-        """The whole state dict, in memory."""
+        """The whole state dict, in memory, as the family's files hold it."""
+
+    def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
+        """Every parameter of the family's model of `spec` (a tied head's
+        included, as the same tensor): what `torch.func.functional_call` takes."""
 
     def config(self, spec: ArchSpec) -> dict[str, Any]:
         """What lg records as lg.config: the family's constructor arguments."""

@@ -478,6 +478,18 @@ class HfAdapter:
     def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         return {name: tensor for group in self.write_plan(spec, stack) for name, tensor in group.make()}
 
+    def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
+        """The state dict with each tied weight (the LM head) as the tensor it is tied to."""
+        state = self.from_stack(spec, stack)
+        for target, source in self.tied_keys(spec).items():
+            if source in state and target not in state:
+                state[target] = state[source]
+        return state
+
+    def tied_keys(self, spec: ArchSpec) -> dict[str, str]:
+        """Tied weight -> the weight it is (transformers' own map, from the meta model)."""
+        return dict(getattr(self._meta_model(spec), "all_tied_weights_keys", None) or {})
+
     def expected_shapes(self, spec: ArchSpec) -> dict[str, tuple[int, ...]]:
         """The state dict save_pretrained writes for `spec` (tied weights left
         out), from the model transformers builds on the meta device."""

@@ -373,6 +373,9 @@ class VitAdapter:
         """The timm state dict for (spec, stack): the inverse of to_stack."""
         return {key: tensor for group in self.write_plan(spec, stack) for key, tensor in group.make()}
 
+    def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
+        return self.from_stack(spec, stack)  # a timm ViT ties nothing
+
     def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
         """The state dict for (spec, stack) as groups the writer streams one at
         a time: the globals, then q, k, v fused into each block's qkv (the

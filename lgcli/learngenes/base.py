@@ -273,7 +273,6 @@ class GeneratedModel(nn.Module):
         self._build = build
         self._no_decay = no_weight_decay
         self.adapter = get_adapter(spec.family)
-        self.input_size = self.adapter.input_size(spec)
         self.learngene = nn.ParameterDict(
             {_module_name(k): nn.Parameter(v.detach().float().clone()) for k, v in trainable.items()})
         for name, tensor in (frozen or {}).items():
@@ -281,6 +280,11 @@ class GeneratedModel(nn.Module):
         # Not registered submodules: their (meta) parameters are placeholders
         # that functional_call replaces, never trained or saved.
         object.__setattr__(self, "_skeletons", {})
+
+    @property
+    def input_size(self) -> tuple[int, int, int]:
+        """(channels, height, width) of an image family's input."""
+        return self.adapter.input_size(self.spec)
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """Every learngene tensor, trainable and frozen, by its role name."""
@@ -300,12 +304,14 @@ class GeneratedModel(nn.Module):
         skeleton.train(self.training)  # dropout / drop-path follow the wrapper
         return skeleton
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        """The logits for `inputs` (images, or token ids for a text family)."""
         spec = self.spec
         if self.training and self.depths:
             spec = spec.with_sizes(depth=self.depths[int(torch.randint(len(self.depths), ()))])
-        state = self.adapter.from_stack(spec, self.build_stack(spec))
-        return torch.func.functional_call(self._skeleton(spec), state, (images,), strict=True)
+        state = self.adapter.model_state(spec, self.build_stack(spec))
+        out = torch.func.functional_call(self._skeleton(spec), state, (inputs,), strict=True)
+        return getattr(out, "logits", out)  # a transformers model returns a ModelOutput
 
     def no_weight_decay(self) -> set[str]:
         """Names (as `named_parameters` gives them) AdamW must not decay."""
