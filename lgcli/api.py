@@ -62,7 +62,11 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
         raise LgError(f"{_shown(checkpoint)}: config.json's model_type {shown(checkpoint.config.get('model_type'))} "
                       f"is not one lg reads (gpt2, llama, mistral, qwen2, bert)")
     adapter = get_adapter(family or detect_family(checkpoint.tensors))
-    spec, stack = adapter.to_stack(checkpoint.tensors, config=config, heads=heads, reader=checkpoint.read_into)
+    try:
+        spec, stack = adapter.to_stack(checkpoint.tensors, config=config, heads=heads, reader=checkpoint.read_into)
+    except LgError as exc:  # name the file or folder the problem is in
+        where = _shown(checkpoint)
+        raise (exc if str(exc).startswith(where) else LgError(f"{where}: {exc}")) from None
     # A role stack is a copy of its layers' tensors: one larger than the memory
     # available (a sparse file, say) is refused with the figures, not half-made.
     check_memory(stack.largest_role_elements() * 4, f"{_shown(checkpoint)}: its largest role stack (float32)")
@@ -89,7 +93,7 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     check_output(destination, force=force, inputs=(parent.source,) if parent else (), folder=adapter.writes_folder)
     plan = adapter.write_plan(spec, stack)
     shapes = {key: shape for group in plan for key, shape in group.entries}
-    adapter.check_loadable(spec, shapes)  # what lg writes, timm loads strictly
+    adapter.check_loadable(spec, shapes)  # what lg writes, the family's library loads strictly
     target_dtype = dtype or (_dominant_dtype(parent.tensors) if parent else None) or torch.float32
     entries = [(key, target_dtype, shape) for key, shape in shapes.items()]
 

@@ -56,25 +56,42 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
     # Heads barely change the count (q/k norm only): bound it with one head.
     check_size(source.with_sizes(depth=new_depth, width=new_width, heads=1, head_dim=new_width,
                                  mlp_dim=max(new_mlp, 1), kv_heads=1), max_params)
-    if heads is not None:
-        if new_width % heads:
-            valid = _divisors(new_width)
-            raise LgError(f"width {new_width} does not split into {heads} heads "
-                          f"(head counts that divide it: {_short_list(valid)})")
-        new_heads = int(heads)
-    elif new_width == source.width:
-        new_heads = source.heads
+    if source.attn_dim != source.width:
+        new_heads, new_head_dim = _heads_apart_from_width(source, new_width, heads)
     else:
-        head_dim = source.head_dim
-        if new_width % head_dim:
-            raise LgError(f"width {new_width} is not a whole number of heads of dimension {head_dim} "
-                          f"(valid widths: {_valid_widths(new_width, head_dim)}; or pass --heads)")
-        new_heads = new_width // head_dim
+        if heads is not None:
+            if new_width % heads:
+                valid = _divisors(new_width)
+                raise LgError(f"width {new_width} does not split into {heads} heads "
+                              f"(head counts that divide it: {_short_list(valid)})")
+            new_heads = int(heads)
+        elif new_width == source.width:
+            new_heads = source.heads
+        else:
+            head_dim = source.head_dim
+            if new_width % head_dim:
+                raise LgError(f"width {new_width} is not a whole number of heads of dimension {head_dim} "
+                              f"(valid widths: {_valid_widths(new_width, head_dim)}; or pass --heads)")
+            new_heads = new_width // head_dim
+        new_head_dim = new_width // new_heads
     if new_mlp < 1:
         raise LgError(f"width {new_width} keeps an MLP of {new_mlp} units: give --mlp-dim")
     new_kv_heads = _kv_heads(source, new_heads, kv_heads)
-    return source.with_sizes(depth=new_depth, width=new_width, heads=new_heads, head_dim=new_width // new_heads,
+    return source.with_sizes(depth=new_depth, width=new_width, heads=new_heads, head_dim=new_head_dim,
                              mlp_dim=new_mlp, kv_heads=new_kv_heads)
+
+
+def _heads_apart_from_width(source: ArchSpec, width: int, heads: int | None) -> tuple[int, int]:
+    """(heads, head dim) of a target whose source sets its head dim apart from
+    its width (a config.json `head_dim`: Mistral-Nemo, Qwen3): the head dim is
+    kept, and the heads are given or keep their ratio to the width, as the
+    MLP does (H' = H D' / D)."""
+    if heads is not None:
+        return int(heads), source.head_dim
+    if (source.heads * width) % source.width:
+        raise LgError(f"width {width} keeps no whole number of heads at the source's {source.heads} heads per "
+                      f"{source.width} (heads of dimension {source.head_dim} set apart from the width): pass --heads")
+    return source.heads * width // source.width, source.head_dim
 
 
 def _kv_heads(source: ArchSpec, heads: int, kv_heads: int | None) -> int:

@@ -11,6 +11,7 @@ vocabulary bias, the decoder tied to the word embeddings.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping
 
 from ..stack import EMBED, FIXED, POSITIONS, VOCAB, ArchSpec
@@ -51,13 +52,22 @@ LAYOUT = HfLayout(
         "cls.predictions.transform.LayerNorm.weight": ("head_norm_weight", (EMBED,)),
         "cls.predictions.transform.LayerNorm.bias": ("head_norm_bias", (EMBED,)),
         "cls.predictions.bias": ("lm_head_bias", (VOCAB,)),
+        # The decoder: the word embeddings and cls.predictions.bias when the
+        # config ties them (as it does by default), tensors of its own otherwise.
+        "cls.predictions.decoder.weight": ("lm_head", (VOCAB, EMBED)),
+        "cls.predictions.decoder.bias": ("lm_head_decoder_bias", (VOCAB,)),
     },
-    # Buffers older checkpoints saved; the decoder, tied to the word
-    # embeddings and to cls.predictions.bias, which some saved as well.
-    ignored=(r"embeddings\.position_ids$", r"^cls\.predictions\.decoder\.(weight|bias)$"),
+    tied_copies={"cls.predictions.decoder.weight": "embeddings.word_embeddings.weight",
+                 "cls.predictions.decoder.bias": "cls.predictions.bias"},
+    # A buffer older checkpoints saved.
+    ignored=(r"embeddings\.position_ids$",),
+    # The row counts of the lookup tables (a bare state dict's config takes them from the weights).
+    table_sizes={"token_embed": "vocab_size", "pos_embed": "max_position_embeddings",
+                 "token_type_embed": "type_vocab_size"},
 )
 # sentence-transformers' pooling module states the width it pools.
 POOLING_CONFIG_SUFFIX = "_Pooling/config.json"
+WIDTH_FIELD = re.compile(rb'("word_embedding_dimension"\s*:\s*)[0-9]+')
 
 
 class BertAdapter(HfAdapter):
@@ -87,7 +97,16 @@ class BertAdapter(HfAdapter):
             config = json.loads(data)
         except ValueError:
             return data
-        if isinstance(config, dict) and "word_embedding_dimension" in config:
-            config["word_embedding_dimension"] = spec.width
-            return (json.dumps(config, indent=2) + "\n").encode()
-        return data
+        if not isinstance(config, dict) or config.get("word_embedding_dimension", spec.width) == spec.width:
+            return data  # nothing to change: the file is copied byte for byte
+        config["word_embedding_dimension"] = spec.width
+        # Change the number alone, so that the rest of the file (its layout,
+        # key order) stays the source's; re-serialise only when that is not
+        # one clean substitution.
+        edited, count = WIDTH_FIELD.subn(lambda m: m.group(1) + str(spec.width).encode(), data)
+        try:
+            if count == 1 and json.loads(edited) == config:
+                return edited
+        except ValueError:
+            pass
+        return (json.dumps(config, indent=2) + "\n").encode()

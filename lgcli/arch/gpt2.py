@@ -39,8 +39,12 @@ LAYOUT = HfLayout(
         "ln_f.bias": ("norm_bias", (EMBED,)),
     },
     head_globals={"lm_head.weight": ("lm_head", (VOCAB, EMBED))},
+    # A tied LM head is the token embedding (no tensor of its own).
+    tied_copies={"lm_head.weight": "wte.weight"},
     # The causal-mask buffers older checkpoints (the original gpt2 upload) carry.
     ignored=(r"\.attn\.(masked_)?bias$",),
+    # The row counts of the lookup tables (a bare state dict's config takes them from the weights).
+    table_sizes={"token_embed": "vocab_size", "pos_embed": "n_positions"},
 )
 
 
@@ -58,8 +62,10 @@ class Gpt2Adapter(HfAdapter):
                      positions=config_int(config, "n_positions", required=False))
 
     def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
+        # n_inner None means 4 x width; a config that spells the size out keeps doing so.
+        implicit = config.get("n_inner") is None and spec.mlp_dim == 4 * spec.width
         config.update(n_layer=spec.depth, n_embd=spec.width, n_head=spec.heads,
-                      n_inner=None if spec.mlp_dim == 4 * spec.width else spec.mlp_dim)
+                      n_inner=None if implicit else spec.mlp_dim)
 
     def tied_head_input(self, architecture: str) -> tuple[str, ...]:
         return ("norm_weight", "norm_bias")  # ln_f feeds the head

@@ -59,7 +59,12 @@ class HfLayout:
     output axis, `transposed` lists suffixes stored (in, out). `base_globals`
     live under the base prefix, `head_globals` outside it (the LM head).
     `ignored` matches buffers that older checkpoints carry and loading
-    ignores (causal masks, rotary frequencies, position ids).
+    ignores (causal masks, rotary frequencies, position ids). `tied_copies`
+    maps a head key to the key it is a copy of when the config ties the word
+    embeddings (the LM head: the token embedding): a tensor of its own only
+    in an untied model. `table_sizes` maps a lookup table's role (token,
+    position, token-type embeddings) to the config field that holds its row
+    count: a bare state dict's config takes them from the weights.
     """
 
     family: str
@@ -73,6 +78,8 @@ class HfLayout:
     fused_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     transposed: frozenset[str] = frozenset()
     ignored: tuple[str, ...] = ()
+    tied_copies: Mapping[str, str] = field(default_factory=dict)
+    table_sizes: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def model_types(self) -> tuple[str, ...]:
@@ -202,6 +209,8 @@ class HfAdapter:
                     out[position].copy_(buffer)
             return out
 
+        base_config = self._base_config(config, architecture)
+        tied, heads_found = self._tied(base_config, globals_, heads_found, prefix, read, bare=not config)
         global_sources = {**{k: (f"{prefix}{k}", t) for k, t in globals_.items()},
                           **{k: (k, t) for k, t in heads_found.items()}}
         global_roles = {**layout.base_globals, **layout.head_globals}
@@ -218,10 +227,11 @@ class HfAdapter:
                          make_layers, make_layers)
         stack_globals = RoleMap({global_roles[k][0]: (global_roles[k][1], tuple(t.shape))
                                  for k, (_, t) in global_sources.items()}, make_global)
-        base_config = self._base_config(config, architecture)
-        tied = self._tied(base_config, heads_found)
         if not config:  # a bare state dict: the sizes it shows, the config class's defaults for the rest
             base_config.update(self._sizes_config(depth, width, spec_heads, kv_heads, head_dim, mlp_dim))
+            for role, name in layout.table_sizes.items():
+                if role in stack_globals:
+                    base_config[name] = stack_globals.axes_and_shape(role)[1][0]
         extras = {"architecture": architecture, "config": base_config}
         spec = ArchSpec(family=self.family, depth=depth, width=width, heads=spec_heads, head_dim=head_dim,
                         mlp_dim=mlp_dim, extras=extras, heads_assumed=assumed, kv_heads=kv_heads,
@@ -313,7 +323,11 @@ class HfAdapter:
             target = q_rows / CONVENTIONAL_HEAD_DIM
             divisors = [h for h in range(1, q_rows + 1) if q_rows % h == 0 and kv_rows % (q_rows // h) == 0]
             chosen = min(divisors, key=lambda h: (abs(h - target), -h))
-        head_dim = sizes.head_dim if sizes and sizes.head_dim else (q_rows // chosen if q_rows % chosen == 0 else 0)
+        if not (sizes and sizes.head_dim) and q_rows % chosen:
+            said = "config.json says" if recorded is not None else "--source-heads gives"
+            raise LgError(f"{said} {chosen} heads, which do not divide the {q_rows} query outputs "
+                          f"of the weights")
+        head_dim = sizes.head_dim if sizes and sizes.head_dim else q_rows // chosen
         if head_dim < 1 or chosen * head_dim != q_rows:
             raise LgError(self._not_family(f"{chosen} heads of dimension {head_dim} do not make the {q_rows} "
                                            f"query outputs"))
@@ -381,15 +395,74 @@ class HfAdapter:
         out.setdefault("model_type", self.layout.model_types[0])
         return out
 
-    def _tied(self, config: Mapping[str, Any], heads_found: Mapping[str, Any]) -> bool:
-        arch = self.layout.architectures[config["architectures"][0]]
-        if not arch.prefixed:
-            return False  # a base model has no head
-        tied = config.get("tie_word_embeddings", True)
-        lm_head = [k for k, (role, _) in self.layout.head_globals.items() if role == "lm_head"]
-        if not tied and lm_head and lm_head[0] not in heads_found:
-            raise LgError(f"config.json unties the word embeddings but the weights have no {lm_head[0]}")
-        return bool(tied)
+    def _tied(self, config: dict[str, Any], globals_: Mapping[str, torch.Tensor],
+              heads_found: Mapping[str, torch.Tensor], prefix: str,
+              read: Reader, bare: bool = False) -> tuple[bool, dict[str, torch.Tensor]]:
+        """(whether the LM head is tied to the token embedding, the head
+        tensors that are roles of their own), decided as from_pretrained
+        decides: by tie_word_embeddings, whose absence means the config
+        class's default (which differs between families: reading it as
+        "tied" would drop an untied head, or clone would scale a head that
+        is not tied). A tied copy saved anyway (a live model's state dict,
+        pickled checkpoints) is read past when it equals what it copies;
+        one that differs unties the model (transformers keeps both then),
+        and the config written says so. A bare state dict (no config) is
+        tied unless it holds a head of its own, and its config records which."""
+        heads_found = dict(heads_found)
+        if not self.layout.architectures[config["architectures"][0]].prefixed:
+            return False, heads_found  # a base model has no head
+        copies = self.layout.tied_copies
+        if bare:
+            config["tie_word_embeddings"] = True  # made False below if a saved head differs
+        tied = config.get("tie_word_embeddings")
+        untied_by = "config.json unties the word embeddings"
+        if tied is None:
+            config_class = self._config_class(config["model_type"])
+            tied = getattr(config_class(), "tie_word_embeddings", True)
+            untied_by = (f"config.json leaves tie_word_embeddings out, which {config_class.__name__} "
+                         f"reads as untied,")
+        if tied:
+            saved = [k for k in copies if k in heads_found]
+            differ = [k for k in saved if not self._same_tensor(
+                read, *self._global_key(copies[k], prefix, globals_, heads_found), k, heads_found[k])]
+            if not differ:
+                for key in saved:
+                    del heads_found[key]
+                return True, heads_found
+            config["tie_word_embeddings"] = False
+            reason = f"{differ[0]} differs from the {copies[differ[0]]} it is tied to, which unties the model, but"
+        else:
+            reason = f"{untied_by} but"
+        missing = [k for k in copies if k not in heads_found]
+        if missing:
+            raise LgError(f"{reason} the weights have no {missing[0]}")
+        return False, heads_found
+
+    def _global_key(self, key: str, prefix: str, globals_: Mapping[str, torch.Tensor],
+                    heads_found: Mapping[str, torch.Tensor]) -> tuple[str, torch.Tensor | None]:
+        """(the stored name, the tensor) of a global key of the layout (None: absent)."""
+        if key in self.layout.base_globals:
+            return prefix + key, globals_.get(key)
+        return key, heads_found.get(key)
+
+    @staticmethod
+    def _same_tensor(read: Reader, key_a: str, a: torch.Tensor | None, key_b: str, b: torch.Tensor) -> bool:
+        """Whether two stored tensors hold the same values, compared a chunk at
+        a time (an embedding can be large; nothing is read on the meta device)."""
+        if a is None or a.shape != b.shape:
+            return False
+        if a.device.type == "meta" or b.device.type == "meta":
+            return True
+        chunk = 1 << 20
+        for start in range(0, a.numel(), chunk):
+            count = min(chunk, a.numel() - start)
+            part_a = torch.empty(count, dtype=a.dtype)
+            part_b = torch.empty(count, dtype=b.dtype)
+            read(key_a, part_a, start)
+            read(key_b, part_b, start)
+            if not torch.equal(part_a, part_b.to(a.dtype) if a.dtype != b.dtype else part_b):
+                return False
+        return True
 
     def _sizes_config(self, depth, width, heads, kv_heads, head_dim, mlp_dim) -> dict[str, Any]:
         spec = ArchSpec(self.family, depth, width, heads, head_dim, mlp_dim, kv_heads=kv_heads)

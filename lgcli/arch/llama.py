@@ -44,8 +44,12 @@ LAYOUT = HfLayout(
         "norm.weight": ("norm_weight", (EMBED,)),
     },
     head_globals={"lm_head.weight": ("lm_head", (VOCAB, EMBED))},
+    # A tied LM head is the token embedding (no tensor of its own).
+    tied_copies={"lm_head.weight": "embed_tokens.weight"},
     # Rotary frequencies that older checkpoints saved as a buffer.
     ignored=(r"\.rotary_emb\.inv_freq$",),
+    # The row counts of the lookup tables (a bare state dict's config takes them from the weights).
+    table_sizes={"token_embed": "vocab_size"},
 )
 
 
