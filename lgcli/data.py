@@ -328,21 +328,23 @@ _COUNT_OR_DECIMAL = re.compile(r"[0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?")
 _RATIO = re.compile(r"([0-9]+)/([0-9]+)")
 
 
-def parse_subset(text: str | float | int | None, option: str = "--subset") -> int | float | None:
-    """`--subset` (or `option`, e.g. ``--test-subset``): an image count
-    (``500``) or a fraction of the split (``0.1``, ``1/10``; ``1.0`` is all of
-    it). Returns an int for a count, a float for a fraction, None for none.
-    Counts beyond 2**53 are refused (no split is that large)."""
+def parse_subset(text: str | float | int | None, option: str = "--subset", unit: str = "image") -> int | float | None:
+    """`--subset` (or `option`, e.g. ``--test-subset``): a count of `unit`s
+    (``500`` images, or token windows) or a fraction of the split (``0.1``,
+    ``1/10``; ``1.0`` is all of it). Returns an int for a count, a float for a
+    fraction, None for none. Counts beyond 2**53 are refused (no split is that
+    large)."""
     if text is None or text == "":
         return None
-    expected = "an image count or a fraction in (0, 1]"
+    a_count = f"{'an' if unit[0] in 'aeiou' else 'a'} {unit} count"
+    expected = f"{a_count} or a fraction in (0, 1]"
     if isinstance(text, bool) or not isinstance(text, (str, numbers.Real)):
         raise UsageError(f"{option} must be {expected}, got {_shown_value(text)}")
     if isinstance(text, numbers.Integral):
         if text < 1:
             raise UsageError(f"{option} must be {expected}, got {_shown_value(text)}")
         if text > 2**53:
-            raise UsageError(f"{option} must be an image count no larger than the split, got {_shown_value(text)}")
+            raise UsageError(f"{option} must be {a_count} no larger than the split, got {_shown_value(text)}")
         return int(text)
     try:
         raw = text if isinstance(text, str) else repr(float(text))
@@ -368,14 +370,14 @@ def parse_subset(text: str | float | int | None, option: str = "--subset") -> in
         raise UsageError(f"{option} must be {expected}, got {given} (too large)")
     if value <= 0:
         if any(digit in spelled.split("e")[0].split("E")[0] for digit in "123456789"):
-            raise UsageError(f"{option} must be {expected}, got {given} (too small to keep any image)")
+            raise UsageError(f"{option} must be {expected}, got {given} (too small to keep any {unit})")
         raise UsageError(f"{option} must be positive ({expected}), got {given}")
     if value < 1 or (value == 1 and ("." in spelled or "e" in spelled.lower())):
         return value
     if value != int(value):
-        raise UsageError(f"{option} must be a whole number of images or a fraction in (0, 1], got {given}")
+        raise UsageError(f"{option} must be a whole number of {unit}s or a fraction in (0, 1], got {given}")
     if value > 2**53:
-        raise UsageError(f"{option} must be an image count no larger than the split, got {given}")
+        raise UsageError(f"{option} must be {a_count} no larger than the split, got {given}")
     return int(value)
 
 
@@ -702,27 +704,34 @@ def load_data(source: str | os.PathLike = DEFAULT_DATA, *, subset: int | float |
             raise LgError(f"mnist is not installed: run `{INSTALL_HINTS['mnist']}`")
         data = load_mnist_pickle(path)
     else:
-        try:
-            root = Path(text).expanduser()
-        except RuntimeError:  # "~someone" with no such user: the name as given
-            root = Path(text)
         where = _shown_path(text)
-        try:
-            info = os.stat(root)
-        except FileNotFoundError:
-            if os.path.islink(root):
-                raise LgError(f"--data {where}: a broken symbolic link") from None
-            raise LgError(f"--data {where}: no such folder, and not a built-in dataset "
-                          f"({', '.join(builtin_names())})") from None
-        except (OSError, ValueError) as error:  # ValueError: a NUL in the name
-            reason = os_reason(error) if isinstance(error, OSError) else "not a valid path"
-            raise LgError(f"--data {where}: {reason}") from None
+        root, info = stat_data_path(text, f"no such folder, and not a built-in dataset ({', '.join(builtin_names())})")
         if not stat.S_ISDIR(info.st_mode):
             raise LgError(f"--data {where}: not a folder (expected class subfolders of images)")
         data = load_image_folder(root, test_fraction=test_fraction, seed=seed)
     data.train = _take(data.train, subset, seed, "--subset")
     data.test = _take(data.test, test_subset, seed, "--test-subset")
     return data
+
+
+def stat_data_path(text: str, missing: str) -> tuple[Path, os.stat_result]:
+    """(path, its stat) of a --data path (``~`` expanded); a path that does
+    not exist (`missing` says what else it could have been), a broken link or
+    an unreadable one is an `LgError` naming it."""
+    where = _shown_path(text)
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # "~someone" with no such user: the name as given
+        path = Path(text)
+    try:
+        return path, os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise LgError(f"--data {where}: a broken symbolic link") from None
+        raise LgError(f"--data {where}: {missing}") from None
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the name
+        reason = os_reason(error) if isinstance(error, OSError) else "not a valid path"
+        raise LgError(f"--data {where}: {reason}") from None
 
 
 def _take(images: ImageSet, amount: int | float | None, seed: int, option: str) -> ImageSet:

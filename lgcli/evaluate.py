@@ -1,27 +1,37 @@
-"""Accuracy, and the init-quality probe: how fast does an initialised model learn?
+"""Accuracy or loss, and the init-quality probe: how fast does an initialised model learn?
 
-`evaluate(...)` scores each checkpoint on the test split (top-1, top-5, loss).
-With ``steps > 0`` it first fine-tunes a fresh copy of each for that many
-steps with `lgcli.train` (the same data order, seed and hyper-parameters for
-every row, so rows differ only by their initialisation), scoring the test
-split at step 0 (the learngene papers' "instinct") and at intervals. With a
-learning-rate sweep each row is run at every rate and reported at its best, so
-no initialisation wins or loses by the learning rate alone.
+`evaluate(...)` scores each checkpoint on the test split: an image
+classifier's top-1, top-5 and loss, a language model's loss and perplexity
+on held-out text (`lgcli.text`). With ``steps > 0`` it first fine-tunes a
+fresh copy of each for that many steps with `lgcli.train` (the same data
+order, seed and hyper-parameters for every row, so rows differ only by their
+initialisation), scoring the test split at step 0 (the learngene papers'
+"instinct") and at intervals. With a learning-rate sweep each row is run at
+every rate and reported at its best, so no initialisation wins or loses by
+the learning rate alone.
+
+Rows are compared by one figure, their `Measure`: top-1 for images (higher
+is better), the loss for text (lower is better).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from lgcli.data import ImageData, check_channels, check_real, check_seed, check_whole
-from lgcli.errors import LgError, notify_stderr
+from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
+from lgcli.data import (DEFAULT_DATA, ImageData, check_channels, check_real, check_seed, check_whole,
+                        load_data)
+from lgcli.errors import LgError, UsageError, notify_stderr
 from lgcli.stack import ArchSpec
+from lgcli.text import (DEFAULT_SEQ_LEN, DEFAULT_TEST_FRACTION, DEFAULT_TEXT, ByteTokenizer, TextData,
+                        builtin_texts, evaluate_text, load_text, shared_tokenizer, text_sizes)
 from lgcli.train import TrainConfig, evaluate_accuracy, model_input, train
 
 # Fine-tuning defaults for an already-initialised model, measured by
@@ -35,7 +45,39 @@ DEFAULT_BATCH_SIZE = 64
 REPORT_VERSION = 1
 
 Notify = Callable[[str], None]
+# An image folder without val/ holds out this share of each class.
+DEFAULT_IMAGE_TEST_FRACTION = 0.2
 
+
+@dataclass(frozen=True)
+class Measure:
+    """The figure a probe's rows are compared by (`key`, a field of every
+    curve point), which way is better, and the figures (`scores`) a row
+    keeps as its instinct and final."""
+
+    key: str
+    higher_is_better: bool
+    scores: tuple[str, ...]
+
+    def reached(self, value: float, target: float) -> bool:
+        return value >= target if self.higher_is_better else value <= target
+
+    def shortfall(self, start: float, value: float) -> float:
+        """How much worse `value` is than `start` (negative when better)."""
+        return start - value if self.higher_is_better else value - start
+
+    def rank(self, final: dict) -> tuple[float, float]:
+        """A sweep's order (larger is better): by the figure, then by the loss,
+        as a user tuning one learning rate would pick."""
+        return (final[self.key] if self.higher_is_better else -final[self.key], -final["loss"])
+
+
+TOP1 = Measure("top1", True, ("top1", "top5", "loss"))
+LOSS = Measure("loss", False, ("loss", "perplexity"))
+
+
+def measure_of(data: ImageData | TextData) -> Measure:
+    return TOP1 if isinstance(data, ImageData) else LOSS
 
 
 @dataclass
@@ -97,6 +139,9 @@ class Candidate:
     source: str  # a path, '-', or 'random' for the baseline
     architecture: dict
     notes: list[str] = field(default_factory=list)
+    # The model folder it was read from (a text model's tokenizer is there);
+    # a random baseline has its source row's.
+    folder: Path | None = None
 
 
 def architecture_of(model: torch.nn.Module) -> dict:
@@ -104,6 +149,48 @@ def architecture_of(model: torch.nn.Module) -> dict:
     from .arch import adapter_of_model
 
     return adapter_of_model(model).architecture_of(model)
+
+
+def model_task(model: torch.nn.Module) -> str:
+    """What a live model does (one of `lgcli.arch.base.TASKS`), which says
+    how `lg eval` feeds and scores it: as its family's adapter says.
+
+    A Hugging Face model of a family lg has no adapter for (a library
+    user's live model) is judged by transformers' naming convention for its
+    heads, from the live class (what its forward returns), not the
+    config's `architectures` (the class its weights were saved from): a
+    ...ForCausalLM or ...LMHeadModel is a causal LM, a ...ForMaskedLM a
+    masked LM, anything else an encoder lg cannot score."""
+    from .arch import adapter_of_model
+
+    try:
+        return adapter_of_model(model).model_task(model)
+    except LgError:
+        if not any(cls.__name__ == "PreTrainedModel" for cls in type(model).__mro__):
+            raise
+    name = type(model).__name__
+    if name.endswith(("ForCausalLM", "LMHeadModel")):
+        return CAUSAL_LM
+    if name.endswith("ForMaskedLM"):
+        return MASKED_LM
+    return TEXT_ENCODER
+
+
+def common_task(candidates: list[Candidate]) -> str:
+    """The one task of every candidate: a text encoder (nothing to score), or
+    rows whose figures would not compare (images and text; causal and
+    masked LMs), are refused in one line."""
+    tasks = {candidate.name: model_task(candidate.model) for candidate in candidates}
+    encoders = [name for name, task in tasks.items() if task == TEXT_ENCODER]
+    if encoders:
+        raise LgError(f"{encoders[0]} is a text encoder without a language-model head: lg eval scores image "
+                      f"classifiers and causal or masked language models")
+    if len(set(tasks.values())) > 1:
+        listed = ", ".join(f"{name}: {task}" for name, task in tasks.items())
+        why = ("image and text models cannot be scored on one dataset" if IMAGE_CLASSIFICATION in tasks.values()
+               else "causal and masked language-model losses measure different things")
+        raise LgError(f"the checkpoints do different tasks ({listed}): {why}; evaluate them separately")
+    return next(iter(tasks.values()))
 
 
 def fit_head(candidate: Candidate, num_classes: int, seed: int) -> None:
@@ -128,15 +215,19 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
         raise LgError("give at least one checkpoint to evaluate")
     if sum(p == "-" for p in paths) > 1:
         raise LgError("stdin ('-') can be read only once")
+    if baseline is not None and baseline != "random":
+        raise LgError(f"--baseline must be 'random', got {baseline!r}")
     candidates, specs = [], []
     for path in paths:
         model, spec = load_model(path, heads=heads)
-        candidates.append(Candidate(_row_name(path, candidates), model, path, architecture_of(model)))
+        # A folder is a Hugging Face model folder, with its tokenizer beside the weights.
+        folder = Path(path) if path != "-" and os.path.isdir(path) else None
+        candidates.append(Candidate(_row_name(path, candidates), model, path, architecture_of(model),
+                                    folder=folder))
         specs.append(spec)
+    task = common_task(candidates)  # before any baseline is built for a model that cannot be scored
     if baseline is None:
         return candidates
-    if baseline != "random":
-        raise LgError(f"--baseline must be 'random', got {baseline!r}")
     # One random row per distinct architecture among the checkpoints (the
     # head is refitted to the data anyway, so it does not count).
     distinct: dict[str, tuple[ArchSpec, Candidate]] = {}
@@ -145,8 +236,10 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
     for spec, candidate in distinct.values():
         model = create_model(spec, seed=seed)
         name = "random" if len(distinct) == 1 else f"random ({candidate.name})"
-        candidates.append(Candidate(name, model, "random", architecture_of(model),
-                                    notes=[f"timm's random initialisation of {candidate.name}'s architecture"]))
+        note = (f"timm's random initialisation of {candidate.name}'s architecture" if task == IMAGE_CLASSIFICATION
+                else f"the family's own random initialisation of {candidate.name}'s architecture")
+        candidates.append(Candidate(name, model, "random", architecture_of(model), notes=[note],
+                                    folder=candidate.folder))
     return candidates
 
 
@@ -156,15 +249,24 @@ def _row_name(path: str, existing: list[Candidate]) -> str:
     return name if name not in taken else str(path)
 
 
-def probe(candidate: Candidate, data: ImageData, settings: ProbeSettings, lr: float) -> dict:
+def score(model: torch.nn.Module, data: ImageData | TextData, settings: ProbeSettings) -> dict[str, float]:
+    """The model's figures on the test split: top-1, top-5 and loss on
+    images; loss and perplexity on text."""
+    if isinstance(data, ImageData):
+        return evaluate_accuracy(model, data.test, batch_size=settings.eval_batch_size, device=settings.device)
+    return evaluate_text(model, data.test, batch_size=settings.eval_batch_size, device=settings.device)
+
+
+def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSettings, lr: float) -> dict:
     """Fine-tune a copy of the candidate's model for `settings.steps` at `lr`,
     scoring the test split at step 0 and every `interval()` steps."""
     model = copy.deepcopy(candidate.model)
+    measure = measure_of(data)
     curve: list[dict] = []
 
     def record(step: int, trained: torch.nn.Module) -> None:
-        scores = evaluate_accuracy(trained, data.test, batch_size=settings.eval_batch_size, device=settings.device)
-        curve.append({"step": step, "top1": scores["top1"], "top5": scores["top5"], "loss": scores["loss"]})
+        scores = score(trained, data, settings)
+        curve.append({"step": step, **{k: scores[k] for k in measure.scores}})
 
     if settings.steps == 0:
         record(0, model)
@@ -179,28 +281,32 @@ def probe(candidate: Candidate, data: ImageData, settings: ProbeSettings, lr: fl
         for previous, point in zip(curve, curve[1:]):
             window = losses[previous["step"]:point["step"]]
             point["train_loss"] = sum(window) / len(window)
-    final = curve[-1]
+    final, key = curve[-1], measure.key
     return {"lr": lr, "curve": curve,
-            "final": {k: final[k] for k in ("top1", "top5", "loss")},
-            "instinct": {k: curve[0][k] for k in ("top1", "top5", "loss")},
-            "mean_top1": sum(p["top1"] for p in curve) / len(curve),
-            # How much of its step-0 accuracy the model lost at worst on the
+            "final": {k: final[k] for k in measure.scores},
+            "instinct": {k: curve[0][k] for k in measure.scores},
+            f"mean_{key}": sum(p[key] for p in curve) / len(curve),
+            # How much of its step-0 figure the model lost at worst on the
             # way: a rate too high for an initialisation shows here first.
-            "dip": max([0.0] + [curve[0]["top1"] - p["top1"] for p in curve[1:]])}
+            "dip": max([0.0] + [measure.shortfall(curve[0][key], p[key]) for p in curve[1:]])}
 
 
-def steps_to_reach(curve: list[dict], target: float) -> float | None:
-    """The step at which a learning curve first reaches `target` top-1, linearly
+def steps_to_reach(curve: list[dict], target: float, measure: Measure = TOP1) -> float | None:
+    """The step at which a learning curve first reaches `target` (top-1 at
+    least that high, or with `LOSS` a loss at most that low), linearly
     interpolated between the scored points around the crossing; 0 when it
     starts there, None when it never does (the papers' "x-fewer-steps" figure
     compares these)."""
+    key = measure.key
     previous = None
     for point in curve:
-        if point["top1"] >= target:
+        if measure.reached(point[key], target):
             if previous is None:
                 return float(point["step"])
-            rise = point["top1"] - previous["top1"]
-            fraction = (target - previous["top1"]) / rise
+            # previous had not reached the target and point has, so the change is non-zero
+            # and has the sign of (target - previous): the fraction lies in (0, 1].
+            change = point[key] - previous[key]
+            fraction = (target - previous[key]) / change
             return previous["step"] + fraction * (point["step"] - previous["step"])
         previous = point
     return None
@@ -213,69 +319,144 @@ def _architecture_key(architecture: dict) -> str:
                       sort_keys=True)
 
 
-def add_steps_to_baseline(rows: list[dict]) -> None:
+def add_steps_to_baseline(rows: list[dict], measure: Measure = TOP1) -> None:
     """Each probed row's steps to reach its architecture's random baseline's
-    final top-1 (`steps_to_random_final`), and the speed-up: the baseline's own
-    steps to that accuracy over the row's (`speedup`; None when the row never
-    gets there). Rows without a baseline of their architecture are left as they are."""
+    final figure (top-1, or the loss with `LOSS`: `steps_to_random_final`),
+    and the speed-up: the baseline's own steps to that figure over the row's
+    (`speedup`; None when the row never gets there). Rows without a baseline
+    of their architecture are left as they are."""
     baselines = {_architecture_key(row["architecture"]): row for row in rows if row["source"] == "random"}
     for row in rows:
         baseline = baselines.get(_architecture_key(row["architecture"]))
         if baseline is None:
             continue
-        target = baseline["final"]["top1"]
-        own, reference = steps_to_reach(row["curve"], target), steps_to_reach(baseline["curve"], target)
+        target = baseline["final"][measure.key]
+        own = steps_to_reach(row["curve"], target, measure)
+        reference = steps_to_reach(baseline["curve"], target, measure)
         row["baseline"] = baseline["name"]
         row["steps_to_random_final"] = None if own is None else round(own, 1)
         # No ratio when the row never gets there, or starts there (step 0).
         row["speedup"] = None if not own or reference is None else round(reference / own, 2)
 
 
-def probe_row(candidate: Candidate, data: ImageData, settings: ProbeSettings) -> dict:
+def probe_row(candidate: Candidate, data: ImageData | TextData, settings: ProbeSettings) -> dict:
     """A report row: the candidate probed at every rate of the settings (none
     without steps), reported at its best rate, with the sweep when there is one."""
+    measure = measure_of(data)
     runs = [probe(candidate, data, settings, lr) for lr in (settings.rates() if settings.steps else [None])]
     best = None
     for run in runs:
-        if _better(run, best):
+        if best is None or measure.rank(run["final"]) > measure.rank(best["final"]):
             best = run
+    mean = f"mean_{measure.key}"
     row = {"name": candidate.name, "source": candidate.source, "architecture": candidate.architecture,
            "notes": candidate.notes, "lr": best["lr"], "instinct": best["instinct"], "final": best["final"],
-           "mean_top1": best["mean_top1"], "dip": best["dip"], "curve": best["curve"]}
+           mean: best[mean], "dip": best["dip"], "curve": best["curve"]}
     if len(runs) > 1:
-        row["sweep"] = [{k: r[k] for k in ("lr", "final", "mean_top1", "dip", "curve")} for r in runs]
+        row["sweep"] = [{k: r[k] for k in ("lr", "final", mean, "dip", "curve")} for r in runs]
     return row
 
 
-def _better(run: dict, best: dict | None) -> bool:
-    # Best by final top-1, then by final loss: a sweep picks what a user
-    # tuning one learning rate would pick.
-    return best is None or (run["final"]["top1"], -run["final"]["loss"]) > (best["final"]["top1"],
-                                                                           -best["final"]["loss"])
-
-
-def evaluate(paths: list[str], data: ImageData, settings: ProbeSettings, *, baseline: str | None = None,
-             heads: int | None = None, notify: Notify = notify_stderr) -> dict:
+def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | None,
+             settings: ProbeSettings, *, baseline: str | None = None, heads: int | None = None,
+             notify: Notify = notify_stderr, seq_len: int | None = None,
+             subset: int | float | str | None = None, test_subset: int | float | str | None = None,
+             test_fraction: float | None = None) -> dict:
     """Score (and with `settings.steps`, probe) every checkpoint; the report
-    is JSON-ready (schema in docs/eval.md)."""
+    is JSON-ready (schema in docs/eval.md).
+
+    The checkpoints' task says what `data` is: image classifiers take an
+    `ImageData`, or a name or folder `lgcli.data.load_data` reads (default
+    fashion-mnist-mini); language models take a `TextData`, or a name, file
+    or folder `lgcli.text.load_text` reads (default kjv-mini) with the
+    checkpoints' shared tokenizer, in windows of `seq_len` tokens (default
+    min(128, the models' positions)). `subset`, `test_subset` and
+    `test_fraction` apply when the data are read here."""
     settings.check()  # again: a settings object's fields can be changed after it was made
     if settings.steps == 0 and settings.lr_sweep:
         raise LgError("--lr-sweep needs --steps: without fine-tuning there is no learning rate to sweep")
+    if seq_len is not None:
+        check_whole(seq_len, "--seq-len", 1)
     candidates = load_candidates(paths, heads=heads, baseline=baseline, seed=settings.seed)
-    for candidate in candidates:
-        check_channels(data, model_input(candidate.model)[0])
+    task = common_task(candidates)
+    if task == IMAGE_CLASSIFICATION:
+        data = _image_data(data, seq_len=seq_len, subset=subset, test_subset=test_subset,
+                           test_fraction=test_fraction, seed=settings.seed)
+        for candidate in candidates:
+            check_channels(data, model_input(candidate.model)[0])
+    else:
+        data = _text_data(candidates, task, data, seq_len=seq_len, subset=subset, test_subset=test_subset,
+                          test_fraction=test_fraction, seed=settings.seed, notify=notify)
     if settings.steps and len(data.train) < settings.batch_size:
-        raise LgError(f"the train split has {len(data.train)} images, fewer than one batch of "
+        unit = "images" if task == IMAGE_CLASSIFICATION else "windows"
+        raise LgError(f"the train split has {len(data.train)} {unit}, fewer than one batch of "
                       f"{settings.batch_size} (lower --batch-size or raise --subset)")
     rows = []
     for candidate in candidates:
-        fit_head(candidate, data.num_classes, settings.seed)
+        if task == IMAGE_CLASSIFICATION:
+            fit_head(candidate, data.num_classes, settings.seed)
         for message in candidate.notes:
             if message.startswith("head"):
                 notify(f"{candidate.name}: {message}")
         rows.append(probe_row(candidate, data, settings))
     if settings.steps:
-        add_steps_to_baseline(rows)
-    return {"version": REPORT_VERSION, "data": data.describe(),
+        add_steps_to_baseline(rows, measure_of(data))
+    return {"version": REPORT_VERSION, "task": task, "data": data.describe(),
             "settings": {**{k: v for k, v in asdict(settings).items() if k != "progress"},
                          "warmup": settings.warmup_steps()}, "rows": rows}
+
+
+def _image_data(data: ImageData | TextData | str | os.PathLike | None, *, seq_len: int | None,
+                subset, test_subset, test_fraction: float | None, seed: int) -> ImageData:
+    """The image classifiers' data: as given, or read."""
+    if seq_len is not None:
+        raise UsageError("--seq-len is for language models; these checkpoints are image classifiers")
+    if isinstance(data, ImageData):
+        return data
+    if isinstance(data, TextData):
+        raise LgError(f"{data.name} is text; these checkpoints are image classifiers")
+    source = DEFAULT_DATA if data is None else os.fspath(data)
+    if source in builtin_texts():
+        raise LgError(f"--data {source} is a text; image classifiers take an image folder or an image dataset "
+                      f"(fashion-mnist-mini, fashion-mnist, mnist)")
+    return load_data(source, subset=subset, test_subset=test_subset, seed=seed,
+                     test_fraction=DEFAULT_IMAGE_TEST_FRACTION if test_fraction is None else test_fraction)
+
+
+def _text_data(candidates: list[Candidate], task: str, data: ImageData | TextData | str | os.PathLike | None,
+               *, seq_len: int | None, subset, test_subset, test_fraction: float | None, seed: int,
+               notify: Notify) -> TextData:
+    """The language models' data, cut into windows for their shared
+    tokenizer, checked against every model's vocabulary and positions."""
+    if isinstance(data, ImageData):
+        raise LgError(f"{data.name} is an image dataset; these checkpoints are language models")
+    tokenizer = shared_tokenizer([(candidate.name, candidate.folder) for candidate in candidates])
+    needed = tokenizer.size(task)
+    positions: list[tuple[int, str]] = []
+    for candidate in candidates:
+        vocabulary, most = text_sizes(candidate.model)
+        if vocabulary is not None and vocabulary < needed:
+            ids = "256 byte ids and the mask id 256" if isinstance(tokenizer, ByteTokenizer) and needed > 256 else \
+                f"{needed} ids"
+            raise LgError(f"{candidate.name}'s vocabulary has {vocabulary} tokens; the {tokenizer.name} needs "
+                          f"{ids}")
+        if most is not None:
+            positions.append((most, candidate.name))
+    shortest = min(positions, default=None)
+    if seq_len is None:
+        seq_len = min(DEFAULT_SEQ_LEN, shortest[0]) if shortest else DEFAULT_SEQ_LEN
+    elif shortest is not None and seq_len > shortest[0]:
+        raise LgError(f"--seq-len {seq_len} is longer than {shortest[1]} can read: it has {shortest[0]} positions")
+    if isinstance(data, TextData):
+        if data.task != task or data.tokenizer != tokenizer.name or (shortest and data.seq_len > shortest[0]):
+            raise LgError(f"{data.name}'s windows were made for a {data.task} with the {data.tokenizer} and "
+                          f"{data.seq_len} tokens: they do not fit these checkpoints")
+    else:
+        source = DEFAULT_TEXT if data is None else os.fspath(data)
+        data = load_text(source, tokenizer=tokenizer, task=task, seq_len=seq_len, seed=seed, subset=subset,
+                         test_subset=test_subset,
+                         test_fraction=DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction)
+    if isinstance(tokenizer, ByteTokenizer):
+        # Said once the data are read, so that bad input is still a single line.
+        notify("no tokenizer.json in the checkpoints' folders: tokens are UTF-8 bytes")
+    return data

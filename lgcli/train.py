@@ -1,10 +1,18 @@
 """The one training loop for everything in `lg` that trains.
 
-It trains any set of tensors: a timm model's own parameters (`lg eval`'s
-probe), or the tensors a learngene builds a stock timm model from on every
-step (`lgcli.learngenes.GeneratedModel`: condensing TLEG / WAVE, fitting WAVE
-scalers). An optional frozen teacher's logits are the loss's third input
-(knowledge distillation).
+It trains any set of tensors: a model's own parameters (`lg eval`'s probe,
+on images or on text), or the tensors a learngene builds a stock timm model
+from on every step (`lgcli.learngenes.GeneratedModel`: condensing TLEG /
+WAVE, fitting WAVE scalers). An optional frozen teacher's logits are the
+loss's third input (knowledge distillation).
+
+What it trains on is a `Batches`: examples it can index, made into (inputs,
+targets) batches, varied per step (image augmentation, masked-LM masking)
+and fed to the model. An `ImageSet` is wrapped as `ImageBatches`
+(images -> class logits); token windows (`lgcli.text.TokenWindows`) are
+their own (token ids -> per-token vocabulary logits, targets -100 where
+nothing is predicted). One loss serves both: cross-entropy over the last
+axis of the logits, ignoring targets of -100.
 
 AdamW, linear warm-up then cosine decay to zero, optional label smoothing,
 bf16 autocast on CUDA (full precision on CPU), seeded, an atomic checkpoint
@@ -29,7 +37,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol, Sequence
 
 import torch
 import torch.distributed as dist
@@ -40,7 +48,8 @@ from lgcli.checkpoint import atomic_path
 from lgcli.errors import LgError, one_line, shown
 
 # `loss_fn(logits, labels, teacher_logits) -> scalar loss`; teacher_logits is
-# None unless `train` was given a teacher.
+# None unless `train` was given a teacher. Logits are (..., classes) and
+# labels the matching (...): one label per image, or one per token.
 LossFn = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 # `on_step(step, model)` after `step` optimiser steps (step 0: before any);
 # called on every rank, with the unwrapped model in train mode.
@@ -121,9 +130,20 @@ def learning_rate(step: int, config: TrainConfig) -> float:
     return config.lr * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
+# The target of a position that is not scored (F.cross_entropy's default
+# ignore_index): a token window's last position in a causal LM, every
+# unmasked position in a masked LM.
+IGNORE = -100
+
+
 def cross_entropy_loss(label_smoothing: float = 0.0) -> LossFn:
+    """Mean cross-entropy over every scored position: images' (B, K) logits
+    and (B,) labels as they are, token windows' (B, T, V) and (B, T)
+    flattened, so a batch's loss is the mean over its scored tokens (IGNORE
+    targets left out)."""
     def loss(logits: torch.Tensor, labels: torch.Tensor, teacher_logits: torch.Tensor | None) -> torch.Tensor:
-        return F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
+        return F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(), ignore_index=IGNORE,
+                               label_smoothing=label_smoothing)
 
     return loss
 
@@ -226,7 +246,8 @@ def autocast(device: torch.device):
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:
-    """Step `step`'s augmentation generator; any seed in [0, 2**32 - 1] works."""
+    """Step `step`'s generator for what varies a batch (augmentation, masked-LM
+    masking); any seed in [0, 2**32 - 1] works."""
     return torch.Generator().manual_seed(seed * 1_000_003 + step)
 
 
@@ -267,6 +288,54 @@ def optimizer_groups(model: torch.nn.Module, parameters: Iterable[torch.nn.Param
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+class Batches(Protocol):
+    """What `train` trains on: `len()` examples, made into batches.
+
+    `batch(indices)` gives CPU tensors (inputs, targets) and may run in a
+    DataLoader worker; `vary(inputs, targets, generator, rank, world_size)`
+    applies the step's randomness (augmentation, masking) from the step's
+    generator, drawing for the whole global batch and keeping this rank's
+    share, so DDP matches one process; `logits(model, inputs)` runs a model
+    (the student, or the teacher) on inputs. `unit` names an example in
+    messages ("images", "windows")."""
+
+    unit: str
+
+    def __len__(self) -> int: ...
+
+    def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def vary(self, inputs: torch.Tensor, targets: torch.Tensor, generator: torch.Generator, rank: int,
+             world_size: int) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def logits(self, model: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor: ...
+
+
+class ImageBatches:
+    """An `ImageSet` as `Batches`: images resized to the model's input size,
+    labels as targets, optional augmentation (`augment_batch`)."""
+
+    unit = "images"
+
+    def __init__(self, data: ImageSet, image_size: int, channels: int, augment: bool = False):
+        self.data, self.image_size, self.channels, self.augment = data, image_size, channels, augment
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.data.batch(indices, self.image_size, self.channels)
+
+    def vary(self, inputs: torch.Tensor, targets: torch.Tensor, generator: torch.Generator, rank: int,
+             world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.augment:
+            inputs = augment_batch(inputs, generator, rank, world_size)
+        return inputs, targets
+
+    def logits(self, model: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+        return model(inputs)
+
+
 class _BatchFailure:
     """An `LgError` met while a batch was read (an image file that cannot be
     decoded), carried back as a value: raised in a DataLoader worker it would
@@ -279,30 +348,29 @@ class _BatchFailure:
 class _Batches(torch.utils.data.Dataset):
     """Index lists → model-ready batches, so DataLoader workers can prefetch."""
 
-    def __init__(self, data: ImageSet, batches: list[list[int]], image_size: int, channels: int):
-        self.data, self.batches, self.image_size, self.channels = data, batches, image_size, channels
+    def __init__(self, data: Batches, batches: list[list[int]]):
+        self.data, self.batches = data, batches
 
     def __len__(self) -> int:
         return len(self.batches)
 
     def __getitem__(self, index: int):
         try:
-            return self.data.batch(self.batches[index], self.image_size, self.channels)
+            return self.data.batch(self.batches[index])
         except LgError as error:
             return _BatchFailure(str(error))
 
 
-def _batch_stream(data: ImageSet, config: TrainConfig, start_step: int, distributed: Distributed,
-                  image_size: int, channels: int):
+def _batch_stream(data: Batches, config: TrainConfig, start_step: int, distributed: Distributed):
     probe = train_order(len(data), config.batch_size, 0, config.seed, distributed.rank, distributed.world_size)
     per_epoch = len(probe)
     if per_epoch == 0:
-        raise LgError(f"the train split has {len(data)} images, fewer than one batch of {config.batch_size}")
+        raise LgError(f"the train split has {len(data)} {data.unit}, fewer than one batch of {config.batch_size}")
     epoch, offset = divmod(start_step, per_epoch)
     while True:
         batches = train_order(len(data), config.batch_size, epoch, config.seed, distributed.rank,
                               distributed.world_size)[offset:]
-        loader = torch.utils.data.DataLoader(_Batches(data, batches, image_size, channels), batch_size=None,
+        loader = torch.utils.data.DataLoader(_Batches(data, batches), batch_size=None,
                                              shuffle=False, num_workers=config.num_workers)
         for batch in loader:
             if isinstance(batch, _BatchFailure):
@@ -352,25 +420,31 @@ def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.
     return state["step"]
 
 
-def train(model: torch.nn.Module, data: ImageSet, config: TrainConfig, *, loss_fn: LossFn | None = None,
-          teacher: torch.nn.Module | None = None, parameters: Iterable[torch.nn.Parameter] | None = None,
-          on_step: StepCallback | None = None, image_size: int | None = None,
-          channels: int | None = None) -> TrainResult:
+def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig, *,
+          loss_fn: LossFn | None = None, teacher: torch.nn.Module | None = None,
+          parameters: Iterable[torch.nn.Parameter] | None = None, on_step: StepCallback | None = None,
+          image_size: int | None = None, channels: int | None = None) -> TrainResult:
     """Train `model` in place on `data` for `config.steps` optimiser steps.
 
-    `model` is any module mapping images to logits: a timm model, or a
-    `GeneratedModel` whose parameters are a learngene's tensors. `parameters`
-    restricts what is trained (default: every parameter that requires a
-    gradient). `teacher`, if given, is frozen and run on every batch; its
-    logits are the third argument of `loss_fn`. Under torchrun each process
-    passes the same model and data; the global batch is split between them.
+    `data` is an `ImageSet` (batches shaped for the model: `image_size` and
+    `channels` default to what it takes; `config.augment` varies them) or
+    any other `Batches` (token windows). `model` is any module mapping
+    inputs to logits: a timm model, a language model, or a
+    `GeneratedModel` whose parameters are a learngene's tensors.
+    `parameters` restricts what is trained (default: every parameter that
+    requires a gradient). `teacher`, if given, is frozen and run on every
+    batch; its logits are the third argument of `loss_fn`. Under torchrun
+    each process passes the same model and data; the global batch is split
+    between them.
     """
     config.check()  # again: a config's fields can be changed after it was made
     distributed = distributed_setup(config.device)
     device = resolve_device(config.device, distributed)
-    model_channels, model_size = model_input(model)
-    channels = channels or model_channels
-    image_size = image_size or model_size
+    if isinstance(data, ImageSet):
+        model_channels, model_size = model_input(model)
+        data = ImageBatches(data, image_size or model_size, channels or model_channels, config.augment)
+    elif config.augment:
+        raise LgError(f"augmentation (shifts and flips) is for images; these are {data.unit}")
     loss_fn = loss_fn or cross_entropy_loss(config.label_smoothing)
 
     model.to(device).train()
@@ -407,13 +481,12 @@ def train(model: torch.nn.Module, data: ImageSet, config: TrainConfig, *, loss_f
     last_logged = time.monotonic()
     task = progress.add_task(config.description, total=config.steps, completed=start_step, loss=float("nan"))
     with progress:
-        stream = _batch_stream(data, config, start_step, distributed, image_size, channels)
+        stream = _batch_stream(data, config, start_step, distributed)
         for step in range(start_step, config.steps):
-            images, labels = next(stream)
-            if config.augment:
-                images = augment_batch(images, step_generator(config.seed, step), distributed.rank,
-                                       distributed.world_size)
-            images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            inputs, targets = next(stream)
+            inputs, targets = data.vary(inputs, targets, step_generator(config.seed, step), distributed.rank,
+                                        distributed.world_size)
+            inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             torch.manual_seed(config.seed * 1_000_003 + step * 1_009 + distributed.rank)  # dropout etc.
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(step, config)
@@ -421,8 +494,8 @@ def train(model: torch.nn.Module, data: ImageSet, config: TrainConfig, *, loss_f
                 teacher_logits = None
                 if teacher is not None:
                     with torch.no_grad():
-                        teacher_logits = teacher(images)
-                loss = loss_fn(trained(images), labels, teacher_logits)
+                        teacher_logits = data.logits(teacher, inputs)
+                loss = loss_fn(data.logits(trained, inputs), targets, teacher_logits)
             if not torch.isfinite(loss):
                 raise LgError(f"the loss became {loss.item()} at step {step + 1}: lower --lr")
             optimizer.zero_grad(set_to_none=True)
