@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml
 # init, on the Fashion-MNIST subset shipped with lg (~8 min on CPU).
 DEMO := $(BUILD)/demo
 EXAMPLE := examples/fmnist_vit.safetensors
+TEXT_EXAMPLE := examples/kjv_llama
 demo: $(STAMP)
 	mkdir -p $(DEMO)
 	$(LG) inspect $(EXAMPLE)
@@ -37,6 +38,14 @@ demo: $(STAMP)
 	OMP_NUM_THREADS=1 $(LG) eval $(DEMO)/tleg-3.safetensors $(DEMO)/bot-3x128.safetensors \
 	  $(DEMO)/select-3x128.safetensors $(DEMO)/tleg-9.safetensors --steps 200 --eval-every 50 \
 	  --test-subset 500 --baseline random --plot $(DEMO)/curves.png --force
+	# Text: the example Llama (a Hugging Face folder) shrunk with BoT and with
+	# weight selection, probed on the King James text embedded in lg against
+	# transformers' random init of the same config.
+	$(LG) inspect $(TEXT_EXAMPLE)
+	$(LG) shrink $(TEXT_EXAMPLE) --depth 2 --width 64 --method bot -o $(DEMO)/kjv-bot-2x64 --force
+	$(LG) shrink $(TEXT_EXAMPLE) --depth 2 --width 64 --method select -o $(DEMO)/kjv-select-2x64 --force
+	OMP_NUM_THREADS=2 $(LG) eval $(DEMO)/kjv-bot-2x64 $(DEMO)/kjv-select-2x64 --data kjv-mini --steps 100 \
+	  --eval-every 25 --batch-size 32 --baseline random --plot $(DEMO)/kjv-curves.png --force
 
 # The full Fashion-MNIST (Debian's dataset-fashion-mnist) for the tests that
 # check the example model on the official test set. Best effort: without root

@@ -1,5 +1,4 @@
-"""Pre-train the example text ancestry `examples/kjv_llama/` (not shipped yet:
-its first full run is still to be made).
+"""Pre-train the example text ancestry `examples/kjv_llama/`.
 
 A Llama of 4 layers x 128 (4 heads of 32 sharing 2 key/value heads, SwiGLU
 MLP 344, RMSNorm, RoPE, LM head tied to the token embedding; 0.86 M

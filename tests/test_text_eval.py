@@ -6,6 +6,7 @@ input in one line)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import math
 import subprocess
 import sys
@@ -365,3 +366,17 @@ def test_cli_bad_input_is_one_line(case, message, folders, tmp_path, lg):
     assert result.code in (1, 2) and result.stdout == b""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("lg: error: ") and message in lines[0], result.stderr
+
+
+TEXT_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "kjv_llama"
+# The example text ancestry's test loss as stated in README.md and examples/README.md.
+TEXT_EXAMPLE_LOSS = 3.0586
+
+
+@pytest.mark.skipif(not TEXT_EXAMPLE.exists(), reason="example text model not built")
+def test_example_text_model_reproduces_its_stated_loss():
+    result = run_lg("eval", TEXT_EXAMPLE, "--data", "kjv-mini", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["data"]["tokenizer"].startswith("tokenizer.json of")  # the folder's own tokenizer
+    assert report["rows"][0]["final"]["loss"] == pytest.approx(TEXT_EXAMPLE_LOSS, rel=0.01)
