@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Iterator, Mapping
 import torch
 from torch import nn
 
-from .arch import detect_family, family_of_config, get_adapter
+from .arch import detect_family, family_of_config, get_adapter, known_model_types
 from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, provenance_chain,
                          provenance_metadata, read_checkpoint, write_checkpoint, write_tensors)
 from .errors import LgError, shown
@@ -60,7 +60,7 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
     family = lg.get("family") or (family_of_config(checkpoint.config) if checkpoint.config is not None else None)
     if checkpoint.config is not None and family is None:
         raise LgError(f"{_shown(checkpoint)}: config.json's model_type {shown(checkpoint.config.get('model_type'))} "
-                      f"is not one lg reads (gpt2, llama, mistral, qwen2, bert)")
+                      f"is not one lg reads ({', '.join(known_model_types())})")
     adapter = get_adapter(family or detect_family(checkpoint.tensors))
     try:
         spec, stack = adapter.to_stack(checkpoint.tensors, config=config, heads=heads, reader=checkpoint.read_into)

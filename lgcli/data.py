@@ -734,14 +734,20 @@ def stat_data_path(text: str, missing: str) -> tuple[Path, os.stat_result]:
         raise LgError(f"--data {where}: {reason}") from None
 
 
+def subset_count(amount: int | float, total: int, option: str, unit: str) -> int:
+    """How many of `total` examples `amount` (parsed by `parse_subset`: a
+    count or a fraction) keeps: at least one, never more than there are."""
+    count = int(round(total * amount)) if isinstance(amount, float) else int(amount)
+    if count > total:
+        raise UsageError(f"{option} {amount}: the split has only {total} {unit}")
+    return max(count, 1)
+
+
 def _take(images: ImageSet, amount: int | float | None, seed: int, option: str) -> ImageSet:
     """`amount` (parsed by `parse_subset`) of `images`, class-balanced."""
     if amount is None:
         return images
-    count = int(round(len(images) * amount)) if isinstance(amount, float) else int(amount)
-    if count > len(images):
-        raise UsageError(f"{option} {amount}: the split has only {len(images)} images")
-    count = max(count, 1)
+    count = subset_count(amount, len(images), option, "images")
     if count == len(images):
         return images
     return images.subset(balanced_subset(images.labels, count, seed))

@@ -55,8 +55,8 @@ import torch
 import torch.nn.functional as F
 
 from lgcli.arch.base import CAUSAL_LM, MASKED_LM
-from lgcli.data import check_seed, check_test_fraction, parse_subset
-from lgcli.errors import LgError, UsageError, one_line, os_reason, shown
+from lgcli.data import check_seed, check_test_fraction, parse_subset, subset_count
+from lgcli.errors import LgError, one_line, os_reason, shown
 from lgcli.train import IGNORE, autocast, distributed_setup, resolve_device
 
 KJV_MINI, BIBLE_KJV = "kjv-mini", "bible-kjv"
@@ -522,10 +522,7 @@ def _take(windows: torch.Tensor, amount: int | float | None, seed: int, option: 
     """`amount` (a count or a fraction) of `windows`, chosen by `seed`, in text order."""
     if amount is None:
         return windows
-    count = int(round(len(windows) * amount)) if isinstance(amount, float) else int(amount)
-    if count > len(windows):
-        raise UsageError(f"{option} {amount}: the split has only {len(windows)} windows")
-    count = max(count, 1)
+    count = subset_count(amount, len(windows), option, "windows")
     chosen = torch.randperm(len(windows), generator=torch.Generator().manual_seed(seed))[:count].sort().values
     return windows[chosen]
 

@@ -41,6 +41,11 @@ def detect_family(state_dict: Mapping[str, torch.Tensor]) -> str:
                   f"(Mistral, Qwen2) or BERT model; found {sample}")
 
 
+def known_model_types() -> list[str]:
+    """The config.json model_type values some adapter reads."""
+    return [t for adapter in ADAPTERS.values() for t in getattr(getattr(adapter, "layout", None), "model_types", ())]
+
+
 def family_of_config(config: Mapping) -> str | None:
     """The family whose adapter reads a Hugging Face config.json (its model_type)."""
     for family, adapter in ADAPTERS.items():
@@ -58,4 +63,5 @@ def adapter_of_model(model: nn.Module) -> FamilyAdapter:
 
 
 __all__ = ["ADAPTERS", "FamilyAdapter", "adapter_of_model", "get_adapter", "detect_family", "family_of_config",
+           "known_model_types",
            "VitAdapter"]

@@ -160,10 +160,10 @@ class HfAdapter:
             if suffix in layout.fused_keys:
                 continue
             sources[layout.layer_keys[suffix]] = (suffix, 0, shape)
-        width = self._width(globals_, sources)
+        width = self._width(globals_)
         sizes = self.sizes(config) if config else None
         architecture = self._architecture(config, heads_found, prefix)
-        spec_heads, head_dim, kv_heads, assumed = self._heads(config, sizes, first, shapes, width, heads)
+        spec_heads, head_dim, kv_heads, assumed = self._heads(sizes, shapes, heads)
         for suffix, roles in layout.fused_keys.items():
             if suffix not in shapes:
                 continue
@@ -284,7 +284,7 @@ class HfAdapter:
             raise LgError(self._not_family(f"layer indices are not 0..{len(indices) - 1} (found {indices[:6]})"))
         return [per_layer[i] for i in indices], globals_, heads_found
 
-    def _width(self, globals_: Mapping[str, torch.Tensor], sources) -> int:
+    def _width(self, globals_: Mapping[str, torch.Tensor]) -> int:
         token = next((k for k, (role, _) in self.layout.base_globals.items() if role == "token_embed"), None)
         if token is None or token not in globals_:
             raise LgError(self._not_family(f"no token embedding ({self.layout.base_prefix}{token})"))
@@ -308,7 +308,7 @@ class HfAdapter:
         plain = [name for name, a in self.layout.architectures.items() if not a.prefixed]
         return with_head[0] if (heads_found or prefix) and with_head else plain[0]
 
-    def _heads(self, config, sizes: Sizes | None, first, shapes, width: int,
+    def _heads(self, sizes: Sizes | None, shapes: Mapping[str, tuple[int, ...]],
                heads: int | None) -> tuple[int, int, int, bool]:
         """(heads, head_dim, key/value heads, assumed): from config.json, else
         --source-heads, else head dim 64 (and said to be assumed)."""
@@ -552,22 +552,25 @@ class HfAdapter:
         return {name: tensor for group in self.write_plan(spec, stack) for name, tensor in group.make()}
 
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
-        """The state dict with each tied weight (the LM head) as the tensor it is tied to."""
+        """The state dict with each tied weight (the LM head) as the tensor it
+        is tied to, from the layout's `tied_copies`: this runs on every
+        forward pass of a learngene's generated model, so it builds nothing."""
         state = self.from_stack(spec, stack)
-        for target, source in self.tied_keys(spec).items():
-            if source in state and target not in state:
-                state[target] = state[source]
+        if spec.tied_head_input:
+            key = self.key_of(spec)
+            for target, source in self.layout.tied_copies.items():
+                state.setdefault(key(target), state[key(source)])
         return state
-
-    def tied_keys(self, spec: ArchSpec) -> dict[str, str]:
-        """Tied weight -> the weight it is (transformers' own map, from the meta model)."""
-        return dict(getattr(self._meta_model(spec), "all_tied_weights_keys", None) or {})
 
     def expected_shapes(self, spec: ArchSpec) -> dict[str, tuple[int, ...]]:
         """The state dict save_pretrained writes for `spec` (tied weights left
         out), from the model transformers builds on the meta device."""
         self._bound(spec)
-        model = self._meta_model(spec)
+        return self._saved_shapes(self._meta_model(spec))
+
+    def _saved_shapes(self, model: nn.Module) -> dict[str, tuple[int, ...]]:
+        """What save_pretrained writes of `model`: its state dict less the
+        tied weights (transformers' own map) and ignored buffers."""
         tied = set(getattr(model, "all_tied_weights_keys", None) or {})
         return {k: tuple(v.shape) for k, v in model.state_dict().items()
                 if k not in tied and not any(re.search(p, k) for p in self.layout.ignored)}
@@ -605,23 +608,14 @@ class HfAdapter:
         return max(math.prod(shape) for shape in self._role_shapes(spec).values())
 
     def _role_shapes(self, spec: ArchSpec) -> dict[str, tuple[int, ...]]:
-        """Every role's shape in a model of `spec`, from its sizes alone."""
-        self._bound(spec)
-        sizes = spec.axis_sizes()
-        config = spec.extras.get("config") or {}
-        vocab = int(config.get("vocab_size") or 1)
-        fixed = {"vocab": vocab, "positions": int(self.sizes(config).positions or 1) if config else 1, "-": 2}
-        template = self.template_stack_shapes(spec)
-        return {role: tuple(sizes.get(a, fixed.get(a, n)) for a, n in zip(axes, shape))
-                for role, (axes, shape) in template.items()}
+        """Every role's shape in a model of `spec`, from its sizes alone: the
+        meta-device model's state dict, read as a source would be."""
+        _, stack = self._read_shapes(self.expected_shapes(spec), self.config(spec))
+        return {role: shape for role, _, shape, _ in stack.shapes()}
 
-    def template_stack_shapes(self, spec: ArchSpec) -> dict[str, tuple[tuple[str, ...], tuple[int, ...]]]:
-        """Role -> (axes, shape) of the roles a model of `spec` has, as a
-        source of this spec's layout would give them."""
-        shapes = self.expected_shapes(spec)
-        spec_, stack = self.to_stack({k: torch.empty(s, device="meta") for k, s in shapes.items()},
-                                     config=self.config(spec))
-        return {role: (axes, shape) for role, axes, shape, _ in stack.shapes()}
+    def _read_shapes(self, shapes: Mapping[str, tuple[int, ...]], config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
+        """(spec, stack on the meta device) of a state dict known by its shapes alone."""
+        return self.to_stack({k: torch.empty(s, device="meta") for k, s in shapes.items()}, config=config)
 
     # ------------------------------------------------------------ transformers models
     def load_call(self, spec: ArchSpec, path: str) -> str:
@@ -729,9 +723,7 @@ class HfAdapter:
                 model = getattr(transformers, architecture)(hf)
         except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
             raise LgError(f"the config does not describe a {architecture} ({exc})".splitlines()[0]) from None
-        tied = set(getattr(model, "all_tied_weights_keys", None) or {})
-        state = {k: v for k, v in model.state_dict().items() if k not in tied}
-        return self.to_stack(state, config=checked)
+        return self._read_shapes(self._saved_shapes(model), checked)
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
         """A file copied beside the weights (tokenizer, generation config),
