@@ -12,15 +12,15 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterator, Mapping
+from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
 import torch
 from torch import nn
 
 from .arch import detect_family, family_of_config, get_adapter, known_model_types
-from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, provenance_chain,
-                         provenance_metadata, read_checkpoint, write_checkpoint, write_tensors)
-from .errors import LgError, shown
+from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, companion_bytes, companion_metadata,
+                         provenance_chain, provenance_metadata, read_checkpoint, write_checkpoint, write_tensors)
+from .errors import LgError, notify_stderr, shown
 from .stack import ArchSpec, Stack
 
 MODEL, LEARNGENE = "model", "learngene"
@@ -97,16 +97,21 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     target_dtype = dtype or (_dominant_dtype(parent.tensors) if parent else None) or torch.float32
     entries = [(key, target_dtype, shape) for key, shape in shapes.items()]
 
+    # A folder holds the source's tokenizer files beside the weights; a
+    # single file (a pipe) carries them in its header, to the folder at its end.
+    as_folder = adapter.writes_folder and str(destination) != STDIO
+    files = folder_files(adapter, spec, parent) if as_folder else None
+    carried = {} if as_folder else carried_companions(parent)
+
     def metadata(source_sha256: str | None = None) -> dict[str, str]:
-        return provenance_metadata(kind=kind, family=spec.family, config=adapter.config(spec), method=method,
-                                   options=options, source=parent, source_sha256=source_sha256)
+        return {**provenance_metadata(kind=kind, family=spec.family, config=adapter.config(spec), method=method,
+                                      options=options, source=parent, source_sha256=source_sha256), **carried}
 
     # The source's sha256 (the provenance) is computed in the background from
     # the moment it is read. When the output is smaller than the source, the
     # work goes ahead while it finishes, and the header is completed at the
     # end: hashing the output back is then cheaper than waiting.
     output_bytes = sum(math.prod(shape) * target_dtype.itemsize for shape in shapes.values())
-    files = folder_files(adapter, spec, parent) if adapter.writes_folder else None
     if parent is not None and not parent.digest_ready and output_bytes < parent.nbytes and files is None:
         return write_tensors(destination, entries, _made(plan), metadata("0" * 64), force=force, stdout=stdout,
                              shard_size=shard_size, final_metadata=metadata)
@@ -121,12 +126,22 @@ def folder_files(adapter, spec: ArchSpec, parent: Checkpoint | None) -> dict[str
     import json
 
     files = {"config.json": (json.dumps(adapter.config(spec), indent=2, sort_keys=True) + "\n").encode()}
-    for name, path in (parent.companions.items() if parent is not None else ()):
-        try:
-            files[name] = adapter.rewrite_companion(name, path.read_bytes(), spec)
-        except OSError as exc:
-            raise LgError(f"{shown(path)}: cannot copy it into the output ({exc.strerror or exc})") from None
+    for name in (parent.companions if parent is not None else ()):
+        files[name] = adapter.rewrite_companion(name, companion_bytes(parent.companions, name), spec)
     return files
+
+
+def carried_companions(parent: Checkpoint | None, notify: Callable[[str], None] = notify_stderr) -> dict[str, str]:
+    """The metadata entries that carry the source's tokenizer (and other
+    companion) files through a single file: a pipe, or a learngene, whose
+    model folder at the end of the line then holds them again."""
+    if parent is None or not parent.companions:
+        return {}
+    entries, total = companion_metadata(parent.companions)
+    if not entries:
+        notify(f"the source's tokenizer and config files hold {total / 2**20:.0f} MiB, more than a safetensors "
+               f"header carries: copy them into the final model folder yourself")
+    return entries
 
 
 def _made(plan) -> Iterator[tuple[str, torch.Tensor]]:
@@ -179,8 +194,16 @@ def save_learngene(destination: str | os.PathLike, learngene, *, options: Mappin
                                    config=adapter.config(learngene.spec), method=learngene.kind,
                                    options=options, source=source,
                                    learngene={"sizes": learngene.sizes, "condensed": learngene.condensed})
+    metadata.update(carried_companions(source))
     tensors = {name: t.detach().float().contiguous() for name, t in learngene.tensors.items()}
     return write_checkpoint(destination, tensors, metadata, force=force, stdout=stdout)
+
+
+def task_of(spec: ArchSpec) -> str:
+    """What a model of `spec` does (`lgcli.arch.base.TASKS`), as its family says."""
+    with torch.device("meta"):  # a skeleton: no memory, no initialisation
+        model = get_adapter(spec.family).create_model(spec)
+    return get_adapter(spec.family).model_task(model)
 
 
 def _shown(checkpoint: Checkpoint) -> str:
@@ -296,9 +319,13 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         "aux_depth": spec.depth,
         "width": spec.width,
         "heads": spec.heads,
+        "kv_heads": spec.key_value_heads,
         "head_dim": spec.head_dim,
         "mlp_dim": spec.mlp_dim,
         "num_classes": spec.extras.get("num_classes"),
+        # What a descendant's model does, as its family says (a ViT classifies
+        # images; a text family names its causal or masked LM, or encoder).
+        "task": task_of(spec),
         "sizes": gene.sizes,
         "parameters": {"learngene": per_layer, "globals": gene.num_parameters() - per_layer,
                        "total": gene.num_parameters()},

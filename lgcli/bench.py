@@ -130,7 +130,6 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     """Run (or resume) the bench; write ``OUT/bench.json``, a curve plot per
     size and ``OUT/summary.png``; return the report."""
     from .api import load
-    from .data import load_data
     from .methods import METHODS
 
     known = all_methods()
@@ -146,9 +145,9 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LgError(f"{shown(out)}: exists and is not a folder; -o takes a results folder")
-    (out / "cells").mkdir(parents=True, exist_ok=True)
     loaded = load(ancestry)
-    dataset = load_data(data, subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed)
+    dataset = _read_data(loaded, data, settings, notify)
+    (out / "cells").mkdir(parents=True, exist_ok=True)
     probe_settings = {k: v for k, v in asdict(settings.probe).items() if k != "progress"}
     key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings,
            "condense": {"steps": settings.condense_steps, "batch_size": settings.condense_batch_size}}
@@ -166,11 +165,40 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
         if rows:
             from .report import plot_curves
 
-            plot_curves({"settings": report["settings"], "data": report["data"], "rows": rows},
+            plot_curves({"task": report["task"], "settings": report["settings"], "data": report["data"],
+                         "rows": rows},
                         out / f"curves_{depth}x{width}.png", force=True)
     plot_summary(report, out / "summary.png")
     _write_json(out / "bench.json", report)
     return report
+
+
+def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
+    """The bench's data, as the ancestry's model takes them: images of its
+    classes, or text tokenized with the tokenizer beside its weights (a
+    text encoder without an LM head has nothing to score and is refused)."""
+    import torch
+
+    from .api import task_of
+    from .arch import get_adapter
+    from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
+    from .checkpoint import STDIO
+    from .data import load_data
+    from .text import text_data_for
+
+    spec, checkpoint = loaded.spec, loaded.checkpoint
+    task = task_of(spec)
+    if task == IMAGE_CLASSIFICATION:
+        return load_data(data, subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed)
+    where = "<stdin>" if checkpoint.source == STDIO else shown(checkpoint.source)
+    if task == TEXT_ENCODER:
+        raise LgError(f"{where} is a text encoder without a language-model head: lg bench scores image "
+                      f"classifiers and causal or masked language models")
+    with torch.device("meta"):  # its vocabulary and positions, for the checks; no memory
+        skeleton = get_adapter(spec.family).create_model(spec)
+    return text_data_for([("the ancestry", skeleton, checkpoint.companions, where)], task, data,
+                         subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed,
+                         notify=notify)
 
 
 def _cell_key(cell: Cell, context: _Context) -> str:
@@ -205,7 +233,8 @@ def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, 
 
     candidate = Candidate(cell.method, model, RANDOM if cell.method == RANDOM else cell.method,
                           architecture_of(model))
-    fit_head(candidate, context.data.num_classes, context.settings.probe.seed)
+    if hasattr(context.data, "num_classes"):  # images: a head for the data's classes
+        fit_head(candidate, context.data.num_classes, context.settings.probe.seed)
     row = probe_row(candidate, context.data, context.settings.probe)
     result = {"key": key, "method": cell.method, "size": cell.size, "status": "done", "row": row,
               "stores": stores, "build_seconds": round(build_seconds, 2), "details": details}
@@ -287,9 +316,11 @@ def _learngene(kind: str, context: _Context):
         report = condense_file(context.loaded.checkpoint, path, force=True, data=context.data, method=kind,
                                settings=condense_settings, notify=context.notify)
         info = {"key": key, "steps": report["steps"], "seconds": report["seconds"],
-                "parameters": report["parameters"]["learngene"], "accuracy": report["accuracy"]}
+                "parameters": report["parameters"]["learngene"],
+                # the auxiliary model's test figures: top-1 on images, loss on text
+                "score": report.get("accuracy") or report.get("loss")}
         _write_json(info_path, info)
-    context.condensed[kind] = {k: info[k] for k in ("steps", "seconds", "parameters", "accuracy")}
+    context.condensed[kind] = {k: info[k] for k in ("steps", "seconds", "parameters", "score")}
     context.learngenes[kind] = load_learngene(path)
     return context.learngenes[kind]
 
@@ -312,24 +343,29 @@ def _saved_learngene(kind: str, context: _Context) -> dict[str, Any]:
 
 
 def _report(ancestry, context: _Context, methods: list[str], results: list[dict]) -> dict[str, Any]:
-    from .evaluate import add_steps_to_baseline
+    from .arch.base import IMAGE_CLASSIFICATION
+    from .evaluate import add_steps_to_baseline, measure_of
     from .learngenes import KINDS
 
     for method in methods:  # learngenes whose every cell was reused were not loaded this run
         kind = method.removesuffix(FIT)
         info = _saved_learngene(kind, context) if kind in KINDS and kind not in context.condensed else {}
         if info:
-            context.condensed[kind] = {k: info[k] for k in ("steps", "seconds", "parameters", "accuracy")}
+            context.condensed[kind] = {k: info[k] for k in ("steps", "seconds", "parameters", "score")}
 
     for depth, width in context.settings.sizes:
         rows = [r["row"] for r in results if r["size"] == f"{depth}x{width}" and r.get("row")]
-        add_steps_to_baseline(rows)
+        add_steps_to_baseline(rows, measure_of(context.data))
     spec = context.loaded.spec
     return {
         "version": BENCH_VERSION,
         "ancestry": {"file": str(ancestry), "sha256": context.loaded.checkpoint.sha256, "depth": spec.depth,
                      "width": spec.width, "heads": spec.heads, "parameters": context.loaded.stack.num_parameters()},
         "data": context.data.describe(),
+        # What the cells are compared by: top-1 (higher is better) on
+        # images, test loss (lower is better) on text.
+        "measure": measure_of(context.data).key,
+        "task": getattr(context.data, "task", IMAGE_CLASSIFICATION),
         "settings": {**context.key["probe"], "warmup": context.settings.probe.warmup_steps(),
                      "condense_steps": context.settings.condense_steps,
                      "condense_batch_size": context.settings.condense_batch_size,
@@ -350,14 +386,23 @@ def _write_json(path: Path, obj: Any) -> None:
 
 # ---------------------------------------------------------------- presenting
 
-def cell_text(cell: dict[str, Any]) -> str:
-    """'83.1 (71.2) · 42' : final top-1 (instinct) and steps to random's final."""
+def _measure(report: dict[str, Any]) -> tuple[str, str, str]:
+    """(key, its name, its number format) of the figure a bench compares."""
+    if report.get("measure") == "loss":
+        return "loss", "test loss", ".3f"
+    return "top1", "top-1", ".1f"
+
+
+def cell_text(cell: dict[str, Any], measure: str = "top1") -> str:
+    """'83.1 (71.2) · 42' : final top-1 (instinct) and steps to random's final
+    (on text the test loss, with three decimals)."""
     from .report import steps_to_random_cell
 
     if cell.get("status") != "done":
         return "n/a"
     row = cell["row"]
-    text = f"{row['final']['top1']:.1f} ({row['instinct']['top1']:.1f})"
+    shown_as = ".3f" if measure == "loss" else ".1f"
+    text = f"{row['final'][measure]:{shown_as}} ({row['instinct'][measure]:{shown_as}})"
     steps = steps_to_random_cell(row)
     return f"{text} · {steps}" if steps and row["source"] != RANDOM else text
 
@@ -372,7 +417,8 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
         cost = f"{made['steps']} steps, {made['seconds']:.0f} s" if made else "-"
         if made and method.endswith(FIT):
             cost += f", + {report['settings'].get('fit_steps')} fit steps per size"
-        rows.append([method, *[cell_text(by.get((method, size), {})) for size in report["sizes"]],
+        rows.append([method, *[cell_text(by.get((method, size), {}), _measure(report)[0])
+                               for size in report["sizes"]],
                      f"{stored / 1e6:.2f}M" if stored else "-", cost])
     return rows
 
@@ -384,16 +430,18 @@ def headers(report: dict[str, Any]) -> list[str]:
 def markdown_table(report: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(headers(report)) + " |", "|" + "---|" * len(headers(report))]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(report)]
-    caption = (f"Final top-1 % after {report['settings']['steps']} steps (instinct at step 0) · steps to "
-               f"random's final top-1 (speed-up); {report['data']['name']}, seed {report['settings']['seed']}.")
+    name = _measure(report)[1]
+    caption = (f"Final {name} after {report['settings']['steps']} steps (instinct at step 0) · steps to "
+               f"random's final {name} (speed-up); {report['data']['name']}, seed {report['settings']['seed']}.")
     return "\n".join(lines) + "\n\n" + caption + "\n"
 
 
 def rich_table(report: dict[str, Any]):
     from rich.table import Table
 
-    table = Table(title=f"lg bench: final top-1 after {report['settings']['steps']} steps (instinct) · steps to "
-                        f"random's final (speed-up), on {report['data']['name']}", title_justify="left")
+    table = Table(title=f"lg bench: final {_measure(report)[1]} after {report['settings']['steps']} steps "
+                        f"(instinct) · steps to random's final (speed-up), on {report['data']['name']}",
+                  title_justify="left")
     for index, header in enumerate(headers(report)):
         table.add_column(header, justify="left" if index == 0 else "right")
     for row in table_rows(report):
@@ -402,10 +450,10 @@ def rich_table(report: dict[str, Any]):
 
 
 def plot_summary(report: dict[str, Any], path: Path) -> None:
-    """Final top-1 by method, a group of bars per size.
+    """Final top-1 (on text: test loss) by method, a group of bars per size.
 
     A cell that does not apply (n/a) is written as "n/a" where its bar would be,
-    so that it cannot be read as 0 %, and random init's final accuracy is a
+    so that it cannot be read as 0 %, and random init's final figure is a
     dashed line across each size's group: the bar every other method has to beat.
     """
     import matplotlib
@@ -416,28 +464,31 @@ def plot_summary(report: dict[str, Any], path: Path) -> None:
     from .checkpoint import atomic_path
 
     sizes, methods = report["sizes"], report["methods"]
+    key, name, _ = _measure(report)
     by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("status") == "done"}
-    finals = [c["row"]["final"]["top1"] for c in by.values()]
-    floor = max(0.0, 10.0 * (min(finals) // 10.0) - 10.0) if finals else 0.0
+    finals = [c["row"]["final"][key] for c in by.values()]
+    # Top-1 bars start a little below the lowest (differences of a few points
+    # show); loss bars start at 0 (lower is better).
+    floor = max(0.0, 10.0 * (min(finals) // 10.0) - 10.0) if finals and key == "top1" else 0.0
     # About a quarter inch per bar, within what a page or a screen shows.
     figure, axes = plt.subplots(figsize=(min(16.0, max(6.0, 2.0 + 0.22 * len(sizes) * len(methods))), 4.2))
     width = 0.8 / max(1, len(methods))
     for index, method in enumerate(methods):
         xs = [i + (index - (len(methods) - 1) / 2) * width for i in range(len(sizes))]
-        present = [(x, by[(method, s)]["row"]["final"]["top1"]) for x, s in zip(xs, sizes) if (method, s) in by]
+        present = [(x, by[(method, s)]["row"]["final"][key]) for x, s in zip(xs, sizes) if (method, s) in by]
         bars = axes.bar([x for x, _ in present], [y - floor for _, y in present], bottom=floor, width=width,
                         label=method, hatch="//" if method == RANDOM else None)
         colour = bars.patches[0].get_facecolor() if bars.patches else None
         for x, size in zip(xs, sizes):
             if (method, size) not in by:
-                axes.text(x, floor + 0.5, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color=colour)
+                axes.text(x, floor + (0.5 if key == "top1" else 0.05), "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color=colour)
     for i, size in enumerate(sizes):
         if (RANDOM, size) in by:
-            level = by[(RANDOM, size)]["row"]["final"]["top1"]
+            level = by[(RANDOM, size)]["row"]["final"][key]
             axes.hlines(level, i - 0.45, i + 0.45, colors="black", linestyles="dashed", linewidth=0.8)
     axes.set_ylim(bottom=floor)
     axes.set_xticks(range(len(sizes)), [s.replace("x", " x ") for s in sizes])
-    axes.set_ylabel(f"top-1 % after {report['settings']['steps']} steps")
+    axes.set_ylabel(f"{name}{' %' if key == 'top1' else ''} after {report['settings']['steps']} steps")
     axes.set_title(f"lg bench on {report['data']['name']} (dashed: random init's final)")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     figure.tight_layout()

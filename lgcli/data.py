@@ -29,7 +29,6 @@ Seeds: every function here that takes a seed accepts any whole number in
 
 from __future__ import annotations
 
-import errno
 import gzip
 import importlib.util
 import io

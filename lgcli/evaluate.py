@@ -28,10 +28,10 @@ import torch
 from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
 from lgcli.data import (DEFAULT_DATA, ImageData, check_channels, check_real, check_seed, check_whole,
                         load_data)
-from lgcli.errors import LgError, UsageError, notify_stderr
+from lgcli.checkpoint import read_checkpoint
+from lgcli.errors import LgError, UsageError, notify_stderr, shown
 from lgcli.stack import ArchSpec
-from lgcli.text import (DEFAULT_SEQ_LEN, DEFAULT_TEST_FRACTION, DEFAULT_TEXT, ByteTokenizer, TextData,
-                        builtin_texts, evaluate_text, load_text, shared_tokenizer, text_sizes)
+from lgcli.text import TextData, builtin_texts, evaluate_text, text_data_for
 from lgcli.train import TrainConfig, evaluate_accuracy, model_input, train
 
 # Fine-tuning defaults for an already-initialised model, measured by
@@ -139,9 +139,10 @@ class Candidate:
     source: str  # a path, '-', or 'random' for the baseline
     architecture: dict
     notes: list[str] = field(default_factory=list)
-    # The model folder it was read from (a text model's tokenizer is there);
-    # a random baseline has its source row's.
-    folder: Path | None = None
+    # The files beside its weights (`Checkpoint.companions`: a text model's
+    # tokenizer) and where they are; a random baseline has its source row's.
+    companions: dict = field(default_factory=dict)
+    where: str = ""
 
 
 def architecture_of(model: torch.nn.Module) -> dict:
@@ -219,11 +220,11 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
         raise LgError(f"--baseline must be 'random', got {baseline!r}")
     candidates, specs = [], []
     for path in paths:
-        model, spec = load_model(path, heads=heads)
-        # A folder is a Hugging Face model folder, with its tokenizer beside the weights.
-        folder = Path(path) if path != "-" and os.path.isdir(path) else None
+        checkpoint = read_checkpoint(path)
+        model, spec = load_model(checkpoint, heads=heads)
         candidates.append(Candidate(_row_name(path, candidates), model, path, architecture_of(model),
-                                    folder=folder))
+                                    companions=checkpoint.companions,
+                                    where="<stdin>" if path == "-" else shown(path)))
         specs.append(spec)
     task = common_task(candidates)  # before any baseline is built for a model that cannot be scored
     if baseline is None:
@@ -239,7 +240,7 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
         note = (f"timm's random initialisation of {candidate.name}'s architecture" if task == IMAGE_CLASSIFICATION
                 else f"the family's own random initialisation of {candidate.name}'s architecture")
         candidates.append(Candidate(name, model, "random", architecture_of(model), notes=[note],
-                                    folder=candidate.folder))
+                                    companions=candidate.companions, where=candidate.where))
     return candidates
 
 
@@ -426,37 +427,9 @@ def _image_data(data: ImageData | TextData | str | os.PathLike | None, *, seq_le
 def _text_data(candidates: list[Candidate], task: str, data: ImageData | TextData | str | os.PathLike | None,
                *, seq_len: int | None, subset, test_subset, test_fraction: float | None, seed: int,
                notify: Notify) -> TextData:
-    """The language models' data, cut into windows for their shared
-    tokenizer, checked against every model's vocabulary and positions."""
+    """The language models' data, cut into windows for their shared tokenizer."""
     if isinstance(data, ImageData):
         raise LgError(f"{data.name} is an image dataset; these checkpoints are language models")
-    tokenizer = shared_tokenizer([(candidate.name, candidate.folder) for candidate in candidates])
-    needed = tokenizer.size(task)
-    positions: list[tuple[int, str]] = []
-    for candidate in candidates:
-        vocabulary, most = text_sizes(candidate.model)
-        if vocabulary is not None and vocabulary < needed:
-            ids = "256 byte ids and the mask id 256" if isinstance(tokenizer, ByteTokenizer) and needed > 256 else \
-                f"{needed} ids"
-            raise LgError(f"{candidate.name}'s vocabulary has {vocabulary} tokens; the {tokenizer.name} needs "
-                          f"{ids}")
-        if most is not None:
-            positions.append((most, candidate.name))
-    shortest = min(positions, default=None)
-    if seq_len is None:
-        seq_len = min(DEFAULT_SEQ_LEN, shortest[0]) if shortest else DEFAULT_SEQ_LEN
-    elif shortest is not None and seq_len > shortest[0]:
-        raise LgError(f"--seq-len {seq_len} is longer than {shortest[1]} can read: it has {shortest[0]} positions")
-    if isinstance(data, TextData):
-        if data.task != task or data.tokenizer != tokenizer.name or (shortest and data.seq_len > shortest[0]):
-            raise LgError(f"{data.name}'s windows were made for a {data.task} with the {data.tokenizer} and "
-                          f"{data.seq_len} tokens: they do not fit these checkpoints")
-    else:
-        source = DEFAULT_TEXT if data is None else os.fspath(data)
-        data = load_text(source, tokenizer=tokenizer, task=task, seq_len=seq_len, seed=seed, subset=subset,
-                         test_subset=test_subset,
-                         test_fraction=DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction)
-    if isinstance(tokenizer, ByteTokenizer):
-        # Said once the data are read, so that bad input is still a single line.
-        notify("no tokenizer.json in the checkpoints' folders: tokens are UTF-8 bytes")
-    return data
+    return text_data_for([(c.name, c.model, c.companions, c.where) for c in candidates], task, data,
+                         seq_len=seq_len, subset=subset, test_subset=test_subset, test_fraction=test_fraction,
+                         seed=seed, notify=notify)

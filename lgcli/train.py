@@ -160,15 +160,22 @@ def distillation_loss(alpha: float, tau: float = 1.0, label_smoothing: float = 0
         raise LgError(f"--tau must be positive, not {tau}")
 
     def loss(logits: torch.Tensor, labels: torch.Tensor, teacher_logits: torch.Tensor | None) -> torch.Tensor:
-        logits = logits.float()
+        # Positions flattened, as in cross_entropy_loss: an image is one
+        # position, a token window one per token. Both terms are means over
+        # the scored positions (labels not IGNORE): a causal LM's every next
+        # token, a masked LM's masked ones (DistilBERT's choice), each image.
+        logits = logits.float().flatten(0, -2)
+        labels = labels.flatten()
         total = logits.new_zeros(())
         if alpha < 1.0:
-            total = total + (1.0 - alpha) * F.cross_entropy(logits, labels, label_smoothing=label_smoothing)
+            total = total + (1.0 - alpha) * F.cross_entropy(logits, labels, ignore_index=IGNORE,
+                                                            label_smoothing=label_smoothing)
         if alpha > 0.0:
             if teacher_logits is None:
                 raise ValueError("distillation_loss with alpha > 0 needs the teacher's logits")
-            soft_student = F.log_softmax(logits / tau, dim=-1)
-            soft_teacher = F.log_softmax(teacher_logits.float() / tau, dim=-1)
+            scored = labels != IGNORE
+            soft_student = F.log_softmax(logits[scored] / tau, dim=-1)
+            soft_teacher = F.log_softmax(teacher_logits.float().flatten(0, -2)[scored] / tau, dim=-1)
             total = total + alpha * tau * tau * F.kl_div(soft_student, soft_teacher, reduction="batchmean",
                                                          log_target=True)
         return total

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from lgcli.arch.base import CAUSAL_LM, MASKED_LM
+from lgcli.checkpoint import folder_companions
 from lgcli.errors import LgError
 from lgcli.text import (EMBEDDED_TEXT, IGNORE, KJV_MINI_BOOKS, ByteTokenizer, FileTokenizer, Masking,
                         bible_text, causal_targets, cut_windows, folder_tokenizer, load_text, normalise_bible,
@@ -159,9 +160,10 @@ def test_folders_without_a_tokenizer_use_bytes_and_unreadable_forms_are_refused(
 def test_checkpoints_must_share_one_tokenizer(tmp_path):
     write_wordpiece_tokenizer(tmp_path / "a")
     shutil.copytree(tmp_path / "a", tmp_path / "a-copy")
-    assert shared_tokenizer([("a", tmp_path / "a"), ("copy", tmp_path / "a-copy")]).mask_id == 4
+    assert shared_tokenizer([("a", folder_companions(tmp_path / "a"), "a"),
+                             ("copy", folder_companions(tmp_path / "a-copy"), "a-copy")]).mask_id == 4
     with pytest.raises(LgError, match=r"do not share a tokenizer \(a: tokenizer.json of .*; bytes: UTF-8 bytes\)"):
-        shared_tokenizer([("a", tmp_path / "a"), ("bytes", None)])
+        shared_tokenizer([("a", folder_companions(tmp_path / "a"), "a"), ("bytes", {}, "-")])
 
 
 # ---- windows, split, targets ----

@@ -124,8 +124,16 @@ def test_pipe_between_text_models_keeps_provenance(built, lg, tmp_path):
     # The same chain is in the folder's safetensors metadata.
     meta = json.loads(metadata(out)["lg.source"])
     assert meta["method"] == "select" and meta["source_sha256"] == source_sha
-    # A pipe carries no tokenizer: the folder holds the weights and config.json.
-    assert sorted(os.listdir(out)) == ["config.json", "model.safetensors"]
+    # The pipe carries the source's tokenizer and generation files in its
+    # header (not in the provenance chain): the folder at its end holds them
+    # byte for byte, and nothing the pipe's lg metadata did not have.
+    carried = sorted(name for name in os.listdir(src) if name not in ("config.json", "model.safetensors"))
+    assert carried and "tokenizer.json" in carried
+    assert sorted(os.listdir(out)) == sorted(["config.json", "model.safetensors", *carried])
+    for name in carried:
+        assert (out / name).read_bytes() == (src / name).read_bytes(), name
+    assert "companion" not in json.dumps(report["provenance"])
+    assert not any(key.startswith("companion") for key in metadata(out))
     grown_model = load_strict(out, "llama-gqa")
     assert grown_model.config.num_hidden_layers == 1 and grown_model.config.num_key_value_heads == 4
 

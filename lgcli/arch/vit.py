@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ..errors import LgError
-from ..stack import (CLASSES, EMBED, FIXED, LAYER_ROLE_AXES, TOKENS, ArchSpec, Named, RoleMap, Stack,
+from ..stack import (CLASSES, EMBED, FIXED, LAYER_ROLE_AXES, TOKENS, ArchSpec, RoleMap, Stack,
                      TensorGroup, axes_and_shape, copy_elements)
 from .base import IMAGE_CLASSIFICATION, Reader
 

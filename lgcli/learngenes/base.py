@@ -19,6 +19,7 @@ from torch import nn
 
 from ..arch import get_adapter
 from ..checkpoint import Checkpoint
+from ..errors import LgError, notify_stderr, shown
 from ..options import Option
 from ..stack import ArchSpec, Named, Stack
 
@@ -154,32 +155,30 @@ def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
     )
 
 
-def fit_or_say_why_not(model: "GeneratedModel", target: ArchSpec, options: Mapping[str, Any], seed: int,
+def fit_or_say_why_not(model: "GeneratedModel", learngene: "Learngene", options: Mapping[str, Any], seed: int,
                        what: str, notify: Callable[[str], None], unfitted: str) -> dict[str, Any]:
     """Fit `what` on options["data"] when given (and steps > 0); otherwise say
     `unfitted` through `notify`. Returns the report's fitting entries."""
     if options["data"] is None or options["steps"] == 0:
         notify(unfitted)
         return {"fitted": False}
-    return fit_on_data(model, target, options, seed, what)
+    return fit_on_data(model, learngene, options, seed, what)
 
 
-def fit_on_data(model: "GeneratedModel", target: ArchSpec, options: Mapping[str, Any], seed: int,
+def fit_on_data(model: "GeneratedModel", learngene: "Learngene", options: Mapping[str, Any], seed: int,
                 what: str) -> dict[str, Any]:
     """Train a descendant's trainable tensors (the learngene's stay frozen)
-    on options["data"]: CE, plus KD from options["teacher"]. Returns what the
-    fit did (the loss at the start and the end)."""
+    on options["data"]: CE, plus KD from options["teacher"]. A text
+    learngene's data are tokenized with the tokenizer it carries from its
+    ancestry. Returns what the fit did (the loss at the start and the end)."""
     from ..api import load_model
-    from ..data import check_channels, load_data
-    from ..errors import LgError
     from ..train import TrainConfig, distillation_loss, train
 
-    data = load_data(options["data"], subset=options["subset"], seed=seed)
-    check_channels(data, model.input_size[0])
-    classes = int(target.extras.get("num_classes", 0))
-    if data.num_classes != classes:
-        raise LgError(f"the learngene's head has {classes} classes and {options['data']} has "
-                      f"{data.num_classes}: fit {what} on data with the same classes")
+    checkpoint = learngene.checkpoint
+    data = data_for(model, options["data"], f"the {learngene.kind} learngene's descendant",
+                    companions=checkpoint.companions if checkpoint is not None else {},
+                    where=shown(checkpoint.source) if checkpoint is not None else "the learngene",
+                    subset=options["subset"], seed=seed, fitting=what)
     teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
     alpha = options["alpha"] if teacher is not None else 0.0
     config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
@@ -192,6 +191,40 @@ def fit_on_data(model: "GeneratedModel", target: ArchSpec, options: Mapping[str,
             "teacher": options["teacher"], "alpha": alpha,
             "loss_first": sum(result.losses[:window]) / window,
             "loss_last": sum(result.losses[-window:]) / window}
+
+
+def data_for(model: "GeneratedModel", data: Any, name: str, *, companions: Mapping[str, Any], where: str,
+             subset: Any = None, test_subset: Any = None, test_fraction: float | None = None, seed: int = 0,
+             fitting: str = "it", notify: Callable[[str], None] = notify_stderr, seq_len: int | None = None) -> Any:
+    """The data a generated model trains on, for what its family's model
+    does: images with its classes (an `ImageData`, or a folder or built-in
+    name), or text windows for a language model (a `TextData`, or a file,
+    folder or built-in text, tokenized with the tokenizer in `companions`).
+    `name` says whose data they are in errors."""
+    from ..arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
+    from ..data import ImageData, check_channels, load_data
+    from ..text import TextData, builtin_texts, text_data_for
+
+    task = model.task
+    if task == IMAGE_CLASSIFICATION:
+        if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
+            raise LgError(f"--data {getattr(data, 'name', data)} is a text; {name} is an image classifier")
+        if not isinstance(data, ImageData):
+            data = load_data(data, subset=subset, test_subset=test_subset, seed=seed,
+                             **({} if test_fraction is None else {"test_fraction": test_fraction}))
+        check_channels(data, model.input_size[0])
+        classes = int(model.spec.extras.get("num_classes") or 0)
+        if data.num_classes != classes:
+            raise LgError(f"{name} has {classes} classes and {data.name} has {data.num_classes}: fit {fitting} on "
+                          f"data with the same classes")
+        return data
+    if task == TEXT_ENCODER:
+        raise LgError(f"{name} is a text encoder without a language-model head: it has no logits to train on "
+                      f"(give its masked-LM checkpoint, e.g. BertForMaskedLM)")
+    if isinstance(data, ImageData):
+        raise LgError(f"{data.name} is an image dataset; {name} is a language model")
+    return text_data_for([(name, model, companions, where)], task, data, seq_len=seq_len, subset=subset,
+                         test_subset=test_subset, test_fraction=test_fraction, seed=seed, notify=notify)
 
 
 # ---------------------------------------------------------------- globals
@@ -304,14 +337,26 @@ class GeneratedModel(nn.Module):
         skeleton.train(self.training)  # dropout / drop-path follow the wrapper
         return skeleton
 
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        """The logits for `inputs` (images, or token ids for a text family)."""
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """What the family's model returns for these inputs (a timm model's
+        logits for images; a transformers model's output, `.logits`
+        included, for `input_ids=`)."""
         spec = self.spec
         if self.training and self.depths:
             spec = spec.with_sizes(depth=self.depths[int(torch.randint(len(self.depths), ()))])
         state = self.adapter.model_state(spec, self.build_stack(spec))
-        out = torch.func.functional_call(self._skeleton(spec), state, (inputs,), strict=True)
-        return getattr(out, "logits", out)  # a transformers model returns a ModelOutput
+        return torch.func.functional_call(self._skeleton(spec), state, args, kwargs, strict=True)
+
+    @property
+    def task(self) -> str:
+        """What the family's model does (`lgcli.arch.base.TASKS`)."""
+        return self.adapter.model_task(self._skeleton(self.spec))
+
+    @property
+    def config(self) -> Any:
+        """The family model's configuration (a transformers config, whose
+        vocabulary and positions text evaluation reads); None for timm."""
+        return getattr(self._skeleton(self.spec), "config", None)
 
     def no_weight_decay(self) -> set[str]:
         """Names (as `named_parameters` gives them) AdamW must not decay."""

@@ -60,7 +60,7 @@ import torch
 
 from ..errors import LgError
 from ..options import Option
-from ..stack import ATTN, EMBED, KV, LAYER, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
+from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
 from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options, fit_or_say_why_not,
                    globals_as_tensors, globals_from_tensors, is_global)
 
@@ -316,7 +316,7 @@ class Peg(LearngeneKind):
         model = self.prepare(learngene, target, seed)
         report: dict[str, Any] = {"rule": "PEG: descendant heads and FFNs are φ's mixtures of the learngene's",
                                   "phi_parameters": sum(p.numel() for p in model.parameters())}
-        report.update(fit_or_say_why_not(model, target, options, seed, "the map φ", notify,
+        report.update(fit_or_say_why_not(model, learngene, options, seed, "the map φ", notify,
                                          "peg: the map φ is a fresh seeded draw (no --data): the descendant is "
                                          "training-free; give --data D to train φ"))
         return model.materialise(), report
@@ -325,7 +325,7 @@ class Peg(LearngeneKind):
                   options: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
         """Train φ on options["data"] (CE, plus KD from options["teacher"]),
         the learngene frozen; returns the loss at the start and the end."""
-        return fit_on_data(model, target, options, seed, "the map φ")
+        return fit_on_data(model, learngene, options, seed, "the map φ")
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         sizes, spec = learngene.sizes, learngene.spec

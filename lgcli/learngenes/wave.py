@@ -38,7 +38,7 @@ from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, f
                    globals_as_tensors, globals_from_tensors, is_global)
 
 # Table C.2 counts per matrix role; vectors take 4.
-MATRIX_COUNTS = {"qkv": 6, "o": 2, "fc1": 8, "fc2": 8}
+MATRIX_COUNTS = {"qkv": 6, "o": 2, "fc1": 8, "fc2": 8, "gate": 8}  # SwiGLU's gate as its up projection
 OTHER_MATRIX_COUNT = 2
 VECTOR_COUNT = 4
 # Eq. B.1's noise scale epsilon.
@@ -100,11 +100,14 @@ def role_shape(role: str, spec: ArchSpec) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def wave_roles(layer_roles: list[str]) -> list[str]:
-    """The stack's per-layer roles with q, k, v (and their biases) fused."""
+def wave_roles(layer_roles: list[str], spec: ArchSpec) -> list[str]:
+    """The stack's per-layer roles with q, k, v (and their biases) fused,
+    as the paper's W_qkv; under grouped-query attention k and v have fewer
+    rows than q, so the three stay apart."""
+    fuse = spec.key_value_heads == spec.heads
     roles: list[str] = []
     for role in layer_roles:
-        name = FUSED_PART_OF.get(role, role)
+        name = FUSED_PART_OF.get(role, role) if fuse else role
         if name not in roles:
             roles.append(name)
     return roles
@@ -146,18 +149,28 @@ def template_config(aux: ArchSpec, roles: list[str], template_dim: int | None,
                 raise LgError(f"--templates {role}: a {'matrix' if len(axes) == 2 else 'vector'} role needs "
                               f"{len(axes)} sizes, not {len(shape)}")
         elif len(axes) == 2:
-            shape, count = (dim, dim), MATRIX_COUNTS.get(role, OTHER_MATRIX_COUNT)
+            # Table C.2's D0 x D0 blocks; an axis D0 does not divide (an MLP
+            # of 344 at width 128, GQA's k and v of 64 rows) gets a template
+            # as long as the axis scaled by D0 / D, so it grows with the width.
+            shape = tuple(dim if length % dim == 0 else _scaled(role, length, dim, aux.width, "W1xW2@2")
+                          for length in role_shape(role, aux))
+            count = MATRIX_COUNTS.get(role, OTHER_MATRIX_COUNT)
         else:
             (length,) = role_shape(role, aux)
             if axes[0] in WIDTH_AXES:
-                if (length * dim) % aux.width:
-                    raise LgError(f"template dim {dim} does not scale {role} (length {length}) to a whole "
-                                  f"length: give it with --templates {role}=W@4")
-                length = length * dim // aux.width
+                length = _scaled(role, length, dim, aux.width, "W@4")
             shape, count = (length,), VECTOR_COUNT
         config[role] = {"shape": list(shape), "count": int(count)}
     _check_template_size(config)
     return config
+
+
+def _scaled(role: str, length: int, dim: int, width: int, form: str) -> int:
+    """`length` scaled by template dim / width, which must be whole."""
+    if (length * dim) % width:
+        raise LgError(f"template dim {dim} does not scale {role} (length {length}) to a whole "
+                      f"length: give it with --templates {role}={form}")
+    return length * dim // width
 
 
 def _check_template_size(config: Mapping[str, Mapping[str, Any]]) -> None:
@@ -252,7 +265,7 @@ class Wave(LearngeneKind):
     # -------------------------------------------------------- condensing
     def template_config_for(self, aux: ArchSpec, layer_roles: list[str],
                             options: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        config = template_config(aux, wave_roles(layer_roles), options.get("template_dim"),
+        config = template_config(aux, wave_roles(layer_roles, aux), options.get("template_dim"),
                                  parse_templates(options.get("templates")))
         scales = scales_at(config, aux)
         if isinstance(scales, str):
@@ -321,7 +334,10 @@ class Wave(LearngeneKind):
 
         own, config, found = learngene.spec, self._config(learngene), []
         for width in range(own.head_dim, 16 * own.width + 1, own.head_dim):
-            spec = target_spec(own, width=width)
+            try:
+                spec = target_spec(own, width=width)
+            except LgError:  # a head count the key/value heads do not divide
+                continue
             if not isinstance(scales_at(config, spec), str):
                 found.append(width)
                 if len(found) == limit:
@@ -340,7 +356,7 @@ class Wave(LearngeneKind):
         that tiles the auxiliary model's tensor of that role (counts are the
         file's own: Table C.2 is a default, not a rule)."""
         expected = expected_globals(template)
-        for role in wave_roles(list(template.layers)):
+        for role in wave_roles(list(template.layers), learngene.spec):
             found = learngene.tensors.get(f"T.{role}")
             full = role_shape(role, learngene.spec)
             shape = tuple(found.shape) if found is not None and found.dim() == 1 + len(full) else (1, *full)
@@ -376,7 +392,7 @@ class Wave(LearngeneKind):
         report: dict[str, Any] = {"scalers": "WAVE Eq. B.1 (linear padding)", "widen": options["widen"],
                                   "scaler_parameters": sum(t.numel() for name, t in model.tensors().items()
                                                            if name.startswith("S."))}
-        report.update(fit_or_say_why_not(model, target, options, seed, "the scalers", notify,
+        report.update(fit_or_say_why_not(model, learngene, options, seed, "the scalers", notify,
                                          "wave: scalers not fitted (no --data): the descendant is Eq. B.1's "
                                          "initialisation; give --data D to fit them"))
         report["seconds"] = round(time.perf_counter() - started, 3)
@@ -387,7 +403,7 @@ class Wave(LearngeneKind):
         """Fit the scalers (and globals) of a prepared descendant on
         options["data"]: CE, plus KD from options["teacher"]; templates stay
         frozen. Returns what the fit did (loss at the start and the end)."""
-        return fit_on_data(model, target, options, seed, "the scalers")
+        return fit_on_data(model, learngene, options, seed, "the scalers")
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         config, widths = self._config(learngene), self.valid_widths(learngene)

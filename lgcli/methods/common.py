@@ -4,7 +4,7 @@ view of a size change (methods resize axes by name, never by key names)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
