@@ -15,6 +15,11 @@ transformers expect) plus lg's keys, all prefixed ``lg.``:
   condensing recorded (steps, seconds, the auxiliary model's test accuracy)
 - ``lg.version``
 
+and, in a single file made from a text model (a pipe, a learngene), the
+source's tokenizer and other companion files, ``companion:NAME`` (UTF-8
+text) or ``companion-base64:NAME``, outside ``lg.*`` so that no provenance
+step nests them.
+
 Writes are atomic (a temporary file in the destination folder, then a
 rename), an existing output is refused without ``force``, and an input is
 never opened for writing.
