@@ -52,14 +52,16 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--shapes", default="2x128,4x64,2x64,8x128,6x256", help="which target shapes to run")
-    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--wavelets", default=",".join(WAVELETS), help="which BoT wavelets to compare")
+    parser.add_argument("--json", type=Path, help="write the results here (after every shape)")
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="lg-probe-text-"))
     by_shape: dict[tuple[int, int], list[tuple[str, str]]] = {}
     shapes = set(args.shapes.split(","))
+    wavelets = set(args.wavelets.split(","))
     for name, (depth, width), direction, method, options in VARIANTS:
-        if f"{depth}x{width}" not in shapes:
+        if f"{depth}x{width}" not in shapes or options.get("wavelet", "haar") not in wavelets | {"haar"}:
             continue
         rows = by_shape.setdefault((depth, width), [])
         path = folder / f"{name.replace(' ', '_')}-{depth}x{width}"
@@ -82,6 +84,9 @@ def main() -> None:
                             "curve": [(p["step"], round(p["loss"], 4)) for p in row["curve"]]})
             print(json.dumps({k: v for k, v in results[-1].items() if k != "curve"}), file=sys.stderr)
         print(f"{depth}x{width}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        if args.json:  # after every shape: a long run interrupted keeps what it finished
+            args.json.write_text(json.dumps({"steps": args.steps, "lr": args.lr, "batch_size": args.batch_size,
+                                             "results": results}, indent=1) + "\n")
 
     print(f"Test loss on kjv-mini (lower is better); {args.steps} steps at lr {args.lr:g}, batch "
           f"{args.batch_size} windows of 128 tokens; steps to reach the random row's final loss.\n")
@@ -91,9 +96,6 @@ def main() -> None:
         steps = "never" if r["steps_to_random_final"] is None else f"{r['steps_to_random_final']:g}"
         speedup = "" if r["speedup"] is None else f"{r['speedup']:g}x"
         print(f"| {r['shape']} | {r['row']} | {r['loss_at_0']:.3f} | {r['loss_final']:.3f} | {steps} | {speedup} |")
-    if args.json:
-        args.json.write_text(json.dumps({"steps": args.steps, "lr": args.lr, "batch_size": args.batch_size,
-                                         "results": results}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
