@@ -50,26 +50,26 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
     checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
     lg = checkpoint.lg
     if lg.get("kind", MODEL) == LEARNGENE:
-        raise LgError(f"{_shown(checkpoint)}: is a learngene, not a model: build a model from it with "
-                      f"`lg grow {_shown(checkpoint)} --depth N -o OUT`")
+        raise LgError(f"{checkpoint.label}: is a learngene, not a model: build a model from it with "
+                      f"`lg grow {checkpoint.label} --depth N -o OUT`")
     if lg.get("kind", MODEL) != MODEL:
-        raise LgError(f"{_shown(checkpoint)}: is a {lg.get('kind')}, not a model checkpoint")
+        raise LgError(f"{checkpoint.label}: is a {lg.get('kind')}, not a model checkpoint")
     # A model folder's config.json is its configuration (lg's own metadata
     # records the same when lg wrote the folder); a single file's is lg.config.
     config = checkpoint.config if checkpoint.config is not None else lg.get("config")
     family = lg.get("family") or (family_of_config(checkpoint.config) if checkpoint.config is not None else None)
     if checkpoint.config is not None and family is None:
-        raise LgError(f"{_shown(checkpoint)}: config.json's model_type {shown(checkpoint.config.get('model_type'))} "
+        raise LgError(f"{checkpoint.label}: config.json's model_type {shown(checkpoint.config.get('model_type'))} "
                       f"is not one lg reads ({', '.join(known_model_types())})")
     adapter = get_adapter(family or detect_family(checkpoint.tensors))
     try:
         spec, stack = adapter.to_stack(checkpoint.tensors, config=config, heads=heads, reader=checkpoint.read_into)
     except LgError as exc:  # name the file or folder the problem is in
-        where = _shown(checkpoint)
+        where = checkpoint.label
         raise (exc if str(exc).startswith(where) else LgError(f"{where}: {exc}")) from None
     # A role stack is a copy of its layers' tensors: one larger than the memory
     # available (a sparse file, say) is refused with the figures, not half-made.
-    check_memory(stack.largest_role_elements() * 4, f"{_shown(checkpoint)}: its largest role stack (float32)")
+    check_memory(stack.largest_role_elements() * 4, f"{checkpoint.label}: its largest role stack (float32)")
     return Loaded(spec=spec, stack=stack, checkpoint=checkpoint)
 
 
@@ -166,7 +166,7 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
     checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
     lg = checkpoint.lg
     if lg.get("kind", MODEL) != LEARNGENE:
-        raise LgError(f"{_shown(checkpoint)}: is a model checkpoint, not a learngene (make one with "
+        raise LgError(f"{checkpoint.label}: is a model checkpoint, not a learngene (make one with "
                       f"`lg condense TEACHER --method tleg|wave --data D -o OUT`)")
     from .learngenes.base import check_tensors
 
@@ -175,10 +175,10 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
     info = lg.get("learngene") or {}
     sizes, condensed = info.get("sizes", {}), info.get("condensed", {})
     if not isinstance(sizes, dict) or not isinstance(condensed, dict):
-        raise LgError(f"{_shown(checkpoint)}: refused: metadata lg.learngene must hold objects 'sizes' and 'condensed'")
+        raise LgError(f"{checkpoint.label}: refused: metadata lg.learngene must hold objects 'sizes' and 'condensed'")
     learngene = Learngene(kind=kind.name, spec=spec, tensors=dict(checkpoint.tensors), sizes=sizes,
                           condensed=condensed, checkpoint=checkpoint)
-    check_tensors(learngene, kind.expected_tensors(learngene, template), _shown(checkpoint))
+    check_tensors(learngene, kind.expected_tensors(learngene, template), checkpoint.label)
     return learngene
 
 
@@ -204,10 +204,6 @@ def task_of(spec: ArchSpec) -> str:
     with torch.device("meta"):  # a skeleton: no memory, no initialisation
         model = get_adapter(spec.family).create_model(spec)
     return get_adapter(spec.family).model_task(model)
-
-
-def _shown(checkpoint: Checkpoint) -> str:
-    return "<stdin>" if checkpoint.source == STDIO else shown(checkpoint.source)
 
 
 def load_model(source: str | os.PathLike | Checkpoint, heads: int | None = None,

@@ -179,23 +179,22 @@ def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
     text encoder without an LM head has nothing to score and is refused)."""
     import torch
 
-    from .api import task_of
     from .arch import get_adapter
     from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
-    from .checkpoint import STDIO
     from .data import load_data
     from .text import text_data_for
 
     spec, checkpoint = loaded.spec, loaded.checkpoint
-    task = task_of(spec)
+    adapter = get_adapter(spec.family)
+    with torch.device("meta"):  # what it does, its vocabulary and positions; no memory
+        skeleton = adapter.create_model(spec)
+    task = adapter.model_task(skeleton)
     if task == IMAGE_CLASSIFICATION:
         return load_data(data, subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed)
-    where = "<stdin>" if checkpoint.source == STDIO else shown(checkpoint.source)
+    where = checkpoint.label
     if task == TEXT_ENCODER:
         raise LgError(f"{where} is a text encoder without a language-model head: lg bench scores image "
                       f"classifiers and causal or masked language models")
-    with torch.device("meta"):  # its vocabulary and positions, for the checks; no memory
-        skeleton = get_adapter(spec.family).create_model(spec)
     return text_data_for([("the ancestry", skeleton, checkpoint.companions, where)], task, data,
                          subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed,
                          notify=notify)

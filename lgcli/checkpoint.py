@@ -141,6 +141,11 @@ class Checkpoint:
         return self.digest
 
     @property
+    def label(self) -> str:
+        """How messages name it: its path, or <stdin>."""
+        return shown(_source_label(self.source))
+
+    @property
     def lg(self) -> dict[str, Any]:
         """lg's own metadata, decoded and checked ({} for foreign files)."""
         if self._lg is None:
@@ -578,17 +583,25 @@ def companion_bytes(companions: Mapping[str, Path | bytes], name: str) -> bytes:
 def companion_metadata(companions: Mapping[str, Path | bytes]) -> tuple[dict[str, str], int]:
     """Metadata entries carrying `companions` in a single file, and how
     many bytes they hold; none when they hold more than a header takes."""
-    contents = {name: companion_bytes(companions, name) for name in sorted(companions)}
-    total = sum(len(data) for data in contents.values())
-    if total > MAX_CARRIED_COMPANION_BYTES:
+    sizes = {name: len(item) if isinstance(item, bytes) else _file_size(item) for name, item in companions.items()}
+    total = sum(sizes.values())
+    if total > MAX_CARRIED_COMPANION_BYTES:  # said before anything is read
         return {}, total
     out = {}
-    for name, data in contents.items():
+    for name in sorted(companions):
+        data = companion_bytes(companions, name)
         try:
             out[COMPANION_KEY + name] = data.decode("utf-8")
         except UnicodeDecodeError:  # a SentencePiece model, say
             out[COMPANION_BASE64_KEY + name] = base64.b64encode(data).decode("ascii")
     return out, total
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError as exc:
+        raise LgError(f"{shown(path)}: cannot read it ({os_reason(exc)})") from None
 
 
 def companions_from_metadata(metadata: Mapping[str, str], name: str = STDIO) -> dict[str, bytes]:

@@ -28,7 +28,7 @@ from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
 from .data import ImageData, check_real, check_seed, check_whole
-from .errors import LgError, UsageError, notify_stderr, shown
+from .errors import LgError, UsageError, notify_stderr
 from .learngenes import GeneratedModel, Learngene, get_kind
 from .learngenes.base import data_for
 from .options import resolve_options
@@ -201,7 +201,7 @@ def _read_data(model: GeneratedModel, data, checkpoint: Checkpoint, name: str, s
     if reading["seq_len"] is not None and model.task == IMAGE_CLASSIFICATION:
         raise UsageError("--seq-len is for language models; the teacher is an image classifier")
     return data_for(model, data, name, companions=checkpoint.companions,
-                    where="<stdin>" if checkpoint.source == STDIO else shown(checkpoint.source),
+                    where=checkpoint.label,
                     subset=reading["subset"], test_subset=reading["test_subset"], test_fraction=test_fraction,
                     seed=settings.seed, fitting="a learngene", notify=notify, seq_len=reading["seq_len"])
 

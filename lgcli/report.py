@@ -6,6 +6,7 @@ An image report's rows are read by top-1, a language model report's
 from __future__ import annotations
 
 import os
+from typing import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -20,94 +21,54 @@ def is_text(report: dict) -> bool:
     return report.get("task", IMAGE_CLASSIFICATION) != IMAGE_CLASSIFICATION
 
 
+# A table column: its header and how a report row fills it.
+Column = tuple[str, Callable[[dict], str]]
+
+
 def eval_table(report: dict) -> Table:
     """One row per checkpoint: size, accuracy at step 0 ("instinct") and at the
     end of the probe, the mean top-1 over the curve (higher = learns faster),
     the dip (the most top-1 lost below step 0 on the way) and the rate; for
-    language models the same read by the loss (lower = better)."""
+    language models the same read by the loss (lower = better): the test
+    loss per scored token (and perplexity) at step 0 and at the end, the mean
+    loss over the curve, the dip (the most the loss rose above step 0)."""
+    settings, data = report["settings"], report["data"]
+    steps = settings["steps"]
     if is_text(report):
-        return text_table(report)
-    settings, data = report["settings"], report["data"]
-    probed = settings["steps"] > 0
-    to_random = probed and any("steps_to_random_final" in row for row in report["rows"])
-    title = (f"{data['name']}: {data['train']} train / {data['test']} test images, {data['classes']} classes"
-             + _probe_title(settings))
-    table = Table(title=title, title_justify="left")
-    table.add_column("checkpoint")
-    table.add_column("depth x width", justify="right")
-    table.add_column("params", justify="right")
-    if probed:
-        table.add_column("top-1 @0", justify="right")
-        table.add_column(f"top-1 @{settings['steps']}", justify="right")
-        table.add_column("top-5", justify="right")
-        table.add_column("loss", justify="right")
-        table.add_column("mean top-1", justify="right")
-        table.add_column("dip", justify="right")
-        table.add_column("lr", justify="right")
-        if to_random:
-            table.add_column("steps to random's final", justify="right")
+        title = (f"{data['name']} ({report['task']}): {data['train']} train / {data['test']} test windows of "
+                 f"{data['seq_len']} tokens, {data['tokenizer']}")
+        probed: list[Column] = [
+            ("loss @0", lambda r: f"{r['instinct']['loss']:.4f}"),
+            (f"loss @{steps}", lambda r: f"{r['final']['loss']:.4f}"),
+            ("perplexity", lambda r: f"{r['final']['perplexity']:.2f}"),
+            ("mean loss", lambda r: f"{r['mean_loss']:.4f}"),
+            ("dip", lambda r: f"{r['dip']:.4f}")]
+        plain: list[Column] = [("loss", lambda r: f"{r['final']['loss']:.4f}"),
+                               ("perplexity", lambda r: f"{r['final']['perplexity']:.2f}")]
     else:
-        table.add_column("top-1", justify="right")
-        table.add_column("top-5", justify="right")
-        table.add_column("loss", justify="right")
-    for row in report["rows"]:
-        arch, final = row["architecture"], row["final"]
-        cells = [row["name"], f"{arch['depth']} x {arch['width']}", f"{arch['parameters'] / 1e6:.2f}M"]
-        if probed:
-            cells += [f"{row['instinct']['top1']:.2f}", f"{final['top1']:.2f}", f"{final['top5']:.2f}",
-                      f"{final['loss']:.4f}", f"{row['mean_top1']:.2f}", f"{row['dip']:.2f}",
-                      f"{row['lr']:g}"]
-            if to_random:
-                cells.append(steps_to_random_cell(row))
-        else:
-            cells += [f"{final['top1']:.2f}", f"{final['top5']:.2f}", f"{final['loss']:.4f}"]
-        table.add_row(*cells)
-    return table
-
-
-def _probe_title(settings: dict) -> str:
-    if not settings["steps"] > 0:
-        return ""
-    return (f"; fine-tuned {settings['steps']} steps, batch {settings['batch_size']}, "
-            f"warm-up {settings['warmup']}, seed {settings['seed']}")
-
-
-def text_table(report: dict) -> Table:
-    """A language model report's table: the test loss per scored token (and
-    perplexity) at step 0 and at the end, the mean loss over the curve
-    (lower = learns faster), the dip (the most the loss rose above step 0)."""
-    settings, data = report["settings"], report["data"]
-    probed = settings["steps"] > 0
-    to_random = probed and any("steps_to_random_final" in row for row in report["rows"])
-    title = (f"{data['name']} ({report['task']}): {data['train']} train / {data['test']} test windows of "
-             f"{data['seq_len']} tokens, {data['tokenizer']}" + _probe_title(settings))
-    table = Table(title=title, title_justify="left")
-    table.add_column("checkpoint")
-    table.add_column("depth x width", justify="right")
-    table.add_column("params", justify="right")
-    if probed:
-        table.add_column("loss @0", justify="right")
-        table.add_column(f"loss @{settings['steps']}", justify="right")
-        table.add_column("perplexity", justify="right")
-        table.add_column("mean loss", justify="right")
-        table.add_column("dip", justify="right")
-        table.add_column("lr", justify="right")
-        if to_random:
-            table.add_column("steps to random's final", justify="right")
+        title = f"{data['name']}: {data['train']} train / {data['test']} test images, {data['classes']} classes"
+        plain = [("top-1", lambda r: f"{r['final']['top1']:.2f}"), ("top-5", lambda r: f"{r['final']['top5']:.2f}"),
+                 ("loss", lambda r: f"{r['final']['loss']:.4f}")]
+        probed = [("top-1 @0", lambda r: f"{r['instinct']['top1']:.2f}"),
+                  (f"top-1 @{steps}", lambda r: f"{r['final']['top1']:.2f}"), *plain[1:],
+                  ("mean top-1", lambda r: f"{r['mean_top1']:.2f}"), ("dip", lambda r: f"{r['dip']:.2f}")]
+    columns: list[Column] = [
+        ("checkpoint", lambda r: r["name"]),
+        ("depth x width", lambda r: f"{r['architecture']['depth']} x {r['architecture']['width']}"),
+        ("params", lambda r: f"{r['architecture']['parameters'] / 1e6:.2f}M")]
+    if steps > 0:
+        columns += [*probed, ("lr", lambda r: f"{r['lr']:g}")]
+        if any("steps_to_random_final" in row for row in report["rows"]):
+            columns.append(("steps to random's final", steps_to_random_cell))
+        title += (f"; fine-tuned {steps} steps, batch {settings['batch_size']}, "
+                  f"warm-up {settings['warmup']}, seed {settings['seed']}")
     else:
-        table.add_column("loss", justify="right")
-        table.add_column("perplexity", justify="right")
+        columns += plain
+    table = Table(title=title, title_justify="left")
+    for index, (header, _) in enumerate(columns):
+        table.add_column(header, justify="left" if index == 0 else "right")
     for row in report["rows"]:
-        arch, final = row["architecture"], row["final"]
-        cells = [row["name"], f"{arch['depth']} x {arch['width']}", f"{arch['parameters'] / 1e6:.2f}M"]
-        if probed:
-            cells += [f"{row['instinct']['loss']:.4f}", f"{final['loss']:.4f}", f"{final['perplexity']:.2f}",
-                      f"{row['mean_loss']:.4f}", f"{row['dip']:.4f}", f"{row['lr']:g}"]
-            if to_random:
-                cells.append(steps_to_random_cell(row))
-        else:
-            cells += [f"{final['loss']:.4f}", f"{final['perplexity']:.2f}"]
-        table.add_row(*cells)
+        table.add_row(*[cell(row) for _, cell in columns])
     return table
 
 

@@ -61,6 +61,10 @@ class FamilyAdapter(Protocol):
         """Every parameter of the family's model of `spec` (a tied head's
         included, as the same tensor): what `torch.func.functional_call` takes."""
 
+    def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
+        """The buffers the family's model of `spec` computes when it is built
+        (none on the meta device): functional_call takes them beside `model_state`."""
+
     def config(self, spec: ArchSpec) -> dict[str, Any]:
         """What lg records as lg.config: the family's constructor arguments."""
 

@@ -33,9 +33,6 @@ from ..stack import (LAYER_ROLE_AXES, ArchSpec, RoleMap, Stack, TensorGroup, axe
                      copy_elements)
 from .base import TEXT_ENCODER, Reader
 
-# config JSON of a one-layer model -> its buffers (see HfAdapter._buffers)
-_BUFFERS: dict[str, dict[str, torch.Tensor]] = {}
-
 # A configuration describing more parameters than this is refused before a
 # model (even on the meta device) is built from it.
 MAX_CONFIG_PARAMS = 1_000_000_000_000
@@ -563,24 +560,15 @@ class HfAdapter:
             key = self.key_of(spec)
             for target, source in self.layout.tied_copies.items():
                 state.setdefault(key(target), state[key(source)])
-        device = next(iter(state.values())).device
-        state.update({name: buffer.to(device) for name, buffer in self._buffers(spec).items()})
         return state
 
-    def _buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
-        """The model's buffers (BERT's position and token type ids, RoPE's
-        frequencies): computed when a model is built, so a meta-device model
-        has none worth the name; taken from a one-layer model of `spec` built
-        on the CPU (buffers do not depend on the depth), once per shape."""
-        shape = json.dumps(self.config(spec.with_sizes(depth=1)), sort_keys=True)
-        if shape not in _BUFFERS:
-            with torch.device("cpu"):
-                model = self.create_model(spec.with_sizes(depth=1))
-            _BUFFERS[shape] = {name: buffer.detach() for name, buffer in model.named_buffers()}
-            del model
-            while len(_BUFFERS) > 8:
-                del _BUFFERS[next(iter(_BUFFERS))]
-        return _BUFFERS[shape]
+    def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
+        """BERT's position and token type ids, RoPE's frequencies: taken from
+        a one-layer model of `spec` built on the CPU (no buffer depends on
+        the depth, and a one-layer model is cheap to build)."""
+        with torch.device("cpu"):
+            model = self.create_model(spec.with_sizes(depth=1))
+        return {name: buffer.detach() for name, buffer in model.named_buffers()}
 
     def expected_shapes(self, spec: ArchSpec) -> dict[str, tuple[int, ...]]:
         """The state dict save_pretrained writes for `spec` (tied weights left

@@ -376,6 +376,9 @@ class VitAdapter:
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         return self.from_stack(spec, stack)  # a timm ViT ties nothing
 
+    def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
+        return {}  # a timm ViT registers none
+
     def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
         """The state dict for (spec, stack) as groups the writer streams one at
         a time: the globals, then q, k, v fused into each block's qkv (the

@@ -177,7 +177,7 @@ def fit_on_data(model: "GeneratedModel", learngene: "Learngene", options: Mappin
     checkpoint = learngene.checkpoint
     data = data_for(model, options["data"], f"the {learngene.kind} learngene's descendant",
                     companions=checkpoint.companions if checkpoint is not None else {},
-                    where=shown(checkpoint.source) if checkpoint is not None else "the learngene",
+                    where=checkpoint.label if checkpoint is not None else "the learngene",
                     subset=options["subset"], seed=seed, fitting=what)
     teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
     alpha = options["alpha"] if teacher is not None else 0.0
@@ -243,7 +243,7 @@ def check_tensors(learngene: Learngene, expected: Mapping[str, tuple[int, ...]],
     """The learngene's tensors are exactly `expected` (names and shapes), in a
     floating-point dtype: a file whose metadata disagrees with its tensors is
     refused naming what disagrees."""
-    from ..errors import LgError, shown
+    from ..errors import LgError
 
     found = learngene.tensors
     for key in sorted(set(expected) ^ set(found)):
@@ -311,8 +311,10 @@ class GeneratedModel(nn.Module):
         for name, tensor in (frozen or {}).items():
             self.register_buffer(_module_name(name), tensor.detach().float().clone(), persistent=True)
         # Not registered submodules: their (meta) parameters are placeholders
-        # that functional_call replaces, never trained or saved.
+        # that functional_call replaces, never trained or saved. The family's
+        # buffers (no depth changes them) are computed once, on first use.
         object.__setattr__(self, "_skeletons", {})
+        object.__setattr__(self, "_family_buffers", None)
 
     @property
     def input_size(self) -> tuple[int, int, int]:
@@ -345,6 +347,10 @@ class GeneratedModel(nn.Module):
         if self.training and self.depths:
             spec = spec.with_sizes(depth=self.depths[int(torch.randint(len(self.depths), ()))])
         state = self.adapter.model_state(spec, self.build_stack(spec))
+        if self._family_buffers is None:
+            object.__setattr__(self, "_family_buffers", self.adapter.model_buffers(self.spec))
+        device = next(iter(state.values())).device
+        state.update({name: buffer.to(device) for name, buffer in self._family_buffers.items()})
         return torch.func.functional_call(self._skeleton(spec), state, args, kwargs, strict=True)
 
     @property
