@@ -30,7 +30,7 @@ from .arch.base import IMAGE_CLASSIFICATION
 from .data import ImageData, check_real, check_seed, check_whole
 from .errors import LgError, UsageError, notify_stderr
 from .learngenes import GeneratedModel, Learngene, get_kind
-from .learngenes.base import data_for
+from .learngenes.base import data_for, starts_from_ancestry
 from .options import resolve_options
 from .resize import spec_sizes, target_spec
 from .text import TextData, evaluate_text
@@ -130,7 +130,9 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
     generator = torch.Generator().manual_seed(settings.seed)
     aux_init = adapter.random_stack(aux, seed=settings.seed)
-    trainable, frozen = kind.initial(aux, aux_init, resolved, generator)
+    warm = "init" in resolved and starts_from_ancestry(resolved["init"], aux, loaded.spec)
+    trainable, frozen = kind.initial(aux, aux_init, resolved, generator,
+                                     ancestry=loaded.stack.materialized() if warm else None)
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
                            depths=kind.training_depths(aux, resolved))
     dataset = _read_data(model, data, checkpoint, "the teacher", settings, reading, notify)
@@ -148,7 +150,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                          progress=settings.progress, description=f"condensing {kind.name}",
                          callback_every=1 if on_step is not None else 0)
     notify(f"condense {kind.name}: teacher {loaded.spec.depth} x {loaded.spec.width}, auxiliary model "
-           f"{aux.depth} x {aux.width} ({aux.heads} heads), {steps} steps of {settings.batch_size}")
+           f"{aux.depth} x {aux.width} ({aux.heads} heads), {steps} steps of {settings.batch_size}, "
+           f"{'started from the teacher' if warm else 'from random weights'}")
     result = train(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model,
                    on_step=on_step)
     model.eval()
@@ -161,6 +164,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     window = max(1, min(20, len(result.losses) // 5))
     learngene = Learngene(kind=kind.name, spec=aux, tensors=kind.keep(model.trained_tensors()),
                           sizes=kind.sizes(aux, resolved), condensed=condensed)
+    if "init" in resolved:  # what auto chose, so the file says how it was made
+        resolved = {**resolved, "init": "ancestry" if warm else "random"}
     recorded = {"aux_depth": aux.depth, "aux_width": aux.width, "aux_heads": aux.heads, **resolved,
                 **{k: v for k, v in asdict(settings).items()
                    if k in ("batch_size", "lr", "weight_decay", "seed")},

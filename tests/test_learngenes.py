@@ -224,7 +224,8 @@ def test_learngene_file_records_what_it_is(genes, teacher, lg):
     report = json.loads(result.stdout)
     assert report["kind"] == "learngene" and report["learngene"] == "wave"
     assert report["aux_depth"] == 3 and report["width"] == 32 and report["sizes"]["template_dim"] == 16
-    assert report["templates"]["qkv"] == "16x16 @ 6" and report["templates"]["fc1"] == "16x16 @ 8"
+    # Two templates per 16 x 16 block of the 32-wide auxiliary model: qkv 96 x 32 is 6 x 2 blocks, fc1 128 x 32 is 8 x 2
+    assert report["templates"]["qkv"] == "16x16 @ 24" and report["templates"]["fc1"] == "16x16 @ 32"
     assert report["widths"][:3] == [16, 32, 48]
     assert report["teacher"]["file"] == teacher.name
     assert report["accuracy"]["top1"] >= 0 and report["condensed"]["steps"] == 12

@@ -54,9 +54,11 @@ class LearngeneKind:
 
     - `condense_options` / `expand_options`: declared options (the CLI builds
       `lg condense` and `lg grow` flags from them).
-    - `initial(aux, aux_init, options, generator)`: the tensors to train while
-      condensing, as (trainable, frozen), from the auxiliary spec and the
-      family's random initialisation of it.
+    - `initial(aux, aux_init, options, generator, ancestry=None)`: the tensors
+      to train while condensing, as (trainable, frozen), from the auxiliary
+      spec and the family's random initialisation of it; with `ancestry` (the
+      teacher's stack, at the auxiliary model's width), a warm start fitted
+      to the teacher's weights instead (`--init ancestry`).
     - `build(tensors, spec)`: the canonical Stack of a model of `spec`, as a
       differentiable function of the tensors.
     - `keep(tensors)`: which trained tensors the learngene keeps.
@@ -91,7 +93,8 @@ class LearngeneKind:
         return depth, width, heads, mlp_dim
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
-                generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+                generator: torch.Generator, ancestry: Stack | None = None,
+                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         raise NotImplementedError
 
     def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
@@ -132,6 +135,32 @@ class LearngeneKind:
         from ..train import distillation_loss
 
         return distillation_loss(options["alpha"], options["tau"])
+
+
+# ---------------------------------------------------------------- warm starts
+
+INIT_CHOICES = ("auto", "ancestry", "random")
+
+
+def init_option() -> Option:
+    """`--init` of the kinds that train while condensing (TLEG, WAVE)."""
+    return Option("init", str, "auto", "where condensing starts: ancestry (the learngene fitted to the "
+                  "teacher's weights by least squares, and the teacher's embeddings and head), random (the "
+                  "papers' protocol), or auto: ancestry when the auxiliary model has the teacher's width, "
+                  "else random", choices=INIT_CHOICES)
+
+
+def starts_from_ancestry(init: str, aux: ArchSpec, teacher: ArchSpec) -> bool:
+    """Whether condensing starts from the teacher's weights (`--init`): they
+    fit only an auxiliary model of the teacher's width, heads and MLP, so
+    `auto` takes them exactly then, and `ancestry` refuses any other."""
+    fits = (aux.family, aux.width, aux.heads, aux.key_value_heads, aux.mlp_dim, aux.head_dim) == (
+        teacher.family, teacher.width, teacher.heads, teacher.key_value_heads, teacher.mlp_dim, teacher.head_dim)
+    if init == "ancestry" and not fits:
+        raise LgError(f"--init ancestry needs the auxiliary model at the teacher's width ({teacher.width}, "
+                      f"{teacher.heads} heads, MLP {teacher.mlp_dim}); it is {aux.width} wide ({aux.heads} heads, "
+                      f"MLP {aux.mlp_dim}): drop --aux-width or use --init random")
+    return init == "ancestry" or (init == "auto" and fits)
 
 
 # ---------------------------------------------------------------- fitting on data

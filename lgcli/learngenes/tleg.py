@@ -25,7 +25,7 @@ from ..errors import LgError, UsageError, shown
 from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (Learngene, LearngeneKind, expected_globals, globals_as_tensors, globals_from_tensors,
-                   is_global)
+                   init_option, is_global)
 
 # SPEC.md "TLEG": A and B trunc-normal(0.02), as the reference code's timm init.
 INIT_STD = 0.02
@@ -42,6 +42,20 @@ def linear_expansion(a: torch.Tensor, b: torch.Tensor, depth: int) -> torch.Tens
     return b.unsqueeze(0) + x * a.unsqueeze(0)
 
 
+def ancestry_line(ancestry: Stack) -> dict[str, torch.Tensor]:
+    """A TLEG learngene fitted to a trained model: per role, A and B of the
+    least-squares line of every element over depth (TLEG Eq. 1, x_l = (l - 1) / L),
+    and the model's globals."""
+    from ..methods.tleg_fit import fit_line
+
+    tensors: dict[str, torch.Tensor] = {}
+    for role, named in ancestry.layers.items():
+        slope, base, _ = fit_line(named.data)
+        tensors[f"A.{role}"], tensors[f"B.{role}"] = slope.float(), base.float()
+    tensors.update({name: t.float().clone() for name, t in globals_as_tensors(ancestry).items()})
+    return tensors
+
+
 class Tleg(LearngeneKind):
     name = "tleg"
     summary = "TLEG: two layers A and B; layer l of L is B + ((l - 1) / L) A (any depth, the learngene's width)"
@@ -52,6 +66,7 @@ class Tleg(LearngeneKind):
         Option("depths", str, None, "train the auxiliary model at a depth drawn each step from this range, "
                "e.g. 3-12, so that every depth in it makes a good descendant [default: the auxiliary depth "
                "only, as the paper]"),
+        init_option(),
     )
     expand_options = ()
 
@@ -71,11 +86,20 @@ class Tleg(LearngeneKind):
         return tuple(range(first, last + 1))
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
-                generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+                generator: torch.Generator, ancestry: Stack | None = None,
+                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """SPEC.md "TLEG" initialisation: matrices of A and B trunc-normal(0.02);
         biases 0; gains (LayerNorm weights, layer scale) B = the family's own
         initial value (1 for LayerNorm) and A = 0, so every layer starts with
-        the gain a fresh model has. Globals: the family's random init."""
+        the gain a fresh model has. Globals: the family's random init.
+
+        From an `ancestry` (the teacher, at this width): A and B are the
+        least-squares line through its layers, element by element, over
+        x_l = (l - 1) / L (what `tleg-fit` computes; Eq. 1 read backwards),
+        and the globals are its own, so the auxiliary model starts as the
+        best linear-in-depth copy of the teacher."""
+        if ancestry is not None:
+            return ancestry_line(ancestry), {}
         tensors: dict[str, torch.Tensor] = {}
         for role, named in aux_init.layers.items():
             first = named.data[0].float()

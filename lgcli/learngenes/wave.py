@@ -12,9 +12,16 @@ Roles: every per-layer tensor of the canonical stack, with q, k, v fused into
 ``qkv`` (and their biases into ``qkv_bias``) in the family's fused row order,
 as the paper's W_qkv. Template configuration (Table C.2), for an auxiliary
 model of width D and a template dimension D0 (default D): matrix templates
-D0 x D0, counts qkv 6, o 2, fc1 8, fc2 8; vector templates @ 4 of their
-auxiliary length scaled by D0 / D along width axes. `--templates` overrides
-any role (``qkv=64x64@6,norm1_weight=64@4``).
+D0 x D0, counts qkv 6, o 2, fc1 8, fc2 8 (two per D x D block of the
+auxiliary model; with D0 < D, two per D0 x D0 block, so that Eq. B.1 reaches
+every block); vector templates @ 4 of their auxiliary length scaled by
+D0 / D along width axes. `--templates` overrides any role
+(``qkv=64x64@6,norm1_weight=64@4``).
+
+Condensing starts from random templates (the paper), or with `--init
+ancestry` (the default when the auxiliary model has the teacher's width)
+from the templates that rebuild the teacher best under Eq. B.1's scalers
+(`padding_templates`).
 
 Condensing trains T and S together by ``(1 - alpha) CE + alpha tau^2 KL``
 (Eq. 6 is KL + CE: alpha = 0.5, twice smaller, which AdamW's update does not
@@ -35,7 +42,7 @@ from ..errors import LgError
 from ..options import Option
 from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
 from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options, fit_or_say_why_not,
-                   globals_as_tensors, globals_from_tensors, is_global)
+                   globals_as_tensors, globals_from_tensors, init_option, is_global)
 
 # Table C.2 counts per matrix role; vectors take 4.
 MATRIX_COUNTS = {"qkv": 6, "o": 2, "fc1": 8, "fc2": 8, "gate": 8}  # SwiGLU's gate as its up projection
@@ -82,6 +89,40 @@ def linear_padding_scalers(depth: int, count: int, scale: tuple[int, ...],
             alpha = 1.0 if t <= count / 2 else layer / depth
             scalers[layer - 1, t - 1, i, j] += alpha
     return scalers.reshape(depth, count, *scale)
+
+
+def padding_templates(weights: torch.Tensor, count: int, scale: tuple[int, ...]) -> torch.Tensor:
+    """The templates that best rebuild `weights` (L, m1, m2) or (L, m), in
+    least squares, under Eq. B.1's scalers at depth L without their noise:
+    the warm start of `--init ancestry`.
+
+    Eq. B.1 puts template t at one block (i_t, j_t) of every layer with
+    weight alpha_t(l) (1 or l / L), so each block (a, b) of layer l is
+    ``sum over t at (a, b) of alpha_t(l) T_t`` (Eq. 4): one small regression
+    over the layers per block, for all its elements at once. With templates
+    as wide as the model (Table C.2), every block gets one template at 1 and
+    one at l / L: a least-squares line over depth, TLEG's (appendix Prop. 1).
+    A block no template reaches (counts below twice the blocks) stays
+    outside the fit; a template no layer distinguishes gets the minimum-norm
+    share (the pseudo-inverse)."""
+    s1, s2 = (scale[0], 1) if len(scale) == 1 else scale
+    depth = weights.shape[0]
+    w1, w2 = weights.shape[1] // s1, (weights.shape[2] // s2 if weights.dim() == 3 else 1)
+    # blocks[l, a, b] is the (w1, w2) matrix at rows r s1 + a, columns c s2 + b.
+    blocks = weights.double().reshape(depth, w1, s1, w2, s2).permute(0, 2, 4, 1, 3)
+    layers = torch.arange(1, depth + 1, dtype=torch.float64)
+    templates = torch.zeros(count, w1 * w2, dtype=torch.float64)
+    for a in range(s1):
+        for b in range(s2):
+            placed = [t for t in range(1, count + 1) if ((t - 1) % (s1 * s2)) // s2 == a and (t - 1) % s2 == b]
+            if not placed:
+                continue
+            design = torch.stack([torch.ones(depth, dtype=torch.float64) if t <= count / 2 else layers / depth
+                                  for t in placed], dim=1)
+            solved = torch.linalg.pinv(design) @ blocks[:, a, b].reshape(depth, -1)
+            templates[[t - 1 for t in placed]] = solved
+    shape = (count, w1, w2) if weights.dim() == 3 else (count, w1)
+    return templates.reshape(shape).float()
 
 
 # ---------------------------------------------------------------- roles and shapes
@@ -152,9 +193,16 @@ def template_config(aux: ArchSpec, roles: list[str], template_dim: int | None,
             # Table C.2's D0 x D0 blocks; an axis D0 does not divide (an MLP
             # of 344 at width 128, GQA's k and v of 64 rows) gets a template
             # as long as the axis scaled by D0 / D, so it grows with the width.
+            full = role_shape(role, aux)
             shape = tuple(dim if length % dim == 0 else _scaled(role, length, dim, aux.width, "W1xW2@2")
-                          for length in role_shape(role, aux))
-            count = MATRIX_COUNTS.get(role, OTHER_MATRIX_COUNT)
+                          for length in full)
+            # Table C.2 gives every D0 x D0 block of the auxiliary model two
+            # templates (one at weight 1, one at l / L under Eq. B.1) when
+            # D0 = D; with smaller templates there are more blocks, and lg
+            # keeps two per block, so Eq. B.1 reaches every block (the
+            # learngene holds as many numbers as at D0 = D).
+            blocks = math.prod(m // w for m, w in zip(full, shape))
+            count = max(MATRIX_COUNTS.get(role, OTHER_MATRIX_COUNT), 2 * blocks)
         else:
             (length,) = role_shape(role, aux)
             if axes[0] in WIDTH_AXES:
@@ -250,6 +298,7 @@ class Wave(LearngeneKind):
                "[default: the auxiliary width]; descendants' widths are multiples of it", minimum=1),
         Option("templates", str, None, "per-role override, ROLE=W1xW2@N or ROLE=W@N, comma-separated "
                "(roles: qkv, o, fc1, fc2, qkv_bias, o_bias, fc1_bias, fc2_bias, norm1_weight, ...)"),
+        init_option(),
     )
     # 32, not the probe's 64: a fitting step costs a full training step of
     # the descendant (the backward pass must reach every layer's scalers), and
@@ -273,7 +322,13 @@ class Wave(LearngeneKind):
         return config
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
-                generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+                generator: torch.Generator, ancestry: Stack | None = None,
+                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Scalers by Eq. B.1 at the auxiliary depth; templates at random
+        (scaled so W has std 0.02) with the gains' first templates at the
+        family's initial value, or, from an `ancestry` (the teacher at this
+        width), the least-squares templates under those scalers
+        (`padding_templates`) and the teacher's globals."""
         config = self.template_config_for(aux, list(aux_init.layers), options)
         scales = scales_at(config, aux)
         assert not isinstance(scales, str)
@@ -281,7 +336,9 @@ class Wave(LearngeneKind):
         for role, entry in config.items():
             count, shape, scale = entry["count"], tuple(entry["shape"]), scales[role]
             templates = torch.zeros(count, *shape)
-            if len(shape) == 2:
+            if ancestry is not None:
+                templates = padding_templates(_fused(ancestry, role), count, scale)
+            elif len(shape) == 2:
                 # Each block of W starts as the sum of count / (s1 s2) templates
                 # (Eq. B.1): scale so W has the family's usual std 0.02.
                 per_block = max(1, count // math.prod(scale))
@@ -295,7 +352,8 @@ class Wave(LearngeneKind):
                     templates[t] = initial[:, t]
             tensors[f"T.{role}"] = templates
             tensors[f"S.{role}"] = linear_padding_scalers(aux.depth, count, scale, generator)
-        tensors.update(globals_as_tensors(aux_init))
+        source = aux_init if ancestry is None else ancestry
+        tensors.update({name: t.float().clone() for name, t in globals_as_tensors(source).items()})
         return tensors, {}
 
     def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
@@ -416,11 +474,16 @@ class Wave(LearngeneKind):
                 "becomes": f"any depth, widths {', '.join(map(str, widths))}, ..."}
 
 
+def _fused(stack: Stack, role: str) -> torch.Tensor:
+    """A WAVE role over every layer, (L, ...) (fused roles concatenated along their first axis)."""
+    if role in FUSED:
+        return torch.cat([stack.layers[part].data.float() for part in FUSED[role]], dim=1)
+    return stack.layers[role].data.float()
+
+
 def _fused_initial(stack: Stack, role: str) -> torch.Tensor:
     """One layer's initial value of a WAVE role (fused roles concatenated)."""
-    if role in FUSED:
-        return torch.cat([stack.layers[part].data[0].float() for part in FUSED[role]])
-    return stack.layers[role].data[0].float()
+    return _fused(stack, role)[0]
 
 
 KIND = Wave()
