@@ -78,7 +78,8 @@ def learngenes() -> list[dict]:
             return
         name = f"{kind}-{init}-{steps}" + ("" if lr == 1e-3 else f"-lr{lr:g}")
         options = {"tleg": ["--depths", "2-12"], "wave": ["--template-dim", "64"]}[kind]
-        init_flags = [] if init == "random" else ["--init", init]
+        # Before --init existed, every condense started from random weights.
+        init_flags = ["--init", init] if supports_init() else []
         out.append({"name": name, "kind": kind, "steps": steps, "init": init, "lr": lr,
                     "flags": ["--method", kind, *options, *init_flags, "--steps", str(steps), "--lr", f"{lr:g}",
                               *extra]})
