@@ -21,6 +21,7 @@ with the same arguments reuses it, so an interrupted bench resumes.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -145,8 +146,14 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LgError(f"{shown(out)}: exists and is not a folder; -o takes a results folder")
+    from .train import auto_device_note, concrete_device
+
+    device_note = auto_device_note(settings.probe.device)
+    settings.probe = dataclasses.replace(settings.probe, device=concrete_device(settings.probe.device))
     loaded = load(ancestry)
     dataset = _read_data(loaded, data, settings, notify)
+    if device_note:
+        notify(device_note)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     probe_settings = {k: v for k, v in asdict(settings.probe).items() if k != "progress"}
     key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings,

@@ -346,7 +346,8 @@ def eval_command(
                                                                     "the same architecture."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
                              help="Seeds the split, subset, data order and new heads."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA)."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA when present, else the CPU), cpu or cuda "
+                                                        "(bf16 autocast on CUDA)."),
     heads: Optional[int] = HeadsOption,
     plot: Optional[str] = typer.Option(None, "--plot", help="Write loss and accuracy curves to this PNG."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
@@ -536,8 +537,13 @@ def condense(
                                             help="Auxiliary model width (default: the teacher's)."),
     aux_heads: Optional[int] = typer.Option(None, "--aux-heads", min=1,
                                             help="Auxiliary model heads (default: width / the teacher's head dim)."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Optimiser steps (or give --epochs)."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Optimiser steps (or give --epochs); with "
+                                                                       "--until, the most it runs."),
     epochs: Optional[float] = typer.Option(None, "--epochs", help="Passes over the train split (or --steps)."),
+    until: Optional[float] = typer.Option(None, "--until", help="Stop once the auxiliary model scores this "
+                                          "fraction of the teacher (top-1; text: the teacher's loss over its own) on "
+                                          "a split held out of the train data, or stops improving (docs/learngenes.md)."),
+    until_every: int = typer.Option(100, "--until-every", min=1, help="Steps between the checks of --until."),
     batch_size: int = typer.Option(128, "--batch-size", min=1, help="Global batch size."),
     lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate (AdamW, cosine decay)."),
     warmup: Optional[int] = typer.Option(None, "--warmup", min=0, help="Warm-up steps [default: 5% of the steps]."),
@@ -550,7 +556,8 @@ def condense(
                                                                          "[default: min(128, the teacher's positions)]."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
                              help="Seeds the initialisation, the data order and the split."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA); torchrun for several."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA when present, else the CPU), cpu or cuda "
+                                                        "(bf16 autocast on CUDA); torchrun for several GPUs."),
     checkpoint: Optional[str] = typer.Option(None, "--checkpoint",
                                              help="Training checkpoint file [default: OUT.train.pt when "
                                                   "--checkpoint-every or --resume is given]."),
@@ -573,7 +580,8 @@ def condense(
         checkpoint = output + ".train.pt"
     settings = CondenseSettings(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup,
                                 weight_decay=weight_decay, seed=seed, device=device, checkpoint=checkpoint,
-                                checkpoint_every=checkpoint_every, resume=resume, force=force)
+                                checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
+                                until_every=until_every)
     report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
                            seq_len=seq_len, method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
                            settings=settings, options=options, teacher_heads=teacher_heads, notify=note)
@@ -587,8 +595,9 @@ def condense(
         note(f"condensed {report['method']} (sampled, no training){scored}; "
              f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
         return
+    stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
     note(f"condensed {report['method']}: auxiliary {shape} {_condensed_score(report, 'teacher')}, training loss "
-         f"{report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps, "
+         f"{report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps{stopped}, "
          f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
 
 
@@ -632,7 +641,8 @@ def bench_command(
     test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images (text: windows): a count "
                                                                           "or a fraction."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seeds the data order, heads and methods."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda (bf16 autocast on CUDA)."),
+    device: str = typer.Option("auto", "--device", help="auto (CUDA when present, else the CPU), cpu or cuda "
+                                                        "(bf16 autocast on CUDA)."),
     force: bool = typer.Option(False, "--force", help="Recompute every cell (and learngene) even if saved."),
     as_json: bool = typer.Option(False, "--json", help="Print bench.json instead of the table."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the table as Markdown."),

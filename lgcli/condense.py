@@ -15,6 +15,7 @@ call and rank 0 writes the file.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -33,12 +34,18 @@ from .learngenes import GeneratedModel, Learngene, get_kind
 from .learngenes.base import data_for, starts_from_ancestry
 from .options import resolve_options
 from .resize import spec_sizes, target_spec
-from .text import TextData, evaluate_text
-from .train import StepCallback, TrainConfig, distributed_setup, evaluate_accuracy, train
+from .text import TextData, TokenWindows, evaluate_text
+from .train import StepCallback, TrainConfig, auto_device_note, concrete_device, distributed_setup, evaluate_accuracy, train
 
 Notify = Callable[[str], None]
 # Images held out to score the auxiliary model when --test-fraction is not given.
 DEFAULT_CONDENSE_IMAGE_TEST_FRACTION = 0.2
+# The stopping rule's held-out split: this share of the train split, at most
+# UNTIL_HELD_OUT_MAX examples (images or windows), class-balanced for images.
+UNTIL_HELD_OUT_FRACTION = 0.05
+UNTIL_HELD_OUT_MAX = 2000
+# Checks without a new best before the stopping rule gives up.
+UNTIL_PATIENCE = 3
 
 
 
@@ -57,12 +64,18 @@ class CondenseSettings:
     warmup: int | None = None  # None: 5 % of the steps
     weight_decay: float = 0.05
     seed: int = 0
-    device: str = "cpu"
+    device: str = "auto"  # CUDA when present, else the CPU
     checkpoint: str | None = None  # a training checkpoint to write (and --resume from)
     checkpoint_every: int = 0
     resume: bool = False
     force: bool = False
     progress: bool = True
+    # The stopping rule (None: run every step): stop once the auxiliary model
+    # scores `until` of the teacher on a split held out of the train data,
+    # or has not improved for UNTIL_PATIENCE checks; checked every
+    # `until_every` steps. --steps (or --epochs) is then the most it runs.
+    until: float | None = None
+    until_every: int = 100
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -76,6 +89,9 @@ class CondenseSettings:
         check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
         check_seed(self.seed)
         check_whole(self.checkpoint_every, "--checkpoint-every", 0)
+        if self.until is not None:
+            check_real(self.until, "--until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
+        check_whole(self.until_every, "--until-every", 1)
 
     def total_steps(self, train_images: int) -> int:
         if self.steps is not None and self.epochs is not None:
@@ -113,6 +129,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     scores the learngene (see `_sample`)."""
     started = time.perf_counter()
     settings = settings or CondenseSettings()
+    device_note = auto_device_note(settings.device)
+    settings = dataclasses.replace(settings, device=concrete_device(settings.device))
     kind = get_kind(method)
     resolved = resolve_options(f"learngene kind '{kind.name}'", kind.condense_options, options or {})
     reading = {"subset": subset, "test_subset": test_subset, "test_fraction": test_fraction, "seq_len": seq_len}
@@ -136,6 +154,9 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
                            depths=kind.training_depths(aux, resolved))
     dataset = _read_data(model, data, checkpoint, "the teacher", settings, reading, notify)
+    held_out = None
+    if settings.until is not None:
+        dataset, held_out = _hold_out(dataset, settings.seed)
     steps = settings.total_steps(len(dataset.train))
     if len(dataset.train) < settings.batch_size:
         raise LgError(f"the train split has {len(dataset.train)} {_unit(dataset)}, fewer than one batch of "
@@ -148,17 +169,23 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                          seed=settings.seed, device=settings.device, checkpoint_path=settings.checkpoint,
                          checkpoint_every=settings.checkpoint_every, resume=settings.resume, force=settings.force,
                          progress=settings.progress, description=f"condensing {kind.name}",
-                         callback_every=1 if on_step is not None else 0)
+                         callback_every=1 if on_step is not None else settings.until_every)
     notify(f"condense {kind.name}: teacher {loaded.spec.depth} x {loaded.spec.width}, auxiliary model "
            f"{aux.depth} x {aux.width} ({aux.heads} heads), {steps} steps of {settings.batch_size}, "
            f"{'started from the teacher' if warm else 'from random weights'}")
-    result = train(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model,
-                   on_step=on_step)
+    if device_note:
+        notify(device_note)
+    rule = None if held_out is None else StoppingRule(settings.until, settings.until_every, held_out, teacher_model,
+                                                         settings.device, notify)
+    callback = on_step if rule is None else rule.wrap(on_step)
+    result = train(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model, on_step=callback)
     model.eval()
     # What the file records is what the run computed: no wall time, so the
     # same command and seed write the same bytes (the report has the time).
-    condensed = {"steps": steps, "data": dataset.describe(),
+    condensed = {"steps": result.steps, "data": dataset.describe(),
                  **_scores(model, teacher_model, dataset, settings.device)}
+    if rule is not None:
+        condensed["until"] = rule.report(result.steps, steps)
     model.cpu()
     seconds = time.perf_counter() - started
     window = max(1, min(20, len(result.losses) // 5))
@@ -169,7 +196,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     recorded = {"aux_depth": aux.depth, "aux_width": aux.width, "aux_heads": aux.heads, **resolved,
                 **{k: v for k, v in asdict(settings).items()
                    if k in ("batch_size", "lr", "weight_decay", "seed")},
-                "steps": steps, "warmup": config.warmup_steps}
+                "steps": steps, "warmup": config.warmup_steps,
+                **({"until": settings.until, "until_every": settings.until_every} if rule is not None else {})}
     report = {"command": "condense", "method": kind.name, "options": recorded, "teacher": spec_sizes(loaded.spec),
               "auxiliary": spec_sizes(aux), "parameters": {"teacher": loaded.stack.num_parameters(),
                                                        "learngene": learngene.num_parameters()},
@@ -209,6 +237,85 @@ def _read_data(model: GeneratedModel, data, checkpoint: Checkpoint, name: str, s
                     where=checkpoint.label,
                     subset=reading["subset"], test_subset=reading["test_subset"], test_fraction=test_fraction,
                     seed=settings.seed, fitting="a learngene", notify=notify, seq_len=reading["seq_len"])
+
+
+def _hold_out(data: ImageData | TextData, seed: int) -> tuple[ImageData | TextData, Any]:
+    """The stopping rule's split: UNTIL_HELD_OUT_FRACTION of the train split
+    (at most UNTIL_HELD_OUT_MAX; class-balanced for images, seeded), taken
+    out of what is trained on. Returns (the data without it, the split)."""
+    from .data import balanced_subset
+
+    total = len(data.train)
+    count = max(1, min(UNTIL_HELD_OUT_MAX, int(total * UNTIL_HELD_OUT_FRACTION)))
+    if total - count < 1:
+        raise LgError(f"--until holds out part of the train split, which has only {total} {_unit(data)}")
+    if isinstance(data, ImageData):
+        chosen = balanced_subset(data.train.labels, count, seed)
+    else:
+        chosen = torch.randperm(total, generator=torch.Generator().manual_seed(seed))[:count].tolist()
+    taken = set(chosen)
+    kept = [index for index in range(total) if index not in taken]
+    return dataclasses.replace(data, train=data.train.subset(kept)), data.train.subset(sorted(chosen))
+
+
+class StoppingRule:
+    """`--until F`: every `every` steps (and at step 0), score the auxiliary
+    model on the held-out split; stop once it reaches F of the teacher's
+    figure there (images: its top-1 over the teacher's; text: the teacher's
+    loss over its own), or once UNTIL_PATIENCE checks in a row bring no new
+    best. The teacher is scored once."""
+
+    def __init__(self, until: float, every: int, held_out, teacher: torch.nn.Module, device: str, notify: Notify):
+        self.until, self.every, self.held_out, self.device, self.notify = until, every, held_out, device, notify
+        self.teacher_figure = self._figure(teacher)
+        self.history: list[dict[str, float]] = []
+        self.best = -math.inf
+        self.since_best = 0
+        self.reason = "step cap"
+
+    def _figure(self, model: torch.nn.Module) -> float:
+        if isinstance(self.held_out, TokenWindows):
+            return evaluate_text(model, self.held_out, device=self.device)["loss"]
+        return evaluate_accuracy(model, self.held_out, device=self.device)["top1"]
+
+    def ratio(self, figure: float) -> float:
+        """The auxiliary model's figure as a fraction of the teacher's."""
+        if isinstance(self.held_out, TokenWindows):
+            return self.teacher_figure / figure if figure > 0 else math.inf
+        return figure / self.teacher_figure if self.teacher_figure > 0 else math.inf
+
+    def check(self, step: int, model: torch.nn.Module) -> bool:
+        ratio = self.ratio(self._figure(model))
+        self.history.append({"step": step, "of_teacher": round(ratio, 4)})
+        if step == 0:  # where it starts; never a stop: a learngene is what condensing trained
+            self.best = ratio
+            return False
+        if ratio >= self.until:
+            self.reason = f"reached {self.until:g} of the teacher"
+        elif ratio > self.best:
+            self.best, self.since_best = ratio, 0
+            return False
+        else:
+            self.since_best += 1
+            if self.since_best < UNTIL_PATIENCE:
+                return False
+            self.reason = f"no new best in {UNTIL_PATIENCE} checks"
+        self.notify(f"condense: stopping at step {step}: {self.reason} ({ratio:.3f} of its figure on the "
+                    f"held-out split)")
+        return True
+
+    def wrap(self, on_step: StepCallback | None) -> StepCallback:
+        def callback(step: int, model: torch.nn.Module) -> bool:
+            if on_step is not None:
+                on_step(step, model)
+            return step % self.every == 0 and self.check(step, model)
+
+        return callback
+
+    def report(self, steps_run: int, cap: int) -> dict[str, Any]:
+        return {"fraction": self.until, "every": self.every, "held_out": len(self.held_out),
+                "teacher": round(self.teacher_figure, 4), "steps_run": steps_run, "cap": cap,
+                "stopped": self.reason if steps_run < cap else "step cap", "checks": self.history}
 
 
 def _unit(data: ImageData | TextData) -> str:

@@ -17,6 +17,7 @@ is better), the loss for text (lower is better).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -32,7 +33,7 @@ from lgcli.checkpoint import read_checkpoint
 from lgcli.errors import LgError, UsageError, notify_stderr, shown
 from lgcli.stack import ArchSpec
 from lgcli.text import TextData, builtin_texts, evaluate_text, text_data_for
-from lgcli.train import TrainConfig, evaluate_accuracy, model_input, train
+from lgcli.train import TrainConfig, auto_device_note, concrete_device, evaluate_accuracy, model_input, train
 
 # Fine-tuning defaults for an already-initialised model, measured by
 # benchmarks/probe_lr.py (figures in docs/eval.md): at 1e-3 a well-initialised
@@ -97,7 +98,7 @@ class ProbeSettings:
     eval_every: int = 0  # 0: steps // 10 (at least 1)
     eval_batch_size: int = 256
     seed: int = 0
-    device: str = "cpu"
+    device: str = "auto"  # CUDA when present, else the CPU
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -374,6 +375,8 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
     min(128, the models' positions)). `subset`, `test_subset` and
     `test_fraction` apply when the data are read here."""
     settings.check()  # again: a settings object's fields can be changed after it was made
+    device_note = auto_device_note(settings.device)
+    settings = dataclasses.replace(settings, device=concrete_device(settings.device))
     if settings.steps == 0 and settings.lr_sweep:
         raise LgError("--lr-sweep needs --steps: without fine-tuning there is no learning rate to sweep")
     if seq_len is not None:
@@ -392,6 +395,8 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
         unit = "images" if task == IMAGE_CLASSIFICATION else "windows"
         raise LgError(f"the train split has {len(data.train)} {unit}, fewer than one batch of "
                       f"{settings.batch_size} (lower --batch-size or raise --subset)")
+    if device_note:
+        notify(device_note)
     rows = []
     for candidate in candidates:
         if task == IMAGE_CLASSIFICATION:

@@ -201,7 +201,9 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
     adapter = get_adapter(source.family)
     context = MethodContext(direction=direction, seed=seed,
                             random_stack=lambda spec: adapter.random_stack(spec, seed=seed))
-    stack = loaded.stack if device in (None, "cpu") else on_device(loaded.stack, device)
+    # auto keeps the CPU's streamed path (one role in memory at a time): a
+    # resize is bound by reading and writing, and a GPU copy would hold it all.
+    stack = loaded.stack if device in (None, "cpu", "auto") else on_device(loaded.stack, device)
     result = chosen.run(stack, source, target, options, context)
     try:
         result.stack.check(target)

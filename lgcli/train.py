@@ -52,9 +52,14 @@ from lgcli.errors import LgError, one_line, shown
 # labels the matching (...): one label per image, or one per token.
 LossFn = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 # `on_step(step, model)` after `step` optimiser steps (step 0: before any);
-# called on every rank, with the unwrapped model in train mode.
-StepCallback = Callable[[int, torch.nn.Module], None]
+# called on every rank, with the unwrapped model in train mode. Returning
+# True ends the run there (every rank must decide alike: the figures of
+# `evaluate_accuracy` and `evaluate_text` are the same on every rank).
+StepCallback = Callable[[int, torch.nn.Module], "bool | None"]
 
+# After this many steps, one line says how long the run will take (from
+# their time: the first steps include warm-up costs, so it errs long).
+ESTIMATE_AFTER_STEPS = 20
 # Without a terminal, progress is a plain line on stderr this often.
 PLAIN_LOG_SECONDS = 30
 
@@ -232,7 +237,27 @@ def distributed_setup(device: str) -> Distributed:
     return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
+def concrete_device(device: str) -> str:
+    """`--device auto`: "cuda" when torch sees a CUDA device, else "cpu"; any
+    other value as given (checked where it is used)."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def auto_device_note(device: str) -> str | None:
+    """What `--device auto` chose, for a message (None for any other value).
+    Said once the input is checked, so a bad input still gets one line."""
+    if device != "auto":
+        return None
+    chosen = concrete_device(device)
+    where = (f"CUDA ({torch.cuda.get_device_name()}, bf16 autocast)" if chosen == "cuda"
+             else "the CPU (no CUDA device found)")
+    return f"--device auto: running on {where}"
+
+
 def resolve_device(device: str, distributed: Distributed) -> torch.device:
+    device = concrete_device(device)
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise LgError("--device cuda: no CUDA device is available here (use --device cpu)")
@@ -240,7 +265,7 @@ def resolve_device(device: str, distributed: Distributed) -> torch.device:
             return torch.device("cuda", distributed.local_rank)
         return torch.device(device)
     if device != "cpu":
-        raise LgError(f"--device must be cpu or cuda, got {device!r}")
+        raise LgError(f"--device must be auto, cpu or cuda, got {device!r}")
     return torch.device("cpu")
 
 
@@ -477,8 +502,8 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
             model, device_ids=[device.index] if device.type == "cuda" else None)
 
     result = TrainResult(steps=start_step, resumed_from=start_step)
-    if on_step is not None and start_step == 0:
-        on_step(0, model)
+    if on_step is not None and start_step == 0 and on_step(0, model) is True:
+        return result
 
     def wants_callback(step: int) -> bool:
         return step == config.steps or (config.callback_every > 0 and step % config.callback_every == 0)
@@ -487,6 +512,7 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     plain_log = config.progress and distributed.rank == 0 and not progress.console.is_terminal
     last_logged = time.monotonic()
     task = progress.add_task(config.description, total=config.steps, completed=start_step, loss=float("nan"))
+    started_at = time.monotonic()
     with progress:
         stream = _batch_stream(data, config, start_step, distributed)
         for step in range(start_step, config.steps):
@@ -512,6 +538,10 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
                                                config.grad_clip)
             optimizer.step()
             done = step + 1
+            if done == start_step + ESTIMATE_AFTER_STEPS and config.progress and distributed.rank == 0 \
+                    and config.steps - done >= ESTIMATE_AFTER_STEPS:
+                progress.console.print(_how_long(config, device, done - start_step, time.monotonic() - started_at,
+                                                 config.steps - done), markup=False, highlight=False, soft_wrap=True)
             result.losses.append(float(distributed.mean(loss.detach().float())))
             result.steps = done
             progress.update(task, completed=done, loss=result.losses[-1])
@@ -526,9 +556,22 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
                     _save_checkpoint(checkpoint, model, optimizer, done, config)
                 distributed.barrier()
             if on_step is not None and wants_callback(done):
-                on_step(done, model)
+                stop = on_step(done, model)
                 model.train()
+                if stop is True:  # the caller's stopping rule (lg condense --until)
+                    break
     return result
+
+
+def _how_long(config: TrainConfig, device: torch.device, timed_steps: int, seconds: float, left: int) -> str:
+    """One line, from the first timed steps: how long the rest will take
+    (printed through the progress bar's console, so a live bar stays whole)."""
+    per_step = seconds / max(timed_steps, 1)
+    remaining = per_step * left
+    shown = f"{remaining / 3600:.1f} h" if remaining >= 5400 else (
+        f"{remaining / 60:.0f} min" if remaining >= 90 else f"{remaining:.0f} s")
+    return (f"{config.description}: {per_step:.2f} s a step on {'the CPU' if device.type == 'cpu' else device}; "
+            f"about {shown} for the {left} steps left")
 
 
 def _progress(config: TrainConfig, distributed: Distributed):

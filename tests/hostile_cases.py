@@ -1013,6 +1013,57 @@ def gen_paths(bld: Builder) -> None:
     (folder / "out" / "o.safetensors").symlink_to(src)
     bld.add("output-symlink-to-input", ["shrink", src, "--depth", "1", "-o", folder / "out" / "o.safetensors",
                                         "--force"], "error", folder)
+    # --force never deletes what lg did not write, and never touches an input
+    # (issue 20, item 1): what coreutils' mv -T and git refuse, lg refuses.
+    folder = bld.folder("force-over-app-folder")
+    app = folder / "out" / "proj"
+    app.mkdir()
+    (app / "config.json").write_text('{"name": "my-app", "debug": false}')
+    (app / "main.py").write_text("print('precious')\n")
+    bld.add("force-over-app-folder", ["shrink", bld.fx.plain, "--depth", "1", "-o", app, "--force"], "error", folder)
+    folder = bld.folder("force-over-model-folder-with-notes")
+    kept = folder / "out" / "m"
+    kept.mkdir()
+    (kept / "config.json").write_text('{"model_type": "vit"}')
+    (kept / "model.safetensors").write_bytes(plain)
+    (kept / "notes.txt").write_text("three weeks of experiments\n")
+    bld.add("force-over-model-folder-with-notes", ["shrink", bld.fx.plain, "--depth", "1", "-o", kept, "--force"],
+            "error", folder)
+    folder = bld.folder("force-over-sharded-output")  # control: a folder lg wrote is replaced
+    replaced = folder / "out" / "o"
+    _sharded(replaced, tensors)
+    bld.add("force-over-sharded-output", ["shrink", bld.fx.plain, "--depth", "1", "-o", replaced, "--force"], "ok",
+            folder, output=str(replaced), check="file",
+            may_change=(replaced, *sorted(replaced.iterdir())))
+    folder = bld.folder("force-output-is-input-shard")
+    _sharded(folder / "in" / "vs", tensors)
+    bld.add("force-output-is-input-shard", ["shrink", folder / "in" / "vs", "--depth", "1", "-o",
+                                            folder / "in" / "vs" / "model-00001-of-00002.safetensors", "--force"],
+            "error", folder)
+    folder = bld.folder("output-inside-input-folder")
+    _sharded(folder / "in" / "vs", tensors)
+    bld.add("output-inside-input-folder", ["shrink", folder / "in" / "vs", "--depth", "1", "-o",
+                                           folder / "in" / "vs" / "small.safetensors"], "error", folder)
+    folder = bld.folder("force-output-folder-holds-input")
+    holder = folder / "out" / "m"
+    holder.mkdir()
+    (holder / "config.json").write_text('{"model_type": "vit"}')
+    (holder / "model.safetensors").write_bytes(plain)
+    bld.add("force-output-folder-holds-input", ["shrink", holder / "model.safetensors", "--depth", "1", "-o", holder,
+                                                "--force"], "error", folder)
+    folder = bld.folder("force-output-is-stdin-file")
+    src = folder / "in" / "v.safetensors"
+    src.write_bytes(plain)
+    bld.add("force-output-is-stdin-file", ["shrink", "-", "--depth", "1", "-o", src, "--force"], "error", folder,
+            stdin=("file", src))
+    folder = bld.folder("force-over-special-file")
+    special = folder / "out" / "null"
+    if IS_ROOT:  # a character device, as /dev/null is
+        os.mknod(special, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    else:
+        os.mkfifo(special)
+    bld.add("force-over-special-file", ["shrink", bld.fx.plain, "--depth", "1", "-o", special, "--force"], "error",
+            folder)
 
 
 # ====================================================================== family 5: absurd requests

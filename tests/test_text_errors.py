@@ -194,22 +194,49 @@ def test_bad_request_is_refused_in_one_line(case, sources, lg, tmp_path):
 def test_existing_output_folder_needs_force(sources, lg, tmp_path):
     src = sources("gpt2-lm")
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "config.json").write_text('{"keep": true}')
+    assert lg("shrink", src, "--depth", "3", "-o", out).code == 0  # a model folder lg wrote
+    written = {name: (out / name).read_bytes() for name in os.listdir(out)}
     assert_refused(lg("shrink", src, "--depth", "2", "-o", out), "exists; pass --force", tmp_path, ["out"])
-    assert os.listdir(out) == ["config.json"] and (out / "config.json").read_text() == '{"keep": true}'
-    # A folder that holds no model is never replaced, even with --force.
+    assert {name: (out / name).read_bytes() for name in os.listdir(out)} == written
+    # A folder that is not a model lg could have written is never replaced, even with --force:
+    # one that holds no model, and one whose config.json is not a model's (issue 20).
     other = tmp_path / "notes"
     other.mkdir()
     (other / "a.txt").write_text("mine")
     assert_refused(lg("shrink", src, "--depth", "2", "-o", other, "--force"), "holds no model", tmp_path,
                    ["out", "notes"])
-    assert (other / "a.txt").read_text() == "mine"
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "config.json").write_text('{"keep": true}')
+    assert_refused(lg("shrink", src, "--depth", "2", "-o", app, "--force"), "holds no model", tmp_path,
+                   ["app", "out", "notes"])
+    assert (other / "a.txt").read_text() == "mine" and (app / "config.json").read_text() == '{"keep": true}'
+    # A model folder with a file lg does not write beside it is kept too.
+    (out / "notes.txt").write_text("results")
+    assert_refused(lg("shrink", src, "--depth", "2", "-o", out, "--force"), "holds notes.txt, which is not part of",
+                   tmp_path, ["app", "out", "notes"])
+    os.unlink(out / "notes.txt")
     # With --force a model folder is replaced, and nothing is left beside it.
     result = lg("shrink", src, "--depth", "2", "-o", out, "--force")
     assert result.code == 0, result.stderr
     assert json.loads((out / "config.json").read_text())["n_layer"] == 2
-    assert sorted(os.listdir(tmp_path)) == ["notes", "out"]
+    assert sorted(os.listdir(tmp_path)) == ["app", "notes", "out"]
+
+
+@pytest.mark.parametrize("inside", ["config.json", "tokenizer.json", "model.safetensors", "new.safetensors",
+                                    "sub/out"])
+def test_output_inside_the_input_folder_is_refused_even_with_force(sources, lg, tmp_path, inside):
+    """`lg shrink m -o m/config.json --force` would replace the input's own
+    file with an output folder (issue 20): refused, the input untouched."""
+    src = tmp_path / "m"
+    shutil.copytree(sources("gpt2-lm"), src)
+    (src / "sub").mkdir()
+    before = {name: (src / name).read_bytes() for name in os.listdir(src) if (src / name).is_file()}
+    result = lg("shrink", src, "--depth", "2", "-o", src / inside, "--force")
+    assert result.code != 0 and result.stderr.count("\n") == 1, result.stderr
+    assert "is inside the input folder" in result.stderr, result.stderr
+    assert {name: (src / name).read_bytes() for name in os.listdir(src) if (src / name).is_file()} == before
+    assert sorted(os.listdir(src)) == sorted([*before, "sub"]) and os.listdir(src / "sub") == []
 
 
 def test_output_inside_a_missing_folder(sources, lg, tmp_path):

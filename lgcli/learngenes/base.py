@@ -180,7 +180,8 @@ def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
         Option("teacher", str, None, "add knowledge distillation from this checkpoint while fitting"),
         Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
-        Option("device", str, "cpu", "cpu or cuda: where a learngene's part is fitted; for a model, where the resize transforms run"),
+        Option("device", str, "auto", "auto, cpu or cuda: where a learngene's part is fitted (auto: CUDA when "
+               "present); for a model, where the resize transforms run (auto: the CPU's streamed path)"),
     )
 
 
@@ -210,8 +211,13 @@ def fit_on_data(model: "GeneratedModel", learngene: "Learngene", options: Mappin
                     subset=options["subset"], seed=seed, fitting=what)
     teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
     alpha = options["alpha"] if teacher is not None else 0.0
+    from ..train import auto_device_note, concrete_device
+
+    if auto_device_note(options["device"]):
+        notify_stderr(auto_device_note(options["device"]))
     config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
-                         warmup_steps=options["steps"] // 10, seed=seed, device=options["device"],
+                         warmup_steps=options["steps"] // 10, seed=seed,
+                         device=concrete_device(options["device"]),
                          description=f"fitting {what}")
     result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]), teacher=teacher)
     model.cpu()
