@@ -426,7 +426,7 @@ def report(out: Path) -> str:
         if result.get("status") != "done":
             return "failed"
         row = result["row"]
-        text = f"{row['final']['top1'] * 100:.1f} ({row['instinct']['top1'] * 100:.1f})"
+        text = f"{row['final']['top1']:.1f} ({row['instinct']['top1']:.1f})"
         random = randoms.get(size)
         if random and result["spec"]["method"] != "random":
             steps = steps_to_reach(row["curve"], random["final"]["top1"])
@@ -443,12 +443,12 @@ def report(out: Path) -> str:
         lines.append(f"| {method} | - | - | " + " | ".join(cell(saved.get(f"probe-{method}@{s}"), s) for s in sizes) + " |")
     for gene in learngenes():
         condensed = saved.get(f"condense-{gene['name']}")
-        cost, aux = "…", "…"
+        cost, aux = (f"{gene['steps']} steps …" if gene["steps"] else "sampled …"), "…"
         if condensed and condensed.get("status") == "done":
             ran = condensed["report"].get("steps", gene["steps"])
             cost = f"{ran} steps, {condensed['wall_seconds']:.0f} s" if gene["steps"] else "sampled"
             accuracy = condensed["report"].get("accuracy", {}).get("top1")
-            aux = f"{accuracy * 100:.1f}" if accuracy is not None else "-"
+            aux = f"{accuracy:.1f}" if accuracy is not None else "-"
         for row in [gene["kind"]] + ([f"{gene['kind']}+fit"] if gene["kind"] in ("wave", "peg") else []):
             cells = [cell(saved.get(f"probe-{row}:{gene['name']}@{s}"), s) for s in sizes]
             label = row + (" (from the ancestry)" if gene["init"] == "ancestry" else "") + (
@@ -465,8 +465,8 @@ def report(out: Path) -> str:
         if result and result.get("status") == "done" and condensed:
             aux = condensed["report"]["accuracy"]["top1"]
             worst = min(result["top1_by_depth"].values())
-            instincts.append(f"| {gene['name']} | {aux * 100:.1f} | " + " | ".join(
-                f"{v * 100:.1f}" for v in result["top1_by_depth"].values()) + f" | {worst / aux * 100:.0f} % |")
+            instincts.append(f"| {gene['name']} | {aux:.1f} | " + " | ".join(
+                f"{v:.1f}" for v in result["top1_by_depth"].values()) + f" | {worst / aux * 100:.0f} % |")
     text = "\n".join(lines) + "\n\n" + caption + "\n"
     if instincts:
         text += ("\n| TLEG learngene | aux top-1 | " + " | ".join(f"depth {d}" for d in range(2, 13))
@@ -495,15 +495,15 @@ def _figure(saved: dict, path: Path, sizes: list[str]) -> None:
             result = saved.get(f"probe-{gene['kind']}:{gene['name']}@{size}")
             if result and result.get("status") == "done":
                 series.setdefault((label, size), []).append(
-                    (condensed["wall_seconds"], result["row"]["final"]["top1"] * 100))
+                    (condensed["wall_seconds"], result["row"]["final"]["top1"]))
     for axis, size in zip(axes.flat, sizes):
-        best = max(((saved[f"probe-{m}@{size}"]["row"]["final"]["top1"] * 100, m) for m in BASELINES
+        best = max(((saved[f"probe-{m}@{size}"]["row"]["final"]["top1"], m) for m in BASELINES
                     if saved.get(f"probe-{m}@{size}", {}).get("status") == "done"), default=None)
         if best:
             axis.axhline(best[0], color="black", linestyle="--", linewidth=0.8, label=f"best training-free ({best[1]})")
         random = saved.get(f"probe-random@{size}", {}).get("row")
         if random:
-            axis.axhline(random["final"]["top1"] * 100, color="grey", linestyle=":", linewidth=0.8, label="random init")
+            axis.axhline(random["final"]["top1"], color="grey", linestyle=":", linewidth=0.8, label="random init")
         for (label, where), points in sorted(series.items()):
             if where == size:
                 points.sort()
