@@ -52,6 +52,8 @@ PROBE = ["--data", DATA, "--test-subset", "2000", "--steps", "300", "--lr-sweep"
          "--eval-every", "30", "--batch-size", "64", "--seed", "0"]
 CONDENSE = ["--data", DATA, "--batch-size", "64", "--seed", "0"]
 BASELINES = ["select", "auto-lg", "bot", "clone"]
+# WAVE fit settings (steps, lr, batch) measured at 6 x 192: the first is the default before issue 19.
+WAVE_FITS = [(300, 1e-3, 32), (150, 2e-3, 32), (100, 3e-3, 32), (150, 3e-3, 16), (60, 1e-2, 32)]
 # How a learngene reaches a width it does not build (TLEG builds only its
 # own): a pipe into this resize method, which the result names.
 WIDTH_METHOD = "bot"
@@ -153,6 +155,15 @@ def jobs() -> list[Job]:
     out = baselines(sizes[0])
     for gene in first:
         out += made(gene) + probes(gene, sizes[0])
+    if supports_init():
+        # WAVE's scaler fit at 6 x 192 (benchmarks/wave_fit_speed.py's case):
+        # today's default (300 steps, lr 1e-3, batch 32) against cheaper ones.
+        out += baselines("6x192")
+        for steps, lr, batch in WAVE_FITS:
+            out.append(Job(f"probe-wave+fit:wave-ancestry-600@6x192~{steps}-{lr:g}-{batch}", "probe",
+                           ["condense-wave-ancestry-600"],
+                           spec={"method": "wave+fit", "gene": "wave-ancestry-600", "size": [6, 192],
+                                 "fit": [steps, lr, batch]}))
     for size in sizes[1:]:
         out += baselines(size)
         for gene in first:
@@ -248,12 +259,18 @@ def descendant(spec: dict, cache: Path, results: Path) -> tuple[Path | None, lis
             return None, [shown_command(args)], done.stderr.decode(errors="replace").strip().splitlines()[-1]
         return path, [shown_command(args)], None
     gene = cache / f"{spec['gene']}.lg.safetensors"
-    kind = method.split("+")[0]
-    fit = ["--data", DATA, "--steps", "300"] if method.endswith("+fit") else []
-    direct = ["grow", str(gene), *size, *fit, "-o", str(path), "--force"]
+    fit = []
+    if method.endswith("+fit"):  # the grow defaults (300 steps), or the settings the job names
+        steps, lr, batch = spec.get("fit", (300, None, None))
+        fit = ["--data", DATA, "--steps", str(steps), *(["--lr", f"{lr:g}"] if lr else []),
+               *(["--batch-size", str(batch)] if batch else [])]
+        path = path.with_name(path.name.replace("@", f"-{steps}-{lr}-{batch}@"))
+    direct = ["grow", str(gene), *size, *fit, "-o", str(path), "--force", "--json"]
     done = lg(*direct, check=False)
     if done.returncode == 0:
-        return path, [shown_command(direct)], None
+        spec["grown"] = {k: v for k, v in json.loads(done.stdout).get("details", {}).items()
+                         if k in ("fitted", "steps", "lr", "loss_first", "loss_last", "seconds")}
+        return path, [shown_command(direct[:-1])], None
     # The kind builds only some widths (TLEG its own): its nearest width, then a resize.
     own = json.loads(lg("inspect", str(gene), "--json").stdout)
     own_width = int(own.get("auxiliary", {}).get("width") or own.get("width") or 128)
