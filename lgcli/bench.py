@@ -34,6 +34,9 @@ from typing import Any, Callable
 from .errors import LgError, UsageError, notify_stderr, shown
 
 RANDOM = "random"
+# The condense budget of a trained learngene kind when none is given:
+# benchmarks/learngene_budget.py measured it (docs/learngenes.md).
+DEFAULT_CONDENSE_STEPS = 600
 FIT = "+fit"  # the row of a learngene kind whose per-size part is fitted before the probe
 BENCH_VERSION = 1
 Notify = Callable[[str], None]
@@ -42,14 +45,19 @@ Notify = Callable[[str], None]
 @dataclass
 class BenchSettings:
     """What `lg bench` runs. `probe` is `lg eval`'s probe (steps, rates,
-    batch, seed, ...), the same for every cell; `condense_steps` and
-    `condense_batch_size` are each learngene kind's condense run."""
+    batch, seed, ...), the same for every cell. Each learngene kind that
+    trains is condensed once: `condense_steps` steps (one number for every
+    kind, or {kind: steps}), of `condense_batch_size`, started as `lg
+    condense` starts by default (from the ancestry when the widths match),
+    and with `condense_until` stopped by `lg condense --until`'s rule (the
+    steps are then the most it runs)."""
 
     sizes: list[tuple[int, int]]
     methods: list[str] | None = None  # None: every method that fits
     probe: Any = None  # lgcli.evaluate.ProbeSettings (default: 300 steps)
-    condense_steps: int = 300
+    condense_steps: int | dict[str, int] = DEFAULT_CONDENSE_STEPS
     condense_batch_size: int = 64
+    condense_until: float | None = None
     fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
     subset: str | None = None
     test_subset: str | None = None
@@ -65,9 +73,46 @@ class BenchSettings:
             self.probe = ProbeSettings(steps=300)
         if self.probe.steps < 1:
             raise UsageError("--steps must be at least 1: the bench compares how models learn")
-        check_whole(self.condense_steps, "--condense-steps", 1)
+        if isinstance(self.condense_steps, dict):
+            for kind, steps in self.condense_steps.items():
+                check_whole(steps, f"--condense-steps {kind}", 1)
+        else:
+            check_whole(self.condense_steps, "--condense-steps", 1)
         check_whole(self.condense_batch_size, "--condense-batch-size", 1)
+        if self.condense_until is not None:
+            from .data import check_real
+
+            check_real(self.condense_until, "--condense-until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
+
+    def condense_budget(self, kind: str) -> int:
+        """The condense steps of `kind` (the most it runs, with condense_until)."""
+        if isinstance(self.condense_steps, dict):
+            return self.condense_steps.get(kind, DEFAULT_CONDENSE_STEPS)
+        return self.condense_steps
+
+    def condense_key(self, kind: str) -> dict[str, Any]:
+        """What a learngene of `kind` depends on (its cells' reuse key)."""
+        return {"steps": self.condense_budget(kind), "batch_size": self.condense_batch_size,
+                "until": self.condense_until}
         check_whole(self.fit_steps, "--fit-steps", 0)
+
+
+def parse_condense_steps(text: str) -> int | dict[str, int]:
+    """``600`` (every kind) or ``tleg=600,wave=1500`` (per kind; a kind not
+    named gets DEFAULT_CONDENSE_STEPS)."""
+    from .learngenes import KINDS
+
+    text = str(text).strip()
+    if re.fullmatch(r"[0-9]{1,9}", text, re.ASCII):
+        return int(text)
+    steps: dict[str, int] = {}
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*([a-z]+)\s*=\s*([0-9]{1,9})\s*", part, re.ASCII)
+        if not match or match[1] not in KINDS:
+            raise UsageError(f"--condense-steps takes N, or KIND=N pairs comma-separated (kinds: "
+                             f"{', '.join(KINDS)}), not {shown(repr(part.strip()))}")
+        steps[match[1]] = int(match[2])
+    return steps
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
@@ -156,8 +201,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
         notify(device_note)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     probe_settings = {k: v for k, v in asdict(settings.probe).items() if k != "progress"}
-    key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings,
-           "condense": {"steps": settings.condense_steps, "batch_size": settings.condense_batch_size}}
+    key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings}
     context = _Context(loaded=loaded, data=dataset, data_name=data, settings=settings, out=out, key=key, notify=notify)
 
     cells = [Cell(method, depth, width) for depth, width in settings.sizes for method in methods]
@@ -208,10 +252,26 @@ def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
 
 
 def _cell_key(cell: Cell, context: _Context) -> str:
-    # Only a fitted row depends on --fit-steps: adding it reuses every other cell.
+    # Only a fitted row depends on --fit-steps, and only a learngene's rows on
+    # its kind's condense run: changing either reuses every other cell.
     fit = {"fit_steps": context.settings.fit_steps} if cell.method.endswith(FIT) else {}
-    text = json.dumps({**context.key, **fit, "cell": cell.name}, sort_keys=True, default=str)
+    kind = cell.method.removesuffix(FIT)
+    condense = {"condense": _condense_key(kind, context)} if _is_kind(kind) else {}
+    text = json.dumps({**context.key, **fit, **condense, "cell": cell.name}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _is_kind(name: str) -> bool:
+    from .learngenes import KINDS
+
+    return name in KINDS
+
+
+def _condense_key(kind: str, context: _Context) -> dict[str, Any]:
+    from .learngenes import get_kind
+
+    # A sampled kind (PEG) has no condense run to vary.
+    return context.settings.condense_key(kind) if get_kind(kind).trains else {"sampled": True}
 
 
 def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, Any]:
@@ -314,11 +374,13 @@ def _learngene(kind: str, context: _Context):
         from .learngenes import get_kind
 
         trained = get_kind(kind).trains
+        budget = settings.condense_budget(kind)
+        until = f", until {settings.condense_until:g} of the ancestry" if settings.condense_until else ""
         context.notify(f"bench: condensing a {kind} learngene "
-                       f"({f'{settings.condense_steps} steps' if trained else 'sampled, no training'})")
-        condense_settings = CondenseSettings(steps=settings.condense_steps, batch_size=settings.condense_batch_size,
+                       f"({f'{budget} steps{until}' if trained else 'sampled, no training'})")
+        condense_settings = CondenseSettings(steps=budget, batch_size=settings.condense_batch_size,
                                              seed=settings.probe.seed, device=settings.probe.device,
-                                             progress=settings.probe.progress)
+                                             progress=settings.probe.progress, until=settings.condense_until)
         report = condense_file(context.loaded.checkpoint, path, force=True, data=context.data, method=kind,
                                settings=condense_settings, notify=context.notify)
         info = {"key": key, "steps": report["steps"], "seconds": report["seconds"],
@@ -333,8 +395,8 @@ def _learngene(kind: str, context: _Context):
 
 def _learngene_paths(kind: str, context: _Context) -> tuple[Path, Path, str]:
     folder = context.out / "learngenes"
-    key = hashlib.sha256(json.dumps({**context.key, "learngene": kind}, sort_keys=True,
-                                    default=str).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps({**context.key, "learngene": kind, "condense": _condense_key(kind, context)},
+                                    sort_keys=True, default=str).encode()).hexdigest()
     return folder / f"{kind}.lg.safetensors", folder / f"{kind}.json", key
 
 
@@ -375,12 +437,31 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
         "settings": {**context.key["probe"], "warmup": context.settings.probe.warmup_steps(),
                      "condense_steps": context.settings.condense_steps,
                      "condense_batch_size": context.settings.condense_batch_size,
+                     "condense_until": context.settings.condense_until,
                      "fit_steps": context.settings.fit_steps},
         "sizes": [f"{d}x{w}" for d, w in context.settings.sizes],
         "methods": methods,
         "learngenes": context.condensed,
+        "costs": _costs(methods, results, context.condensed),
         "cells": [{k: v for k, v in r.items() if k != "key"} for r in results],
     }
+
+
+def _costs(methods: list[str], results: list[dict], condensed: dict[str, dict]) -> dict[str, dict[str, Any]]:
+    """What producing every size's model cost, per row: a learngene is
+    condensed once and grown per size (a fitted row adds its fit); a resize
+    method runs once per size. Seconds of this machine, as measured."""
+    costs = {}
+    for method in methods:
+        if method == RANDOM:
+            continue
+        built = [r for r in results if r["method"] == method and r.get("status") == "done"]
+        growth = sum(r.get("build_seconds") or 0.0 for r in built)
+        made = condensed.get(method.removesuffix(FIT))
+        once = float(made["seconds"]) if made else 0.0
+        costs[method] = {"sizes": len(built), "condense_seconds": round(once, 1),
+                         "build_seconds": round(growth, 1), "total_seconds": round(once + growth, 1)}
+    return costs
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -423,14 +504,17 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
         cost = f"{made['steps']} steps, {made['seconds']:.0f} s" if made else "-"
         if made and method.endswith(FIT):
             cost += f", + {report['settings'].get('fit_steps')} fit steps per size"
+        total = report.get("costs", {}).get(method)
+        every = f"{total['total_seconds']:.0f} s" if total and total["sizes"] else "-"
         rows.append([method, *[cell_text(by.get((method, size), {}), _measure(report)[0])
                                for size in report["sizes"]],
-                     f"{stored / 1e6:.2f}M" if stored else "-", cost])
+                     f"{stored / 1e6:.2f}M" if stored else "-", cost, every])
     return rows
 
 
 def headers(report: dict[str, Any]) -> list[str]:
-    return ["method", *[size.replace("x", " x ") for size in report["sizes"]], "stores", "made in"]
+    return ["method", *[size.replace("x", " x ") for size in report["sizes"]], "stores", "made in",
+            "all sizes cost"]
 
 
 def markdown_table(report: dict[str, Any]) -> str:
@@ -438,7 +522,9 @@ def markdown_table(report: dict[str, Any]) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(report)]
     name = _measure(report)[1]
     caption = (f"Final {name} after {report['settings']['steps']} steps (instinct at step 0) · steps to "
-               f"random's final {name} (speed-up); {report['data']['name']}, seed {report['settings']['seed']}.")
+               f"random's final {name} (speed-up); {report['data']['name']}, seed {report['settings']['seed']}. "
+               f"All sizes cost: seconds to make this row's model at every size it reaches (a learngene: "
+               f"condensed once, grown per size; a resize method: once per size).")
     return "\n".join(lines) + "\n\n" + caption + "\n"
 
 

@@ -28,6 +28,7 @@ from rich.table import Table
 
 from . import __version__
 from .errors import LgError, UsageError, one_line, os_reason, shown
+from .bench import DEFAULT_CONDENSE_STEPS as DEFAULT_BENCH_CONDENSE_STEPS
 from .options import Option, merge_declarations, parse_byte_size
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
@@ -631,8 +632,12 @@ def bench_command(
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Probe batch size."),
     eval_every: int = typer.Option(0, "--eval-every", min=0, help="Score the test split every N steps "
                                                                  "[default: steps/10]."),
-    condense_steps: int = typer.Option(300, "--condense-steps", min=1,
-                                       help="Steps of each learngene kind's condense run."),
+    condense_steps: str = typer.Option(str(DEFAULT_BENCH_CONDENSE_STEPS), "--condense-steps",
+                                       help="Steps of each learngene kind's condense run: N for every kind, or "
+                                            "KIND=N pairs (tleg=600,wave=1500); with --condense-until, the most "
+                                            "it runs."),
+    condense_until: Optional[float] = typer.Option(None, "--condense-until",
+                                                   help="Stop each condense run as lg condense --until does."),
     fit_steps: int = typer.Option(0, "--fit-steps", min=0,
                                   help="Also bench each learngene kind that fits a part per size (WAVE's scalers, "
                                        "PEG's map) with that part fitted for N steps first: rows KIND+fit."),
@@ -648,7 +653,7 @@ def bench_command(
     markdown: bool = typer.Option(False, "--markdown", help="Print the table as Markdown."),
 ) -> None:
     """Every method at every size on your ancestry model and data: how well and how fast each initialisation learns."""
-    from .bench import BenchSettings, bench, markdown_table, parse_sizes, rich_table
+    from .bench import BenchSettings, bench, markdown_table, parse_condense_steps, parse_sizes, rich_table
     from .evaluate import DEFAULT_LR, ProbeSettings
 
     if output is None:
@@ -659,8 +664,9 @@ def bench_command(
                           batch_size=batch_size, eval_every=eval_every, seed=seed, device=device)
     settings = BenchSettings(sizes=parse_sizes(sizes),
                              methods=[m.strip() for m in methods.split(",") if m.strip()] if methods else None,
-                             probe=probe, condense_steps=condense_steps, fit_steps=fit_steps, subset=subset, test_subset=test_subset,
-                             force=force)
+                             probe=probe, condense_steps=parse_condense_steps(condense_steps),
+                             condense_until=condense_until, fit_steps=fit_steps, subset=subset,
+                             test_subset=test_subset, force=force)
     report = bench(ancestry, data, output, settings, notify=note)
     if as_json:
         print_json(report)

@@ -116,6 +116,53 @@ def test_other_arguments_do_not_reuse_cells(first_run, ancestry):
     assert not any("reused" in m for m in messages)
 
 
+def test_a_kinds_condense_budget_recomputes_only_its_own_cells(first_run, ancestry):
+    """Changing TLEG's budget condenses TLEG again and reuses every other cell
+    (the resize methods and random do not depend on it)."""
+    out, report, _ = first_run
+    bench(ancestry, "fashion-mnist-mini", out, settings(), notify=lambda m: None)  # every cell as first_run's
+    messages: list[str] = []
+    again = bench(ancestry, "fashion-mnist-mini", out, settings(condense_steps={"tleg": 3}), notify=messages.append)
+    reused = {m.split(": ")[1] for m in messages if "reused" in m}
+    assert reused == {"select@1x32", "select@3x64", "clone@1x32", "clone@3x64", "random@1x32", "random@3x64"}
+    assert sum("condensing a tleg learngene (3 steps)" in m for m in messages) == 1
+    assert again["learngenes"]["tleg"]["steps"] == 3
+    assert again["settings"]["condense_steps"] == {"tleg": 3}
+
+
+def test_costs_add_condensing_once_and_growth_per_size(first_run):
+    """Per row, what making its model at every size cost: the learngene's
+    condense seconds once plus each cell's build; a resize method's builds."""
+    _, report, _ = first_run
+    cells = [c for c in report["cells"] if c["status"] == "done"]
+    for method in ("select", "clone", "tleg"):
+        built = [c["build_seconds"] for c in cells if c["method"] == method]
+        cost = report["costs"][method]
+        once = report["learngenes"]["tleg"]["seconds"] if method == "tleg" else 0.0
+        assert cost["sizes"] == len(built) == 1
+        assert cost["total_seconds"] == pytest.approx(round(once + sum(built), 1), abs=0.11)
+    assert "random" not in report["costs"]
+    table = markdown_table(report)
+    assert "| all sizes cost |" in table.splitlines()[0]
+    tleg = next(line for line in table.splitlines() if line.startswith("| tleg |"))
+    assert tleg.endswith(f"| {report['costs']['tleg']['total_seconds']:.0f} s |")
+
+
+@pytest.mark.parametrize("text, expected", [("600", 600), ("tleg=600,wave=1500", {"tleg": 600, "wave": 1500}),
+                                            (" tleg = 5 ", {"tleg": 5})])
+def test_condense_steps_per_kind(text, expected):
+    from lgcli.bench import parse_condense_steps
+
+    assert parse_condense_steps(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "tleg", "bogus=3", "tleg=-1", "tleg=3,x", "3.5"])
+def test_bad_condense_steps_are_refused(text, ancestry, tmp_path, lg):
+    result = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", "1x32", "--condense-steps", text,
+                "-o", tmp_path / "out")
+    assert result.code != 0 and result.stderr.count("\n") == 1 and "--condense-steps" in result.stderr, result.stderr
+
+
 def test_through_the_cli(first_run, ancestry, lg):
     out, report, _ = first_run
     result = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", SIZES, "--methods", ",".join(METHODS),
