@@ -57,6 +57,10 @@ LossFn = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Ten
 # `evaluate_accuracy` and `evaluate_text` are the same on every rank).
 StepCallback = Callable[[int, torch.nn.Module], "bool | None"]
 
+# The teacher's logits a distillation run keeps (TeacherLogits): 60,000
+# Fashion-MNIST images of 10 classes take 2.4 MB; ImageNet's 1.28 M of 1,000
+# classes would take 5 GB, so runs like that compute them every step.
+MAX_TEACHER_CACHE_BYTES = 1 << 30
 # After this many steps, one line says how long the run will take (from
 # their time: the first steps include warm-up costs, so it errs long).
 ESTIMATE_AFTER_STEPS = 20
@@ -368,6 +372,44 @@ class ImageBatches:
         return model(inputs)
 
 
+class TeacherLogits:
+    """The frozen teacher's logits per train image, kept from the first time
+    an image is seen: from the second epoch on, a distillation step skips
+    the teacher's forward pass (about a fifth of a TLEG condense step on the
+    CPU, benchmarks/condense_speed.py). Only where an image always reaches
+    the teacher the same way: images without augmentation (text windows are
+    re-masked per step, and a window's logits are too large to keep), and
+    at most MAX_TEACHER_CACHE_BYTES."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.logits: torch.Tensor | None = None  # (count, classes), made on the first batch
+        self.seen: torch.Tensor | None = None
+
+    @classmethod
+    def for_run(cls, teacher: torch.nn.Module | None, data: Batches, count: int) -> "TeacherLogits | None":
+        if teacher is None or not isinstance(data, ImageBatches) or data.augment:
+            return None
+        return cls(count)
+
+    def get(self, indices: Sequence[int]) -> torch.Tensor | None:
+        if self.seen is None or not self.count:
+            return None
+        where = torch.as_tensor(indices, device=self.seen.device)
+        return self.logits[where] if bool(self.seen[where].all()) else None
+
+    def put(self, indices: Sequence[int], logits: torch.Tensor) -> None:
+        if self.logits is None:
+            if self.count * logits.shape[-1] * 4 > MAX_TEACHER_CACHE_BYTES:
+                self.count = 0  # too many to keep: every step runs the teacher
+            self.logits = torch.zeros(self.count, logits.shape[-1], device=logits.device)
+            self.seen = torch.zeros(self.count, dtype=torch.bool, device=logits.device)
+        if self.count:
+            where = torch.as_tensor(indices, device=logits.device)
+            self.logits[where] = logits.detach().float()
+            self.seen[where] = True
+
+
 class _BatchFailure:
     """An `LgError` met while a batch was read (an image file that cannot be
     decoded), carried back as a value: raised in a DataLoader worker it would
@@ -404,10 +446,10 @@ def _batch_stream(data: Batches, config: TrainConfig, start_step: int, distribut
                               distributed.world_size)[offset:]
         loader = torch.utils.data.DataLoader(_Batches(data, batches), batch_size=None,
                                              shuffle=False, num_workers=config.num_workers)
-        for batch in loader:
+        for indices, batch in zip(batches, loader):  # the loader keeps the order (no shuffle)
             if isinstance(batch, _BatchFailure):
                 raise LgError(batch.message)
-            yield batch
+            yield indices, batch
         epoch, offset = epoch + 1, 0
 
 
@@ -512,11 +554,12 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     plain_log = config.progress and distributed.rank == 0 and not progress.console.is_terminal
     last_logged = time.monotonic()
     task = progress.add_task(config.description, total=config.steps, completed=start_step, loss=float("nan"))
+    cache = TeacherLogits.for_run(teacher, data, len(data))
     started_at = time.monotonic()
     with progress:
         stream = _batch_stream(data, config, start_step, distributed)
         for step in range(start_step, config.steps):
-            inputs, targets = next(stream)
+            indices, (inputs, targets) = next(stream)
             inputs, targets = data.vary(inputs, targets, step_generator(config.seed, step), distributed.rank,
                                         distributed.world_size)
             inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
@@ -524,10 +567,12 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(step, config)
             with autocast(device):
-                teacher_logits = None
-                if teacher is not None:
+                teacher_logits = None if cache is None else cache.get(indices)
+                if teacher is not None and teacher_logits is None:
                     with torch.no_grad():
                         teacher_logits = data.logits(teacher, inputs)
+                    if cache is not None:
+                        cache.put(indices, teacher_logits)
                 loss = loss_fn(data.logits(trained, inputs), targets, teacher_logits)
             if not torch.isfinite(loss):
                 raise LgError(f"the loss became {loss.item()} at step {step + 1}: lower --lr")

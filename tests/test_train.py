@@ -207,3 +207,53 @@ def test_resume_from_a_bad_training_checkpoint_is_one_sentence(tmp_path, small_t
         train(tiny_vit(), small_train, TrainConfig(steps=1, batch_size=32, progress=False,
                                                    checkpoint_path=str(checkpoint), resume=True))
     assert "\n" not in str(caught.value)
+
+
+# ---------------------------------------------------------------- the teacher's logits, kept
+
+class CountingTeacher(torch.nn.Module):
+    """A frozen model that counts the images it is shown."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model, self.images = model, 0
+        self.patch_embed = model.patch_embed  # model_input reads the image size from it
+
+    def forward(self, x):
+        self.images += len(x)
+        return self.model(x)
+
+
+def _distil(student, teacher, data, steps, augment=False):
+    from lgcli.train import distillation_loss
+
+    return train(student, data, TrainConfig(steps=steps, batch_size=8, lr=1e-3, progress=False, augment=augment),
+                 loss_fn=distillation_loss(0.5, 1.0), teacher=teacher)
+
+
+def test_the_teacher_sees_each_image_once_when_nothing_varies_it():
+    """32 images in batches of 8: 12 steps are 3 epochs, and the teacher runs in
+    the first only; the logits given back are the ones it computed, so the
+    student trains as with the teacher run every step (same losses)."""
+    data = load_data(subset=32, test_subset=8, seed=0).train
+    teacher = CountingTeacher(tiny_vit(1).eval())
+    kept = _distil(tiny_vit(0), teacher, data, 12)
+    assert teacher.images == 32
+    from lgcli import train as train_module
+
+    every_step = train_module.MAX_TEACHER_CACHE_BYTES
+    try:
+        train_module.MAX_TEACHER_CACHE_BYTES = 0  # nothing kept: the teacher runs every step
+        again = CountingTeacher(tiny_vit(1).eval())
+        plain = _distil(tiny_vit(0), again, data, 12)
+    finally:
+        train_module.MAX_TEACHER_CACHE_BYTES = every_step
+    assert again.images == 12 * 8
+    assert kept.losses == pytest.approx(plain.losses, rel=1e-5, abs=1e-6)
+
+
+def test_augmented_images_reach_the_teacher_every_step():
+    data = load_data(subset=32, test_subset=8, seed=0).train
+    teacher = CountingTeacher(tiny_vit(1).eval())
+    _distil(tiny_vit(0), teacher, data, 12, augment=True)
+    assert teacher.images == 12 * 8
