@@ -50,7 +50,7 @@ ANCESTRY_STEPS = 12_000  # what examples/train_fmnist_vit.py trained the ancestr
 SIZES = [(3, 128), (3, 64), (6, 64), (8, 128), (12, 128), (9, 192)]
 PROBE = ["--data", DATA, "--test-subset", "2000", "--steps", "300", "--lr-sweep", "1e-4,3e-4,1e-3",
          "--eval-every", "30", "--batch-size", "64", "--seed", "0"]
-CONDENSE = ["--data", DATA, "--batch-size", "64", "--seed", "0"]
+CONDENSE = ["--data", DATA, "--seed", "0"]
 BASELINES = ["select", "auto-lg", "bot", "clone"]
 # WAVE fit settings (steps, lr, batch) measured at 6 x 192: the first is the default before issue 19.
 WAVE_FITS = [(300, 1e-3, 32), (150, 2e-3, 32), (100, 3e-3, 32), (150, 3e-3, 16), (60, 1e-2, 32)]
@@ -74,20 +74,22 @@ def learngenes() -> list[dict]:
     out = []
 
     def gene(kind: str, steps: int, init: str = "random", lr: float = 1e-3, extra: tuple = (),
-             until: float | None = None) -> None:
+             until: float | None = None, batch: int = 64) -> None:
         if kind == "peg":  # sampled from the ancestry: no training, no budget
             out.append({"name": "peg-sampled", "kind": kind, "steps": 0, "init": "sampled", "lr": lr,
                         "flags": ["--method", "peg"]})
             return
-        name = f"{kind}-{init}-{steps}" + ("" if lr == 1e-3 else f"-lr{lr:g}") + (f"-until{until:g}" if until else "")
+        name = f"{kind}-{init}-{steps}" + ("" if lr == 1e-3 else f"-lr{lr:g}") + (f"-until{until:g}" if until else "") \
+            + ("" if batch == 64 else f"-batch{batch}")
         if until:
             extra = (*extra, "--until", f"{until:g}")
         options = {"tleg": ["--depths", "2-12"], "wave": ["--template-dim", "64"]}[kind]
         # Before --init existed, every condense started from random weights.
         init_flags = ["--init", init] if supports_init() else []
         out.append({"name": name, "kind": kind, "steps": steps, "init": init, "lr": lr, "until": until,
+                    "batch": batch,
                     "flags": ["--method", kind, *options, *init_flags, "--steps", str(steps), "--lr", f"{lr:g}",
-                              *extra]})
+                              "--batch-size", str(batch), *extra]})
 
     if supports_init():
         gene("tleg", 600, "ancestry")
@@ -103,6 +105,8 @@ def learngenes() -> list[dict]:
         gene("wave", 600)
         gene("tleg", 600, "ancestry", lr=3e-4)
         gene("wave", 600, "ancestry", lr=3e-4)
+        gene("tleg", 600, "ancestry", batch=128)
+        gene("tleg", 600, "ancestry", lr=3e-3)
         gene("tleg", 300, "ancestry")
         gene("wave", 300, "ancestry")
         gene("tleg", 1500, "ancestry")
@@ -470,7 +474,8 @@ def report(out: Path) -> str:
             cells = [cell(saved.get(f"probe-{row}:{gene['name']}@{s}"), s) for s in sizes]
             label = row + (" (from the ancestry)" if gene["init"] == "ancestry" else "") + (
                 "" if gene["lr"] == 1e-3 else f", lr {gene['lr']:g}") + (
-                f", --until {gene['until']:g}" if gene.get("until") else "")
+                f", --until {gene['until']:g}" if gene.get("until") else "") + (
+                f", batch {gene['batch']}" if gene.get("batch", 64) != 64 else "")
             lines.append(f"| {label} | {cost} | {aux} | " + " | ".join(cells) + " |")
     caption = ("Final top-1 % after the 300-step probe, best of rates 1e-4, 3e-4, 1e-3 (instinct at step 0) · steps "
                "to random's final (speed-up); full Fashion-MNIST, 2,000 test images, seed 0. † built through a pipe "
@@ -507,7 +512,8 @@ def _figure(saved: dict, path: Path, sizes: list[str]) -> None:
             continue
         label = f"{gene['kind']} ({'ancestry' if gene['init'] != 'random' else 'random'} start"
         label += ("" if gene["lr"] == 1e-3 else f", lr {gene['lr']:g}") + (
-            f", --until {gene['until']:g}" if gene.get("until") else "") + ")"
+            f", --until {gene['until']:g}" if gene.get("until") else "") + (
+            f", batch {gene['batch']}" if gene.get("batch", 64) != 64 else "") + ")"
         for size in sizes:
             result = saved.get(f"probe-{gene['kind']}:{gene['name']}@{size}")
             if result and result.get("status") == "done":
