@@ -32,11 +32,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import LgError, UsageError, notify_stderr, shown
+from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 
 RANDOM = "random"
-# The condense budget of a trained learngene kind when none is given:
-# benchmarks/learngene_budget.py measured it (docs/learngenes.md).
-DEFAULT_CONDENSE_STEPS = 600
 FIT = "+fit"  # the row of a learngene kind whose per-size part is fitted before the probe
 BENCH_VERSION = 1
 Notify = Callable[[str], None]
@@ -56,7 +54,7 @@ class BenchSettings:
     methods: list[str] | None = None  # None: every method that fits
     probe: Any = None  # lgcli.evaluate.ProbeSettings (default: 300 steps)
     condense_steps: int | dict[str, int] = DEFAULT_CONDENSE_STEPS
-    condense_batch_size: int = 64
+    condense_batch_size: int = DEFAULT_CONDENSE_BATCH_SIZE
     condense_until: float | None = None
     fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
     subset: str | None = None

@@ -28,8 +28,8 @@ from rich.table import Table
 
 from . import __version__
 from .errors import LgError, UsageError, one_line, os_reason, shown
-from .bench import DEFAULT_CONDENSE_STEPS as DEFAULT_BENCH_CONDENSE_STEPS
-from .options import Option, merge_declarations, parse_byte_size
+from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
+                      parse_byte_size)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -538,14 +538,15 @@ def condense(
                                             help="Auxiliary model width (default: the teacher's)."),
     aux_heads: Optional[int] = typer.Option(None, "--aux-heads", min=1,
                                             help="Auxiliary model heads (default: width / the teacher's head dim)."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Optimiser steps (or give --epochs); with "
-                                                                       "--until, the most it runs."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help=f"Optimiser steps (or give --epochs); with "
+                                                                       f"--until, the most it runs [default: "
+                                                                       f"{DEFAULT_CONDENSE_STEPS}]."),
     epochs: Optional[float] = typer.Option(None, "--epochs", help="Passes over the train split (or --steps)."),
     until: Optional[float] = typer.Option(None, "--until", help="Stop once the auxiliary model scores this "
                                           "fraction of the teacher (top-1; text: the teacher's loss over its own) on "
                                           "a split held out of the train data, or stops improving (docs/learngenes.md)."),
     until_every: int = typer.Option(100, "--until-every", min=1, help="Steps between the checks of --until."),
-    batch_size: int = typer.Option(128, "--batch-size", min=1, help="Global batch size."),
+    batch_size: int = typer.Option(DEFAULT_CONDENSE_BATCH_SIZE, "--batch-size", min=1, help="Global batch size."),
     lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate (AdamW, cosine decay)."),
     warmup: Optional[int] = typer.Option(None, "--warmup", min=0, help="Warm-up steps [default: 5% of the steps]."),
     weight_decay: float = typer.Option(0.05, "--weight-decay", min=0.0),
@@ -632,7 +633,7 @@ def bench_command(
     batch_size: int = typer.Option(64, "--batch-size", min=1, help="Probe batch size."),
     eval_every: int = typer.Option(0, "--eval-every", min=0, help="Score the test split every N steps "
                                                                  "[default: steps/10]."),
-    condense_steps: str = typer.Option(str(DEFAULT_BENCH_CONDENSE_STEPS), "--condense-steps",
+    condense_steps: str = typer.Option(str(DEFAULT_CONDENSE_STEPS), "--condense-steps",
                                        help="Steps of each learngene kind's condense run: N for every kind, or "
                                             "KIND=N pairs (tleg=600,wave=1500); with --condense-until, the most "
                                             "it runs."),

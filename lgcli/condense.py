@@ -32,7 +32,7 @@ from .data import ImageData, check_real, check_seed, check_whole
 from .errors import LgError, UsageError, notify_stderr
 from .learngenes import GeneratedModel, Learngene, get_kind
 from .learngenes.base import data_for, starts_from_ancestry
-from .options import resolve_options
+from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
 from .resize import spec_sizes, target_spec
 from .text import TextData, TokenWindows, evaluate_text
 from .train import StepCallback, TrainConfig, auto_device_note, concrete_device, distributed_setup, evaluate_accuracy, train
@@ -57,9 +57,9 @@ class CondenseSettings:
     `lr` finite and > 0, `weight_decay` finite and >= 0, `batch_size` >= 1,
     `epochs` finite and > 0, `seed` a whole number in [0, 2**32 - 1]."""
 
-    steps: int | None = None  # optimiser steps; or give epochs
+    steps: int | None = None  # optimiser steps; or give epochs; neither: DEFAULT_CONDENSE_STEPS
     epochs: float | None = None
-    batch_size: int = 128
+    batch_size: int = DEFAULT_CONDENSE_BATCH_SIZE
     lr: float = 1e-3
     warmup: int | None = None  # None: 5 % of the steps
     weight_decay: float = 0.05
@@ -101,7 +101,7 @@ class CondenseSettings:
                 raise LgError(f"--steps must be at least 1, not {self.steps}")
             return int(self.steps)
         if self.epochs is None:
-            raise LgError("give the length of the run: --steps N or --epochs E")
+            return DEFAULT_CONDENSE_STEPS
         if not (math.isfinite(self.epochs) and self.epochs > 0):
             raise LgError(f"--epochs must be a positive number, not {self.epochs}")
         steps = self.epochs * train_images / self.batch_size

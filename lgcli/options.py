@@ -18,6 +18,13 @@ from .errors import LgError
 
 OPTION_TYPES = (str, int, float, bool)
 
+# The condense run of `lg condense` and `lg bench` when none is given:
+# started from the ancestry (--init auto), these reach the figures
+# benchmarks/learngene_budget.py measured (docs/learngenes.md "How long to
+# condense"), a twentieth of the example ancestry's own training.
+DEFAULT_CONDENSE_STEPS = 600
+DEFAULT_CONDENSE_BATCH_SIZE = 64
+
 
 @dataclass(frozen=True)
 class Option:

@@ -352,7 +352,6 @@ def test_bad_requests_get_one_line_and_no_output(genes, tmp_path, lg, method, ar
     (["--method", "tleg", "--steps", "2", "--template-dim", "16"], "--template-dim does not apply"),
     (["--method", "wave", "--steps", "2", "--templates", "qkv=20x16@6"], "no whole multiple"),
     (["--method", "tleg", "--steps", "2", "--epochs", "1"], "not both"),
-    (["--method", "tleg"], "--steps N or --epochs E"),
     (["--method", "tleg", "--steps", "2", "--alpha", "1.5"], "--alpha must be at most 1"),
 ])
 def test_condense_refuses_bad_requests(teacher, tmp_path, lg, args, message):
@@ -360,6 +359,16 @@ def test_condense_refuses_bad_requests(teacher, tmp_path, lg, args, message):
     result = lg("condense", str(teacher), "--data", "fashion-mnist-mini", *FAST, "-o", str(out), *args)
     assert result.code != 0 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
     assert not out.exists()
+
+
+def test_the_default_condense_length_is_the_measured_budget():
+    """Neither --steps nor --epochs: the budget docs/learngenes.md measured."""
+    from lgcli.options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
+
+    settings = CondenseSettings()
+    assert settings.total_steps(60_000) == DEFAULT_CONDENSE_STEPS == 600
+    assert settings.batch_size == DEFAULT_CONDENSE_BATCH_SIZE == 64
+    assert CondenseSettings(epochs=1, batch_size=100).total_steps(60_000) == 600
 
 
 def test_a_learngene_is_not_a_teacher(genes, tmp_path, lg):

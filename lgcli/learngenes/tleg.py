@@ -64,8 +64,8 @@ class Tleg(LearngeneKind):
                "(the TLEG reference run: 1, pure soft distillation)", minimum=0.0, maximum=1.0),
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
         Option("depths", str, None, "train the auxiliary model at a depth drawn each step from this range, "
-               "e.g. 3-12, so that every depth in it makes a good descendant [default: the auxiliary depth "
-               "only, as the paper]"),
+               "e.g. 3-12, so that every depth in it makes a good descendant; one depth (e.g. 6) trains at that "
+               "depth only, as the paper [default: 2 to twice the auxiliary depth]"),
         init_option(),
     )
     expand_options = ()
@@ -73,7 +73,9 @@ class Tleg(LearngeneKind):
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         text = options.get("depths")
         if not text:
-            return None
+            # docs/learngenes.md "--depths": drawing the depth costs ~1 point at
+            # the auxiliary depth and gains up to 15 at 2 and 2L.
+            text = f"{min(2, aux.depth)}-{2 * aux.depth}"
         match = re.fullmatch(r"([0-9]{1,9})(?:-([0-9]{1,9}))?", str(text), re.ASCII)
         if not match:
             raise UsageError(f"--depths takes a range MIN-MAX such as 3-12, not {shown(repr(str(text)))}")
