@@ -19,7 +19,8 @@ from torch import nn
 
 from .arch import detect_family, family_of_config, get_adapter, known_model_types
 from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, companion_bytes, companion_metadata,
-                         provenance_chain, provenance_metadata, read_checkpoint, write_checkpoint, write_tensors)
+                         companion_size, provenance_chain, provenance_metadata, read_checkpoint, write_checkpoint,
+                         write_tensors)
 from .errors import LgError, notify_stderr, shown
 from .stack import ArchSpec, Stack
 
@@ -119,15 +120,24 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
                          shard_size=shard_size, folder_files=files)
 
 
-def folder_files(adapter, spec: ArchSpec, parent: Checkpoint | None) -> dict[str, bytes]:
+# Companions up to this size are read, for the adapter to rewrite a size
+# they state (a pooling config); larger ones (tokenizers) are streamed as they are.
+REWRITTEN_COMPANION_BYTES = 1 << 20
+
+
+def folder_files(adapter, spec: ArchSpec, parent: Checkpoint | None) -> dict[str, Any]:
     """What a Hugging Face model folder holds beside its weights: config.json
     for `spec`, and the source folder's tokenizer and generation files,
     copied (the adapter rewrites what states a size)."""
     import json
 
-    files = {"config.json": (json.dumps(adapter.config(spec), indent=2, sort_keys=True) + "\n").encode()}
-    for name in (parent.companions if parent is not None else ()):
-        files[name] = adapter.rewrite_companion(name, companion_bytes(parent.companions, name), spec)
+    files: dict[str, Any] = {"config.json": (json.dumps(adapter.config(spec), indent=2, sort_keys=True) + "\n").encode()}
+    companions = parent.companions if parent is not None else {}
+    for name, item in companions.items():
+        if companion_size(item) > REWRITTEN_COMPANION_BYTES:
+            files[name] = item
+        else:
+            files[name] = adapter.rewrite_companion(name, companion_bytes(companions, name), spec)
     return files
 
 

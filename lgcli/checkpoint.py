@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import functools
 import hashlib
 import io
@@ -104,7 +105,7 @@ class Checkpoint:
     # generation config, sentence-transformers modules): name -> the path
     # in a folder, or the bytes a single file carries in its metadata.
     config: dict[str, Any] | None = None
-    companions: dict[str, Path | bytes] = field(default_factory=dict, repr=False)
+    companions: dict[str, "CompanionFile | bytes"] = field(default_factory=dict, repr=False)
     _lg: dict[str, Any] | None = field(default=None, repr=False)
 
     def read_into(self, key: str, out: torch.Tensor, start: int = 0) -> None:
@@ -519,6 +520,10 @@ COMPANION_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json")
 COMPANION_FOLDER = re.compile(r"^[0-9]+_(Pooling|Normalize)$", re.ASCII)
 MAX_COMPANION_BYTES = 1 << 28  # 256 MiB: the largest tokenizer files are tens of MB
+# All of a folder's companions together, and how many: a real model has a
+# handful of files of a few MB (a sentence-transformers folder, a dozen).
+MAX_COMPANION_TOTAL_BYTES = 1 << 29
+MAX_COMPANION_FILES = 256
 # A single file (a pipe, a learngene) carries its model's companions in its
 # header, one metadata entry each (UTF-8 text as it is, anything else in
 # base64), outside the lg.* keys so that no provenance step nests them. At
@@ -569,22 +574,64 @@ def is_companion_name(name: str) -> bool:
             and not parts[1].startswith(".") and "\\" not in parts[1] and parts[1].isprintable())
 
 
-def companion_bytes(companions: Mapping[str, Path | bytes], name: str) -> bytes:
+class CompanionFile:
+    """A file beside a model's weights, opened once when its folder was read:
+    without following a link (O_NOFOLLOW, the folder by descriptor), checked
+    to be a regular file of a bounded size, and read or copied later from
+    that descriptor. A name swapped for a link after the folder was read
+    (`tokenizer.json` -> /etc/passwd) therefore cannot reach the output."""
+
+    COPY_CHUNK = 1 << 20
+
+    def __init__(self, fd: int, path: Path, size: int):
+        self.fd, self.path, self.size = fd, path, size
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except (OSError, AttributeError, TypeError):
+            pass
+
+    def chunks(self) -> Iterator[bytes]:
+        """The content, in order, as long as it was when opened (a file that
+        changed length meanwhile is refused: what was checked is what is copied)."""
+        offset = 0
+        try:
+            while offset < self.size:
+                chunk = os.pread(self.fd, min(self.COPY_CHUNK, self.size - offset), offset)
+                if not chunk:
+                    break
+                offset += len(chunk)
+                yield chunk
+            changed = offset != self.size or os.fstat(self.fd).st_size != self.size
+        except OSError as exc:
+            raise LgError(f"{shown(self.path)}: cannot read it ({os_reason(exc)})") from None
+        if changed:
+            raise LgError(f"{shown(self.path)}: changed while lg read it; nothing was written")
+
+    def read(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def copy_to(self, target: Path) -> None:
+        with open(target, "wb") as out:
+            for chunk in self.chunks():
+                out.write(chunk)
+
+
+def companion_bytes(companions: Mapping[str, CompanionFile | bytes], name: str) -> bytes:
     """A companion's content, read from its folder or carried in memory."""
     item = companions[name]
-    if isinstance(item, bytes):
-        return item
-    try:
-        return item.read_bytes()
-    except OSError as exc:
-        raise LgError(f"{shown(item)}: cannot read it ({os_reason(exc)})") from None
+    return item if isinstance(item, bytes) else item.read()
 
 
-def companion_metadata(companions: Mapping[str, Path | bytes]) -> tuple[dict[str, str], int]:
+def companion_size(item: CompanionFile | bytes) -> int:
+    return len(item) if isinstance(item, bytes) else item.size
+
+
+def companion_metadata(companions: Mapping[str, CompanionFile | bytes]) -> tuple[dict[str, str], int]:
     """Metadata entries carrying `companions` in a single file, and how
     many bytes they hold; none when they hold more than a header takes."""
-    sizes = {name: len(item) if isinstance(item, bytes) else _file_size(item) for name, item in companions.items()}
-    total = sum(sizes.values())
+    total = sum(companion_size(item) for item in companions.values())
     if total > MAX_CARRIED_COMPANION_BYTES:  # said before anything is read
         return {}, total
     out = {}
@@ -595,13 +642,6 @@ def companion_metadata(companions: Mapping[str, Path | bytes]) -> tuple[dict[str
         except UnicodeDecodeError:  # a SentencePiece model, say
             out[COMPANION_BASE64_KEY + name] = base64.b64encode(data).decode("ascii")
     return out, total
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError as exc:
-        raise LgError(f"{shown(path)}: cannot read it ({os_reason(exc)})") from None
 
 
 def companions_from_metadata(metadata: Mapping[str, str], name: str = STDIO) -> dict[str, bytes]:
@@ -626,23 +666,64 @@ def companions_from_metadata(metadata: Mapping[str, str], name: str = STDIO) -> 
     return found
 
 
-def folder_companions(folder: Path) -> dict[str, Path | bytes]:
-    """The files an output folder copies from this one: regular files only
-    (a link could name anything on the machine), each of a bounded size."""
-    found: dict[str, Path] = {}
+def folder_companions(folder: Path) -> dict[str, CompanionFile]:
+    """The files an output folder copies from this one, each opened now
+    (`CompanionFile`): regular files only (a link could name anything on the
+    machine), each of a bounded size, at most MAX_COMPANION_FILES of them
+    and MAX_COMPANION_TOTAL_BYTES together (sizes are checked before
+    anything is read)."""
     names = [name for name in COMPANION_FILES if os.path.lexists(folder / name)]
     for entry in sorted(os.listdir(folder)):
         sub = folder / entry
         if COMPANION_FOLDER.match(entry) and sub.is_dir() and not sub.is_symlink():
             names += [f"{entry}/{name}" for name in sorted(os.listdir(sub)) if not name.startswith(".")]
-    for name in names:
-        path = folder / name
-        if not path.is_file() or path.is_symlink():
-            raise LgError(f"{shown(path)}: is not a regular file; lg copies only plain files beside a model")
-        if path.stat().st_size > MAX_COMPANION_BYTES:
-            raise LgError(f"{shown(path)}: over {MAX_COMPANION_BYTES >> 20} MiB; not a tokenizer or config file")
-        found[name] = path
+    if len(names) > MAX_COMPANION_FILES:
+        raise LgError(f"{shown(folder)}: holds {len(names)} tokenizer and config files beside the model; lg copies "
+                      f"at most {MAX_COMPANION_FILES}")
+    found: dict[str, CompanionFile] = {}
+    total = 0
+    folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in names:
+            found[name] = _open_companion(folder, folder_fd, name)
+            total += found[name].size
+            if total > MAX_COMPANION_TOTAL_BYTES:
+                raise LgError(f"{shown(folder)}: the tokenizer and config files beside the model hold over "
+                              f"{MAX_COMPANION_TOTAL_BYTES >> 20} MiB; not what lg copies beside a model")
+    finally:
+        os.close(folder_fd)
     return found
+
+
+def _open_companion(folder: Path, folder_fd: int, name: str) -> CompanionFile:
+    """Open `name` (``file`` or ``module/file``) inside the folder by
+    descriptor, following no link on the way."""
+    path = folder / name
+    not_plain = f"{shown(path)}: is not a regular file; lg copies only plain files beside a model"
+    *parents, base = name.split("/")
+    parent_fd, fd = folder_fd, None
+    try:
+        for part in parents:
+            parent_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+        # O_NONBLOCK: a FIFO named tokenizer.json must not block the open.
+        fd = os.open(base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent_fd)
+        info = os.fstat(fd)
+    except OSError as exc:
+        if fd is not None:
+            os.close(fd)
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EISDIR):
+            raise LgError(not_plain) from None
+        raise LgError(f"{shown(path)}: cannot read it ({os_reason(exc)})") from None
+    finally:
+        if parent_fd != folder_fd:
+            os.close(parent_fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise LgError(not_plain)
+    if info.st_size > MAX_COMPANION_BYTES:
+        os.close(fd)
+        raise LgError(f"{shown(path)}: over {MAX_COMPANION_BYTES >> 20} MiB; not a tokenizer or config file")
+    return CompanionFile(fd, path, info.st_size)
 
 
 def _read_sharded(folder: Path) -> Checkpoint:
@@ -936,7 +1017,7 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
                   tensors: Iterable[tuple[str, torch.Tensor]], metadata: Mapping[str, str], *,
                   force: bool = False, stdout: BinaryIO | None = None, shard_size: int | None = None,
                   final_metadata: Callable[[], Mapping[str, str]] | None = None,
-                  folder_files: Mapping[str, bytes] | None = None) -> str:
+                  folder_files: Mapping[str, "bytes | CompanionFile"] | None = None) -> str:
     """Write safetensors whose names, dtypes and shapes (`entries`, in file
     order) are known before any tensor is: the header goes first, then each
     tensor as `tensors` yields it (in the same order; a float tensor is cast
@@ -979,7 +1060,7 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     total = sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
     if as_folder:
         _check_disk(path, total + len(shards) * (8 + MAX_HEADER_BYTES // 1000)
-                    + sum(len(data) for data in folder_files.values()))
+                    + sum(companion_size(data) for data in folder_files.values()))
         with atomic_folder(path, force=force) as tmp:
             if len(shards) == 1:
                 header, encoded = _header(entries, meta)
@@ -993,7 +1074,10 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
                 if Path(name).is_absolute() or ".." in Path(name).parts:  # a bug, not a user error
                     raise ValueError(f"folder file {name!r} is not inside the folder")
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
+                if isinstance(data, bytes):
+                    target.write_bytes(data)
+                else:  # streamed from the descriptor opened when the source was read
+                    data.copy_to(target)
         return digest
     if len(shards) == 1:
         header, encoded = _header(entries, meta)

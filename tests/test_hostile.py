@@ -65,3 +65,83 @@ def test_library_rejects_imply_lg_rejects(hostile):
     assert count >= 150
     message = "\n".join(failures[:40]) + (f"\n... and {len(failures) - 40} more" if len(failures) > 40 else "")
     assert not failures, f"{len(failures)} of {2 * count} reads did not raise LgError:\n{message}"
+
+
+# ---------------------------------------------------------------- hand-made cases (issue 20)
+
+def _text_folder(tmp_path_factory):
+    from text_models import make_model, save_folder
+
+    return save_folder(make_model("gpt2-lm"), tmp_path_factory.mktemp("gpt2"), "gpt2-lm")
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory):
+    return _text_folder(tmp_path_factory)
+
+
+def test_a_companion_swapped_for_a_link_after_reading_never_reaches_the_output(gpt2_folder, tmp_path):
+    """The folder is read (its tokenizer checked and opened), then
+    tokenizer.json is replaced by a link to a secret file before the output
+    is written: the output carries what was read, never the secret, into a
+    folder and into a pipe's header."""
+    import shutil
+
+    import lgcli
+    from lgcli.checkpoint import COMPANION_KEY, read_checkpoint
+    from lgcli.resize import resize_file
+
+    source = tmp_path / "m"
+    shutil.copytree(gpt2_folder, source)
+    original = (source / "tokenizer.json").read_bytes()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:the secret\n")
+    loaded = lgcli.load(source)
+    (source / "tokenizer.json").unlink()
+    (source / "tokenizer.json").symlink_to(secret)
+    resize_file(loaded, tmp_path / "out", direction="shrink", depth=1)
+    assert (tmp_path / "out" / "tokenizer.json").read_bytes() == original
+    piped = tmp_path / "piped.safetensors"
+    with open(piped, "wb") as stream:
+        resize_file(loaded, "-", direction="shrink", depth=1, stdout=stream)
+    carried = read_checkpoint(piped).metadata[COMPANION_KEY + "tokenizer.json"]
+    assert carried.encode() == original and "secret" not in carried
+
+
+def _peak_rss_mb(args) -> tuple[int, float]:
+    """Run `lg ARGS` in a fresh interpreter; its exit code and peak RSS (MB)."""
+    import subprocess
+    import sys
+
+    code = ("import resource, sys\nfrom lgcli.cli import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit as exc:\n    code = exc.code or 0\n"
+            "print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.__stderr__)")
+    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True)
+    exit_code, kilobytes = done.stderr.strip().splitlines()[-1].split()
+    return int(exit_code), int(kilobytes) / 1024
+
+
+def test_a_companion_bomb_is_refused_before_it_is_read(gpt2_folder, tmp_path):
+    """Twelve sparse 250 MB files in a sentence-transformers module folder:
+    refused in one line from their sizes, with the memory of an ordinary
+    `lg inspect` (within 100 MB), and nothing written."""
+    import shutil
+
+    bomb = tmp_path / "bomb"
+    shutil.copytree(gpt2_folder, bomb)
+    (bomb / "1_Pooling").mkdir()
+    for index in range(12):
+        with open(bomb / "1_Pooling" / f"part{index}.json", "wb") as handle:
+            handle.truncate(250 << 20)
+    code, bomb_mb = _peak_rss_mb(["shrink", bomb, "--depth", "1", "-o", tmp_path / "out"])
+    assert code == 1 and not (tmp_path / "out").exists()
+    _, plain_mb = _peak_rss_mb(["inspect", gpt2_folder])
+    assert bomb_mb < plain_mb + 100, (bomb_mb, plain_mb)
+    from lgcli.cli import main  # the message, in this process
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit):
+        main(["inspect", str(bomb)])
+    assert err.getvalue().count("\n") == 1 and "hold over 512 MiB" in err.getvalue(), err.getvalue()
