@@ -383,7 +383,10 @@ def read_stream(stream: BinaryIO, name: str) -> Checkpoint:
         raise
     need = header.data_bytes
     check_memory(need, f"{shown(label)}: its tensors")
-    data = bytearray(need)
+    # Anonymous memory is zero pages the kernel gives as they are written: a
+    # stream that claims 4 GB and ends after 144 bytes costs what it sent,
+    # not 4 GB (a bytearray is zeroed, every page touched, before the read).
+    data = mmap.mmap(-1, need) if need else bytearray()
     got = _read_exactly(stream, need, into=data)
     if got < need:
         check_data_size(header, got, label)

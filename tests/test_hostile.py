@@ -145,3 +145,27 @@ def test_a_companion_bomb_is_refused_before_it_is_read(gpt2_folder, tmp_path):
     with contextlib.redirect_stderr(err), pytest.raises(SystemExit):
         main(["inspect", str(bomb)])
     assert err.getvalue().count("\n") == 1 and "hold over 512 MiB" in err.getvalue(), err.getvalue()
+
+
+def test_a_stream_claiming_gigabytes_costs_what_it_sent(tmp_path):
+    """144 bytes on stdin whose header claims 4 GB of tensor data: refused as
+    truncated, with the memory of an ordinary `lg inspect` (within 100 MB)."""
+    import json
+    import struct
+    import subprocess
+    import sys
+
+    header = json.dumps({"w": {"dtype": "F32", "shape": [1 << 30], "data_offsets": [0, 4 << 30]}}).encode()
+    header += b" " * (-len(header) % 8)
+    stream = struct.pack("<Q", len(header)) + header + b"\0" * (144 - 8 - len(header))
+    (tmp_path / "claim.safetensors").write_bytes(stream)
+    code = ("import resource, sys\nfrom lgcli.cli import main\ncode = 0\ntry:\n    main(['inspect', '-'])\n"
+            "except SystemExit as exc:\n    code = exc.code or 0\n"
+            "print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.__stderr__)")
+    with open(tmp_path / "claim.safetensors", "rb") as stdin:
+        done = subprocess.run([sys.executable, "-c", code], stdin=stdin, capture_output=True, text=True)
+    lines = done.stderr.strip().splitlines()
+    exit_code, kilobytes = lines[-1].split()
+    assert exit_code == "1" and "truncated" in lines[0], done.stderr
+    _, plain_mb = _peak_rss_mb(["inspect", tmp_path / "claim.safetensors"])  # refused from its size, no read
+    assert int(kilobytes) / 1024 < plain_mb + 100, (int(kilobytes) / 1024, plain_mb)
