@@ -95,8 +95,11 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     plan = adapter.write_plan(spec, stack)
     shapes = {key: shape for group in plan for key, shape in group.entries}
     adapter.check_loadable(spec, shapes)  # what lg writes, the family's library loads strictly
+    # Each tensor in its own dtype in the source (blocks float16 and the rest
+    # float32 stay so), a new one (a grown block) in the source's dominant
+    # dtype; `dtype` sets every one.
     target_dtype = dtype or (_dominant_dtype(parent.tensors) if parent else None) or torch.float32
-    entries = [(key, target_dtype, shape) for key, shape in shapes.items()]
+    entries = [(key, dtype or _own_dtype(parent, key) or target_dtype, shape) for key, shape in shapes.items()]
 
     # A folder holds the source's tokenizer files beside the weights; a
     # single file (a pipe) carries them in its header, to the folder at its end.
@@ -352,6 +355,12 @@ def _load_path(checkpoint: Checkpoint) -> str:
     if source == STDIO or not (os.path.isfile(source) or os.path.isdir(source)):
         return "<file>"
     return source
+
+
+def _own_dtype(parent: Checkpoint | None, key: str) -> torch.dtype | None:
+    """The floating dtype of the source's tensor of that name, if it has one."""
+    tensor = parent.tensors.get(key) if parent is not None else None
+    return tensor.dtype if tensor is not None and tensor.is_floating_point() else None
 
 
 def _dominant_dtype(tensors: Mapping[str, torch.Tensor]) -> torch.dtype | None:

@@ -53,7 +53,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping
 import torch
 
 from . import __version__
-from .errors import LgError, one_line, os_reason, shown
+from .errors import LgError, notify_stderr, one_line, os_reason, shown
 from .header import (MAX_HEADER_BYTES, Header, check_data_size, header_length, load_json,
                      parse_header, valid_unicode)
 from .stack import copy_elements
@@ -106,6 +106,11 @@ class Checkpoint:
     # in a folder, or the bytes a single file carries in its metadata.
     config: dict[str, Any] | None = None
     companions: dict[str, "CompanionFile | bytes"] = field(default_factory=dict, repr=False)
+    # Non-finite weights (NaN, Inf) are refused as they are read, naming the
+    # tensor: a resize spreads them silently (BoT turns one Inf into three).
+    # With allow_nonfinite they are kept, and said once per tensor.
+    allow_nonfinite: bool = False
+    _said_nonfinite: set = field(default_factory=set, repr=False)
     _lg: dict[str, Any] | None = field(default=None, repr=False)
 
     def read_into(self, key: str, out: torch.Tensor, start: int = 0) -> None:
@@ -120,16 +125,27 @@ class Checkpoint:
         location = self.locations.get(key)
         if location is None or count == 0:
             copy_elements(source, out, start)
-            return
-        handle, offset = location
-        view = memoryview(out.view(-1).view(torch.uint8).numpy())
-        position = offset + start * source.element_size()
-        while len(view):
-            got = os.preadv(handle.fileno(), [view], position)
-            if got <= 0:
-                raise LgError(f"{shown(self.source)}: the file ended early while being read "
-                              f"(was it changed or truncated?)")
-            view, position = view[got:], position + got
+        else:
+            handle, offset = location
+            view = memoryview(out.view(-1).view(torch.uint8).numpy())
+            position = offset + start * source.element_size()
+            while len(view):
+                got = os.preadv(handle.fileno(), [view], position)
+                if got <= 0:
+                    raise LgError(f"{shown(self.source)}: the file ended early while being read "
+                                  f"(was it changed or truncated?)")
+                view, position = view[got:], position + got
+        if out.is_floating_point() and count and not bool(torch.isfinite(out).all()):
+            self._nonfinite(key, int((~torch.isfinite(out)).sum()))
+
+    def _nonfinite(self, key: str, count: int) -> None:
+        where = f"{self.label}: tensor {shown(key)} holds {count} non-finite value{'s' if count > 1 else ''} (NaN or Inf)"
+        if not self.allow_nonfinite:
+            raise LgError(f"{where}; a resize would spread them into the output: refused (--allow-nonfinite "
+                          f"keeps them)")
+        if key not in self._said_nonfinite:
+            self._said_nonfinite.add(key)
+            notify_stderr(f"{where}; kept (--allow-nonfinite)")
 
     @property
     def digest_ready(self) -> bool:

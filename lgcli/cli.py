@@ -494,12 +494,16 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
                                  help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing output."),
+        allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite",
+                                             help="Keep NaN or Inf weights of the source (said on stderr) instead of "
+                                                  "refusing it."),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON report (stderr when -o -)."),
         **options: Any,
     ) -> None:
         _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
                         source_heads=source_heads, mlp_dim=mlp_dim, kv_heads=kv_heads, method=method,
-                        seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"), **options)
+                        seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"),
+                        allow_nonfinite=allow_nonfinite, **options)
 
     app.command(name=direction, help=summary)(command)
 

@@ -296,7 +296,8 @@ def expand(learngene, *, depth: int | None = None, width: int | None = None, hea
 def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *, direction: str,
                 force: bool = False, source_heads: int | None = None, stdin: BinaryIO | None = None,
                 stdout: BinaryIO | None = None, method: str | None = None,
-                notify: Callable[[str], None] | None = None, **kwargs: Any) -> dict[str, Any]:
+                notify: Callable[[str], None] | None = None, allow_nonfinite: bool = False,
+                **kwargs: Any) -> dict[str, Any]:
     """`resize` (a model) or `expand` (a learngene), then write the result to
     `output` ('-' for stdout) with provenance chained to the source. Returns
     the report (with the output's name and sha256). The output is checked
@@ -308,6 +309,7 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     inputs = () if isinstance(source, Loaded) else (str(source),)
     check_output(output, force=force, inputs=inputs)
     checkpoint = source.checkpoint if isinstance(source, Loaded) else read_checkpoint(source, stdin=stdin)
+    checkpoint.allow_nonfinite = allow_nonfinite
     if is_learngene(checkpoint):
         return _expand_file(checkpoint, output, direction=direction, force=force, stdout=stdout, method=method,
                             source_heads=source_heads, notify=notify, **kwargs)

@@ -11,6 +11,7 @@ case of a family at once:
 from __future__ import annotations
 
 import pytest
+import torch
 
 import hostile_cases as hc
 
@@ -169,3 +170,69 @@ def test_a_stream_claiming_gigabytes_costs_what_it_sent(tmp_path):
     assert exit_code == "1" and "truncated" in lines[0], done.stderr
     _, plain_mb = _peak_rss_mb(["inspect", tmp_path / "claim.safetensors"])  # refused from its size, no read
     assert int(kilobytes) / 1024 < plain_mb + 100, (int(kilobytes) / 1024, plain_mb)
+
+
+def _vit_state(**overrides):
+    from conftest import make_vit
+
+    model = make_vit(depth=3, embed_dim=32, num_heads=2, in_chans=1, img_size=28, patch_size=7, num_classes=10)
+    return {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("method", ["select", "bot", "auto-lg"])
+def test_a_non_finite_weight_is_refused_naming_its_tensor(tmp_path, lg, value, method):
+    """One NaN or Inf in a block: refused in one line naming the tensor
+    (a resize would spread it: BoT turns one Inf into three); with
+    --allow-nonfinite the output is written and stderr says it was kept."""
+    import safetensors.torch
+
+    state = _vit_state()
+    state["blocks.1.mlp.fc1.weight"][3, 4] = value
+    safetensors.torch.save_file(state, str(tmp_path / "v.safetensors"))
+    direction, size = ("grow", "4") if method == "auto-lg" else ("shrink", "2")
+    out = tmp_path / "o.safetensors"
+    refused = lg(direction, tmp_path / "v.safetensors", "--depth", size, "--method", method, "-o", out)
+    assert refused.code == 1 and not out.exists()
+    assert refused.stderr.count("\n") == 1 and "tensor blocks.1.mlp.fc1.weight holds 1 non-finite value" in \
+        refused.stderr, refused.stderr
+    kept = lg(direction, tmp_path / "v.safetensors", "--depth", size, "--method", method, "-o", out,
+              "--allow-nonfinite")
+    assert kept.code == 0 and out.exists(), kept.stderr
+    assert "blocks.1.mlp.fc1.weight holds 1 non-finite value (NaN or Inf); kept (--allow-nonfinite)" in kept.stderr
+
+
+def test_a_non_finite_weight_in_a_model_folder_is_refused(tmp_path, lg):
+    import shutil
+
+    import safetensors.torch
+    from text_models import make_model, save_folder
+
+    folder = save_folder(make_model("llama-gqa"), tmp_path / "llama", "llama-gqa")
+    weights = safetensors.torch.load_file(str(folder / "model.safetensors"))
+    key = sorted(k for k in weights if k.endswith("mlp.up_proj.weight"))[0]
+    weights[key][0, 0] = float("nan")
+    safetensors.torch.save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    result = lg("shrink", folder, "--depth", "1", "-o", tmp_path / "out")
+    assert result.code == 1 and f"tensor {key} holds 1 non-finite value" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+    shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("args", [["shrink", "--depth", "2"], ["grow", "--depth", "4", "--method", "clone"],
+                                  ["shrink", "--depth", "2", "--method", "bot"]])
+def test_each_tensor_keeps_its_own_dtype(tmp_path, lg, args):
+    """Blocks in float16 and the rest in float32 come out the same way (they
+    all came out float16, the source's dominant dtype); a grown block takes
+    its peers' dtype."""
+    import safetensors.torch
+
+    state = {k: (v.half() if k.startswith("blocks.") else v) for k, v in _vit_state().items()}
+    safetensors.torch.save_file(state, str(tmp_path / "mixed.safetensors"))
+    out = tmp_path / "o.safetensors"
+    result = lg(args[0], tmp_path / "mixed.safetensors", *args[1:], "-o", out)
+    assert result.code == 0, result.stderr
+    written = safetensors.torch.load_file(str(out))
+    for key, tensor in written.items():
+        expected = torch.float16 if key.startswith("blocks.") else torch.float32
+        assert tensor.dtype == expected, key
