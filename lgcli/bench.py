@@ -546,9 +546,9 @@ def plot_summary(report: dict[str, Any], path: Path) -> None:
     so that it cannot be read as 0 %, and random init's final figure is a
     dashed line across each size's group: the bar every other method has to beat.
     """
-    import matplotlib
+    from .report import import_matplotlib
 
-    matplotlib.use("Agg")
+    import_matplotlib()
     import matplotlib.pyplot as plt
 
     from .checkpoint import atomic_path

@@ -287,7 +287,13 @@ def _source_label(source: str) -> str:
 
 
 def _display_name(source: str) -> str:
-    return "<stdin>" if source == STDIO else os.path.basename(str(source).rstrip("/"))
+    """The source's file name as provenance records it: always valid Unicode,
+    so the file reads back (a byte that is not UTF-8 in a name, which Python
+    keeps as a lone surrogate, is written as \\xNN)."""
+    if source == STDIO:
+        return "<stdin>"
+    name = os.path.basename(str(source).rstrip("/"))
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 # ---------------------------------------------------------------- reading
@@ -1080,7 +1086,7 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     if as_folder:
         _check_disk(path, total + len(shards) * (8 + MAX_HEADER_BYTES // 1000)
                     + sum(companion_size(data) for data in folder_files.values()))
-        with atomic_folder(path, force=force) as tmp:
+        with atomic_folder(path, force=force, output=True) as tmp:
             if len(shards) == 1:
                 header, encoded = _header(entries, meta)
                 with open(tmp / WEIGHTS_NAME, "wb") as out:
@@ -1101,7 +1107,7 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     if len(shards) == 1:
         header, encoded = _header(entries, meta)
         _check_disk(path, 8 + len(encoded) + total)
-        with atomic_path(path) as tmp:
+        with atomic_path(path, output=True) as tmp:
             # "r+b", not "wb": the temporary file exists (empty), and truncating
             # a file makes ext4 flush it to disk on close (auto_da_alloc), which
             # costs about a second per GB before the rename.
@@ -1118,12 +1124,9 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
             _verify_written(tmp, header, dst)
             if path.exists() and not force:  # appeared while we worked
                 raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
-            trash = _move_aside(path) if path.is_dir() else None  # a sharded output replaced by one file
-        if trash is not None:
-            shutil.rmtree(trash, ignore_errors=True)
         return digest
     _check_disk(path, total + len(shards) * (8 + MAX_HEADER_BYTES // 1000))
-    with atomic_folder(path, force=force) as tmp:
+    with atomic_folder(path, force=force, output=True) as tmp:
         return _write_shards(tmp, shards, meta, stream_of, dst)
 
 
@@ -1201,23 +1204,18 @@ def _check_names(tensors: Mapping[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def atomic_folder(path: Path, *, force: bool) -> Iterator[Path]:
+def atomic_folder(path: Path, *, force: bool, output: bool = False) -> Iterator[Path]:
     """A temporary folder beside `path` to write a sharded checkpoint into;
     it replaces `path` when the block succeeds (an existing checkpoint folder
     or file only with `force`) and is removed when it fails."""
     parent = path.parent if str(path.parent) else Path(".")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
+    tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path.name, ".tmp"), suffix=".tmp", dir=parent))
     os.chmod(tmp, 0o777 & ~_current_umask())
     try:
         yield tmp
-        if not os.path.lexists(path):
-            os.replace(tmp, path)
-            return
-        if not force:  # appeared while we worked
+        if os.path.lexists(path) and not force:  # appeared while we worked
             raise LgError(f"{shown(path)}: exists; pass --force to overwrite it")
-        trash = _move_aside(path)
-        os.replace(tmp, path)
-        shutil.rmtree(trash, ignore_errors=True)
+        _put_in_place(tmp, path, output)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -1255,27 +1253,94 @@ def _verify_written(tmp: Path, header: Mapping[str, Any], dst: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, output: bool = False) -> Iterator[Path]:
     """A temporary path beside `path` to write to; renamed over `path` when the
     block succeeds, removed when it fails, so nothing half-written is left.
-    The file gets the mode a plain open() would give (mkstemp's is 0600)."""
+    The file gets the mode a plain open() would give (mkstemp's is 0600).
+    `output`: the command's output (a signal after its rename is said to
+    have come after it was written)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix,
+    suffix = ".tmp" + path.suffix
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path.name, suffix), suffix=suffix,
                                dir=path.parent if str(path.parent) else ".")
     os.fchmod(fd, 0o666 & ~_current_umask())
     os.close(fd)
     try:
         yield Path(tmp)
-        os.replace(tmp, path)
+        _put_in_place(Path(tmp), path, output)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
+# Checkpoints and learngenes this process renamed into place, for the
+# message when a signal comes after the rename (the output is whole).
+committed_outputs: list[str] = []
+# While an output is put in place, the exception a signal handler raises
+# (lgcli.cli's) waits here and is raised once it is in place: between moving
+# an old output aside and renaming the new one over it, an interrupt would
+# leave neither. (Blocking the signal would not do: the kernel hands a
+# process's signal to any thread that does not block it, and Python then
+# runs the handler in the main thread all the same.)
+_holding: list[bool] = []
+_deferred: list[BaseException] = []
+
+
+def raise_or_defer(exc: BaseException) -> None:
+    """For a signal handler: raise `exc` now, or once the output being put
+    in place is (see `_signals_held`)."""
+    if _holding:
+        _deferred.append(exc)
+        return
+    raise exc
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    _holding.append(True)
+    try:
+        yield
+    finally:
+        _holding.pop()
+    if not _holding and _deferred:
+        raise _deferred.pop(0)
+
+
+def _put_in_place(tmp: Path, path: Path, output: bool = False) -> None:
+    """Rename `tmp` over `path`; an existing folder (or, for a folder, any
+    existing output) is moved aside first and removed once the new one is in
+    place. Signals wait until the output is in place."""
+    trash = None
+    try:
+        with _signals_held():
+            replacing = os.path.lexists(path) and (tmp.is_dir() or (path.is_dir() and not path.is_symlink()))
+            trash = _move_aside(path) if replacing else None
+            os.replace(tmp, path)
+            if output:
+                committed_outputs.append(str(path))
+    finally:  # the old output, moved aside, goes even when a waiting signal is raised now
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+
+
+# A file name's bytes (ext4, xfs, btrfs): a temporary name beside the output
+# keeps within it however long the output's name is.
+NAME_MAX = 255
+
+
+def _temporary_prefix(name: str, suffix: str) -> str:
+    """``.NAME.``, NAME cut so that prefix, mkstemp's 8 characters and
+    `suffix` fit in NAME_MAX bytes (a 238-character output name was refused)."""
+    room = NAME_MAX - len(suffix.encode()) - 8 - 2
+    cut = name.encode(errors="surrogateescape")[:max(room, 1)].decode(errors="ignore") or "out"
+    return f".{cut}."
+
+
 def _move_aside(path: Path) -> Path:
     """Move an output being replaced into a new hidden folder beside it, to be
     removed once the new output is in place; returns that folder."""
-    trash = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent if str(path.parent) else "."))
+    trash = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path.name, ".old"), suffix=".old",
+                                  dir=path.parent if str(path.parent) else "."))
     os.replace(path, trash / path.name)
     return trash
 

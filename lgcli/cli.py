@@ -211,7 +211,7 @@ def render_inspect(report: dict[str, Any]) -> None:
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: run the app, turning errors into one line on stderr."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or bool(os.environ.get("LG_DEBUG"))
+    debug = "--debug" in args or os.environ.get("LG_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
     args = [a for a in args if a != "--debug"]
     command = next((a for a in args if not a.startswith("-")), None)
     with warnings.catch_warnings():
@@ -223,29 +223,51 @@ def main(argv: Optional[list[str]] = None) -> None:
         # faults when a stack is allocated and filled (about 10 % of a resize
         # of a 1.2 GB checkpoint). torch reads this when it first allocates.
         os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-        # SIGTERM (a job killed, a CI timeout) unwinds like Ctrl-C, so an
-        # output being written is removed rather than left half-written.
-        previous = signal.signal(signal.SIGTERM, _terminated)
+        # Ctrl-C, SIGTERM (a job killed, a CI timeout) and SIGHUP (a closed
+        # terminal or ssh session) unwind lg, so that an output being written
+        # is removed rather than left half-written; the first one raises,
+        # later ones wait, so that the clean-up they would cut short runs.
+        previous = {sig: signal.signal(sig, _on_signal) for sig in INTERRUPTS}
         try:
             result = _run(args, command, debug)
         finally:
-            signal.signal(signal.SIGTERM, previous)
-    if _signalled:  # typer turns the interrupt into exit status 130, silently
-        _fail("terminated", 143)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    if _signalled:  # a signal that came as lg was returning
+        _fail(_interrupted_message(), 128 + _signalled[0])
     if isinstance(result, int) and result:
         sys.exit(result)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where lg is, so that `finally` blocks clean up."""
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(BaseException):
+    """A signal of INTERRUPTS, raised where lg is, so that `finally` blocks
+    clean up. Not an Exception (no `except Exception` swallows it) nor a
+    KeyboardInterrupt (click would print a blank line and abort silently)."""
 
 
 _signalled: list[int] = []
 
 
-def _terminated(signum: int, frame: Any) -> None:
+def _on_signal(signum: int, frame: Any) -> None:
     _signalled.append(signum)
-    raise Terminated()
+    if len(_signalled) > 1:
+        return
+    checkpoint = sys.modules.get("lgcli.checkpoint")  # not imported yet: nothing is being written
+    if checkpoint is None:
+        raise Interrupted(signum)
+    checkpoint.raise_or_defer(Interrupted(signum))  # after the rename, if an output is being put in place
+
+
+def _interrupted_message() -> str:
+    from .checkpoint import committed_outputs
+
+    name = signal.Signals(_signalled[0]).name
+    if committed_outputs:  # the signal came after the output was renamed into place
+        return f"interrupted ({name}) after {shown(committed_outputs[-1])} was written in full"
+    return f"interrupted ({name}); nothing written"
 
 
 def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
@@ -260,6 +282,8 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
             raise
         _fail(str(exc), 1)
     except typer.Abort:
+        if _signalled:
+            _fail(_interrupted_message(), 128 + _signalled[0])
         _fail("aborted", 130)
     except _click_errors.ClickException as exc:
         if debug:
@@ -273,10 +297,10 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
         # The reader went away (e.g. `lg inspect f | head`): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
-    except Terminated:
-        _fail("terminated", 143)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+    except Interrupted:
+        _fail(_interrupted_message(), 128 + _signalled[0])
+    except KeyboardInterrupt:  # raised before lg's handler was in place, or by a library
+        _fail("interrupted; nothing written", 130)
     except OSError as exc:  # a file lg was asked to read or write, refused by the system
         if debug:
             raise

@@ -116,12 +116,43 @@ def check_plot_path(path: str | os.PathLike, *, force: bool = False) -> Path:
     return target
 
 
-def plot_curves(report: dict, path: str | os.PathLike, *, force: bool = False) -> None:
-    """Test loss and top-1 against fine-tuning steps (language models: test
-    loss and perplexity), a line per checkpoint, written atomically to `path` (PNG)."""
+def import_matplotlib():
+    """matplotlib, drawing to files only; with a HOME it cannot write (a
+    read-only home, a service account), its cache goes to a temporary folder
+    instead of warning on stderr."""
+    import os
+    import tempfile
+
+    if "MPLCONFIGDIR" not in os.environ and not _matplotlib_config_writable():
+        import atexit
+        import shutil
+
+        os.environ["MPLCONFIGDIR"] = folder = tempfile.mkdtemp(prefix="lg-matplotlib-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
     import matplotlib
 
     matplotlib.use("Agg")  # files only; never open a window
+    return matplotlib
+
+
+def _matplotlib_config_writable() -> bool:
+    """Whether matplotlib's own config and cache folder (~/.config/matplotlib,
+    or under XDG_CONFIG_HOME) exists or can be made, and can be written."""
+    import os
+
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    folder = os.path.join(base, "matplotlib")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return False
+    return os.path.isdir(folder) and os.access(folder, os.W_OK)
+
+
+def plot_curves(report: dict, path: str | os.PathLike, *, force: bool = False) -> None:
+    """Test loss and top-1 against fine-tuning steps (language models: test
+    loss and perplexity), a line per checkpoint, written atomically to `path` (PNG)."""
+    import_matplotlib()
     import matplotlib.pyplot as plt
 
     target = check_plot_path(path, force=force)

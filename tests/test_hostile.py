@@ -10,6 +10,9 @@ case of a family at once:
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 import torch
 
@@ -236,3 +239,57 @@ def test_each_tensor_keeps_its_own_dtype(tmp_path, lg, args):
     for key, tensor in written.items():
         expected = torch.float16 if key.startswith("blocks.") else torch.float32
         assert tensor.dtype == expected, key
+
+
+def test_a_file_name_that_is_not_utf8_reads_back_from_the_output(tmp_path):
+    """A byte that is not UTF-8 in the source's name is recorded so that the
+    output reads back (it was written as a lone surrogate lg then refused)."""
+    import subprocess
+    import sys
+
+    import safetensors.torch
+
+    name = os.fsdecode(b"v\xff.safetensors")
+    safetensors.torch.save_file(_vit_state(), str(tmp_path / name))
+    made = subprocess.run([sys.executable, "-m", "lgcli", "shrink", name, "--depth", "2", "-o", "o.safetensors"],
+                          cwd=tmp_path, capture_output=True)
+    assert made.returncode == 0, made.stderr
+    read = subprocess.run([sys.executable, "-m", "lgcli", "inspect", "o.safetensors", "--json"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)["provenance"][-1]["file"] == "v\\xff.safetensors"
+
+
+@pytest.mark.parametrize("value, debugging", [("0", False), ("false", False), ("no", False), ("", False),
+                                              ("1", True), ("yes", True)])
+def test_lg_debug_means_what_it_says(tmp_path, value, debugging):
+    import subprocess
+    import sys
+
+    (tmp_path / "bad.safetensors").write_bytes(b"not a checkpoint at all")
+    done = subprocess.run([sys.executable, "-m", "lgcli", "inspect", tmp_path / "bad.safetensors"],
+                          capture_output=True, text=True, env={**os.environ, "LG_DEBUG": value})
+    assert done.returncode != 0
+    assert ("Traceback" in done.stderr) == debugging, done.stderr
+
+
+def test_a_home_matplotlib_cannot_write_says_nothing(tmp_path):
+    """`lg eval --plot` with a HOME matplotlib cannot write (here a file, which
+    even root cannot make folders in): its cache goes to a temporary folder,
+    not warnings on stderr."""
+    import subprocess
+    import sys
+
+    safetensors_file = tmp_path / "v.safetensors"
+    import safetensors.torch
+
+    safetensors.torch.save_file(_vit_state(), str(safetensors_file))
+    env = {k: v for k, v in os.environ.items() if k != "MPLCONFIGDIR"}
+    (tmp_path / "home").write_text("not a folder")
+    env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME="", XDG_CACHE_HOME="")
+    done = subprocess.run([sys.executable, "-m", "lgcli", "eval", safetensors_file, "--test-subset", "20", "--steps",
+                           "2", "--batch-size", "8", "--subset", "16", "--plot", tmp_path / "c.png"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Matplotlib" not in done.stderr and "writable" not in done.stderr, done.stderr
+    assert (tmp_path / "c.png").exists()
