@@ -48,6 +48,8 @@ DEFAULT_CACHE = Path(os.environ.get("LG_STUDY_CACHE", "/tmp/lg-study-cache"))
 DATA = "fashion-mnist"
 ANCESTRY_STEPS = 12_000  # what examples/train_fmnist_vit.py trained the ancestry for
 SIZES = [(3, 128), (3, 64), (6, 64), (8, 128), (12, 128), (9, 192)]
+# The order jobs run in: the headline size below the ancestry, then one above it.
+RUN_ORDER = [(3, 128), (8, 128), (3, 64), (6, 64), (12, 128), (9, 192)]
 PROBE = ["--data", DATA, "--test-subset", "2000", "--steps", "300", "--lr-sweep", "1e-4,3e-4,1e-3",
          "--eval-every", "30", "--batch-size", "64", "--seed", "0"]
 CONDENSE = ["--data", DATA, "--seed", "0"]
@@ -135,7 +137,7 @@ def jobs() -> list[Job]:
     below the ancestry) for the first learngenes, then the other sizes, then
     the rest of the budget ladder. A job waiting on another's result is
     passed over until that one is done."""
-    sizes = [f"{d}x{w}" for d, w in SIZES]
+    sizes = [f"{d}x{w}" for d, w in RUN_ORDER]
 
     def baselines(size: str) -> list[Job]:
         depth, width = map(int, size.split("x"))
@@ -452,8 +454,9 @@ def report(out: Path) -> str:
         if random and result["spec"]["method"] != "random":
             steps = steps_to_reach(row["curve"], random["final"]["top1"])
             reference = steps_to_reach(random["curve"], random["final"]["top1"])
+            speedup = (reference / steps) if steps else None
             text += " · never" if steps is None else f" · {steps:.0f}" + (
-                f" ({reference / steps:.0f}x)" if steps else " (at the start)")
+                f" ({speedup:.{0 if speedup >= 10 else 1}f}x)" if speedup else " (at the start)")
         if len(result.get("build", [])) == 1 and " | " in result["build"][0]:
             text += " †"
         return text
