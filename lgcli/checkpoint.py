@@ -213,7 +213,31 @@ def decode_lg_metadata(metadata: Mapping[str, str], name: str = STDIO) -> dict[s
     if len(provenance_chain(out)) > MAX_PROVENANCE + 1:
         raise LgError(f"{shown(label)}: refused: metadata lg.source chains more than {MAX_PROVENANCE} "
                       f"steps (lg writes at most {MAX_PROVENANCE})")
+    _check_provenance(out.get("source"), label)
     return out
+
+
+# The fields of a provenance step (lg.source, and each step's own source),
+# and what each must be: a file name that is an object was carried into
+# every output and shown as such.
+PROVENANCE_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "file": str, "kind": str, "method": str, "options": dict, "source_sha256": str, "version": str,
+    "truncated": bool, "source": dict, "family": str, "config": dict, "learngene": dict}
+
+
+def _check_provenance(step: Any, label: str) -> None:
+    depth = 1
+    while step is not None:
+        if not isinstance(step, Mapping):
+            raise LgError(f"{shown(label)}: refused: metadata lg.source (step {depth}) must be a JSON object, "
+                          f"found {_json_type(step)}")
+        for field_name, expected in PROVENANCE_FIELD_TYPES.items():
+            value = step.get(field_name)
+            if value is not None and not isinstance(value, expected):
+                raise LgError(f"{shown(label)}: refused: metadata lg.source (step {depth}) field "
+                              f"{shown(field_name)} must be {'a JSON object' if expected is dict else 'a string' if expected is str else 'true or false'}, "
+                              f"found {_json_type(value)}")
+        step, depth = step.get("source"), depth + 1
 
 
 def _json_type(value: Any) -> str:
@@ -853,6 +877,9 @@ def unwrap_state_dict(obj: Any, name: str) -> dict[str, torch.Tensor]:
         if value.layout != torch.strided:
             raise LgError(f"{shown(name)}: entry {shown(key)} is a sparse tensor ({value.layout}); "
                           f"lg reads dense tensors only (call .to_dense() and save again)")
+        if value.device.type == "meta":
+            raise LgError(f"{shown(name)}: entry {shown(key)} is a tensor on the meta device, which holds no "
+                          f"values: this state dict describes a model without its weights")
         if value.dtype not in DTYPE_NAMES:
             raise LgError(f"{shown(name)}: entry {shown(key)} has dtype {value.dtype}, which lg does not read "
                           f"(known: {', '.join(DTYPES)})")

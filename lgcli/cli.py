@@ -211,8 +211,12 @@ def render_inspect(report: dict[str, Any]) -> None:
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: run the app, turning errors into one line on stderr."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if sys.stdout is None:  # started with stdout closed (`lg ... >&-`): say so where lg would write
+        sys.stdout = _ClosedStdout()
     debug = "--debug" in args or os.environ.get("LG_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
     args = [a for a in args if a != "--debug"]
+    if debug:  # the library's own quieting (transformers' log) reads it
+        os.environ["LG_DEBUG"] = "1"
     command = next((a for a in args if not a.startswith("-")), None)
     with warnings.catch_warnings():
         if not debug:
@@ -240,6 +244,23 @@ def main(argv: Optional[list[str]] = None) -> None:
 
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _ClosedStdout:
+    """Stands for a closed stdout: whatever lg would print there (a report,
+    `-o -`'s checkpoint) is refused in one line instead of failing inside."""
+
+    def _closed(self, *args: Any, **kwargs: Any) -> Any:
+        raise LgError("stdout is closed: lg writes its report (and -o -, the checkpoint) there")
+
+    write = fileno = _closed
+    buffer = property(_closed)
+
+    def flush(self) -> None:  # nothing was written; the interpreter flushes at exit
+        return None
+
+    def isatty(self) -> bool:
+        return False
 
 
 class Interrupted(BaseException):

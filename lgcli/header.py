@@ -143,6 +143,8 @@ def _entry(key: str, info: Any, name: str) -> TensorEntry:
         raise corrupt("dtype must be a string")
     if not isinstance(shape, list) or not all(_is_u64(n) for n in shape):
         raise corrupt("shape must be a list of non-negative JSON integers")
+    if any(n >= 2**63 for n in shape):  # the format allows it; torch's sizes are signed 64-bit
+        raise corrupt(f"shape {shape} has a dimension of 2**63 or more, which torch cannot hold")
     if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_u64(n) for n in offsets):
         raise corrupt("data_offsets must be two non-negative JSON integers")
     if dtype not in DTYPE_SIZES:

@@ -293,3 +293,111 @@ def test_a_home_matplotlib_cannot_write_says_nothing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Matplotlib" not in done.stderr and "writable" not in done.stderr, done.stderr
     assert (tmp_path / "c.png").exists()
+
+
+# Item 6: what is the input's fault is said as such, never as "a bug in lg".
+BAD_CONFIGS = {
+    "hidden-act": ("llama-gqa", {"hidden_act": "bogus"}, "unknown value 'bogus'"),
+    "rope-type": ("llama-gqa", {"rope_parameters": {"rope_type": "bogus"}, "rope_scaling": {"rope_type": "bogus"}},
+                  "unknown value 'bogus'"),
+    "layer-types": ("llama-gqa", {"layer_types": ["bogus"] * 4}, "layer_types"),
+    "rms-eps-text": ("llama-gqa", {"rms_norm_eps": "abc"}, "rms_norm_eps"),
+    "pad-outside-vocab": ("llama-gqa", {"pad_token_id": 99999}, "Padding_idx must be within num_embeddings"),
+    "gpt2-activation": ("gpt2-lm", {"activation_function": "bogus"}, "unknown value 'bogus'"),
+}
+
+
+@pytest.fixture(scope="module")
+def text_sources(tmp_path_factory):
+    from text_models import Sources
+
+    return Sources(tmp_path_factory)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_a_config_its_family_refuses_is_one_line_of_the_input(text_sources, tmp_path, lg, case):
+    import shutil
+
+    variant, changes, phrase = BAD_CONFIGS[case]
+    folder = tmp_path / "m"
+    shutil.copytree(text_sources(variant)[0], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+    for args in (["inspect", folder], ["shrink", folder, "--depth", "1", "-o", tmp_path / "out"]):
+        result = lg(*args)
+        assert result.code == 1 and result.stderr.count("\n") == 1, result.stderr  # transformers' warnings too
+        assert "config.json does not describe a" in result.stderr and phrase in result.stderr, result.stderr
+        assert "bug in lg" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("key, shape", [("head.weight", (0, 32)), ("pos_embed", (1, 0, 32))])
+def test_an_empty_tensor_a_vit_needs_is_refused(tmp_path, lg, key, shape):
+    """A head of 0 classes or a position table of 0 tokens passed inspect and
+    shrink, then failed in timm."""
+    import safetensors.torch
+
+    state = _vit_state()
+    state[key] = torch.zeros(shape)
+    if key == "head.weight":
+        state["head.bias"] = torch.zeros(0)
+    safetensors.torch.save_file(state, str(tmp_path / "v.safetensors"))
+    for args in (["inspect", tmp_path / "v.safetensors"],
+                 ["shrink", tmp_path / "v.safetensors", "--depth", "1", "-o", tmp_path / "o.safetensors"]):
+        result = lg(*args)
+        assert result.code == 1 and "which holds nothing" in result.stderr, result.stderr
+    assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_a_dimension_torch_cannot_hold_is_refused(tmp_path, lg):
+    import struct
+
+    header = json.dumps({"x": {"dtype": "F32", "shape": [2**64 - 1, 0], "data_offsets": [0, 0]}}).encode()
+    header += b" " * (-len(header) % 8)
+    (tmp_path / "big.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    result = lg("inspect", tmp_path / "big.safetensors")
+    assert result.code == 1 and "which torch cannot hold" in result.stderr, result.stderr
+
+
+def test_a_pickle_of_meta_tensors_is_refused(tmp_path, lg):
+    from conftest import make_vit
+
+    model = make_vit(depth=2, embed_dim=32, num_heads=2, in_chans=1, img_size=28, patch_size=7, num_classes=10)
+    torch.save({k: torch.empty_like(v, device="meta") for k, v in model.state_dict().items()}, tmp_path / "m.pth")
+    for args in (["inspect", tmp_path / "m.pth"], ["shrink", tmp_path / "m.pth", "--depth", "1", "-o",
+                                                   tmp_path / "o.safetensors"]):
+        result = lg(*args)
+        assert result.code == 1 and "on the meta device" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("args", [["inspect", "{src}"], ["shrink", "{src}", "--depth", "1", "-o", "-"]])
+def test_a_closed_stdout_is_one_line(tmp_path, args):
+    import subprocess
+    import sys
+
+    import safetensors.torch
+
+    safetensors.torch.save_file(_vit_state(), str(tmp_path / "v.safetensors"))
+    argv = " ".join(a.format(src=tmp_path / "v.safetensors") for a in args)
+    done = subprocess.run(f"{sys.executable} -m lgcli {argv} >&-", shell=True, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr == "lg: error: stdout is closed: lg writes its report (and -o -, " \
+                                                   "the checkpoint) there\n", done.stderr
+
+
+@pytest.mark.parametrize("source, phrase", [
+    ({"file": {"a": 1}}, "(step 1) field file must be a string, found an object"),
+    ({"file": "x", "source": {"method": [1]}}, "(step 2) field method must be a string, found a list"),
+    ({"file": "x", "options": "fast"}, "(step 1) field options must be a JSON object, found a string"),
+])
+def test_provenance_of_the_wrong_type_is_refused(tmp_path, lg, source, phrase):
+    """A JSON object where a provenance step's file name belongs passed
+    inspect and shrink and was carried into every output."""
+    import safetensors.torch
+
+    safetensors.torch.save_file(_vit_state(), str(tmp_path / "v.safetensors"),
+                                metadata={"format": "pt", "lg.source": json.dumps(source)})
+    for args in (["inspect", tmp_path / "v.safetensors"],
+                 ["shrink", tmp_path / "v.safetensors", "--depth", "1", "-o", tmp_path / "o.safetensors"]):
+        result = lg(*args)
+        assert result.code == 1 and phrase in result.stderr, result.stderr

@@ -171,7 +171,7 @@ def test_sigterm_during_a_write_removes_it(source, tmp_path):
     child.send_signal(signal.SIGTERM)
     rest = child.stderr.read()
     assert child.wait(timeout=30) == 143
-    assert rest.strip().splitlines()[-1] == "lg: error: terminated"
+    assert rest.strip().splitlines()[-1] == "lg: error: interrupted (SIGTERM); nothing written"
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 

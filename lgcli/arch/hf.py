@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch import nn
 
-from ..errors import LgError, shown
+from ..errors import LgError, one_line, shown
 from ..stack import (LAYER_ROLE_AXES, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
                      copy_elements)
 from .base import TEXT_ENCODER, Reader
@@ -152,6 +152,8 @@ class HfAdapter:
             if not tensor.is_floating_point():
                 raise LgError(self._not_family(f"{key} has dtype {str(tensor.dtype).replace('torch.', '')}; "
                                                f"weights are floating point"))
+            if tensor.numel() == 0:
+                raise LgError(self._not_family(f"{key} has shape {tuple(tensor.shape)}, which holds nothing"))
 
         # role -> (suffix, first element of the role in that tensor, its per-layer (out, in) shape)
         shapes = {suffix: self._canonical_shape(suffix, t) for suffix, t in first.items()}
@@ -243,6 +245,8 @@ class HfAdapter:
             raise LgError(self._not_family(str(exc))) from None
         if sizes is not None:
             self._check_sizes(sizes, spec, stack)
+        if config:  # after lg's own checks of the sizes, which say more precisely what is wrong
+            self._validate(config, architecture)
         return spec, (stack if reader is not None else stack.materialized())
 
     def _canonical_shape(self, suffix: str, tensor: torch.Tensor) -> tuple[int, ...]:
@@ -292,6 +296,32 @@ class HfAdapter:
         if embedding.dim() != 2 or min(embedding.shape) < 1:
             raise LgError(self._not_family(f"{token} of shape {tuple(embedding.shape)} is not (vocab, width)"))
         return int(embedding.shape[1])
+
+    def _validate(self, config: Mapping[str, Any], architecture: str) -> None:
+        """Refuse a config its own family's classes refuse (an unknown
+        activation or rope type, a bad layer type, an epsilon that is not a
+        number, a pad token outside the vocabulary), in one line naming the
+        complaint, before any work: transformers raises whatever type it
+        likes for these, and they used to surface as lg's own bugs."""
+        self._bound_config(config)
+        transformers = import_transformers()
+        hf = self._hf_config(config)
+        try:
+            with torch.device("meta"):
+                getattr(transformers, architecture)(hf)
+        except Exception as exc:  # noqa: BLE001 - any complaint of transformers' about the config
+            detail = _complaint(exc)
+            if isinstance(exc, KeyError):
+                detail = f"unknown value {detail}"
+            raise LgError(f"config.json does not describe a {architecture} that transformers builds "
+                          f"({one_line(detail)[:200]})") from None
+
+    def _bound_config(self, config: Mapping[str, Any]) -> None:
+        sizes = self.sizes(config)
+        rough = sizes.depth * sizes.width * sizes.width * 12
+        if rough > MAX_CONFIG_PARAMS:
+            raise LgError(f"the config describes a model of about {rough:.3g} parameters; lg reads at most "
+                          f"{MAX_CONFIG_PARAMS:.3g}")
 
     def _architecture(self, config: Mapping[str, Any], heads_found: Mapping[str, Any], prefix: str) -> str:
         """The model class: config.json's `architectures`, else what the keys show."""
@@ -486,9 +516,7 @@ class HfAdapter:
         return self.layout.architectures[spec.extras["architecture"]]
 
     def _config_class(self, model_type: str):
-        import transformers
-
-        return getattr(transformers, self.layout.config_classes[model_type])
+        return getattr(import_transformers(), self.layout.config_classes[model_type])
 
     def hf_config(self, spec: ArchSpec):
         """The transformers config object of `spec`."""
@@ -498,13 +526,12 @@ class HfAdapter:
         cls = self._config_class(data.get("model_type") or self.layout.model_types[0])
         try:
             return cls.from_dict({k: v for k, v in data.items() if k != "transformers_version"})
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise LgError(f"config.json does not describe a {cls.__name__} ({exc})".splitlines()[0]) from None
+        except Exception as exc:  # noqa: BLE001 - transformers' strict dataclasses raise their own types
+            detail = _complaint(exc)
+            raise LgError(f"config.json does not describe a {cls.__name__} ({one_line(detail)[:200]})") from None
 
     def _model_class(self, spec: ArchSpec):
-        import transformers
-
-        return getattr(transformers, spec.extras["architecture"])  # a name from layout.architectures
+        return getattr(import_transformers(), spec.extras["architecture"])  # a name from layout.architectures
 
     # ------------------------------------------------------------ writing
     def key_of(self, spec: ArchSpec) -> Callable[[str], str]:
@@ -717,26 +744,36 @@ class HfAdapter:
         checked = self._checked_config(config)
         if not checked:
             raise LgError("a text model's recorded config is empty")
-        sizes = self.sizes(checked)
-        rough = sizes.depth * sizes.width * sizes.width * 12
-        if rough > MAX_CONFIG_PARAMS:
-            raise LgError(f"the config describes a model of about {rough:.3g} parameters; lg reads at most "
-                          f"{MAX_CONFIG_PARAMS:.3g}")
+        self._bound_config(checked)
         architecture = self._architecture(checked, {}, "")
-        import transformers  # noqa: F401  (the model class below)
-
-        hf = self._hf_config(checked)
-        try:
-            with torch.device("meta"):
-                model = getattr(transformers, architecture)(hf)
-        except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
-            raise LgError(f"the config does not describe a {architecture} ({exc})".splitlines()[0]) from None
+        self._validate(checked, architecture)
+        with torch.device("meta"):
+            model = getattr(import_transformers(), architecture)(self._hf_config(checked))
         return self._read_shapes(self._saved_shapes(model), checked)
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
         """A file copied beside the weights (tokenizer, generation config),
         changed where it states a size; unchanged by default."""
         return data
+
+
+def _complaint(exc: BaseException) -> str:
+    """transformers' complaint in one line: its first two (a validator says
+    which field on one line and why on the next)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines[:2]) if lines else type(exc).__name__
+
+
+def import_transformers():
+    """transformers, its log quiet (its warnings about a config are said in
+    lg's words where they matter; LG_DEBUG or --debug shows them)."""
+    import os
+
+    import transformers
+
+    if os.environ.get("LG_DEBUG", "").strip().lower() in ("", "0", "false", "no", "off"):
+        transformers.utils.logging.set_verbosity_error()
+    return transformers
 
 
 def compute_dtype(stored: torch.dtype) -> torch.dtype:

@@ -682,6 +682,9 @@ def _check_tensors(per_layer: list[dict[str, torch.Tensor]], globals_: Mapping[s
         if not tensor.is_floating_point():
             raise LgError(_not_vit(f"{full} has dtype {str(tensor.dtype).replace('torch.', '')}; "
                                    f"a ViT's weights are floating point"))
+        if tensor.numel() == 0:  # a head of 0 classes, a position table of 0 tokens: timm builds neither
+            raise LgError(_not_vit(f"{full} has shape {tuple(tensor.shape)}, which holds nothing; every tensor "
+                                   f"of a ViT holds at least one value (a model without a head has no head.*)"))
 
 
 def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any]) -> None:
