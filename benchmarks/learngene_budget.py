@@ -170,13 +170,15 @@ def jobs() -> list[Job]:
                            ["condense-wave-ancestry-600"],
                            spec={"method": "wave+fit", "gene": "wave-ancestry-600", "size": [6, 192],
                                  "fit": [steps, lr, batch]}))
-    for size in sizes[1:]:
+    for index, size in enumerate(sizes[1:]):
         out += baselines(size)
         for gene in first:
             out += probes(gene, size)
+        if index == 0:  # after one size above the ancestry: every lever at the headline size
+            for gene in rest:
+                out += made(gene) + probes(gene, sizes[0])
     for gene in rest:
-        out += made(gene)
-        for size in sizes:
+        for size in sizes[1:]:
             out += probes(gene, size)
     return out
 
