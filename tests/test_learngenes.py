@@ -326,6 +326,11 @@ def test_wave_grow_with_data_records_the_fit(genes, tmp_path, lg):
     assert report["details"]["fitted"] and report["details"]["steps"] == 4
     assert report["target"]["width"] == 48 and report["target"]["heads"] == 3
     strict_load(out)
+    # The same seed gives the same bytes: the fit's data order and Eq. B.1's noise are seeded.
+    again = tmp_path / "again.safetensors"
+    result = lg("grow", str(folder / "wave.lg.safetensors"), "--depth", "4", "--width", "48", "--data",
+                "fashion-mnist-mini", "--subset", "128", "--steps", "4", "--batch-size", "32", "-o", str(again))
+    assert result.code == 0 and again.read_bytes() == out.read_bytes()
 
 
 @pytest.mark.parametrize("method,args,message", [
