@@ -147,10 +147,11 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     adapter = get_adapter(loaded.spec.family)
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
     generator = torch.Generator().manual_seed(settings.seed)
-    aux_init = adapter.random_stack(aux, seed=settings.seed)
     warm = "init" in resolved and starts_from_ancestry(resolved["init"], aux, loaded.spec)
-    trainable, frozen = kind.initial(aux, aux_init, resolved, generator,
-                                     ancestry=loaded.stack.materialized() if warm else None)
+    ancestry = loaded.stack.materialized() if warm else None
+    # A warm start needs no random model of the auxiliary size (its roles are the teacher's).
+    aux_init = ancestry if warm else adapter.random_stack(aux, seed=settings.seed)
+    trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
                            depths=kind.training_depths(aux, resolved))
     dataset = _read_data(model, data, checkpoint, "the teacher", settings, reading, notify)
