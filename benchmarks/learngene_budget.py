@@ -515,7 +515,7 @@ def _figure(saved: dict, path: Path, sizes: list[str]) -> None:
         condensed = saved.get(f"condense-{gene['name']}")
         if not condensed or condensed.get("status") != "done":
             continue
-        label = f"{gene['kind']} ({'ancestry' if gene['init'] != 'random' else 'random'} start"
+        label = f"{gene['kind']} ({gene['init']} start" if gene["init"] != "sampled" else f"{gene['kind']} (sampled"
         label += ("" if gene["lr"] == 1e-3 else f", lr {gene['lr']:g}") + (
             f", --until {gene['until']:g}" if gene.get("until") else "") + (
             f", batch {gene['batch']}" if gene.get("batch", 64) != 64 else "") + ")"
@@ -536,11 +536,14 @@ def _figure(saved: dict, path: Path, sizes: list[str]) -> None:
             if where == size:
                 points.sort()
                 axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        if not any(where == size for _, where in series) and not best:
+            axis.text(0.5, 0.5, "not measured yet", ha="center", va="center", transform=axis.transAxes)
         axis.set_xscale("log")
         axis.set_title(size.replace("x", " x "))
         axis.set_ylabel("top-1 % after 300 steps")
         axis.set_xlabel("condense seconds (2-core CPU)")
-        axis.legend(fontsize=6)
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=6)
     figure.suptitle("Learngenes by condense cost, against the best training-free method (example ancestry, Fashion-MNIST)")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
