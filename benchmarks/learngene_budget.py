@@ -150,10 +150,13 @@ def jobs() -> list[Job]:
         return [Job(f"probe-{row}:{gene['name']}@{size}", "probe", [f"condense-{gene['name']}"],
                     spec={"method": row, "gene": gene["name"], "size": [depth, width]}) for row in rows]
 
+    instincts: list[Job] = []
+
     def made(gene: dict) -> list[Job]:
         out = [Job(f"condense-{gene['name']}", "condense", spec=gene)]
-        if gene["kind"] == "tleg":
-            out.append(Job(f"instinct-{gene['name']}", "instinct", [f"condense-{gene['name']}"], spec=gene))
+        if gene["kind"] == "tleg":  # the first learngenes' right away, the rest's at the end (5 minutes each)
+            job = Job(f"instinct-{gene['name']}", "instinct", [f"condense-{gene['name']}"], spec=gene)
+            (out if gene in genes[:7] else instincts).append(job)
         return out
 
     genes = learngenes()
@@ -180,7 +183,7 @@ def jobs() -> list[Job]:
     for gene in rest:
         for size in sizes[1:]:
             out += probes(gene, size)
-    return out
+    return out + instincts
 
 
 # ---------------------------------------------------------------- running one job
