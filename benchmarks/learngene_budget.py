@@ -460,8 +460,8 @@ def report(out: Path) -> str:
             steps = steps_to_reach(row["curve"], random["final"]["top1"])
             reference = steps_to_reach(random["curve"], random["final"]["top1"])
             speedup = (reference / steps) if steps else None
-            text += " · never" if steps is None else f" · {steps:.0f}" + (
-                f" ({speedup:.{0 if speedup >= 10 else 1}f}x)" if speedup else " (at the start)")
+            text += " · never" if steps is None else (
+                " · at the start" if not steps else f" · {steps:.0f} ({speedup:.{0 if speedup >= 10 else 1}f}x)")
         if len(result.get("build", [])) == 1 and " | " in result["build"][0]:
             text += " †"
         return text
@@ -480,7 +480,7 @@ def report(out: Path) -> str:
             aux = f"{accuracy:.1f}" if accuracy is not None else "-"
         for row in [gene["kind"]] + ([f"{gene['kind']}+fit"] if gene["kind"] in ("wave", "peg") else []):
             cells = [cell(saved.get(f"probe-{row}:{gene['name']}@{s}"), s) for s in sizes]
-            label = row + (" (from the ancestry)" if gene["init"] == "ancestry" else "") + (
+            label = row + {"ancestry": " (from the ancestry)", "random": " (random start)"}.get(gene["init"], "") + (
                 "" if gene["lr"] == 1e-3 else f", lr {gene['lr']:g}") + (
                 f", --until {gene['until']:g}" if gene.get("until") else "") + (
                 f", batch {gene['batch']}" if gene.get("batch", 64) != 64 else "")
@@ -502,7 +502,7 @@ def report(out: Path) -> str:
         text += ("\n| TLEG learngene | aux top-1 | " + " | ".join(f"depth {d}" for d in range(2, 13))
                  + " | worst / aux |\n|---|---|" + "---|" * 12 + "\n" + "\n".join(instincts) + "\n\n"
                  "Step-0 top-1 % of descendants at every depth (full 10,000-image test set).\n")
-    _figure(saved, out / "learngene_budget.png", sizes)
+    _figure(saved, out.parent / "learngene_budget.png", sizes)
     return text
 
 
