@@ -525,8 +525,12 @@ def _figure(saved: dict, path: Path, sizes: list[str]) -> None:
         for size in sizes:
             result = saved.get(f"probe-{gene['kind']}:{gene['name']}@{size}")
             if result and result.get("status") == "done":
+                # (steps, seconds, top-1): a line follows the budget, plotted at its seconds
                 series.setdefault((label, size), []).append(
-                    (condensed["wall_seconds"], result["row"]["final"]["top1"]))
+                    (gene["steps"], condensed["wall_seconds"], result["row"]["final"]["top1"]))
+    # One colour per learngene series in every panel.
+    labels = sorted({label for label, _ in series})
+    colours = {label: plt.get_cmap("tab20")(i % 20) for i, label in enumerate(labels)}
     for axis, size in zip(axes.flat, sizes):
         best = max(((saved[f"probe-{m}@{size}"]["row"]["final"]["top1"], m) for m in BASELINES
                     if saved.get(f"probe-{m}@{size}", {}).get("status") == "done"), default=None)
@@ -538,7 +542,8 @@ def _figure(saved: dict, path: Path, sizes: list[str]) -> None:
         for (label, where), points in sorted(series.items()):
             if where == size:
                 points.sort()
-                axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+                axis.plot([p[1] for p in points], [p[2] for p in points], marker="o", label=label,
+                          color=colours[label])
         if not any(where == size for _, where in series) and not best:
             axis.text(0.5, 0.5, "not measured yet", ha="center", va="center", transform=axis.transAxes)
         axis.set_xscale("log")
