@@ -163,6 +163,12 @@ def render_learngene(report: dict[str, Any]) -> None:
         rows.append(("scored", f"{_condensed_score(condensed, 'teacher')} as the auxiliary model on {data}"))
     if condensed.get("steps"):
         took = f", {condensed['seconds']:.0f} s" if isinstance(condensed.get("seconds"), (int, float)) else ""
+        until = condensed.get("until")
+        if isinstance(until, dict) and until.get("stopped"):  # lg condense --until: where and why it stopped
+            took += f" (--until {until.get('fraction')}: {until['stopped']})"
+        start = (report.get("provenance") or [{}])[0].get("options", {}).get("init")
+        if start in ("ancestry", "random"):
+            took += ", started from the teacher's weights" if start == "ancestry" else ", from random weights"
         rows.append(("condensed in", f"{condensed['steps']} steps{took}"))
     rows += [("bytes", f"{report['bytes']:,}"), ("sha256", report["sha256"])]
     rows += _provenance_rows(report)

@@ -194,6 +194,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                           sizes=kind.sizes(aux, resolved), condensed=condensed)
     if "init" in resolved:  # what auto chose, so the file says how it was made
         resolved = {**resolved, "init": "ancestry" if warm else "random"}
+    if "depths" in resolved and model.depths:  # the range trained, the default one included
+        resolved = {**resolved, "depths": f"{model.depths[0]}-{model.depths[-1]}"}
     recorded = {"aux_depth": aux.depth, "aux_width": aux.width, "aux_heads": aux.heads, **resolved,
                 **{k: v for k, v in asdict(settings).items()
                    if k in ("batch_size", "lr", "weight_decay", "seed")},
