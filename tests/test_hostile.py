@@ -324,12 +324,15 @@ def test_a_config_its_family_refuses_is_one_line_of_the_input(text_sources, tmp_
     config = json.loads((folder / "config.json").read_text())
     config.update(changes)
     (folder / "config.json").write_text(json.dumps(config))
-    for args in (["inspect", folder], ["shrink", folder, "--depth", "1", "-o", tmp_path / "out"]):
-        result = lg(*args)
-        assert result.code == 1 and result.stderr.count("\n") == 1, result.stderr  # transformers' warnings too
-        assert "config.json does not describe a" in result.stderr and phrase in result.stderr, result.stderr
-        assert "bug in lg" not in result.stderr
+    result = lg("shrink", folder, "--depth", "1", "-o", tmp_path / "out")
+    assert result.code == 1 and result.stderr.count("\n") == 1, result.stderr  # transformers' warnings too
+    assert "config.json does not describe a" in result.stderr and phrase in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+    # lg inspect reads the config through its class only (the model classes would double its time):
+    # what that class refuses is refused there too; the rest is described, never "a bug in lg".
+    shown = lg("inspect", folder)
+    assert shown.code == 0 or (shown.code == 1 and phrase in shown.stderr and shown.stderr.count("\n") == 1)
+    assert "bug in lg" not in shown.stderr and "Traceback" not in shown.stderr
 
 
 @pytest.mark.parametrize("key, shape", [("head.weight", (0, 32)), ("pos_embed", (1, 0, 32))])

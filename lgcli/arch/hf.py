@@ -18,6 +18,7 @@ state dict cannot show, and every size in it is checked against the weights.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -245,8 +246,6 @@ class HfAdapter:
             raise LgError(self._not_family(str(exc))) from None
         if sizes is not None:
             self._check_sizes(sizes, spec, stack)
-        if config:  # after lg's own checks of the sizes, which say more precisely what is wrong
-            self._validate(config, architecture)
         return spec, (stack if reader is not None else stack.materialized())
 
     def _canonical_shape(self, suffix: str, tensor: torch.Tensor) -> tuple[int, ...]:
@@ -297,18 +296,19 @@ class HfAdapter:
             raise LgError(self._not_family(f"{token} of shape {tuple(embedding.shape)} is not (vocab, width)"))
         return int(embedding.shape[1])
 
-    def _validate(self, config: Mapping[str, Any], architecture: str) -> None:
-        """Refuse a config its own family's classes refuse (an unknown
-        activation or rope type, a bad layer type, an epsilon that is not a
-        number, a pad token outside the vocabulary), in one line naming the
-        complaint, before any work: transformers raises whatever type it
-        likes for these, and they used to surface as lg's own bugs."""
-        self._bound_config(config)
-        transformers = import_transformers()
-        hf = self._hf_config(config)
+    def _build(self, architecture: str, hf_config, meta: bool = True) -> nn.Module:
+        """transformers' `architecture` built from `hf_config` (on the meta
+        device: no memory), its complaints about the config in one line:
+        transformers raises whatever type it likes for these (KeyError for
+        an unknown activation or rope type, AssertionError for a pad token
+        outside the vocabulary), and they used to surface as lg's own bugs.
+        Every command that builds or writes a model comes here (or through
+        `_hf_config`, which quotes the config class's complaints) before any
+        work; `lg inspect` reads config.json with lg's own checks only, since
+        importing transformers' classes would double its time."""
         try:
-            with torch.device("meta"):
-                getattr(transformers, architecture)(hf)
+            with torch.device("meta") if meta else contextlib.nullcontext():
+                return getattr(import_transformers(), architecture)(hf_config)
         except Exception as exc:  # noqa: BLE001 - any complaint of transformers' about the config
             detail = _complaint(exc)
             if isinstance(exc, KeyError):
@@ -530,9 +530,6 @@ class HfAdapter:
             detail = _complaint(exc)
             raise LgError(f"config.json does not describe a {cls.__name__} ({one_line(detail)[:200]})") from None
 
-    def _model_class(self, spec: ArchSpec):
-        return getattr(import_transformers(), spec.extras["architecture"])  # a name from layout.architectures
-
     # ------------------------------------------------------------ writing
     def key_of(self, spec: ArchSpec) -> Callable[[str], str]:
         prefix = self.layout.base_prefix if self.architecture(spec).prefixed else ""
@@ -611,9 +608,7 @@ class HfAdapter:
                 if k not in tied and not any(re.search(p, k) for p in self.layout.ignored)}
 
     def _meta_model(self, spec: ArchSpec) -> nn.Module:
-        config = self.hf_config(spec)
-        with torch.device("meta"):
-            return self._model_class(spec)(config)
+        return self._build(spec.extras["architecture"], self.hf_config(spec))
 
     def _bound(self, spec: ArchSpec) -> None:
         rough = spec.depth * spec.width * (2 * spec.attn_dim + 2 * spec.kv_dim + 3 * spec.mlp_dim)
@@ -679,8 +674,7 @@ class HfAdapter:
         if seed is not None:
             torch.manual_seed(seed)
         self._bound(spec)
-        model = self._model_class(spec)(self.hf_config(spec))
-        return model.eval()
+        return self._build(spec.extras["architecture"], self.hf_config(spec), meta=False).eval()
 
     def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
         model = self.create_model(spec, seed=seed)
@@ -746,9 +740,7 @@ class HfAdapter:
             raise LgError("a text model's recorded config is empty")
         self._bound_config(checked)
         architecture = self._architecture(checked, {}, "")
-        self._validate(checked, architecture)
-        with torch.device("meta"):
-            model = getattr(import_transformers(), architecture)(self._hf_config(checked))
+        model = self._build(architecture, self._hf_config(checked))
         return self._read_shapes(self._saved_shapes(model), checked)
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
