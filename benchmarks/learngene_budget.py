@@ -22,8 +22,9 @@ the next job.
     python benchmarks/learngene_budget.py report     # -> learngene_budget.md, learngene_budget.png
 
 Results: ``benchmarks/learngene_budget/results/*.json`` (kept in git);
-learngenes and descendants go to ``--cache`` (not kept: each is remade by its
-job's command, which the result records).
+learngenes and descendants go to ``--cache`` (not kept: a learngene a job
+needs and the cache lacks is condensed again by its recorded command, which
+writes the same bytes, checked against the recorded sha256).
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ def descendant(spec: dict, cache: Path, results: Path) -> tuple[Path | None, lis
         if done.returncode != 0:
             return None, [shown_command(args)], done.stderr.decode(errors="replace").strip().splitlines()[-1]
         return path, [shown_command(args)], None
-    gene = cache / f"{spec['gene']}.lg.safetensors"
+    gene = learngene_file(spec["gene"], cache, results)
     fit = []
     if method.endswith("+fit"):  # the grow defaults (300 steps), or the settings the job names
         steps, lr, batch = spec.get("fit", (300, None, None))
@@ -290,6 +291,24 @@ def descendant(spec: dict, cache: Path, results: Path) -> tuple[Path | None, lis
     second = [direction, "-", "--width", str(width), "--method", WIDTH_METHOD, "-o", str(path), "--force"]
     lg_pipe(first, second)
     return path, [f"{shown_command(first)} | {shown_command(second)}"], None
+
+
+def learngene_file(name: str, cache: Path, results: Path) -> Path:
+    """The learngene `name`'s file in the cache. The cache is not kept (the
+    results are): on another machine or after a clean-up, the learngene is
+    condensed again by its recorded command, which writes the same bytes
+    (same command and seed), and the sha256 its result recorded is checked."""
+    path = cache / f"{name}.lg.safetensors"
+    if path.exists():
+        return path
+    saved = json.loads(result_path(results, f"condense-{name}").read_text())
+    gene = next(g for g in learngenes() if g["name"] == name)
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: not in the cache, condensed again", file=sys.stderr, flush=True)
+    remade = run_condense(Job(f"condense-{name}", "condense", spec=gene), cache)
+    if saved.get("sha256") and remade["sha256"] != saved["sha256"]:
+        raise CommandFailed(remade["command"], [f"condensed again, {name} has sha256 {remade['sha256']}, "
+                                                f"not the {saved['sha256']} its result recorded"])
+    return path
 
 
 def run_probe(job: Job, cache: Path, results: Path) -> dict:
@@ -314,7 +333,7 @@ def run_probe(job: Job, cache: Path, results: Path) -> dict:
 def run_instinct(job: Job, cache: Path, results: Path) -> dict:
     """A TLEG learngene's descendants at every depth 2..12, scored before
     any training, against its auxiliary model (the issue's 95 % aim)."""
-    gene = cache / f"{job.spec['name']}.lg.safetensors"
+    gene = learngene_file(job.spec["name"], cache, results)
     scores = {}
     for depth in range(2, 13):
         path = cache / f"instinct-{job.spec['name']}-{depth}.safetensors"
