@@ -940,11 +940,6 @@ def check_output(destination: str | os.PathLike, *, force: bool,
         raise LgError(f"{shown(dst)}: folder {shown(parent)} does not exist")
 
 
-def is_model_folder(path: Path) -> bool:
-    """A folder lg could have written (and may replace with --force)."""
-    return _not_replaceable(path) is None
-
-
 # What a model folder may hold besides the files lg writes: what a Hugging
 # Face snapshot adds (replacing the folder loses nothing that was not downloaded).
 HUB_FILES = ("README.md", ".gitattributes")

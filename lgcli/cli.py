@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .errors import LgError, UsageError, one_line, os_reason, shown
+from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
 from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
                       parse_byte_size)
 
@@ -219,7 +219,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if sys.stdout is None:  # started with stdout closed (`lg ... >&-`): say so where lg would write
         sys.stdout = _ClosedStdout()
-    debug = "--debug" in args or os.environ.get("LG_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+    debug = "--debug" in args or debugging()
     args = [a for a in args if a != "--debug"]
     if debug:  # the library's own quieting (transformers' log) reads it
         os.environ["LG_DEBUG"] = "1"

@@ -61,3 +61,11 @@ def notify_stderr(message: str) -> None:
     import sys
 
     print(f"lg: {one_line(message)}", file=sys.stderr)
+
+
+def debugging() -> bool:
+    """Whether LG_DEBUG asks for debugging (`--debug` sets it): any value but
+    empty, 0, false, no or off."""
+    import os
+
+    return os.environ.get("LG_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")

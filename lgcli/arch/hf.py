@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch import nn
 
-from ..errors import LgError, one_line, shown
+from ..errors import LgError, debugging, one_line, shown
 from ..stack import (LAYER_ROLE_AXES, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
                      copy_elements)
 from .base import TEXT_ENCODER, Reader
@@ -759,11 +759,9 @@ def _complaint(exc: BaseException) -> str:
 def import_transformers():
     """transformers, its log quiet (its warnings about a config are said in
     lg's words where they matter; LG_DEBUG or --debug shows them)."""
-    import os
-
     import transformers
 
-    if os.environ.get("LG_DEBUG", "").strip().lower() in ("", "0", "false", "no", "off"):
+    if not debugging():
         transformers.utils.logging.set_verbosity_error()
     return transformers
 
