@@ -174,13 +174,25 @@ def jobs() -> list[Job]:
                            ["condense-wave-ancestry-600"],
                            spec={"method": "wave+fit", "gene": "wave-ancestry-600", "size": [6, 192],
                                  "fit": [steps, lr, batch]}))
+    # At the other sizes, what the aims are judged by comes first: the
+    # training-free methods and random, then the learngenes at half the
+    # ancestry's budget or less with the lowest rung (300 steps) last.
+    lowest = [gene for gene in first if gene["steps"] == 300]
+    judged = [gene for gene in first if gene not in lowest]
+    levers = [gene for gene in rest if gene["init"] == "ancestry" or gene["steps"] == 600]
+    ladder = [gene for gene in rest if gene not in levers]
     for index, size in enumerate(sizes[1:]):
         out += baselines(size)
-        for gene in first:
+        for gene in judged:
             out += probes(gene, size)
         if index == 0:  # after one size above the ancestry: every lever at the headline size
-            for gene in rest:
+            for gene in levers:
                 out += made(gene) + probes(gene, sizes[0])
+    for gene in lowest:
+        for size in sizes[2:]:
+            out += probes(gene, size)
+    for gene in ladder:
+        out += made(gene) + probes(gene, sizes[0])
     for gene in rest:
         for size in sizes[1:]:
             out += probes(gene, size)
