@@ -181,13 +181,27 @@ def jobs() -> list[Job]:
     judged = [gene for gene in first if gene not in lowest]
     levers = [gene for gene in rest if gene["init"] == "ancestry" or gene["steps"] == 600]
     ladder = [gene for gene in rest if gene not in levers]
+    # The warm starts' other budgets (300, 1,500 steps, the stopping rule),
+    # which tell whether 600 steps are enough at a size: at the sizes smaller
+    # than the headline one (cheap to probe) before the largest size's
+    # learngenes, at the others after them.
+    budgets = [gene for gene in levers if gene["init"] == "ancestry" and gene["lr"] == 1e-3
+               and gene["batch"] == 64]
+    headline = RUN_ORDER[0][0] * RUN_ORDER[0][1] ** 2
+    small = [f"{d}x{w}" for d, w in RUN_ORDER[1:] if d * w * w < headline]
     for index, size in enumerate(sizes[1:]):
+        if size == sizes[-1]:
+            out += [job for s in small for gene in budgets for job in probes(gene, s)]
         out += baselines(size)
         for gene in judged:
             out += probes(gene, size)
         if index == 0:  # after one size above the ancestry: every lever at the headline size
             for gene in levers:
                 out += made(gene) + probes(gene, sizes[0])
+    for size in sizes[1:]:
+        if size not in small:
+            for gene in budgets:
+                out += probes(gene, size)
     for gene in lowest:
         for size in sizes[2:]:
             out += probes(gene, size)
@@ -528,13 +542,76 @@ def report(out: Path) -> str:
             worst = min(result["top1_by_depth"].values())
             instincts.append(f"| {gene['name']} | {aux:.1f} | " + " | ".join(
                 f"{v:.1f}" for v in result["top1_by_depth"].values()) + f" | {worst / aux * 100:.0f} % |")
-    text = "\n".join(lines) + "\n\n" + caption + "\n"
+    text = "\n".join(lines) + "\n\n" + caption + "\n\n" + aims(saved, sizes) + "\n"
     if instincts:
         text += ("\n| TLEG learngene | aux top-1 | " + " | ".join(f"depth {d}" for d in range(2, 13))
                  + " | worst / aux |\n|---|---|" + "---|" * 12 + "\n" + "\n".join(instincts) + "\n\n"
                  "Step-0 top-1 % of descendants at every depth (full 10,000-image test set).\n")
     _figure(saved, out.parent / "learngene_budget.png", sizes)
     return text
+
+
+def aims(saved: dict, sizes: list[str]) -> str:
+    """The issue's aims, size by size: the best training-free method against
+    the best learngene at half the ancestry's training or less, and against
+    the best TLEG or WAVE at a twentieth of it or less (600 steps)."""
+
+    def final(name: str) -> float | None:
+        result = saved.get(name)
+        return result["row"]["final"]["top1"] if result and result.get("status") == "done" else None
+
+    def best(rows: list[tuple[str, str]], size: str) -> tuple[float, str] | None:
+        scored = [(final(f"{job}@{size}"), label) for job, label in rows]
+        return max(((top1, label) for top1, label in scored if top1 is not None), default=None)
+
+    def within(gene: dict, most_steps: int, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+        if gene["kind"] not in kinds or gene["steps"] > most_steps:
+            return []
+        start = {"ancestry": "from the ancestry", "random": "random start"}.get(gene["init"], gene["init"])
+        label = f"{gene['kind']} ({start}, {gene['steps']} steps)" if gene["steps"] else f"{gene['kind']} (sampled)"
+        rows = [gene["kind"]] + ([f"{gene['kind']}+fit"] if gene["kind"] in ("wave", "peg") else [])
+        return [(f"probe-{row}:{gene['name']}", label.replace(gene["kind"], row, 1)) for row in rows]
+
+    half = [row for gene in learngenes() for row in within(gene, ANCESTRY_STEPS // 2, ("tleg", "wave", "peg"))]
+    twentieth = [row for gene in learngenes() for row in within(gene, ANCESTRY_STEPS // 20, ("tleg", "wave"))]
+    lines = ["| size | best training-free | best learngene, <= 6,000 steps | aim | "
+             "best TLEG/WAVE, <= 600 steps | aim |", "|---|---|---|---|---|---|"]
+    for size in sizes:
+        depth, width = map(int, size.split("x"))
+        above = depth >= 6 and width >= 128  # the ancestry is 6 x 128
+        free = best([(f"probe-{m}", m) for m in BASELINES], size)
+        cells = [free and f"{free[1]} {free[0]:.1f}" or "…"]
+        for rows in (half, twentieth):
+            gene = best(rows, size)
+            cells.append(gene and f"{gene[1]} {gene[0]:.1f}" or "…")
+            if free and gene:
+                gap = gene[0] - free[0]
+                met = gap >= (-0.5 if above else 0.0)
+                cells.append(f"{'met' if met else 'not met'} ({gap:+.1f})")
+            else:
+                cells.append("…")
+        lines.append(f"| {size.replace('x', ' x ')} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + ("\n\nThe aims of issue 19: at or above the best training-free method below the "
+                              "ancestry's size, within 0.5 points at or above it (gap in points).\n")
+
+
+def fill_docs(text: str, docs: Path) -> None:
+    """Put the report's tables in docs/learngenes.md between its markers,
+    with only the sizes measured so far."""
+    tables = text.split("\n\n")
+    budget = tables[0].splitlines()
+    columns = [[cell.strip() for cell in line.strip("|").split("|")] for line in budget]
+    keep = [i for i in range(len(columns[0]))
+            if i < 3 or any(row[i] not in ("…", "n/a") for row in columns[2:])]
+    measured = [row for index, row in enumerate(columns)
+                if index < 2 or any(row[i] not in ("…", "n/a") for i in keep[3:])]
+    shown = ["| " + " | ".join(row[i] for i in keep) + " |" for row in measured]
+    body = "\n".join(shown) + "\n\n" + tables[1] + "\n\n" + tables[2] + "\n\n" + tables[3]
+    page = docs.read_text()
+    start, end = "<!-- table -->\n", "<!-- /table -->"
+    head, rest = page.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    docs.write_text(head + start + body.rstrip() + "\n" + end + tail)
 
 
 def _figure(saved: dict, path: Path, sizes: list[str]) -> None:
@@ -595,6 +672,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--docs", type=Path, help="report: also fill this page's table between <!-- table --> markers")
     args = parser.parse_args()
     results = args.out / "results"
     results.mkdir(parents=True, exist_ok=True)
@@ -619,6 +697,8 @@ def main() -> int:
         return 0
     text = report(args.out)
     (args.out.parent / "learngene_budget.md").write_text(text)
+    if args.docs:
+        fill_docs(text, args.docs)
     print(text)
     return 0
 
