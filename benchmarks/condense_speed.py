@@ -52,7 +52,7 @@ from lgcli.arch import get_adapter  # noqa: E402
 from lgcli.data import load_data  # noqa: E402
 from lgcli.learngenes import GeneratedModel, get_kind  # noqa: E402
 from lgcli.options import resolve_options  # noqa: E402
-from lgcli.resize import target_spec  # noqa: E402
+from lgcli.sizing import target_spec  # noqa: E402
 from lgcli.train import TrainConfig, distillation_loss, train  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "fmnist_vit.safetensors"

@@ -280,7 +280,7 @@ def descendant(spec: dict, cache: Path, results: Path) -> tuple[Path | None, lis
         # timm's own init of the size, seeded as `lg eval --baseline random`
         sys.path.insert(0, str(REPO))
         from lgcli.api import create_model, load, save_model
-        from lgcli.resize import target_spec
+        from lgcli.sizing import target_spec
 
         spec_ = target_spec(load(str(EXAMPLE)).spec, depth=depth, width=width)
         save_model(create_model(spec_, seed=0), path, force=True)

@@ -60,7 +60,8 @@ from lgcli.api import create_model  # noqa: E402
 from lgcli.arch import get_adapter  # noqa: E402
 from lgcli.condense import CondenseSettings, condense  # noqa: E402
 from lgcli.data import load_data  # noqa: E402
-from lgcli.resize import expand, target_spec  # noqa: E402
+from lgcli.resize import expand  # noqa: E402
+from lgcli.sizing import target_spec  # noqa: E402
 from lgcli.learngenes.wave import KIND as WAVE  # noqa: E402
 from lgcli.options import defaults  # noqa: E402
 from lgcli.train import TrainConfig, distillation_loss, train  # noqa: E402

@@ -22,6 +22,8 @@ from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, companio
                          companion_size, provenance_chain, provenance_metadata, read_checkpoint, write_checkpoint,
                          write_tensors)
 from .errors import LgError, notify_stderr, shown
+from .learngenes import Learngene, get_kind
+from .learngenes.base import check_tensors
 from .stack import ArchSpec, Stack
 
 MODEL, LEARNGENE = "model", "learngene"
@@ -171,18 +173,14 @@ def is_learngene(checkpoint: Checkpoint) -> bool:
     return checkpoint.lg.get("kind") == LEARNGENE
 
 
-def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | None = None):
+def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | None = None) -> Learngene:
     """Read a learngene file: its kind, the family configuration it expands
     from, its tensors by role, and what condensing recorded."""
-    from .learngenes import Learngene, get_kind
-
     checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
     lg = checkpoint.lg
     if lg.get("kind", MODEL) != LEARNGENE:
         raise LgError(f"{checkpoint.label}: is a model checkpoint, not a learngene (make one with "
                       f"`lg condense TEACHER --method tleg|wave --data D -o OUT`)")
-    from .learngenes.base import check_tensors
-
     kind = get_kind(lg.get("method"))
     spec, template = get_adapter(lg.get("family") or "").template_from_config(lg.get("config") or {})
     info = lg.get("learngene") or {}
@@ -195,7 +193,7 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
     return learngene
 
 
-def save_learngene(destination: str | os.PathLike, learngene, *, options: Mapping[str, Any] | None = None,
+def save_learngene(destination: str | os.PathLike, learngene: Learngene, *, options: Mapping[str, Any] | None = None,
                    source: Checkpoint | None = None, force: bool = False,
                    stdout: BinaryIO | None = None) -> str:
     """Write a learngene file (kind ``learngene``): its tensors by role in
@@ -310,8 +308,6 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
 def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
     """What `lg inspect` reports for a learngene: what it is, its parameters,
     the teacher, the auxiliary model's accuracy, and the sizes it can become."""
-    from .learngenes import get_kind
-
     gene = load_learngene(checkpoint)
     spec = gene.spec
     described = get_kind(gene.kind).describe(gene)

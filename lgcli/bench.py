@@ -311,7 +311,8 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
     and what building it did."""
     from .api import create_model
     from .arch import get_adapter
-    from .resize import check_direction, expand, resize, target_spec
+    from .resize import expand, resize
+    from .sizing import check_direction, target_spec
 
     source = context.loaded.spec
     target = target_spec(source, depth=cell.depth, width=cell.width)

@@ -30,12 +30,14 @@ from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
 from .data import ImageData, check_real, check_seed, check_whole
 from .errors import LgError, UsageError, notify_stderr
+from .fitting import data_for
 from .learngenes import GeneratedModel, Learngene, get_kind
-from .learngenes.base import data_for, starts_from_ancestry
+from .learngenes.base import starts_from_ancestry
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
-from .resize import spec_sizes, target_spec
+from .sizing import spec_sizes, target_spec
 from .text import TextData, TokenWindows, evaluate_text
-from .train import StepCallback, TrainConfig, auto_device_note, concrete_device, distributed_setup, evaluate_accuracy, train
+from .train import (StepCallback, TrainConfig, auto_device_note, concrete_device, distillation_loss, distributed_setup,
+                    evaluate_accuracy, train)
 
 Notify = Callable[[str], None]
 # Images held out to score the auxiliary model when --test-fraction is not given.
@@ -139,7 +141,9 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                        stdin=stdin, started=started, reading=reading)
     if data is None:
         raise UsageError(f"give the data to distil on: --data D (a {kind.name} learngene is trained)")
-    loss_fn = kind.condense_loss(resolved)  # refuses bad loss settings before any work
+    # The kind's declared alpha and tau (SPEC.md "TLEG", WAVE Eq. 6); refuses
+    # bad loss settings before any work.
+    loss_fn = distillation_loss(resolved["alpha"], resolved["tau"])
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
     if is_learngene(checkpoint):
         raise LgError("the teacher must be a model checkpoint; this file is a learngene")

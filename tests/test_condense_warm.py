@@ -18,7 +18,7 @@ from lgcli.learngenes.tleg import KIND as TLEG
 from lgcli.learngenes.wave import KIND as WAVE
 from lgcli.learngenes.wave import FUSED, kronecker_sum, padding_templates
 from lgcli.options import resolve_options
-from lgcli.resize import target_spec
+from lgcli.sizing import target_spec
 
 from conftest import make_vit
 

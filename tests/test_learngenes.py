@@ -13,14 +13,17 @@ import torch
 import torch.nn.functional as F
 
 import lgcli
+import lgcli.resize
 from lgcli.checkpoint import read_bytes, read_checkpoint
 from lgcli.condense import CondenseSettings, condense
 from lgcli.data import load_data
+from lgcli.fitting import fit_on_data
 from lgcli.learngenes import GeneratedModel, get_kind
 from lgcli.learngenes.tleg import KIND as TLEG
 from lgcli.learngenes.wave import KIND as WAVE
 from lgcli.learngenes.wave import kronecker_sum, linear_padding_scalers, parse_templates
 from lgcli.options import resolve_options
+from lgcli.sizing import target_spec
 from lgcli.train import TrainConfig, distillation_loss, train
 
 from conftest import sample_input
@@ -300,12 +303,12 @@ def test_wave_fitting_lowers_the_loss_and_keeps_templates(genes, teacher):
     folder, _ = genes
     gene = lgcli.load_learngene(folder / "wave.lg.safetensors")
     templates = {n: t.clone() for n, t in gene.tensors.items() if n.startswith("T.")}
-    target = lgcli.resize.target_spec(gene.spec, depth=4, width=64)
+    target = target_spec(gene.spec, depth=4, width=64)
     options = resolve_options("wave", WAVE.expand_options,
                               {"data": "fashion-mnist-mini", "subset": "256", "steps": 25, "lr": 3e-3,
                                "teacher": str(teacher)})
     model = WAVE.prepare(gene, target, options)
-    report = WAVE.fit(model, gene, target, options)
+    report = fit_on_data(model, gene, options, 0, "the scalers")
     assert report["fitted"] and report["steps"] == 25
     assert report["loss_last"] < report["loss_first"]
     frozen = dict(model.tensors())

@@ -13,11 +13,12 @@ import timm
 import torch
 
 import lgcli
+from lgcli.fitting import fit_on_data
 from lgcli.learngenes.peg import KIND as PEG
 from lgcli.learngenes.base import Learngene
 from lgcli.learngenes.peg import (MIXTURES, depth_interpolation, fresh_phi, mix_heads, mixture_weights, phi_weights,
                                   width_map)
-from lgcli.resize import target_spec
+from lgcli.sizing import target_spec
 from lgcli.stack import LAYER_ROLE_AXES, Named, Stack
 
 from conftest import make_vit, sample_input
@@ -285,7 +286,7 @@ def test_fitting_lowers_the_loss_on_a_fixed_batch_and_keeps_the_learngene(gene):
             return F.cross_entropy(model.eval()(images), labels).item()
 
     loss_before = fixed_batch_loss()
-    report = PEG.train_phi(model.train(), g, target, options, seed=0)
+    report = fit_on_data(model.train(), g, options, 0, "the map φ")
     loss_after = fixed_batch_loss()
     # Measured: 2.15 -> 1.87. φ before it learned (a position network over
     # softmax weights) moved it by 0.04 at most, at any rate from 1e-2 to 5e-2.

@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 from lgcli.api import load
 from lgcli.arch import get_adapter
 from lgcli.learngenes import GeneratedModel, get_kind
-from lgcli.resize import target_spec
+from lgcli.sizing import target_spec
 from lgcli.train import IGNORE, distillation_loss
 
 from text_models import POSITIONS, Sources, load_strict, outputs, relative_error, token_ids

@@ -3,14 +3,16 @@
 A kind condenses a teacher into its own tensors and expands them into a
 canonical Stack of any size it can reach; `base.LearngeneKind` is the
 protocol. The file format, `lg inspect` and the CLI know no kind's details:
-they ask the kind.
+they ask the kind. A kind reads no data and trains nothing itself: the
+commands above do (`lgcli.condense`, and `lgcli.fitting` through the
+`ExpandContext` a kind's `expand` is handed).
 """
 
 from __future__ import annotations
 
 from ..errors import LgError
 from . import peg, tleg, wave
-from .base import GeneratedModel, Learngene, LearngeneKind
+from .base import ExpandContext, GeneratedModel, Learngene, LearngeneKind
 
 KINDS: dict[str, LearngeneKind] = {kind.name: kind for kind in (tleg.KIND, wave.KIND, peg.KIND)}
 
@@ -22,4 +24,4 @@ def get_kind(name: str | None) -> LearngeneKind:
         raise LgError(f"unknown learngene kind {name!r} (known: {', '.join(KINDS)})") from None
 
 
-__all__ = ["KINDS", "get_kind", "Learngene", "LearngeneKind", "GeneratedModel"]
+__all__ = ["KINDS", "get_kind", "Learngene", "LearngeneKind", "GeneratedModel", "ExpandContext"]

@@ -6,7 +6,9 @@ A learngene is a set of tensors named by role (TLEG ``A.q`` / ``B.q``, WAVE
 plus the family configuration of the auxiliary model it was condensed as. A
 kind (one module each: `tleg.py`, `wave.py`) says how those tensors become a
 canonical `Stack` at any target `ArchSpec`; everything that trains, condensing
-and fitting alike, goes through one `GeneratedModel` and `lgcli.train.train`.
+and fitting alike, goes through one `GeneratedModel` and `lgcli.train.train`,
+called by the commands above (`lgcli.condense`, `lgcli.fitting`): a kind
+neither reads data nor trains.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from torch import nn
 
 from ..arch import get_adapter
 from ..checkpoint import Checkpoint
-from ..errors import LgError, notify_stderr, shown
+from ..errors import LgError, shown
 from ..options import Option
 from ..stack import ArchSpec, Named, Stack
 
@@ -53,7 +55,9 @@ class LearngeneKind:
     and an instance ``KIND``; nothing outside it knows the kind's tensors.
 
     - `condense_options` / `expand_options`: declared options (the CLI builds
-      `lg condense` and `lg grow` flags from them).
+      `lg condense` and `lg grow` flags from them). A kind that trains
+      declares ``alpha`` and ``tau``: condensing's loss is then
+      ``(1 - alpha) CE + alpha tau^2 KL`` (SPEC.md "TLEG", WAVE Eq. 6).
     - `initial(aux, aux_init, options, generator, ancestry=None)`: the tensors
       to train while condensing, as (trainable, frozen), from the auxiliary
       spec and the family's random initialisation of it; with `ancestry` (the
@@ -65,11 +69,11 @@ class LearngeneKind:
     - `sizes(aux, options)`: the kind's own sizes, recorded in the file.
     - `check_target(learngene, target)`: refuse a size the learngene cannot
       become, with an LgError naming what it can.
-    - `expand(learngene, target, options, notify, seed)`: the descendant's
-      Stack and a JSON-ready report.
+    - `expand(learngene, target, options, context)`: the descendant's Stack
+      and a JSON-ready report; `context` (`ExpandContext`) holds the seed,
+      the notify and the fitting on data a kind may call.
     - `describe(learngene)`: what it is and which depths and widths it can become.
     - `no_weight_decay(name)`: tensors AdamW must not decay.
-    - `condense_loss(options)`: the loss of condensing (distillation).
     - `training_depths(aux, options)`: depths to train the auxiliary model
       at, one drawn per step (kinds whose rule is depth-free, like TLEG).
     """
@@ -116,7 +120,7 @@ class LearngeneKind:
         raise NotImplementedError
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
-               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
+               context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
         raise NotImplementedError
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
@@ -128,13 +132,6 @@ class LearngeneKind:
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         """Depths to draw from while condensing (None: the auxiliary depth only)."""
         return None
-
-    def condense_loss(self, options: Mapping[str, Any]):
-        """The loss of condensing: ``(1 - alpha) CE + alpha tau^2 KL`` with the
-        kind's declared ``alpha`` and ``tau`` (SPEC.md "TLEG", WAVE Eq. 6)."""
-        from ..train import distillation_loss
-
-        return distillation_loss(options["alpha"], options["tau"])
 
 
 # ---------------------------------------------------------------- warm starts
@@ -163,7 +160,7 @@ def starts_from_ancestry(init: str, aux: ArchSpec, teacher: ArchSpec) -> bool:
     return init == "ancestry" or (init == "auto" and fits)
 
 
-# ---------------------------------------------------------------- fitting on data
+# ---------------------------------------------------------------- expanding, with or without data
 
 def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
     """The expand options of a kind that fits part of a descendant on data
@@ -185,81 +182,20 @@ def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
     )
 
 
-def fit_or_say_why_not(model: "GeneratedModel", learngene: "Learngene", options: Mapping[str, Any], seed: int,
-                       what: str, notify: Callable[[str], None], unfitted: str) -> dict[str, Any]:
-    """Fit `what` on options["data"] when given (and steps > 0); otherwise say
-    `unfitted` through `notify`. Returns the report's fitting entries."""
-    if options["data"] is None or options["steps"] == 0:
-        notify(unfitted)
-        return {"fitted": False}
-    return fit_on_data(model, learngene, options, seed, what)
+@dataclass
+class ExpandContext:
+    """What a kind's `expand` may need besides the learngene, the target and
+    its options, handed in by the command that expands (as `MethodContext`
+    is to a resize method): the seed, where to say what it did, and `fit`.
 
+    `fit(model, learngene, options, what, unfitted)` fits `what` (the
+    descendant's trainable part) on options["data"] when given, else says
+    `unfitted`; it returns the report's fitting entries. Fitting reads data
+    and trains, which the command layer does (`lgcli.fitting`), not a kind."""
 
-def fit_on_data(model: "GeneratedModel", learngene: "Learngene", options: Mapping[str, Any], seed: int,
-                what: str) -> dict[str, Any]:
-    """Train a descendant's trainable tensors (the learngene's stay frozen)
-    on options["data"]: CE, plus KD from options["teacher"]. A text
-    learngene's data are tokenized with the tokenizer it carries from its
-    ancestry. Returns what the fit did (the loss at the start and the end)."""
-    from ..api import load_model
-    from ..train import TrainConfig, distillation_loss, train
-
-    checkpoint = learngene.checkpoint
-    data = data_for(model, options["data"], f"the {learngene.kind} learngene's descendant",
-                    companions=checkpoint.companions if checkpoint is not None else {},
-                    where=checkpoint.label if checkpoint is not None else "the learngene",
-                    subset=options["subset"], seed=seed, fitting=what)
-    teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
-    alpha = options["alpha"] if teacher is not None else 0.0
-    from ..train import auto_device_note, concrete_device
-
-    if auto_device_note(options["device"]):
-        notify_stderr(auto_device_note(options["device"]))
-    config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
-                         warmup_steps=options["steps"] // 10, seed=seed,
-                         device=concrete_device(options["device"]),
-                         description=f"fitting {what}")
-    result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]), teacher=teacher)
-    model.cpu()
-    window = max(1, min(10, len(result.losses) // 5))
-    return {"fitted": True, "data": data.describe(), "steps": result.steps, "lr": options["lr"],
-            "teacher": options["teacher"], "alpha": alpha,
-            "loss_first": sum(result.losses[:window]) / window,
-            "loss_last": sum(result.losses[-window:]) / window}
-
-
-def data_for(model: "GeneratedModel", data: Any, name: str, *, companions: Mapping[str, Any], where: str,
-             subset: Any = None, test_subset: Any = None, test_fraction: float | None = None, seed: int = 0,
-             fitting: str = "it", notify: Callable[[str], None] = notify_stderr, seq_len: int | None = None) -> Any:
-    """The data a generated model trains on, for what its family's model
-    does: images with its classes (an `ImageData`, or a folder or built-in
-    name), or text windows for a language model (a `TextData`, or a file,
-    folder or built-in text, tokenized with the tokenizer in `companions`).
-    `name` says whose data they are in errors."""
-    from ..arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
-    from ..data import ImageData, check_channels, load_data
-    from ..text import TextData, builtin_texts, text_data_for
-
-    task = model.task
-    if task == IMAGE_CLASSIFICATION:
-        if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
-            raise LgError(f"--data {getattr(data, 'name', data)} is a text; {name} is an image classifier")
-        if not isinstance(data, ImageData):
-            data = load_data(data, subset=subset, test_subset=test_subset, seed=seed,
-                             **({} if test_fraction is None else {"test_fraction": test_fraction}))
-        check_channels(data, model.input_size[0])
-        classes = int(model.spec.extras.get("num_classes") or 0)
-        if data.num_classes != classes:
-            raise LgError(f"{name} has {classes} classes and {data.name} has {data.num_classes}: fit {fitting} on "
-                          f"data with the same classes")
-        return data
-    if task == TEXT_ENCODER:
-        raise LgError(f"{name} is a text encoder without a language-model head: it has no logits to train on "
-                      f"(give its masked-LM checkpoint, e.g. BertForMaskedLM)")
-    if isinstance(data, ImageData):
-        raise LgError(f"{data.name} is an image dataset; {name} is a language model")
-    return text_data_for([(name, model, companions, where)], task, data, seq_len=seq_len, subset=subset,
-                         test_subset=test_subset, test_fraction=test_fraction, seed=seed, notify=notify)
+    seed: int
+    notify: Callable[[str], None]
+    fit: Callable[["GeneratedModel", Learngene, Mapping[str, Any], str, str], dict[str, Any]]
 
 
 # ---------------------------------------------------------------- globals
@@ -278,8 +214,6 @@ def check_tensors(learngene: Learngene, expected: Mapping[str, tuple[int, ...]],
     """The learngene's tensors are exactly `expected` (names and shapes), in a
     floating-point dtype: a file whose metadata disagrees with its tensors is
     refused naming what disagrees."""
-    from ..errors import LgError
-
     found = learngene.tensors
     for key in sorted(set(expected) ^ set(found)):
         where = "lacks" if key in expected else "holds an unexpected"

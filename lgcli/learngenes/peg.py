@@ -88,14 +88,15 @@ multiples) when it widens; `--mlp-dim` the same way along the MLP axis.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import torch
 
 from ..errors import LgError
+from ..methods.common import axis_changes, is_linear_weight, uniform_indices
 from ..options import Option
 from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options, fit_or_say_why_not,
+from .base import (ExpandContext, GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, is_global)
 
 # Per-head roles (rows of q, k, v and their biases; columns of o).
@@ -245,8 +246,6 @@ def width_map(stack: Stack, source: ArchSpec, target: ArchSpec) -> Stack:
     """Reach the target's residual width and MLP size: selection when an axis
     narrows, cyclic repetition (input-side copies divided by their count) when
     it widens."""
-    from ..methods.common import axis_changes, is_linear_weight, uniform_indices
-
     def indices(change) -> tuple[torch.Tensor, torch.Tensor | None]:
         if change.target <= change.source:
             return uniform_indices(change.source, change.target), None
@@ -426,20 +425,14 @@ class Peg(LearngeneKind):
         return GeneratedModel(target, self.build, learned, frozen)
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
-               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
-        model = self.prepare(learngene, target, seed)
+               context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
+        model = self.prepare(learngene, target, context.seed)
         report: dict[str, Any] = {"rule": "PEG: descendant heads and FFNs are φ's mixtures of the learngene's",
                                   "phi_parameters": sum(p.numel() for p in model.parameters())}
-        report.update(fit_or_say_why_not(model, learngene, options, seed, "the map φ", notify,
-                                         "peg: the map φ is a fresh seeded draw (no --data): the descendant is "
-                                         "the sampled mixture, training-free; give --data D to train φ"))
+        report.update(context.fit(model, learngene, options, "the map φ",
+                                  "peg: the map φ is a fresh seeded draw (no --data): the descendant is "
+                                  "the sampled mixture, training-free; give --data D to train φ"))
         return model.materialise(), report
-
-    def train_phi(self, model: GeneratedModel, learngene: Learngene, target: ArchSpec,
-                  options: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
-        """Train φ on options["data"] (CE, plus KD from options["teacher"]),
-        the learngene frozen; returns the loss at the start and the end."""
-        return fit_on_data(model, learngene, options, seed, "the map φ")
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         sizes, spec = learngene.sizes, learngene.spec

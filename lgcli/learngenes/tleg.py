@@ -17,15 +17,17 @@ of every descendant is the learngene's own.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import torch
 
 from ..errors import LgError, UsageError, shown
+from ..methods.tleg_fit import fit_line
 from ..options import Option
+from ..sizing import check_size
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
-from .base import (Learngene, LearngeneKind, expected_globals, globals_as_tensors, globals_from_tensors,
-                   init_option, is_global)
+from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
+                   globals_from_tensors, init_option, is_global)
 
 # SPEC.md "TLEG": A and B trunc-normal(0.02), as the reference code's timm init.
 INIT_STD = 0.02
@@ -46,8 +48,6 @@ def ancestry_line(ancestry: Stack) -> dict[str, torch.Tensor]:
     """A TLEG learngene fitted to a trained model: per role, A and B of the
     least-squares line of every element over depth (TLEG Eq. 1, x_l = (l - 1) / L),
     and the model's globals."""
-    from ..methods.tleg_fit import fit_line
-
     tensors: dict[str, torch.Tensor] = {}
     for role, named in ancestry.layers.items():
         slope, base, _ = fit_line(named.data)
@@ -82,8 +82,6 @@ class Tleg(LearngeneKind):
         first, last = int(match.group(1)), int(match.group(2) or match.group(1))
         if not 1 <= first <= last:
             raise UsageError(f"--depths {text}: need 1 <= MIN <= MAX")
-        from ..resize import check_size
-
         check_size(aux.with_sizes(depth=last))  # the deepest model a step trains
         return tuple(range(first, last + 1))
 
@@ -147,7 +145,7 @@ class Tleg(LearngeneKind):
         return expected
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
-               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
+               context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
         with torch.no_grad():
             stack = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
         return stack, {"rule": "TLEG Eq. 1: theta_l = B + ((l - 1) / L) A", "depth": target.depth}

@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import torch
 
+from ..checkpoint import check_memory
 from ..errors import LgError
+from ..methods.common import is_linear_weight
 from ..options import Option
+from ..sizing import DEFAULT_MAX_PARAMS, target_spec
 from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_on_data, fit_options, fit_or_say_why_not,
+from .base import (ExpandContext, GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
 
 # Table C.2 counts per matrix role; vectors take 4.
@@ -225,9 +228,6 @@ def _check_template_size(config: Mapping[str, Mapping[str, Any]]) -> None:
     """Templates are sized before they are allocated: their count times their
     shape, with the optimiser's two moments, must fit the parameter limit and
     the memory available (`--templates qkv=64x64@1000000000` is refused)."""
-    from ..checkpoint import check_memory
-    from ..resize import DEFAULT_MAX_PARAMS
-
     elements = sum(entry["count"] * math.prod(entry["shape"]) for entry in config.values())
     if elements > DEFAULT_MAX_PARAMS:
         raise LgError(f"the templates hold {elements:.3g} values, over lg's limit of {DEFAULT_MAX_PARAMS:.3g}")
@@ -266,8 +266,6 @@ def widen_globals(globals_: Mapping[str, Named], source: int, target: int, layou
     `widen_index`; where `embed` is a linear layer's input (the head), the
     copies of a source column are divided by their number, so the head's
     output is unchanged when the features are copies."""
-    from ..methods.common import is_linear_weight
-
     if source == target:
         return dict(globals_)
     index = widen_index(source, target, layout)
@@ -388,8 +386,6 @@ class Wave(LearngeneKind):
                 for name, t in learngene.tensors.items() if name.startswith("T.")}
 
     def valid_widths(self, learngene: Learngene, limit: int = 8) -> list[int]:
-        from ..resize import target_spec
-
         own, config, found = learngene.spec, self._config(learngene), []
         for width in range(own.head_dim, 16 * own.width + 1, own.head_dim):
             try:
@@ -444,24 +440,17 @@ class Wave(LearngeneKind):
         return GeneratedModel(target, self.build, trainable, frozen, self.no_weight_decay)
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
-               notify: Callable[[str], None], seed: int = 0) -> tuple[Stack, dict[str, Any]]:
+               context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
         started = time.perf_counter()
-        model = self.prepare(learngene, target, options, seed)
+        model = self.prepare(learngene, target, options, context.seed)
         report: dict[str, Any] = {"scalers": "WAVE Eq. B.1 (linear padding)", "widen": options["widen"],
                                   "scaler_parameters": sum(t.numel() for name, t in model.tensors().items()
                                                            if name.startswith("S."))}
-        report.update(fit_or_say_why_not(model, learngene, options, seed, "the scalers", notify,
-                                         "wave: scalers not fitted (no --data): the descendant is Eq. B.1's "
-                                         "initialisation; give --data D to fit them"))
+        report.update(context.fit(model, learngene, options, "the scalers",
+                                  "wave: scalers not fitted (no --data): the descendant is Eq. B.1's "
+                                  "initialisation; give --data D to fit them"))
         report["seconds"] = round(time.perf_counter() - started, 3)
         return model.materialise(), report
-
-    def fit(self, model: GeneratedModel, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
-            seed: int = 0) -> dict[str, Any]:
-        """Fit the scalers (and globals) of a prepared descendant on
-        options["data"]: CE, plus KD from options["teacher"]; templates stay
-        frozen. Returns what the fit did (loss at the start and the end)."""
-        return fit_on_data(model, learngene, options, seed, "the scalers")
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         config, widths = self._config(learngene), self.valid_widths(learngene)

@@ -1,0 +1,89 @@
+"""Training on data for what a learngene builds: the data a generated model
+trains on (`data_for`, condensing's and fitting's alike), and the fitting of
+a descendant's trainable part (WAVE's scalers, PEG's map φ) before it is
+materialised (`fit_on_data`).
+
+This reads data and trains, so it sits above `lgcli.learngenes`: a kind
+never imports it, it is handed the fitting in its `ExpandContext`
+(`lgcli.resize.expand` binds `fit_or_say_why_not` to the seed and notify).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .api import load_model
+from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
+from .data import ImageData, check_channels, load_data
+from .errors import LgError, notify_stderr
+from .learngenes import GeneratedModel, Learngene
+from .text import TextData, builtin_texts, text_data_for
+from .train import TrainConfig, auto_device_note, concrete_device, distillation_loss, train
+
+
+def fit_or_say_why_not(model: GeneratedModel, learngene: Learngene, options: Mapping[str, Any], what: str,
+                       unfitted: str, *, seed: int, notify: Callable[[str], None]) -> dict[str, Any]:
+    """Fit `what` on options["data"] when given (and steps > 0); otherwise say
+    `unfitted` through `notify`. Returns the report's fitting entries."""
+    if options["data"] is None or options["steps"] == 0:
+        notify(unfitted)
+        return {"fitted": False}
+    return fit_on_data(model, learngene, options, seed, what)
+
+
+def fit_on_data(model: GeneratedModel, learngene: Learngene, options: Mapping[str, Any], seed: int,
+                what: str) -> dict[str, Any]:
+    """Train a descendant's trainable tensors (the learngene's stay frozen)
+    on options["data"]: CE, plus KD from options["teacher"]. A text
+    learngene's data are tokenized with the tokenizer it carries from its
+    ancestry. Returns what the fit did (the loss at the start and the end)."""
+    checkpoint = learngene.checkpoint
+    data = data_for(model, options["data"], f"the {learngene.kind} learngene's descendant",
+                    companions=checkpoint.companions if checkpoint is not None else {},
+                    where=checkpoint.label if checkpoint is not None else "the learngene",
+                    subset=options["subset"], seed=seed, fitting=what)
+    teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
+    alpha = options["alpha"] if teacher is not None else 0.0
+    if auto_device_note(options["device"]):
+        notify_stderr(auto_device_note(options["device"]))
+    config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
+                         warmup_steps=options["steps"] // 10, seed=seed,
+                         device=concrete_device(options["device"]),
+                         description=f"fitting {what}")
+    result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]), teacher=teacher)
+    model.cpu()
+    window = max(1, min(10, len(result.losses) // 5))
+    return {"fitted": True, "data": data.describe(), "steps": result.steps, "lr": options["lr"],
+            "teacher": options["teacher"], "alpha": alpha,
+            "loss_first": sum(result.losses[:window]) / window,
+            "loss_last": sum(result.losses[-window:]) / window}
+
+
+def data_for(model: GeneratedModel, data: Any, name: str, *, companions: Mapping[str, Any], where: str,
+             subset: Any = None, test_subset: Any = None, test_fraction: float | None = None, seed: int = 0,
+             fitting: str = "it", notify: Callable[[str], None] = notify_stderr, seq_len: int | None = None) -> Any:
+    """The data a generated model trains on, for what its family's model
+    does: images with its classes (an `ImageData`, or a folder or built-in
+    name), or text windows for a language model (a `TextData`, or a file,
+    folder or built-in text, tokenized with the tokenizer in `companions`).
+    `name` says whose data they are in errors."""
+    task = model.task
+    if task == IMAGE_CLASSIFICATION:
+        if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
+            raise LgError(f"--data {getattr(data, 'name', data)} is a text; {name} is an image classifier")
+        if not isinstance(data, ImageData):
+            data = load_data(data, subset=subset, test_subset=test_subset, seed=seed,
+                             **({} if test_fraction is None else {"test_fraction": test_fraction}))
+        check_channels(data, model.input_size[0])
+        classes = int(model.spec.extras.get("num_classes") or 0)
+        if data.num_classes != classes:
+            raise LgError(f"{name} has {classes} classes and {data.name} has {data.num_classes}: fit {fitting} on "
+                          f"data with the same classes")
+        return data
+    if task == TEXT_ENCODER:
+        raise LgError(f"{name} is a text encoder without a language-model head: it has no logits to train on "
+                      f"(give its masked-LM checkpoint, e.g. BertForMaskedLM)")
+    if isinstance(data, ImageData):
+        raise LgError(f"{data.name} is an image dataset; {name} is a language model")
+    return text_data_for([(name, model, companions, where)], task, data, seq_len=seq_len, subset=subset,
+                         test_subset=test_subset, test_fraction=test_fraction, seed=seed, notify=notify)

@@ -1,0 +1,159 @@
+"""The sizes a resize, an expansion or a condense may ask for: the target
+architecture a request means (`target_spec`), the limits on it (parameters
+and memory: `check_size`), and which way `grow` and `shrink` may go
+(`check_direction`). Below the commands that ask (resize, condense) and the
+learngene kinds that check their own sizes, so each imports it from here.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .arch import get_adapter
+from .checkpoint import available_memory
+from .errors import LgError
+from .methods.common import GROW, SHRINK
+from .stack import EMBED, HEAD_DIM, LAYER, MLP, ArchSpec
+
+# The largest model lg builds unless told otherwise (--max-params): 20
+# billion parameters, beyond any ViT published, and a bound that keeps a
+# mistyped size from exhausting memory.
+DEFAULT_MAX_PARAMS = 20_000_000_000
+# What a resize holds at its peak, in float32 copies of the largest role
+# stack: the source role, the result, and one intermediate (BoT's level).
+# The writer streams everything else (docs/checkpoints.md "How large").
+PEAK_ROLE_COPIES = 3
+
+
+def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
+                heads: int | None = None, mlp_dim: int | None = None, kv_heads: int | None = None,
+                max_params: float | None = None) -> ArchSpec:
+    """The target architecture: unchanged axes keep their size; heads come
+    from `heads`, else width / the source's head dim; the MLP keeps the
+    source's ratio unless `mlp_dim` is given. Grouped-query attention keeps
+    its group size (heads per key/value head) unless `kv_heads` is given
+    (SPEC.md "Text families"); key/value heads must divide the heads.
+
+    The target's size is checked before anything else (`check_size`): a
+    request over `max_params` or over the memory available is refused."""
+    for flag, value in (("--depth", depth), ("--width", width), ("--heads", heads),
+                        ("--mlp-dim", mlp_dim), ("--kv-heads", kv_heads)):
+        if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+            raise LgError(f"{flag} must be a whole number of at least 1, not {value}")
+    new_width = source.width if width is None else int(width)
+    new_depth = source.depth if depth is None else int(depth)
+    new_mlp = int(mlp_dim) if mlp_dim is not None else round(source.mlp_dim * new_width / source.width)
+    # Heads barely change the count (q/k norm only): bound it with one head.
+    check_size(source.with_sizes(depth=new_depth, width=new_width, heads=1, head_dim=new_width,
+                                 mlp_dim=max(new_mlp, 1), kv_heads=1), max_params)
+    if source.attn_dim != source.width:
+        new_heads, new_head_dim = _heads_apart_from_width(source, new_width, heads)
+    else:
+        if heads is not None:
+            if new_width % heads:
+                valid = _divisors(new_width)
+                raise LgError(f"width {new_width} does not split into {heads} heads "
+                              f"(head counts that divide it: {_short_list(valid)})")
+            new_heads = int(heads)
+        elif new_width == source.width:
+            new_heads = source.heads
+        else:
+            head_dim = source.head_dim
+            if new_width % head_dim:
+                raise LgError(f"width {new_width} is not a whole number of heads of dimension {head_dim} "
+                              f"(valid widths: {_valid_widths(new_width, head_dim)}; or pass --heads)")
+            new_heads = new_width // head_dim
+        new_head_dim = new_width // new_heads
+    if new_mlp < 1:
+        raise LgError(f"width {new_width} keeps an MLP of {new_mlp} units: give --mlp-dim")
+    new_kv_heads = _kv_heads(source, new_heads, kv_heads)
+    return source.with_sizes(depth=new_depth, width=new_width, heads=new_heads, head_dim=new_head_dim,
+                             mlp_dim=new_mlp, kv_heads=new_kv_heads)
+
+
+def _heads_apart_from_width(source: ArchSpec, width: int, heads: int | None) -> tuple[int, int]:
+    """(heads, head dim) of a target whose source sets its head dim apart from
+    its width (a config.json `head_dim`: Mistral-Nemo, Qwen3): the head dim is
+    kept, and the heads are given or keep their ratio to the width, as the
+    MLP does (H' = H D' / D)."""
+    if heads is not None:
+        return int(heads), source.head_dim
+    if (source.heads * width) % source.width:
+        raise LgError(f"width {width} keeps no whole number of heads at the source's {source.heads} heads per "
+                      f"{source.width} (heads of dimension {source.head_dim} set apart from the width): pass --heads")
+    return source.heads * width // source.width, source.head_dim
+
+
+def _kv_heads(source: ArchSpec, heads: int, kv_heads: int | None) -> int:
+    """The target's key/value heads: as asked, else the source's group size kept."""
+    if kv_heads is None:
+        group = source.heads // source.key_value_heads
+        if heads % group:
+            raise LgError(f"{heads} heads do not form groups of {group} (the source's {source.heads} heads share "
+                          f"{source.key_value_heads} key/value heads): give --kv-heads, one that divides {heads}")
+        return heads // group
+    if heads % kv_heads:
+        raise LgError(f"--kv-heads {kv_heads} does not divide the {heads} heads (key/value heads that do: "
+                      f"{_short_list(_divisors(heads))})")
+    return int(kv_heads)
+
+
+def check_size(spec: ArchSpec, max_params: float | None = None) -> int:
+    """Refuse a model over `max_params` parameters (default DEFAULT_MAX_PARAMS)
+    or over the memory available, from its sizes alone; returns the count."""
+    limit = DEFAULT_MAX_PARAMS if max_params is None else max_params
+    adapter = get_adapter(spec.family)
+    count = adapter.parameter_count(spec)
+    if count > limit:
+        raise LgError(f"the requested model (depth {spec.depth}, width {spec.width}, MLP {spec.mlp_dim}) has "
+                      f"{count:.3g} parameters, over the limit of {limit:.3g} (--max-params raises it)")
+    free = available_memory()
+    need = PEAK_ROLE_COPIES * 4 * adapter.largest_role_elements(spec)
+    if free is not None and need > free:
+        raise LgError(f"the requested model (depth {spec.depth}, width {spec.width}, MLP {spec.mlp_dim}) has "
+                      f"{count:.3g} parameters; resizing it one role at a time needs about {need / 2**30:,.1f} GiB "
+                      f"of memory, and {free / 2**30:,.1f} GiB is available")
+    return count
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _valid_widths(width: int, head_dim: int) -> str:
+    below = max(1, width // head_dim - 2)
+    return ", ".join(str(k * head_dim) for k in range(below, below + 6)) + ", ..."
+
+
+def _short_list(values: list[int]) -> str:
+    return ", ".join(map(str, values[:12])) + (", ..." if len(values) > 12 else "")
+
+
+def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
+    """`grow` never makes an axis smaller and `shrink` never larger: a mixed
+    change is two commands in a pipe."""
+    if direction not in (GROW, SHRINK):
+        raise ValueError(f"direction must be grow or shrink, not {direction!r}")
+    before, after = source.axis_sizes(), target.axis_sizes()
+    before["heads"], after["heads"] = source.heads, target.heads
+    before["kv_heads"], after["kv_heads"] = source.key_value_heads, target.key_value_heads
+    for axis in (LAYER, EMBED, MLP, "heads", "kv_heads", HEAD_DIM):
+        smaller, larger = after[axis] < before[axis], after[axis] > before[axis]
+        if (direction == GROW and smaller) or (direction == SHRINK and larger):
+            other = SHRINK if direction == GROW else GROW
+            word = "smaller" if direction == GROW else "larger"
+            raise LgError(f"{direction} cannot make {_axis_label(axis)} {word} ({before[axis]} -> "
+                          f"{after[axis]}): use `lg {other}`; for a mixed change pipe the two: "
+                          f"lg shrink SRC ... -o - | lg grow - ... -o OUT")
+
+
+def _axis_label(axis: str) -> str:
+    return {LAYER: "the depth", EMBED: "the width", MLP: "the MLP dim", "heads": "the head count",
+            "kv_heads": "the key/value head count", HEAD_DIM: "the head dim"}[axis]
+
+
+def spec_sizes(spec: ArchSpec) -> dict[str, int]:
+    """A spec's sizes as the JSON reports of resize, expand and condense record them."""
+    return {"depth": spec.depth, "width": spec.width, "heads": spec.heads, "kv_heads": spec.key_value_heads,
+            "head_dim": spec.head_dim, "mlp_dim": spec.mlp_dim}

@@ -1,0 +1,157 @@
+"""The layers of `lgcli`: every module sits in one layer, and imports (at the
+top of its file or inside a function alike) only modules of its own layer or
+of a layer below. A function-level import is no way around the order: lower
+layers never reach up, so there is no import circle to dodge, and a module
+can be read knowing only what lies under it.
+
+A new module goes into LAYERS where its imports put it; the test fails until
+it is placed."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lgcli"
+
+# Bottom to top. A name is a module (`sizing` is lgcli/sizing.py) or a
+# package with everything in it (`arch` is lgcli/arch/*); "lgcli" is the
+# package's own __init__.py (the version; see FACADE).
+LAYERS: list[tuple[str, ...]] = [
+    ("errors",),                          # one-line errors, nothing of lgcli's
+    ("lgcli", "options", "header", "stack"),  # the version, declared options, the safetensors header, ArchSpec/Stack
+    ("checkpoint",),                      # bytes: files, pipes, shards, metadata and provenance
+    ("arch",),                            # one adapter per family
+    ("methods",),                         # training-free resize methods
+    ("sizing",),                          # the target sizes a request means, and the limits on them
+    ("learngenes",),                      # learngene kinds: condense into tensors, expand to a Stack
+    ("api",),                             # load / save / inspect: the notebook surface
+    ("data",),                            # image data sets
+    ("train",),                           # the one training loop
+    ("text",),                            # text data and language-model evaluation
+    ("fitting",),                         # training on data for what a learngene builds
+    ("resize", "condense", "evaluate"),   # the commands, as library functions
+    ("bench", "report"),                  # the ladder of commands, and rendering results
+    ("cli", "__main__", "datasets"),      # the command line; scripts that make the embedded data
+]
+
+# The package's PEP 562 `__getattr__` hands out `lgcli.load`, `lgcli.Stack`,
+# ... on first use: the one import that reaches up, by design. Nothing in
+# lgcli takes those names through the package (test_no_module_takes_a_facade_name).
+FACADE = ("lgcli", "__getattr__")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of a module: by its name under lgcli (the first
+    part: `lgcli.arch.vit` is `arch`)."""
+    name = module.split(".")[1] if "." in module else module
+    return next((index for index, layer in enumerate(LAYERS) if name in layer), None)
+
+
+def imports(module: str, source: str, is_package: bool) -> list[tuple[int, str, str | None, str | None]]:
+    """Every import of an lgcli module in `source`: (line, the module
+    imported, the name taken from it when that is no module itself, and the
+    function the import is in)."""
+    tree = ast.parse(source)
+    enclosing: dict[int, str] = {}  # node id -> the outermost function it is in (ast.walk goes outside in)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if inner is not node:
+                    enclosing.setdefault(id(inner), node.name)
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        function = enclosing.get(id(node))
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, None, function) for alias in node.names
+                      if alias.name == "lgcli" or alias.name.startswith("lgcli.")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if target != "lgcli" and not target.startswith("lgcli."):
+                continue
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                if submodule in MODULES:
+                    found.append((node.lineno, submodule, None, function))
+                else:
+                    found.append((node.lineno, target, alias.name, function))
+    return found
+
+
+def upward_imports(module: str, source: str, is_package: bool = False) -> list[str]:
+    """Each import in `source` (the text of `module`) of a module in a higher layer, in words."""
+    own = layer_of(module)
+    offences: list[str] = []
+    for line, target, _, function in imports(module, source, is_package):
+        theirs = layer_of(target)
+        if (module, function) == FACADE or theirs is None or own is None or theirs <= own:
+            continue
+        where = f"inside {function}()" if function else "at the top"
+        offence = (f"{module} (layer {own}: {', '.join(LAYERS[own])}) imports {target} "
+                   f"(layer {theirs}: {', '.join(LAYERS[theirs])}) on line {line}, {where}")
+        if offence not in offences:  # one line importing several names is one offence
+            offences.append(offence)
+    return offences
+
+
+def test_every_module_has_a_layer():
+    assert {"lgcli.api", "lgcli.sizing", "lgcli.fitting", "lgcli.learngenes.base", "lgcli.cli"} <= set(MODULES)
+    assert [module for module in MODULES if layer_of(module) is None] == []
+
+
+def test_every_layer_names_a_module():
+    named = {module.split(".")[1] if "." in module else module for module in MODULES}
+    assert [name for layer in LAYERS for name in layer if name not in named] == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_a_higher_layer(module):
+    path = MODULES[module]
+    assert upward_imports(module, path.read_text(), path.name == "__init__.py") == []
+
+
+def test_no_module_takes_a_facade_name():
+    """`from lgcli import load` would reach lgcli.api through the package's
+    __getattr__, past the layer check: modules take only what the package
+    binds at its top level (its version, LgError)."""
+    root = ast.parse(MODULES["lgcli"].read_text())
+    defined = {target.id for node in root.body if isinstance(node, ast.Assign) for target in node.targets
+               if isinstance(target, ast.Name)}
+    defined |= {alias.asname or alias.name for node in root.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert {"__version__", "LgError"} <= defined and "load" not in defined
+    taken = [f"{module} takes {name} from lgcli on line {line}"
+             for module, path in MODULES.items()
+             for line, target, name, _ in imports(module, path.read_text(), path.name == "__init__.py")
+             if target == "lgcli" and name is not None and name not in defined]
+    assert taken == []
+
+
+def test_the_check_finds_an_upward_import():
+    # A learngene kind reaching up to a command, at the top or in a function,
+    # by absolute or relative import; the same kind's import of stack is fine.
+    source = ("from lgcli.stack import Stack\n"
+              "from ..resize import expand\n"
+              "def fit():\n"
+              "    from .. import fitting\n")
+    offences = upward_imports("lgcli.learngenes.wave", source)
+    assert len(offences) == 2
+    assert "imports lgcli.resize" in offences[0] and "line 2, at the top" in offences[0]
+    assert "imports lgcli.fitting" in offences[1] and "inside fit()" in offences[1]
+    assert upward_imports("lgcli.cli", source) == []
