@@ -162,7 +162,7 @@ def carried_companions(parent: Checkpoint | None, notify: Callable[[str], None] 
 def _made(plan) -> Iterator[tuple[str, torch.Tensor]]:
     """The plan's tensors, group after group; what a group held is handed back
     to the system before the next is made (the peak stays one group's)."""
-    from .checkpoint import release_freed_memory
+    from .checkpoint.memory import release_freed_memory
 
     for group in plan:
         yield from group.make()

@@ -464,7 +464,7 @@ def _costs(methods: list[str], results: list[dict], condensed: dict[str, dict]) 
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    from .checkpoint import atomic_path
+    from .checkpoint.atomic import atomic_path
 
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
@@ -552,7 +552,7 @@ def plot_summary(report: dict[str, Any], path: Path) -> None:
     import_matplotlib()
     import matplotlib.pyplot as plt
 
-    from .checkpoint import atomic_path
+    from .checkpoint.atomic import atomic_path
 
     sizes, methods = report["sizes"], report["methods"]
     key, name, _ = _measure(report)

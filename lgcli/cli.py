@@ -282,14 +282,14 @@ def _on_signal(signum: int, frame: Any) -> None:
     _signalled.append(signum)
     if len(_signalled) > 1:
         return
-    checkpoint = sys.modules.get("lgcli.checkpoint")  # not imported yet: nothing is being written
-    if checkpoint is None:
+    atomic = sys.modules.get("lgcli.checkpoint.atomic")  # not imported yet: nothing is being written
+    if atomic is None:
         raise Interrupted(signum)
-    checkpoint.raise_or_defer(Interrupted(signum))  # after the rename, if an output is being put in place
+    atomic.raise_or_defer(Interrupted(signum))  # after the rename, if an output is being put in place
 
 
 def _interrupted_message() -> str:
-    from .checkpoint import committed_outputs
+    from .checkpoint.atomic import committed_outputs
 
     name = signal.Signals(_signalled[0]).name
     if committed_outputs:  # the signal came after the output was renamed into place

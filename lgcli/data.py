@@ -51,7 +51,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lgcli.checkpoint import atomic_path
+from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, UsageError, one_line, os_reason, shown
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")

@@ -29,7 +29,7 @@ import torch
 from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
 from lgcli.data import (DEFAULT_DATA, ImageData, check_channels, check_real, check_seed, check_whole,
                         load_data)
-from lgcli.checkpoint import read_checkpoint
+from lgcli.checkpoint.reading import read_checkpoint
 from lgcli.errors import LgError, UsageError, notify_stderr, shown
 from lgcli.stack import ArchSpec
 from lgcli.text import TextData, builtin_texts, evaluate_text, text_data_for

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lgcli.arch.base import IMAGE_CLASSIFICATION
-from lgcli.checkpoint import atomic_path
+from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError
 
 

@@ -55,7 +55,7 @@ import torch
 import torch.nn.functional as F
 
 from lgcli.arch.base import CAUSAL_LM, MASKED_LM
-from lgcli.checkpoint import companion_bytes, folder_companions
+from lgcli.checkpoint.companions import companion_bytes, folder_companions
 from lgcli.data import check_seed, check_test_fraction, parse_subset, subset_count
 from lgcli.errors import LgError, notify_stderr, one_line, os_reason, shown
 from lgcli.train import IGNORE, autocast, distributed_setup, resolve_device

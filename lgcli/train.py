@@ -44,7 +44,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from lgcli.data import ImageSet, check_real, check_seed, check_whole, train_order
-from lgcli.checkpoint import atomic_path
+from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, one_line, shown
 
 # `loss_fn(logits, labels, teacher_logits) -> scalar loss`; teacher_logits is

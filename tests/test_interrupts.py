@@ -31,7 +31,7 @@ def fire():
     for _ in range(times):
         os.kill(os.getpid(), sig)
 
-import lgcli.api, lgcli.checkpoint
+import lgcli.api, lgcli.checkpoint.writing
 if moment == "start":  # the output is about to be written: nothing of it exists yet
     real_write = lgcli.api.write_tensors
     def write_tensors(*args, **kwargs):
@@ -39,7 +39,7 @@ if moment == "start":  # the output is about to be written: nothing of it exists
         return real_write(*args, **kwargs)
     lgcli.api.write_tensors = write_tensors
 elif moment == "middle":  # the first tensors are in the temporary file, the rest are not
-    real_stream = lgcli.checkpoint._stream_safetensors
+    real_stream = lgcli.checkpoint.writing._stream_safetensors
     def _stream_safetensors(out, encoded, tensors, *args, **kwargs):
         def signalled():
             for index, tensor in enumerate(tensors):
@@ -47,7 +47,7 @@ elif moment == "middle":  # the first tensors are in the temporary file, the res
                     fire()
                 yield tensor
         return real_stream(out, encoded, signalled(), *args, **kwargs)
-    lgcli.checkpoint._stream_safetensors = _stream_safetensors
+    lgcli.checkpoint.writing._stream_safetensors = _stream_safetensors
 elif moment == "rename":  # the signal arrives as the output is renamed into place
     real_replace = os.replace
     def replace(src, dst, *args, **kwargs):

@@ -153,7 +153,7 @@ def test_sigterm_during_a_write_removes_it(source, tmp_path):
     out = tmp_path / "out.safetensors"
     script = textwrap.dedent(f"""
         import sys, time
-        import lgcli.checkpoint as checkpoint
+        import lgcli.checkpoint.writing as checkpoint
         from lgcli.cli import main
         real, calls = checkpoint._raw_bytes, []
         def slow(tensor):

@@ -1,0 +1,151 @@
+"""Where an output may go: refused when it exists (without force), is or
+holds an input, lies inside an input folder, or is not a file or a model
+folder lg could have written. Checked before any work, so that a bad
+output path fails fast; the writer checks again."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+
+from ..errors import LgError, os_reason, shown
+from .companions import COMPANION_FOLDER, is_companion_name
+from .names import CONFIG_NAME, SAFETENSORS_INDEX, STDIO
+
+
+def check_output(destination: str | os.PathLike, *, force: bool,
+                 inputs: tuple[str | os.PathLike, ...] = (), folder: bool | None = None) -> None:
+    """Refuse an output that exists (without force), is an input, or cannot be written.
+
+    `folder`: whether the output is a model folder (a Hugging Face model),
+    one file (a timm checkpoint), or not known yet (None). Called before any
+    work, so a bad output path fails fast; the writer checks again.
+    """
+    dst = str(destination)
+    if dst == STDIO:
+        return
+    path = Path(dst)
+    if dst.endswith(("/", os.sep)) and folder is False:
+        raise LgError(f"{shown(dst)}: names a folder; this model is one file: give a file name for the output")
+    if folder and path.suffix == ".safetensors" and not path.is_dir():
+        raise LgError(f"{shown(dst)}: a Hugging Face model is written as a folder (config.json, weights, "
+                      f"tokenizer) that from_pretrained loads: give a folder name, or -o - for a pipe")
+    for src in inputs:
+        _refuse_output_over_input(path, str(src))
+    if os.path.lexists(path):
+        kind = _not_a_file_or_folder(os.lstat(path).st_mode)
+        if kind:  # cp writes through a device, mv replaces it; lg does neither
+            raise LgError(f"{shown(dst)}: is {kind}, not a file; lg writes only files and model folders "
+                          f"(for a pipe, use -o -)")
+    if path.is_dir() and not path.is_symlink():
+        reason = _not_replaceable(path)
+        if reason:
+            raise LgError(f"{shown(dst)}: {reason}; lg replaces only a model folder it could have written, and "
+                          f"never deletes anything else: choose another output")
+    if os.path.lexists(path) and not force:
+        raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise LgError(f"{shown(dst)}: folder {shown(parent)} does not exist")
+
+
+# What a model folder may hold besides the files lg writes: what a Hugging
+# Face snapshot adds (replacing the folder loses nothing that was not downloaded).
+HUB_FILES = ("README.md", ".gitattributes")
+WEIGHT_FILE = re.compile(r"^(model|pytorch_model)(-[0-9]{5}-of-[0-9]{5})?\.(safetensors|bin)(\.index\.json)?$",
+                         re.ASCII)
+
+
+def _not_replaceable(path: Path) -> str | None:
+    """Why the folder `path` is not a model folder lg may replace (None when
+    it is): it must hold a model (a Hugging Face config.json naming its
+    model_type, or a shard index with a weight map) with its weights, and
+    nothing but the files lg writes beside them (and a hub's README)."""
+    try:
+        entries = sorted(os.listdir(path))
+    except OSError as exc:
+        return f"is a folder lg cannot list ({os_reason(exc)})"
+    if not entries:
+        return "is an empty folder"
+    described = _json_object(path / CONFIG_NAME)
+    index = _json_object(path / SAFETENSORS_INDEX)
+    if not (isinstance(described.get("model_type"), str) or isinstance(index.get("weight_map"), dict)):
+        return (f"is a folder that holds no model (no {CONFIG_NAME} naming a model_type, no {SAFETENSORS_INDEX} "
+                f"with a weight map)")
+    if not any(WEIGHT_FILE.match(name) for name in entries):
+        return "is a folder that holds a model's config but no weights"
+    for name in entries:
+        entry = path / name
+        known = (name == CONFIG_NAME or name in HUB_FILES or WEIGHT_FILE.match(name)
+                 or (is_companion_name(name) and entry.is_file() and not entry.is_symlink())
+                 or (COMPANION_FOLDER.match(name) and entry.is_dir() and not entry.is_symlink()
+                     and all(is_companion_name(f"{name}/{inner}") for inner in os.listdir(entry))))
+        if not known:
+            return f"holds {shown(name)}, which is not part of a model lg writes"
+    return None
+
+
+def _json_object(path: Path) -> dict:
+    """A small JSON file's object, or {} (missing, unreadable, not an object)."""
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 24:
+            return {}
+        value = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _not_a_file_or_folder(mode: int) -> str | None:
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return None
+
+
+def _refuse_output_over_input(path: Path, src: str) -> None:
+    """The output may not be an input, lie inside an input folder (a shard,
+    its config or tokenizer), or be a folder that holds an input: each would
+    modify or delete what is being read (`lg shrink m -o m/config.json`).
+    For stdin, the file the shell redirected (``< v.safetensors``)."""
+    dst = shown(str(path))
+    if src == STDIO:
+        try:
+            given = os.fstat(sys.stdin.fileno())
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            return  # not a file descriptor (a notebook, a test): nothing on disk to protect
+        if os.path.exists(path) and stat.S_ISREG(given.st_mode):
+            here = os.stat(path)
+            if (here.st_dev, here.st_ino) == (given.st_dev, given.st_ino):
+                raise LgError(f"{dst}: the output is the file on stdin; lg never modifies its inputs")
+        return
+    source = Path(src)
+    if not source.exists():
+        return
+    if path.exists() and path.samefile(source):
+        raise LgError(f"{dst}: the output is an input; lg never modifies its inputs")
+    # A shard index reads the folder it is in.
+    folder = source if source.is_dir() else (source.parent if source.name.endswith(".index.json") else None)
+    target = _resolved(path)
+    if folder is not None and _inside(target, folder.resolve()):
+        raise LgError(f"{dst}: is inside the input folder {shown(str(folder))}; lg never modifies its inputs: "
+                      f"write the output elsewhere")
+    if path.is_dir() and _inside(source.resolve(), target):
+        raise LgError(f"{dst}: the output folder holds the input {shown(src)}; replacing it would delete the input")
+
+
+def _resolved(path: Path) -> Path:
+    """`path` made absolute through its existing folders (the last part may not exist yet)."""
+    return path.parent.resolve() / path.name if not path.exists() else path.resolve()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents

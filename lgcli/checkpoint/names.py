@@ -1,0 +1,27 @@
+"""How sources and the files of a model folder are named: '-' for stdin or
+stdout, and the names Hugging Face gives a model folder's config, weights
+and shard index."""
+
+from __future__ import annotations
+
+import os
+
+STDIO = "-"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+# A Hugging Face model folder: its config and its weights (one file, or
+# shards with an index).
+CONFIG_NAME, WEIGHTS_NAME, PICKLED_WEIGHTS_NAME = "config.json", "model.safetensors", "pytorch_model.bin"
+
+
+def _source_label(source: str) -> str:
+    return "<stdin>" if source == STDIO else str(source)
+
+
+def _display_name(source: str) -> str:
+    """The source's file name as provenance records it: always valid Unicode,
+    so the file reads back (a byte that is not UTF-8 in a name, which Python
+    keeps as a lone surrogate, is written as \\xNN)."""
+    if source == STDIO:
+        return "<stdin>"
+    name = os.path.basename(str(source).rstrip("/"))
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
