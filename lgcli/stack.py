@@ -179,26 +179,6 @@ class ArchSpec:
             changes["heads_assumed"] = False
         return dataclasses.replace(self, **changes)
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"family": self.family, "depth": self.depth, "width": self.width,
-               "heads": self.heads, "head_dim": self.head_dim, "mlp_dim": self.mlp_dim,
-               "heads_assumed": self.heads_assumed, "extras": dict(self.extras)}
-        if self.kv_heads is not None:
-            out["kv_heads"] = self.kv_heads
-        if self.tied_head_input:
-            out["tied_head_input"] = list(self.tied_head_input)
-        return out
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> "ArchSpec":
-        kv_heads = obj.get("kv_heads")
-        return cls(family=obj["family"], depth=int(obj["depth"]), width=int(obj["width"]),
-                   heads=int(obj["heads"]), head_dim=int(obj["head_dim"]),
-                   mlp_dim=int(obj["mlp_dim"]), extras=dict(obj.get("extras", {})),
-                   heads_assumed=bool(obj.get("heads_assumed", False)),
-                   kv_heads=None if kv_heads is None else int(kv_heads),
-                   tied_head_input=tuple(obj.get("tied_head_input", ())))
-
     def __str__(self) -> str:
         kv = f", {self.kv_heads} key/value heads" if self.kv_heads is not None else ""
         return (f"{self.family} depth {self.depth} width {self.width} heads {self.heads} "

@@ -1,7 +1,9 @@
 """One adapter per architecture family: state dict <-> (ArchSpec, Stack).
 
 An adapter is the only code that knows a family's key names and layouts;
-methods work on the canonical Stack alone.
+methods work on the canonical Stack alone. A family is declared as data
+(`declared.Layout`) in its own file and registered here; `declared` reads
+and writes every family's state dict.
 """
 
 from __future__ import annotations
@@ -19,8 +21,24 @@ from .gpt2 import Gpt2Adapter
 from .llama import LlamaAdapter
 from .vit import VitAdapter
 
-ADAPTERS: dict[str, FamilyAdapter] = {adapter.family: adapter for adapter in (
-    VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter())}
+# Family name -> adapter, in the order `detect_family` asks them.
+ADAPTERS: dict[str, FamilyAdapter] = {}
+
+
+def register(adapter: FamilyAdapter) -> None:
+    """Make a family known to lg (detection, `get_adapter`)."""
+    if adapter.family in ADAPTERS:
+        raise ValueError(f"a family named {adapter.family!r} is registered already")
+    ADAPTERS[adapter.family] = adapter
+
+
+def unregister(family: str) -> None:
+    """Forget a registered family (what `register` did, undone)."""
+    del ADAPTERS[family]
+
+
+for _adapter in (VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter()):
+    register(_adapter)
 
 
 def get_adapter(family: str) -> FamilyAdapter:
@@ -63,5 +81,5 @@ def adapter_of_model(model: nn.Module) -> FamilyAdapter:
 
 
 __all__ = ["ADAPTERS", "FamilyAdapter", "adapter_of_model", "get_adapter", "detect_family", "family_of_config",
-           "known_model_types",
+           "known_model_types", "register", "unregister",
            "VitAdapter"]

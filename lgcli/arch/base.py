@@ -1,6 +1,10 @@
 """What every architecture family's adapter provides: the only code that knows
 a family's key names, layouts, library and inputs.
 
+A family's state dict is declared as data and read and written by
+`declared.DeclaredAdapter` (recognises, to_stack, write_plan, from_stack,
+model_state, model_buffers, global_role_axes); the rest is the family's own.
+
 Everything outside `lgcli/arch/` reaches a family through this protocol (via
 `get_adapter(spec.family)` or `adapter_of_model(model)`): it never names a
 family, imports the family's library, or reads its configuration fields
@@ -43,9 +47,6 @@ class FamilyAdapter(Protocol):
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
                  heads: int | None = None, reader: Reader | None = None) -> tuple[ArchSpec, Stack]:
         """(spec, canonical stack); lazy when given a `reader` (roles read when asked)."""
-
-    def spec_from_config(self, config: Mapping[str, Any]) -> ArchSpec:
-        """The spec a recorded lg.config describes (checked)."""
 
     def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
         """(spec, a meta-device stack): the roles and shapes of that architecture, no data."""

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping
-
 from ..stack import EMBED, FIXED, POSITIONS, VOCAB, ArchSpec
 from .base import MASKED_LM, TEXT_ENCODER
-from .hf import Architecture, HfAdapter, HfLayout, Sizes, config_int
+from .hf import Architecture, HfAdapter, HfLayout
 
 LAYOUT = HfLayout(
     family="bert",
@@ -64,6 +62,9 @@ LAYOUT = HfLayout(
     # The row counts of the lookup tables (a bare state dict's config takes them from the weights).
     table_sizes={"token_embed": "vocab_size", "pos_embed": "max_position_embeddings",
                  "token_type_embed": "type_vocab_size"},
+    size_fields={"depth": "num_hidden_layers", "width": "hidden_size", "heads": "num_attention_heads",
+                 "mlp_dim": "intermediate_size", "vocab": "vocab_size", "positions": "max_position_embeddings"},
+    tied_head_input=("head_norm_weight", "head_norm_bias"),  # the transform's LayerNorm feeds the decoder
 )
 # sentence-transformers' pooling module states the width it pools.
 POOLING_CONFIG_SUFFIX = "_Pooling/config.json"
@@ -74,20 +75,6 @@ class BertAdapter(HfAdapter):
     layout = LAYOUT
     # The BoT paper's best wavelets for this family (bot.txt, "Choice of Wavelet Family"): --wavelet auto.
     bot_wavelets = {"shrink": "haar", "grow": "bior6.8"}
-
-    def sizes(self, config: Mapping[str, Any]) -> Sizes:
-        return Sizes(depth=config_int(config, "num_hidden_layers"), width=config_int(config, "hidden_size"),
-                     heads=config_int(config, "num_attention_heads"), kv_heads=None, head_dim=None,
-                     mlp_dim=config_int(config, "intermediate_size"),
-                     vocab=config_int(config, "vocab_size", required=False),
-                     positions=config_int(config, "max_position_embeddings", required=False))
-
-    def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
-        config.update(num_hidden_layers=spec.depth, hidden_size=spec.width, num_attention_heads=spec.heads,
-                      intermediate_size=spec.mlp_dim)
-
-    def tied_head_input(self, architecture: str) -> tuple[str, ...]:
-        return ("head_norm_weight", "head_norm_bias")  # the transform's LayerNorm feeds the decoder
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
         """A sentence-transformers pooling config states the embedding width."""

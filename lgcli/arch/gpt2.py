@@ -8,11 +8,12 @@ and an LM head tied to the token embedding (no tensor of its own).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 from ..stack import EMBED, POSITIONS, VOCAB, ArchSpec
 from .base import CAUSAL_LM, TEXT_ENCODER
-from .hf import Architecture, HfAdapter, HfLayout, Sizes, config_int
+from .hf import Architecture, HfAdapter, HfLayout, Sizes
 
 LAYOUT = HfLayout(
     family="gpt2",
@@ -45,6 +46,10 @@ LAYOUT = HfLayout(
     ignored=(r"\.attn\.(masked_)?bias$",),
     # The row counts of the lookup tables (a bare state dict's config takes them from the weights).
     table_sizes={"token_embed": "vocab_size", "pos_embed": "n_positions"},
+    size_fields={"width": "n_embd", "mlp_dim": "n_inner", "depth": "n_layer", "heads": "n_head",
+                 "vocab": "vocab_size", "positions": "n_positions"},
+    optional_sizes=frozenset({"mlp_dim", "vocab", "positions"}),  # n_inner None: 4 x width
+    tied_head_input=("norm_weight", "norm_bias"),  # ln_f feeds the head
 )
 
 
@@ -54,18 +59,12 @@ class Gpt2Adapter(HfAdapter):
     bot_wavelets = {"shrink": "coif3", "grow": "db2"}
 
     def sizes(self, config: Mapping[str, Any]) -> Sizes:
-        width = config_int(config, "n_embd")
-        inner = config_int(config, "n_inner", required=False)
-        return Sizes(depth=config_int(config, "n_layer"), width=width, heads=config_int(config, "n_head"),
-                     kv_heads=None, head_dim=None, mlp_dim=inner if inner is not None else 4 * width,
-                     vocab=config_int(config, "vocab_size", required=False),
-                     positions=config_int(config, "n_positions", required=False))
+        sizes = super().sizes(config)
+        return sizes if sizes.mlp_dim is not None else dataclasses.replace(sizes, mlp_dim=4 * sizes.width)
 
     def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
         # n_inner None means 4 x width; a config that spells the size out keeps doing so.
         implicit = config.get("n_inner") is None and spec.mlp_dim == 4 * spec.width
-        config.update(n_layer=spec.depth, n_embd=spec.width, n_head=spec.heads,
-                      n_inner=None if implicit else spec.mlp_dim)
-
-    def tied_head_input(self, architecture: str) -> tuple[str, ...]:
-        return ("norm_weight", "norm_bias")  # ln_f feeds the head
+        super().set_sizes(config, spec)
+        if implicit:
+            config["n_inner"] = None

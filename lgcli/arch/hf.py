@@ -20,24 +20,24 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Mapping
 
 import torch
 from torch import nn
 
 from ..errors import LgError, debugging, one_line, shown
-from ..stack import (LAYER_ROLE_AXES, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
-                     copy_elements)
+from ..stack import ArchSpec, Stack
 from .base import TEXT_ENCODER, Reader
+from .declared import DeclaredAdapter, Heads, Layout, StoredTensors, conventional_heads
 
 # A configuration describing more parameters than this is refused before a
 # model (even on the meta device) is built from it.
 MAX_CONFIG_PARAMS = 1_000_000_000_000
-CONVENTIONAL_HEAD_DIM = 64
 
 
 @dataclass(frozen=True)
@@ -52,44 +52,43 @@ class Architecture:
 
 
 @dataclass(frozen=True)
-class HfLayout:
-    """A family's state dict, as data.
+class HfLayout(Layout):
+    """A text family's state dict and configuration, as data: its keys
+    (`declared.Layout`), and what transformers adds.
 
-    Per-layer keys are ``{prefix}{layers}.{i}.{suffix}``; `layer_keys` maps a
-    suffix to its role, `fused_keys` a suffix to the roles stacked along its
-    output axis, `transposed` lists suffixes stored (in, out). `base_globals`
-    live under the base prefix, `head_globals` outside it (the LM head).
-    `ignored` matches buffers that older checkpoints carry and loading
-    ignores (causal masks, rotary frequencies, position ids). `tied_copies`
+    `config_classes` maps a config.json model_type to its transformers
+    config class, `architectures` a model class to what it is. `tied_copies`
     maps a head key to the key it is a copy of when the config ties the word
     embeddings (the LM head: the token embedding): a tensor of its own only
     in an untied model. `table_sizes` maps a lookup table's role (token,
     position, token-type embeddings) to the config field that holds its row
     count: a bare state dict's config takes them from the weights.
+    `optional_sizes` are the sizes a config.json may leave out (of
+    `size_fields`; the others it must give). `tied_head_input` names the
+    roles of the norm whose output a tied LM head reads (SPEC.md
+    "Baselines", clone).
     """
 
-    family: str
-    config_classes: Mapping[str, str]  # model_type -> transformers config class
-    base_prefix: str
-    layers: str
-    architectures: Mapping[str, Architecture]
-    layer_keys: Mapping[str, str]
-    base_globals: Mapping[str, tuple[str, tuple[str, ...]]]
-    head_globals: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
-    fused_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    transposed: frozenset[str] = frozenset()
-    ignored: tuple[str, ...] = ()
+    config_classes: Mapping[str, str] = field(default_factory=dict)  # model_type -> transformers config class
+    architectures: Mapping[str, Architecture] = field(default_factory=dict)
     tied_copies: Mapping[str, str] = field(default_factory=dict)
     table_sizes: Mapping[str, str] = field(default_factory=dict)
+    optional_sizes: frozenset[str] = frozenset({"kv_heads", "head_dim", "vocab", "positions"})
+    tied_head_input: tuple[str, ...] = ()
 
     @property
     def model_types(self) -> tuple[str, ...]:
         return tuple(self.config_classes)
 
 
+# The sizes a text family's config.json holds (`HfLayout.size_fields` names their fields).
+SIZE_NAMES = ("depth", "width", "heads", "kv_heads", "head_dim", "mlp_dim", "vocab", "positions")
+
+
 @dataclass(frozen=True)
 class Sizes:
-    """The sizes a config.json gives (None: the field is absent)."""
+    """The sizes a config.json gives (None: the field is absent, or the
+    family has none)."""
 
     depth: int
     width: int
@@ -101,199 +100,76 @@ class Sizes:
     positions: int | None
 
 
-class HfAdapter:
-    """A Hugging Face text family (`lgcli.arch.base.FamilyAdapter`); a
-    subclass gives its `layout` and the config fields of its sizes."""
+class HfAdapter(DeclaredAdapter):
+    """A Hugging Face text family (`lgcli.arch.base.FamilyAdapter`): its
+    `layout` read and written by `declared`, its config.json and
+    transformers' models; a subclass gives the layout, and overrides
+    `sizes` / `set_sizes` where its config says a size in its own way."""
 
     layout: HfLayout
     writes_folder = True
 
-    # ------------------------------------------------------------ what a subclass declares
+    # ------------------------------------------------------------ sizes in config.json
     def sizes(self, config: Mapping[str, Any]) -> Sizes:
-        """The sizes the family's config fields hold."""
-        raise NotImplementedError
+        """The sizes the family's config fields hold (`layout.size_fields`),
+        each checked, in the order the layout declares them."""
+        read = {name: config_int(config, name_in_config, required=name not in self.layout.optional_sizes)
+                for name, name_in_config in self.layout.size_fields.items()}
+        return Sizes(**{name: read.get(name) for name in SIZE_NAMES})
 
     def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
-        """Write the spec's sizes into the family's config fields."""
-        raise NotImplementedError
-
-    def tied_head_input(self, architecture: str) -> tuple[str, ...]:
-        """The roles of the norm a tied head reads (SPEC.md "Baselines", clone)."""
-        return ()
+        """Write the spec's sizes into the family's config fields (a head
+        dimension is written by the family that has one apart from the width)."""
+        values = {"depth": spec.depth, "width": spec.width, "heads": spec.heads,
+                  "kv_heads": spec.key_value_heads, "mlp_dim": spec.mlp_dim}
+        config.update({self.layout.size_fields[name]: value for name, value in values.items()
+                       if name in self.layout.size_fields})
 
     # ------------------------------------------------------------ identity
-    @property
-    def family(self) -> str:
-        return self.layout.family
-
-    def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
-        marker = f"{self.layout.layers}.0."
-        first = next((s for s in self.layout.layer_keys), None)
-        return any(k in state_dict for k in (f"{marker}{first}", f"{self.layout.base_prefix}{marker}{first}"))
-
     def recognises_config(self, config: Mapping[str, Any]) -> bool:
         return config.get("model_type") in self.layout.model_types
 
-    # ------------------------------------------------------------ reading
-    def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
-                 heads: int | None = None, reader: Reader | None = None) -> tuple[ArchSpec, Stack]:
-        """Split a state dict into (spec, canonical stack); lazy with a
-        `reader`, as the ViT adapter's (only shapes and dtypes of `state_dict`
-        are looked at here, and a role is read when asked for)."""
-        layout = self.layout
-        config = self._checked_config(config)
-        prefix = layout.base_prefix if any(k.startswith(layout.base_prefix) for k in state_dict) else ""
-        per_layer, globals_, heads_found = self._sort_keys(state_dict, prefix)
-        depth = len(per_layer)
-        if depth == 0:
-            raise LgError(self._not_family(f"no layers ({prefix}{layout.layers}.N.*)"))
-        first = per_layer[0]
-        _check_layers(per_layer, self._not_family)
-        for key, tensor in [*first.items(), *globals_.items(), *heads_found.items()]:
-            if not tensor.is_floating_point():
-                raise LgError(self._not_family(f"{key} has dtype {str(tensor.dtype).replace('torch.', '')}; "
-                                               f"weights are floating point"))
-            if tensor.numel() == 0:
-                raise LgError(self._not_family(f"{key} has shape {tuple(tensor.shape)}, which holds nothing"))
+    # ------------------------------------------------------------ reading (declared.DeclaredAdapter.to_stack)
+    def check_required(self, stored: StoredTensors) -> None:
+        self._width(stored.globals)
 
-        # role -> (suffix, first element of the role in that tensor, its per-layer (out, in) shape)
-        shapes = {suffix: self._canonical_shape(suffix, t) for suffix, t in first.items()}
-        sources: dict[str, tuple[str, int, tuple[int, ...]]] = {}
-        for suffix, shape in shapes.items():
-            if suffix in layout.fused_keys:
-                continue
-            sources[layout.layer_keys[suffix]] = (suffix, 0, shape)
-        width = self._width(globals_)
-        sizes = self.sizes(config) if config else None
-        architecture = self._architecture(config, heads_found, prefix)
-        spec_heads, head_dim, kv_heads, assumed = self._heads(sizes, shapes, heads)
-        for suffix, roles in layout.fused_keys.items():
-            if suffix not in shapes:
-                continue
-            parts = [(head_dim * (spec_heads if role.startswith("q") else kv_heads)) for role in roles]
-            shape = shapes[suffix]
-            if sum(parts) != shape[0]:
-                raise LgError(self._not_family(f"{suffix} has {shape[0]} outputs; {spec_heads} heads and "
-                                               f"{kv_heads} key/value heads of dimension {head_dim} need {sum(parts)}"))
-            start = 0
-            for role, rows in zip(roles, parts):
-                sources[role] = (suffix, start, (rows, *shape[1:]))
-                start += rows
-        mlp_dim = sources["fc1"][2][0] if "fc1" in sources else 0
-
-        read = reader or (lambda key, out, start: copy_elements(state_dict[key], out, start))
-        layer_key = f"{prefix}{layout.layers}.{{}}.{{}}"
-
-        def make_layers(role: str, indices: list[int] | None = None) -> torch.Tensor:
-            suffix, row, shape = sources[role]
-            stored = first[suffix]
-            chosen = range(depth) if indices is None else indices
-            out = torch.empty((len(chosen), *shape), dtype=compute_dtype(stored.dtype), device=stored.device)
-            # Stored (in, out) (GPT-2's Conv1D): the role is some columns of
-            # the layer's tensor, so the layer is read whole and transposed.
-            # Otherwise the role's rows are one contiguous range, read straight
-            # into the stack (through a buffer when it is widened to float32).
-            whole = suffix in layout.transposed
-            start = row * math.prod(shape[1:])
-            buffer = None
-            if whole or out.dtype != stored.dtype:
-                buffer = torch.empty(stored.shape if whole else shape, dtype=stored.dtype, device=stored.device)
-            for position, index in enumerate(chosen):
-                if not 0 <= index < depth:
-                    raise IndexError(f"layer {index} of a {depth}-layer stack")
-                key = layer_key.format(index, suffix)
-                if buffer is None:
-                    read(key, out[position], start)
-                elif whole:
-                    read(key, buffer, 0)
-                    out[position].copy_(buffer[:, row:row + shape[0]].T)
-                else:
-                    read(key, buffer, start)
-                    out[position].copy_(buffer)
-            return out
-
+    def spec_from(self, config: Mapping[str, Any], stored: StoredTensors,
+                  sources: Mapping[str, tuple[str, int, tuple[int, ...]]], attention: Heads,
+                  read: Reader) -> tuple[ArchSpec, StoredTensors]:
+        """The spec, its config.json (the source's, else the config class's
+        defaults with the sizes the weights show), and the head tensors that
+        are not tied copies."""
+        architecture = self._architecture(config, stored.heads, stored.prefix)
         base_config = self._base_config(config, architecture)
-        tied, heads_found = self._tied(base_config, globals_, heads_found, prefix, read, bare=not config)
-        global_sources = {**{k: (f"{prefix}{k}", t) for k, t in globals_.items()},
-                          **{k: (k, t) for k, t in heads_found.items()}}
-        global_roles = {**layout.base_globals, **layout.head_globals}
-
-        def make_global(role: str) -> torch.Tensor:
-            key = role_keys[role]
-            full, stored = global_sources[key]
-            out = torch.empty(stored.shape, dtype=stored.dtype, device=stored.device)
-            read(full, out, 0)
-            return out.to(compute_dtype(stored.dtype))
-
-        role_keys = {global_roles[k][0]: k for k in global_sources}
-        layers = RoleMap({role: (LAYER_ROLE_AXES[role], (depth, *shape)) for role, (_, _, shape) in sources.items()},
-                         make_layers, make_layers)
-        stack_globals = RoleMap({global_roles[k][0]: (global_roles[k][1], tuple(t.shape))
-                                 for k, (_, t) in global_sources.items()}, make_global)
+        tied, stored = self._tied(base_config, stored, read, bare=not config)
+        width = self._width(stored.globals)
+        mlp_dim = sources["fc1"][2][0] if "fc1" in sources else 0
         if not config:  # a bare state dict: the sizes it shows, the config class's defaults for the rest
-            base_config.update(self._sizes_config(depth, width, spec_heads, kv_heads, head_dim, mlp_dim))
-            for role, name in layout.table_sizes.items():
-                if role in stack_globals:
-                    base_config[name] = stack_globals.axes_and_shape(role)[1][0]
+            base_config.update(self._sizes_config(stored.depth, width, attention.heads, attention.kv_heads,
+                                                  attention.head_dim, mlp_dim))
+            table_rows = {self.layout.global_roles[key][0]: int(tensor.shape[0])
+                          for key, tensor in [*stored.globals.items(), *stored.heads.items()]}
+            for role, name in self.layout.table_sizes.items():
+                if role in table_rows:
+                    base_config[name] = table_rows[role]
         extras = {"architecture": architecture, "config": base_config}
-        spec = ArchSpec(family=self.family, depth=depth, width=width, heads=spec_heads, head_dim=head_dim,
-                        mlp_dim=mlp_dim, extras=extras, heads_assumed=assumed, kv_heads=kv_heads,
-                        tied_head_input=self.tied_head_input(architecture) if tied else ())
-        stack = Stack(layers=layers, globals=stack_globals)
-        try:
-            stack.check(spec)
-        except ValueError as exc:
-            raise LgError(self._not_family(str(exc))) from None
-        if sizes is not None:
-            self._check_sizes(sizes, spec, stack)
-        return spec, (stack if reader is not None else stack.materialized())
+        spec = ArchSpec(family=self.family, depth=stored.depth, width=width, heads=attention.heads,
+                        head_dim=attention.head_dim, mlp_dim=mlp_dim, extras=extras,
+                        heads_assumed=attention.assumed, kv_heads=attention.kv_heads,
+                        tied_head_input=self.layout.tied_head_input if tied else ())
+        return spec, stored
 
-    def _canonical_shape(self, suffix: str, tensor: torch.Tensor) -> tuple[int, ...]:
-        shape = tuple(tensor.shape)
-        if suffix in self.layout.transposed and len(shape) == 2:
-            return (shape[1], shape[0])
-        return shape
-
-    def _sort_keys(self, state_dict: Mapping[str, torch.Tensor], prefix: str):
-        layout = self.layout
-        pattern = re.compile(rf"^{re.escape(prefix + layout.layers)}\.(0|[1-9][0-9]*)\.(.+)$", re.ASCII)
-        ignored = [re.compile(p) for p in layout.ignored]
-        known = {*layout.layer_keys, *layout.fused_keys}
-        per_layer: dict[int, dict[str, torch.Tensor]] = {}
-        globals_: dict[str, torch.Tensor] = {}
-        heads_found: dict[str, torch.Tensor] = {}
-        unknown: list[str] = []
-        for key, value in state_dict.items():
-            if any(p.search(key) for p in ignored):
-                continue
-            match = pattern.match(key)
-            if match:
-                if match.group(2) in known:
-                    per_layer.setdefault(int(match.group(1)), {})[match.group(2)] = value
-                else:
-                    unknown.append(key)
-            elif key.startswith(prefix) and key[len(prefix):] in layout.base_globals:
-                globals_[key[len(prefix):]] = value
-            elif key in layout.head_globals:
-                heads_found[key] = value
-            else:
-                unknown.append(key)
-        if unknown:
-            listed = ", ".join(shown(k) for k in sorted(unknown)[:3]) + (
-                f" (+{len(unknown) - 3} more)" if len(unknown) > 3 else "")
-            raise LgError(self._not_family(f"unexpected keys {listed}"))
-        indices = sorted(per_layer)
-        if indices != list(range(len(indices))):
-            raise LgError(self._not_family(f"layer indices are not 0..{len(indices) - 1} (found {indices[:6]})"))
-        return [per_layer[i] for i in indices], globals_, heads_found
+    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+        if config:
+            self._check_sizes(self.sizes(config), spec, stack)
 
     def _width(self, globals_: Mapping[str, torch.Tensor]) -> int:
         token = next((k for k, (role, _) in self.layout.base_globals.items() if role == "token_embed"), None)
         if token is None or token not in globals_:
-            raise LgError(self._not_family(f"no token embedding ({self.layout.base_prefix}{token})"))
+            raise LgError(self.not_family(f"no token embedding ({self.layout.base_prefix}{token})"))
         embedding = globals_[token]
         if embedding.dim() != 2 or min(embedding.shape) < 1:
-            raise LgError(self._not_family(f"{token} of shape {tuple(embedding.shape)} is not (vocab, width)"))
+            raise LgError(self.not_family(f"{token} of shape {tuple(embedding.shape)} is not (vocab, width)"))
         return int(embedding.shape[1])
 
     def _build(self, architecture: str, hf_config, meta: bool = True) -> nn.Module:
@@ -338,54 +214,35 @@ class HfAdapter:
         plain = [name for name, a in self.layout.architectures.items() if not a.prefixed]
         return with_head[0] if (heads_found or prefix) and with_head else plain[0]
 
-    def _heads(self, sizes: Sizes | None, shapes: Mapping[str, tuple[int, ...]],
-               heads: int | None) -> tuple[int, int, int, bool]:
-        """(heads, head_dim, key/value heads, assumed): from config.json, else
-        --source-heads, else head dim 64 (and said to be assumed)."""
-        q_rows = self._q_rows(shapes)
-        kv_rows = self._kv_rows(shapes, q_rows)
+    def heads(self, config: Mapping[str, Any], stored: StoredTensors, q_rows: int, kv_rows: int,
+              requested: int | None) -> Heads:
+        """From config.json, else --source-heads, else head dim 64 (and said
+        to be assumed); key/value heads from the key outputs."""
+        sizes = self.sizes(config) if config else None
         recorded = sizes.heads if sizes else None
-        if recorded is not None and heads is not None and recorded != heads:
-            raise LgError(f"config.json says {recorded} heads; --source-heads {heads} contradicts it")
-        chosen = recorded if recorded is not None else heads
+        if recorded is not None and requested is not None and recorded != requested:
+            raise LgError(f"config.json says {recorded} heads; --source-heads {requested} contradicts it")
+        chosen = recorded if recorded is not None else requested
         assumed = chosen is None
         if chosen is None:
-            target = q_rows / CONVENTIONAL_HEAD_DIM
-            divisors = [h for h in range(1, q_rows + 1) if q_rows % h == 0 and kv_rows % (q_rows // h) == 0]
-            chosen = min(divisors, key=lambda h: (abs(h - target), -h))
+            chosen = conventional_heads(q_rows, kv_rows)
         if not (sizes and sizes.head_dim) and q_rows % chosen:
             said = "config.json says" if recorded is not None else "--source-heads gives"
             raise LgError(f"{said} {chosen} heads, which do not divide the {q_rows} query outputs "
                           f"of the weights")
         head_dim = sizes.head_dim if sizes and sizes.head_dim else q_rows // chosen
         if head_dim < 1 or chosen * head_dim != q_rows:
-            raise LgError(self._not_family(f"{chosen} heads of dimension {head_dim} do not make the {q_rows} "
-                                           f"query outputs"))
+            raise LgError(self.not_family(f"{chosen} heads of dimension {head_dim} do not make the {q_rows} "
+                                          f"query outputs"))
         if kv_rows % head_dim:
-            raise LgError(self._not_family(f"{kv_rows} key outputs are not whole heads of dimension {head_dim}"))
+            raise LgError(self.not_family(f"{kv_rows} key outputs are not whole heads of dimension {head_dim}"))
         kv_heads = kv_rows // head_dim
         if sizes and sizes.kv_heads is not None and sizes.kv_heads != kv_heads:
             raise LgError(f"config.json says {sizes.kv_heads} key/value heads; the weights have {kv_heads} "
                           f"(of dimension {head_dim})")
         if chosen % kv_heads:
-            raise LgError(self._not_family(f"{kv_heads} key/value heads do not divide the {chosen} heads"))
-        return int(chosen), int(head_dim), int(kv_heads), assumed
-
-    def _q_rows(self, shapes) -> int:
-        layout = self.layout
-        for suffix, role in layout.layer_keys.items():
-            if role == "q" and suffix in shapes:
-                return shapes[suffix][0]
-        for suffix, roles in layout.fused_keys.items():
-            if roles[0] == "q" and suffix in shapes:
-                return shapes[suffix][0] // len(roles)  # fused without grouping: equal thirds
-        raise LgError(self._not_family("no query projection"))
-
-    def _kv_rows(self, shapes, q_rows: int) -> int:
-        for suffix, role in self.layout.layer_keys.items():
-            if role == "k" and suffix in shapes:
-                return shapes[suffix][0]
-        return q_rows
+            raise LgError(self.not_family(f"{kv_heads} key/value heads do not divide the {chosen} heads"))
+        return Heads(int(chosen), int(head_dim), int(kv_heads), assumed)
 
     def _check_sizes(self, sizes: Sizes, spec: ArchSpec, stack: Stack) -> None:
         """config.json must say what the weights say (a config that lies is refused)."""
@@ -400,7 +257,7 @@ class HfAdapter:
             if said is not None and said != has:
                 raise LgError(f"config.json says {what} {said}; the weights have {has}")
 
-    def _checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+    def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
         if config is None:
             return {}
         if not isinstance(config, Mapping):
@@ -425,11 +282,10 @@ class HfAdapter:
         out.setdefault("model_type", self.layout.model_types[0])
         return out
 
-    def _tied(self, config: dict[str, Any], globals_: Mapping[str, torch.Tensor],
-              heads_found: Mapping[str, torch.Tensor], prefix: str,
-              read: Reader, bare: bool = False) -> tuple[bool, dict[str, torch.Tensor]]:
-        """(whether the LM head is tied to the token embedding, the head
-        tensors that are roles of their own), decided as from_pretrained
+    def _tied(self, config: dict[str, Any], stored: StoredTensors, read: Reader,
+              bare: bool = False) -> tuple[bool, StoredTensors]:
+        """(whether the LM head is tied to the token embedding, the stored
+        tensors less the head copies that are not roles of their own), decided as from_pretrained
         decides: by tie_word_embeddings, whose absence means the config
         class's default (which differs between families: reading it as
         "tied" would drop an untied head, or clone would scale a head that
@@ -438,9 +294,9 @@ class HfAdapter:
         one that differs unties the model (transformers keeps both then),
         and the config written says so. A bare state dict (no config) is
         tied unless it holds a head of its own, and its config records which."""
-        heads_found = dict(heads_found)
+        heads_found = dict(stored.heads)
         if not self.layout.architectures[config["architectures"][0]].prefixed:
-            return False, heads_found  # a base model has no head
+            return False, stored  # a base model has no head
         copies = self.layout.tied_copies
         if bare:
             config["tie_word_embeddings"] = True  # made False below if a saved head differs
@@ -454,11 +310,11 @@ class HfAdapter:
         if tied:
             saved = [k for k in copies if k in heads_found]
             differ = [k for k in saved if not self._same_tensor(
-                read, *self._global_key(copies[k], prefix, globals_, heads_found), k, heads_found[k])]
+                read, *stored.stored_global(copies[k]), k, heads_found[k])]
             if not differ:
                 for key in saved:
                     del heads_found[key]
-                return True, heads_found
+                return True, dataclasses.replace(stored, heads=heads_found)
             config["tie_word_embeddings"] = False
             reason = f"{differ[0]} differs from the {copies[differ[0]]} it is tied to, which unties the model, but"
         else:
@@ -466,14 +322,7 @@ class HfAdapter:
         missing = [k for k in copies if k not in heads_found]
         if missing:
             raise LgError(f"{reason} the weights have no {missing[0]}")
-        return False, heads_found
-
-    def _global_key(self, key: str, prefix: str, globals_: Mapping[str, torch.Tensor],
-                    heads_found: Mapping[str, torch.Tensor]) -> tuple[str, torch.Tensor | None]:
-        """(the stored name, the tensor) of a global key of the layout (None: absent)."""
-        if key in self.layout.base_globals:
-            return prefix + key, globals_.get(key)
-        return key, heads_found.get(key)
+        return False, stored
 
     @staticmethod
     def _same_tensor(read: Reader, key_a: str, a: torch.Tensor | None, key_b: str, b: torch.Tensor) -> bool:
@@ -499,9 +348,6 @@ class HfAdapter:
         config: dict[str, Any] = {}
         self.set_sizes(config, spec)
         return config
-
-    def _not_family(self, found: str) -> str:
-        return f"not a {self.family} checkpoint lg reads: {found}"
 
     # ------------------------------------------------------------ the config
     def config(self, spec: ArchSpec) -> dict[str, Any]:
@@ -531,49 +377,9 @@ class HfAdapter:
             raise LgError(f"config.json does not describe a {cls.__name__} ({one_line(detail)[:200]})") from None
 
     # ------------------------------------------------------------ writing
-    def key_of(self, spec: ArchSpec) -> Callable[[str], str]:
-        prefix = self.layout.base_prefix if self.architecture(spec).prefixed else ""
-        return lambda key: key if key in self.layout.head_globals else prefix + key
-
-    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
-        """The state dict as groups written one at a time (the globals, each
-        fused tensor's roles together, every other role over all layers),
-        named and shaped as save_pretrained writes them."""
-        stack.check(spec)
-        layout = self.layout
-        key = self.key_of(spec)
-        groups = []
-        for name, (role, _) in {**layout.base_globals, **layout.head_globals}.items():
-            if role in stack.globals:
-                groups.append(TensorGroup([(key(name), axes_and_shape(stack.globals, role)[1])],
-                                          lambda name=name, role=role: iter([(key(name), stack.globals[role].data)])))
-        layers = stack.layers
-
-        def per_layer(suffix: str, roles: tuple[str, ...]) -> TensorGroup:
-            shapes = [axes_and_shape(layers, role)[1][1:] for role in roles]
-            shape = (sum(s[0] for s in shapes), *shapes[0][1:])
-            transposed = suffix in layout.transposed and len(shape) == 2
-            stored = (shape[1], shape[0]) if transposed else shape
-            names = [key(f"{layout.layers}.{i}.{suffix}") for i in range(spec.depth)]
-
-            def make() -> Iterator[tuple[str, torch.Tensor]]:
-                parts = [layers[role].data for role in roles]
-                for index, name in enumerate(names):
-                    tensor = parts[0][index] if len(parts) == 1 else torch.cat([p[index] for p in parts])
-                    yield name, (tensor.T.contiguous() if transposed else tensor)
-
-            return TensorGroup([(name, stored) for name in names], make)
-
-        for suffix, roles in layout.fused_keys.items():
-            if roles[0] in layers:
-                groups.append(per_layer(suffix, roles))
-        for suffix, role in layout.layer_keys.items():
-            if role in layers:
-                groups.append(per_layer(suffix, (role,)))
-        return groups
-
-    def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
-        return {name: tensor for group in self.write_plan(spec, stack) for name, tensor in group.make()}
+    def write_prefix(self, spec: ArchSpec) -> str:
+        """The base prefix, which a base model (no head) is saved without."""
+        return self.layout.base_prefix if self.architecture(spec).prefixed else ""
 
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         """The state dict with each tied weight (the LM head) as the tensor it
@@ -581,9 +387,9 @@ class HfAdapter:
         forward pass of a learngene's generated model, so it builds nothing."""
         state = self.from_stack(spec, stack)
         if spec.tied_head_input:
-            key = self.key_of(spec)
+            prefix = self.write_prefix(spec)
             for target, source in self.layout.tied_copies.items():
-                state.setdefault(key(target), state[key(source)])
+                state.setdefault(self.layout.key(target, prefix), state[self.layout.key(source, prefix)])
         return state
 
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
@@ -722,20 +528,14 @@ class HfAdapter:
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
         raise LgError(f"a {spec.extras.get('architecture')} takes token ids, not images")
 
-    def global_role_axes(self) -> dict[str, tuple[str, ...]]:
-        return {role: axes for role, axes in {**self.layout.base_globals, **self.layout.head_globals}.values()}
-
     def no_weight_decay_roles(self) -> frozenset[str]:
         # Embedding tables are conventionally decayed in Hugging Face's trainers;
         # lg's loop exempts biases and norms (1-D) already.
         return frozenset({"pos_embed", "token_type_embed"})
 
-    def spec_from_config(self, config: Mapping[str, Any]) -> ArchSpec:
-        return self.template_from_config(config)[0]
-
     def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
         """The spec a config.json describes, and its stack on the meta device."""
-        checked = self._checked_config(config)
+        checked = self.checked_config(config)
         if not checked:
             raise LgError("a text model's recorded config is empty")
         self._bound_config(checked)
@@ -764,24 +564,6 @@ def import_transformers():
     if not debugging():
         transformers.utils.logging.set_verbosity_error()
     return transformers
-
-
-def compute_dtype(stored: torch.dtype) -> torch.dtype:
-    """float32 for half precisions, as the ViT adapter reads them."""
-    return torch.float32 if stored.is_floating_point and stored.itemsize < 4 else stored
-
-
-def _check_layers(per_layer: list[dict[str, torch.Tensor]], not_family: Callable[[str], str]) -> None:
-    first = per_layer[0]
-    for index, layer in enumerate(per_layer):
-        if set(layer) != set(first):
-            diff = sorted(set(layer) ^ set(first))
-            raise LgError(not_family(f"layer {index} has different parameters from layer 0 ({diff[0]})"))
-        for key, tensor in layer.items():
-            if tensor.shape != first[key].shape or tensor.dtype != first[key].dtype:
-                raise LgError(not_family(f"layer {index}'s {key} is {tuple(tensor.shape)} "
-                                         f"{str(tensor.dtype).replace('torch.', '')}, layer 0's is "
-                                         f"{tuple(first[key].shape)} {str(first[key].dtype).replace('torch.', '')}"))
 
 
 def config_int(config: Mapping[str, Any], key: str, *, required: bool = True, minimum: int = 1) -> int | None:

@@ -11,11 +11,11 @@ is tied to the token embedding or not (`tie_word_embeddings`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 from ..stack import EMBED, VOCAB, ArchSpec
 from .base import CAUSAL_LM, TEXT_ENCODER
-from .hf import Architecture, HfAdapter, HfLayout, Sizes, config_int
+from .hf import Architecture, HfAdapter, HfLayout
 
 _ARCHITECTURES = {}
 for _name in ("Llama", "Mistral", "Qwen2"):
@@ -50,24 +50,19 @@ LAYOUT = HfLayout(
     ignored=(r"\.rotary_emb\.inv_freq$",),
     # The row counts of the lookup tables (a bare state dict's config takes them from the weights).
     table_sizes={"token_embed": "vocab_size"},
+    # RoPE: no tensor depends on max_position_embeddings (no positions size).
+    size_fields={"depth": "num_hidden_layers", "width": "hidden_size", "heads": "num_attention_heads",
+                 "kv_heads": "num_key_value_heads", "head_dim": "head_dim", "mlp_dim": "intermediate_size",
+                 "vocab": "vocab_size"},
+    tied_head_input=("norm_weight",),  # the final RMSNorm feeds the head
 )
 
 
 class LlamaAdapter(HfAdapter):
     layout = LAYOUT
 
-    def sizes(self, config: Mapping[str, Any]) -> Sizes:
-        return Sizes(depth=config_int(config, "num_hidden_layers"), width=config_int(config, "hidden_size"),
-                     heads=config_int(config, "num_attention_heads"),
-                     kv_heads=config_int(config, "num_key_value_heads", required=False),
-                     head_dim=config_int(config, "head_dim", required=False),
-                     mlp_dim=config_int(config, "intermediate_size"),
-                     vocab=config_int(config, "vocab_size", required=False),
-                     positions=None)  # RoPE: no tensor depends on max_position_embeddings
-
     def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
-        config.update(num_hidden_layers=spec.depth, hidden_size=spec.width, num_attention_heads=spec.heads,
-                      num_key_value_heads=spec.key_value_heads, intermediate_size=spec.mlp_dim)
+        super().set_sizes(config, spec)
         if "head_dim" in config or spec.head_dim * spec.heads != spec.width:
             config["head_dim"] = spec.head_dim
         types = config.get("layer_types")
@@ -75,6 +70,3 @@ class LlamaAdapter(HfAdapter):
             # Qwen2 / Mistral name each layer's attention (full or sliding):
             # layer j of the new depth takes the kind at its relative position.
             config["layer_types"] = [types[j * len(types) // spec.depth] for j in range(spec.depth)]
-
-    def tied_head_input(self, architecture: str) -> tuple[str, ...]:
-        return ("norm_weight",)  # the final RMSNorm feeds the head

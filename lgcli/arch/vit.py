@@ -1,9 +1,12 @@
 """timm VisionTransformer / DeiT  <->  (ArchSpec, Stack).
 
-Key names live here and nowhere else. The mapping follows SPEC.md
-"Conventions": fused ``attn.qkv`` rows are ordered (q|k|v, head, head_dim),
-so q, k and v are the three equal row blocks; everything is kept in
-PyTorch's (out, in) layout.
+Key names live here and nowhere else, declared as data (`LAYOUT`), which
+`declared` reads and writes. The mapping follows SPEC.md "Conventions":
+fused ``attn.qkv`` rows are ordered (q|k|v, head, head_dim), so q, k and v
+are the three equal row blocks; everything is kept in PyTorch's (out, in)
+layout. This file adds what the declaration cannot say: a ViT's
+configuration read from its tensors (patches, prefix tokens, pooling),
+checked against lg's metadata, and timm's models.
 
 What cannot be read from a state dict (heads, pooling when ambiguous) comes
 from the file's lg metadata when present; heads otherwise from the caller,
@@ -14,27 +17,25 @@ the spec records that the number was assumed.
 from __future__ import annotations
 
 import math
-import re
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import torch
 from torch import nn
 
 from ..errors import LgError
-from ..stack import (CLASSES, EMBED, FIXED, LAYER_ROLE_AXES, TOKENS, ArchSpec, RoleMap, Stack,
-                     TensorGroup, axes_and_shape, copy_elements)
+from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION, Reader
+from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
 DISTILLED_MODEL_NAME = "deit_base_distilled_patch16_224"
-CONVENTIONAL_HEAD_DIM = 64
 # A recorded configuration (a learngene's) describing more parameters than
 # this is refused before any model is built from it.
 MAX_RECORDED_PARAMS = 20_000_000_000
 
-# Per-block parameter (after "blocks.N.") -> canonical role. attn.qkv is
-# handled separately: it splits into three roles.
+# Per-block parameter (after "blocks.N.") -> canonical role. attn.qkv fuses
+# three (LAYOUT's fused_keys).
 BLOCK_KEYS = {
     "norm1.weight": "norm1_weight",
     "norm1.bias": "norm1_bias",
@@ -54,7 +55,6 @@ BLOCK_KEYS = {
     "ls2.gamma": "ls2",
 }
 QKV_WEIGHT, QKV_BIAS = "attn.qkv.weight", "attn.qkv.bias"
-BLOCK_KEY_FOR_ROLE = {role: key for key, role in BLOCK_KEYS.items()}
 
 # Global state dict key -> (role, axes).
 GLOBAL_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -75,10 +75,14 @@ GLOBAL_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "head_dist.weight": ("head_dist_weight", (CLASSES, EMBED)),
     "head_dist.bias": ("head_dist_bias", (CLASSES,)),
 }
-GLOBAL_KEY_FOR_ROLE = {role: key for key, (role, _) in GLOBAL_KEYS.items()}
-# Block indices are ASCII digits without leading zeros: "blocks.00" and
-# "blocks.١" (an Arabic-Indic one) are not block 0 and 1 but unknown keys.
-BLOCK_PATTERN = re.compile(r"^blocks\.(0|[1-9][0-9]*)\.(.+)$", re.ASCII)
+
+# A timm ViT state dict, as data: fused qkv rows are ordered (q|k|v, head,
+# head_dim), so q, k and v are the three equal row blocks; the sizes are
+# timm's model_args (the MLP's is a ratio: `_mlp_ratio`).
+LAYOUT = Layout(family=FAMILY, layers="blocks", layer_keys=BLOCK_KEYS,
+                fused_keys={QKV_WEIGHT: ("q", "k", "v"), QKV_BIAS: ("q_bias", "k_bias", "v_bias")},
+                base_globals=GLOBAL_KEYS,
+                size_fields={"depth": "depth", "width": "embed_dim", "heads": "num_heads"})
 
 # The timm constructor arguments lg records and passes (in this order).
 CONFIG_KEYS = ("depth", "embed_dim", "num_heads", "mlp_ratio", "patch_size", "img_size",
@@ -141,11 +145,13 @@ def json_shown(value: Any) -> str:
     return shown(text if len(text) <= 40 else text[:37] + "...")
 
 
-class VitAdapter:
+class VitAdapter(DeclaredAdapter):
     """timm VisionTransformer (and DeiT distilled) state dicts
-    (`lgcli.arch.base.FamilyAdapter`)."""
+    (`lgcli.arch.base.FamilyAdapter`): `LAYOUT` read and written by
+    `declared`, and what only a ViT has (its configuration from its tensors,
+    timm's models)."""
 
-    family = FAMILY
+    layout = LAYOUT
     writes_folder = False
     bot_wavelets: dict[str, str] = {}  # the BoT paper used haar for ViTs
 
@@ -155,151 +161,40 @@ class VitAdapter:
         return "patch_embed.proj.weight" in state_dict and any(
             k.startswith("blocks.0.") for k in state_dict)
 
-    # ------------------------------------------------------------ reading
-    def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
-                 heads: int | None = None, reader: Reader | None = None) -> tuple[ArchSpec, Stack]:
-        """Split a timm ViT state dict into (spec, canonical stack).
+    # ------------------------------------------------------------ reading (declared.DeclaredAdapter.to_stack)
+    def not_family(self, found: str) -> str:
+        return _not_vit(found)
 
-        With a `reader` (a Checkpoint's `read_into`), the stack is lazy: a
-        role is read from the file when asked for, layer by layer into its
-        stacked tensor, and nothing is kept (only shapes and dtypes of
-        `state_dict` are looked at here). Without one, every role is made at
-        once, by the same code, from the tensors in `state_dict`.
+    def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        return check_config(config) if config is not None else {}
 
-        A recorded `config` (lg metadata) is checked field by field, and
-        against the tensors: a file whose metadata disagrees with its
-        tensors is refused naming what disagrees."""
-        config = check_config(config) if config is not None else {}
-        per_layer, globals_ = self._sort_keys(state_dict)
-        _check_tensors(per_layer, globals_)
-        depth = len(per_layer)
-        if depth == 0:
-            raise LgError(_not_vit("no transformer blocks (blocks.N.*)"))
-        if "patch_embed.proj.weight" not in globals_:
+    def check_required(self, stored: StoredTensors) -> None:
+        if "patch_embed.proj.weight" not in stored.globals:
             raise LgError(_not_vit("no patch embedding (patch_embed.proj.weight)"))
-
-        first = per_layer[0]
+        first = stored.first
         if QKV_WEIGHT not in first or "attn.proj.weight" not in first or "mlp.fc1.weight" not in first:
             raise LgError(_not_vit("blocks.0 lacks attn.qkv.weight, attn.proj.weight or mlp.fc1.weight"))
         width = first["attn.proj.weight"].shape[0]
-        attn_dim, qkv_in = first[QKV_WEIGHT].shape[0] // 3, first[QKV_WEIGHT].shape[1]
-        if first[QKV_WEIGHT].shape[0] % 3 or qkv_in != width:
+        if first[QKV_WEIGHT].shape[0] % 3 or first[QKV_WEIGHT].shape[1] != width:
             raise LgError(_not_vit(f"attn.qkv.weight of shape {tuple(first[QKV_WEIGHT].shape)} "
                                    f"does not fit width {width}"))
-        mlp_dim = first["mlp.fc1.weight"].shape[0]
-        if min(width, attn_dim, mlp_dim) < 1:
-            raise LgError(_not_vit(f"empty tensors (width {width}, attention {attn_dim}, MLP {mlp_dim})"))
-        expected_keys = set(first)
-        for index, layer in enumerate(per_layer):
-            if set(layer) != expected_keys:
-                diff = sorted(set(layer) ^ expected_keys)
-                raise LgError(_not_vit(f"blocks.{index} has different parameters from blocks.0 ({diff[0]})"))
-            for key, tensor in layer.items():
-                if tensor.shape != first[key].shape:
-                    raise LgError(_not_vit(f"blocks.{index}.{key} has shape {tuple(tensor.shape)}, "
-                                           f"blocks.0's is {tuple(first[key].shape)}"))
-                if tensor.dtype != first[key].dtype:
-                    raise LgError(_not_vit(f"blocks.{index}.{key} is {tensor.dtype}, blocks.0's is "
-                                           f"{first[key].dtype}: a role's layers must share a dtype"))
 
-        heads_value, head_dim, assumed = self._heads(attn_dim, first, config, heads)
+    def exact_heads(self, stored: StoredTensors, q_rows: int) -> int | None:
+        norm = stored.first.get("attn.q_norm.weight")
+        return None if norm is None else q_rows // norm.shape[0]  # q/k norm is per head_dim
 
-        read = reader or _memory_reader(state_dict)
-        # role -> (block key, first element of the role in that key's tensor, the role's per-layer shape)
-        sources: dict[str, tuple[str, int, tuple[int, ...]]] = {}
-        for fused, roles in ((QKV_WEIGHT, ("q", "k", "v")), (QKV_BIAS, ("q_bias", "k_bias", "v_bias"))):
-            if fused in first:
-                part = (attn_dim, *first[fused].shape[1:])
-                for index, role in enumerate(roles):
-                    sources[role] = (fused, index * math.prod(part), part)
-        for key, role in BLOCK_KEYS.items():
-            if key in first:
-                sources[role] = (key, 0, tuple(first[key].shape))
+    def spec_from(self, config: Mapping[str, Any], stored: StoredTensors,
+                  sources: Mapping[str, tuple[str, int, tuple[int, ...]]], attention: Heads,
+                  read: Reader) -> tuple[ArchSpec, StoredTensors]:
+        width = int(stored.first["attn.proj.weight"].shape[0])
+        extras = self._extras(stored.globals, stored.first, width, config)
+        spec = ArchSpec(family=FAMILY, depth=stored.depth, width=width, heads=attention.heads,
+                        head_dim=attention.head_dim, mlp_dim=sources["fc1"][2][0], extras=extras,
+                        heads_assumed=attention.assumed)
+        return spec, stored
 
-        def make_layers(role: str, indices: list[int] | None = None) -> torch.Tensor:
-            key, start, shape = sources[role]
-            stored = first[key]
-            chosen = range(depth) if indices is None else indices
-            out = torch.empty((len(chosen), *shape), dtype=compute_dtype(stored.dtype), device=stored.device)
-            # A half-precision role is read a layer at a time and widened into
-            # the float32 stack: the role is never held in both precisions.
-            buffer = None if out.dtype == stored.dtype else torch.empty(shape, dtype=stored.dtype,
-                                                                        device=stored.device)
-            for position, index in enumerate(chosen):
-                if not 0 <= index < depth:
-                    raise IndexError(f"layer {index} of a {depth}-layer stack")
-                read(f"blocks.{index}.{key}", out[position] if buffer is None else buffer, start)
-                if buffer is not None:
-                    out[position].copy_(buffer)
-            return out
-
-        def make_global(role: str) -> torch.Tensor:
-            key = GLOBAL_KEY_FOR_ROLE[role]
-            stored = globals_[key]
-            out = torch.empty(stored.shape, dtype=stored.dtype, device=stored.device)
-            read(key, out, 0)
-            return out.to(compute_dtype(stored.dtype))
-
-        layers = RoleMap({role: (LAYER_ROLE_AXES[role], (depth, *shape)) for role, (_, _, shape) in sources.items()},
-                         make_layers, make_layers)
-        stack_globals = RoleMap({GLOBAL_KEYS[k][0]: (GLOBAL_KEYS[k][1], tuple(v.shape)) for k, v in globals_.items()},
-                                make_global)
-        extras = self._extras(globals_, first, width, config)
-        spec = ArchSpec(family=FAMILY, depth=depth, width=width, heads=heads_value, head_dim=head_dim,
-                        mlp_dim=mlp_dim, extras=extras, heads_assumed=assumed)
-        stack = Stack(layers=layers, globals=stack_globals)
-        try:
-            stack.check(spec)
-        except ValueError as exc:
-            raise LgError(_not_vit(str(exc))) from None
+    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
         _check_agreement(config, self.model_args(spec))
-        return spec, (stack if reader is not None else stack.materialized())
-
-    def _sort_keys(self, state_dict: Mapping[str, torch.Tensor]):
-        per_layer: dict[int, dict[str, torch.Tensor]] = {}
-        globals_: dict[str, torch.Tensor] = {}
-        unknown: list[str] = []
-        for key, value in state_dict.items():
-            match = BLOCK_PATTERN.match(key)
-            if match:
-                name = match.group(2)
-                if name in BLOCK_KEYS or name in (QKV_WEIGHT, QKV_BIAS):
-                    per_layer.setdefault(int(match.group(1)), {})[name] = value
-                else:
-                    unknown.append(key)
-            elif key in GLOBAL_KEYS:
-                globals_[key] = value
-            else:
-                unknown.append(key)
-        if unknown:
-            shown = ", ".join(sorted(unknown)[:3]) + (f" (+{len(unknown) - 3} more)" if len(unknown) > 3 else "")
-            raise LgError(_not_vit(f"unexpected keys {shown}"))
-        indices = sorted(per_layer)
-        if indices and indices != list(range(len(indices))):
-            raise LgError(_not_vit(f"block indices are not 0..{len(indices) - 1} (found {indices[:6]})"))
-        return [per_layer[i] for i in indices], globals_
-
-    @staticmethod
-    def _heads(attn_dim: int, first: Mapping[str, torch.Tensor], config: Mapping[str, Any],
-               heads: int | None) -> tuple[int, int, bool]:
-        recorded = config.get("num_heads")
-        if recorded is not None and heads is not None and recorded != heads:
-            raise LgError(f"the file's metadata says {recorded} heads; --heads {heads} contradicts it")
-        chosen = recorded if recorded is not None else heads
-        assumed = False
-        if chosen is None and "attn.q_norm.weight" in first:
-            chosen = attn_dim // first["attn.q_norm.weight"].shape[0]  # q/k norm is per head_dim
-        if chosen is None:
-            assumed = True
-            # DeiT/ViT convention d = 64; for widths it does not divide, the
-            # divisor of attn_dim nearest to attn_dim / 64.
-            target = attn_dim / CONVENTIONAL_HEAD_DIM
-            divisors = [h for h in range(1, attn_dim + 1) if attn_dim % h == 0]
-            chosen = min(divisors, key=lambda h: (abs(h - target), -h))
-        chosen = int(chosen)
-        if chosen <= 0 or attn_dim % chosen:
-            raise LgError(f"{chosen} heads do not divide the attention width {attn_dim}")
-        return chosen, attn_dim // chosen, assumed
 
     @staticmethod
     def _extras(globals_: Mapping[str, torch.Tensor], first: Mapping[str, torch.Tensor],
@@ -368,56 +263,14 @@ class VitAdapter:
         }
         return extras
 
-    # ------------------------------------------------------------ writing
-    def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
-        """The timm state dict for (spec, stack): the inverse of to_stack."""
-        return {key: tensor for group in self.write_plan(spec, stack) for key, tensor in group.make()}
-
-    def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
-        return self.from_stack(spec, stack)  # a timm ViT ties nothing
-
-    def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
-        return {}  # a timm ViT registers none
-
-    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
-        """The state dict for (spec, stack) as groups the writer streams one at
-        a time: the globals, then q, k, v fused into each block's qkv (the
-        three roles made together), then every other role over all blocks.
-        Names and shapes come first, from the stack's shapes alone."""
-        stack.check(spec)
-        groups = []
-        for key, (role, _) in GLOBAL_KEYS.items():
-            if role in stack.globals:
-                groups.append(TensorGroup([(key, axes_and_shape(stack.globals, role)[1])],
-                                          lambda key=key, role=role: iter([(key, stack.globals[role].data)])))
-        layers = stack.layers
-
-        def per_block(key: str, shape: tuple[int, ...], roles: tuple[str, ...]) -> TensorGroup:
-            def make() -> Iterator[tuple[str, torch.Tensor]]:
-                parts = [layers[role].data for role in roles]
-                for index in range(spec.depth):
-                    yield (f"blocks.{index}.{key}",
-                           parts[0][index] if len(parts) == 1 else torch.cat([p[index] for p in parts]))
-
-            return TensorGroup([(f"blocks.{index}.{key}", shape) for index in range(spec.depth)], make)
-
-        for key, roles in ((QKV_WEIGHT, ("q", "k", "v")), (QKV_BIAS, ("q_bias", "k_bias", "v_bias"))):
-            if roles[0] in layers:
-                shapes = [axes_and_shape(layers, role)[1][1:] for role in roles]
-                groups.append(per_block(key, (sum(s[0] for s in shapes), *shapes[0][1:]), roles))
-        for key, role in BLOCK_KEYS.items():
-            if role in layers:
-                groups.append(per_block(key, axes_and_shape(layers, role)[1][1:], (role,)))
-        return groups
-
     # ------------------------------------------------------------ timm
     def model_args(self, spec: ArchSpec) -> dict[str, Any]:
         """timm.create_model keyword arguments that rebuild this architecture."""
-        e = spec.extras
+        e, sizes = spec.extras, LAYOUT.size_fields
         return {
-            "depth": spec.depth,
-            "embed_dim": spec.width,
-            "num_heads": spec.heads,
+            sizes["depth"]: spec.depth,
+            sizes["width"]: spec.width,
+            sizes["heads"]: spec.heads,
             "mlp_ratio": _mlp_ratio(spec.width, spec.mlp_dim),
             "patch_size": e["patch_size"],
             "img_size": e["img_size"],
@@ -599,18 +452,9 @@ class VitAdapter:
         return (int(e["in_chans"]), int(e["img_size"]), int(e["img_size"]))
 
     @staticmethod
-    def global_role_axes() -> dict[str, tuple[str, ...]]:
-        """Every global role this family can have, with its axes."""
-        return {role: axes for role, axes in GLOBAL_KEYS.values()}
-
-    @staticmethod
     def no_weight_decay_roles() -> frozenset[str]:
         """Global roles timm's ViT exempts from weight decay (`no_weight_decay`)."""
         return frozenset({"pos_embed", "cls_token", "dist_token", "reg_token"})
-
-    def spec_from_config(self, config: Mapping[str, Any]) -> ArchSpec:
-        """The spec a recorded ``lg.config`` describes (a learngene's family configuration)."""
-        return self.template_from_config(config)[0]
 
     def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
         """The spec a recorded ``lg.config`` describes, and its stack on the
@@ -654,37 +498,6 @@ class VitAdapter:
             "img_size": int(img_size[0]) if isinstance(img_size, (tuple, list)) else int(img_size),
             "init_values": _layer_scale_init(model),
         }
-
-
-def compute_dtype(stored: torch.dtype) -> torch.dtype:
-    """The dtype a role is read into: float32 for half precisions (bf16,
-    fp16, fp8), so that methods compute in float32; wider ones as stored.
-    The writer casts back to the file's dtype."""
-    return torch.float32 if stored.is_floating_point and stored.itemsize < 4 else stored
-
-
-def _memory_reader(state_dict: Mapping[str, torch.Tensor]) -> Reader:
-    return lambda key, out, start: copy_elements(state_dict[key], out, start)
-
-
-# Rank of every tensor a timm ViT state dict holds (per block, then global).
-BLOCK_RANKS = {QKV_WEIGHT: 2, QKV_BIAS: 1, **{key: len(LAYER_ROLE_AXES[role]) - 1 for key, role in BLOCK_KEYS.items()}}
-GLOBAL_RANKS = {key: len(axes) for key, (_, axes) in GLOBAL_KEYS.items()}
-
-
-def _check_tensors(per_layer: list[dict[str, torch.Tensor]], globals_: Mapping[str, torch.Tensor]) -> None:
-    """Every tensor has its key's rank and a floating-point dtype."""
-    named = [(f"blocks.{i}.{key}", key, t, BLOCK_RANKS) for i, layer in enumerate(per_layer) for key, t in layer.items()]
-    named += [(key, key, t, GLOBAL_RANKS) for key, t in globals_.items()]
-    for full, key, tensor, ranks in named:
-        if tensor.dim() != ranks[key]:
-            raise LgError(_not_vit(f"{full} has shape {tuple(tensor.shape)}, expected {ranks[key]} dimensions"))
-        if not tensor.is_floating_point():
-            raise LgError(_not_vit(f"{full} has dtype {str(tensor.dtype).replace('torch.', '')}; "
-                                   f"a ViT's weights are floating point"))
-        if tensor.numel() == 0:  # a head of 0 classes, a position table of 0 tokens: timm builds neither
-            raise LgError(_not_vit(f"{full} has shape {tuple(tensor.shape)}, which holds nothing; every tensor "
-                                   f"of a ViT holds at least one value (a model without a head has no head.*)"))
 
 
 def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any]) -> None:
