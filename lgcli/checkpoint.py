@@ -56,6 +56,7 @@ from . import __version__
 from .errors import LgError, notify_stderr, one_line, os_reason, shown
 from .header import (MAX_HEADER_BYTES, Header, check_data_size, header_length, load_json,
                      parse_header, valid_unicode)
+from .hub import hub_name_of_path, open_snapshot_link, resolve_source, snapshot_blobs
 from .stack import copy_elements
 
 STDIO = "-"
@@ -316,7 +317,8 @@ def _display_name(source: str) -> str:
     keeps as a lone surrogate, is written as \\xNN)."""
     if source == STDIO:
         return "<stdin>"
-    name = os.path.basename(str(source).rstrip("/"))
+    # A cached snapshot's folder is named by its commit: the hub id says more.
+    name = hub_name_of_path(source) or os.path.basename(str(source).rstrip("/"))
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
@@ -328,8 +330,9 @@ def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None)
     A regular file's header is read and its tensors are read when asked for
     (`Checkpoint.read_into`, or views of a private map); stdin, a named pipe and a process
     substitution (``<(...)``) are read as a stream, up to the size their
-    header states (see `read_stream`)."""
-    src = str(source)
+    header states (see `read_stream`). A hub id (`org/name[@revision]`) is
+    read from the local Hugging Face cache (`lgcli.hub.resolve_source`)."""
+    src = resolve_source(str(source))
     if src == STDIO:
         stream = stdin if stdin is not None else _stdin_buffer()
         return read_stream(stream, STDIO)
@@ -755,7 +758,13 @@ def _open_companion(folder: Path, folder_fd: int, name: str) -> CompanionFile:
         for part in parents:
             parent_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
         # O_NONBLOCK: a FIFO named tokenizer.json must not block the open.
-        fd = os.open(base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent_fd)
+        try:
+            fd = os.open(base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent_fd)
+        except OSError as exc:
+            # A Hugging Face cache snapshot's files are links into its blobs/ folder: those are followed.
+            fd = open_snapshot_link(folder, name) if exc.errno == errno.ELOOP else None
+            if fd is None:
+                raise
         info = os.fstat(fd)
     except OSError as exc:
         if fd is not None:
@@ -798,9 +807,10 @@ def _read_sharded(folder: Path) -> Checkpoint:
     metadata: dict[str, str] = {}
     nbytes = 0
     root = folder.resolve()
+    blobs = snapshot_blobs(folder)  # a cached snapshot's shards are links into its blobs/ folder
     for shard in sorted(set(weight_map.values())):
         shard_path = (folder / shard).resolve()
-        if root not in shard_path.parents:
+        if root not in shard_path.parents and (blobs is None or shard_path.parent != blobs):
             raise LgError(f"{shown(index_path)}: shard {shown(shard)} lies outside the folder")
         if not shard_path.exists():
             raise LgError(f"{shown(index_path)}: names shard {shown(shard)}, which does not exist")
