@@ -22,6 +22,7 @@ from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, companio
                          companion_size, provenance_chain, provenance_metadata, read_checkpoint, write_checkpoint,
                          write_tensors)
 from .errors import LgError, notify_stderr, shown
+from .hub import hub_name_of_path
 from .learngenes import Learngene, get_kind
 from .learngenes.base import check_tensors
 from .stack import ArchSpec, Stack
@@ -283,6 +284,7 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
     shown_path = _load_path(checkpoint)
     return {
         "file": checkpoint.source,
+        "hub": hub_name_of_path(checkpoint.source),  # org/name@commit when read from the Hugging Face cache
         "sha256": checkpoint.sha256,
         "bytes": checkpoint.nbytes,
         "kind": lg.get("kind", MODEL),

@@ -100,7 +100,8 @@ HeadsOption = typer.Option(None, "--heads", min=1,
 
 
 def inspect(
-    file: str = typer.Argument(..., help="Checkpoint: .safetensors, '-' for stdin, a sharded folder, or .pth/.bin."),
+    file: str = typer.Argument(..., help="Checkpoint: .safetensors, '-' for stdin, a sharded folder, .pth/.bin, "
+                                         "or a hub id org/name[@revision] in the local Hugging Face cache."),
     heads: Optional[int] = HeadsOption,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report instead of a table."),
 ) -> None:
@@ -188,6 +189,7 @@ def render_inspect(report: dict[str, Any]) -> None:
     heads = f"{report['heads']}" + (" (assumed: head dim 64; pass --heads)" if report["heads_assumed"] else "")
     params = report["parameters"]
     rows = [
+        *((("hub id", report["hub"]),) if report.get("hub") else ()),
         ("kind", report["kind"]),
         ("family", report["family"]),
         ("depth", report["depth"]),

@@ -21,7 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lgcli"
 # package's own __init__.py (the version; see FACADE).
 LAYERS: list[tuple[str, ...]] = [
     ("errors",),                          # one-line errors, nothing of lgcli's
-    ("lgcli", "options", "header", "stack"),  # the version, declared options, the safetensors header, ArchSpec/Stack
+    ("lgcli", "options", "header", "stack", "hub"),  # the version, declared options, the safetensors header,
+                                                     # ArchSpec/Stack, hub ids to cache paths
     ("checkpoint",),                      # bytes: files, pipes, shards, metadata and provenance
     ("arch",),                            # one adapter per family
     ("methods",),                         # training-free resize methods

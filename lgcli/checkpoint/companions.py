@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from ..errors import LgError, os_reason, shown
+from ..hub import open_snapshot_link
 from .names import STDIO, _source_label
 
 COMPANION_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -178,7 +179,13 @@ def _open_companion(folder: Path, folder_fd: int, name: str) -> CompanionFile:
         for part in parents:
             parent_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
         # O_NONBLOCK: a FIFO named tokenizer.json must not block the open.
-        fd = os.open(base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent_fd)
+        try:
+            fd = os.open(base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent_fd)
+        except OSError as exc:
+            # A Hugging Face cache snapshot's files are links into its blobs/ folder: those are followed.
+            fd = open_snapshot_link(folder, name) if exc.errno == errno.ELOOP else None
+            if fd is None:
+                raise
         info = os.fstat(fd)
     except OSError as exc:
         if fd is not None:

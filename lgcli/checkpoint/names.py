@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+from ..hub import hub_name_of_path
+
 STDIO = "-"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 # A Hugging Face model folder: its config and its weights (one file, or
@@ -23,5 +25,6 @@ def _display_name(source: str) -> str:
     keeps as a lone surrogate, is written as \\xNN)."""
     if source == STDIO:
         return "<stdin>"
-    name = os.path.basename(str(source).rstrip("/"))
+    # A cached snapshot's folder is named by its commit: the hub id says more.
+    name = hub_name_of_path(source) or os.path.basename(str(source).rstrip("/"))
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

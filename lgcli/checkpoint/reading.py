@@ -17,6 +17,7 @@ import torch
 
 from ..errors import LgError, os_reason, shown
 from ..header import MAX_HEADER_BYTES, Header, check_data_size, header_length, load_json, parse_header
+from ..hub import resolve_source, snapshot_blobs
 from .companions import companions_from_metadata, folder_companions
 from .hashing import _hash_in_background
 from .loaded import DTYPES, Checkpoint
@@ -35,8 +36,9 @@ def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None)
     A regular file's header is read and its tensors are read when asked for
     (`Checkpoint.read_into`, or views of a private map); stdin, a named pipe and a process
     substitution (``<(...)``) are read as a stream, up to the size their
-    header states (see `read_stream`)."""
-    src = str(source)
+    header states (see `read_stream`). A hub id (`org/name[@revision]`) is
+    read from the local Hugging Face cache (`lgcli.hub.resolve_source`)."""
+    src = resolve_source(str(source))
     if src == STDIO:
         stream = stdin if stdin is not None else _stdin_buffer()
         return read_stream(stream, STDIO)
@@ -267,9 +269,10 @@ def _read_sharded(folder: Path) -> Checkpoint:
     metadata: dict[str, str] = {}
     nbytes = 0
     root = folder.resolve()
+    blobs = snapshot_blobs(folder)  # a cached snapshot's shards are links into its blobs/ folder
     for shard in sorted(set(weight_map.values())):
         shard_path = (folder / shard).resolve()
-        if root not in shard_path.parents:
+        if root not in shard_path.parents and (blobs is None or shard_path.parent != blobs):
             raise LgError(f"{shown(index_path)}: shard {shown(shard)} lies outside the folder")
         if not shard_path.exists():
             raise LgError(f"{shown(index_path)}: names shard {shown(shard)}, which does not exist")
