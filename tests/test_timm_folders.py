@@ -143,7 +143,8 @@ def edit_config(folder: Path, change) -> None:
     (lambda c: c["model_args"].update(depth=12), "config.json says depth 12, its tensors say 2"),
     # Without model_args, timm builds the architecture's own sizes (vit_tiny: 12 x 192).
     (lambda c: c.pop("model_args"), "config.json says depth 12, its tensors say 2"),
-    (lambda c: c["model_args"].update(num_heads=3), "does not describe a model timm builds (dim should be divisible by num_heads)"),
+    (lambda c: c["model_args"].update(num_heads=3),
+     "does not describe a model timm builds (dim should be divisible by num_heads)"),
     (lambda c: c.update(model_args=[1]), "model_args must be a JSON object"),
 ])
 def test_a_config_that_does_not_describe_the_weights_is_refused(change, phrase, timm_folder, lg, tmp_path):
