@@ -94,7 +94,11 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     """
     parent = source.checkpoint if isinstance(source, Loaded) else source
     adapter = get_adapter(spec.family)
-    check_output(destination, force=force, inputs=(parent.source,) if parent else (), folder=adapter.writes_folder)
+    # A folder's config.json, or None: the output is one file (the family's
+    # form, or the source's: a timm ViT read from a timm hub folder).
+    folder_config = adapter.folder_config(spec)
+    check_output(destination, force=force, inputs=(parent.source,) if parent else (),
+                 folder=folder_config is not None)
     plan = adapter.write_plan(spec, stack)
     shapes = {key: shape for group in plan for key, shape in group.entries}
     adapter.check_loadable(spec, shapes)  # what lg writes, the family's library loads strictly
@@ -106,8 +110,8 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
 
     # A folder holds the source's tokenizer files beside the weights; a
     # single file (a pipe) carries them in its header, to the folder at its end.
-    as_folder = adapter.writes_folder and str(destination) != STDIO
-    files = folder_files(adapter, spec, parent) if as_folder else None
+    as_folder = folder_config is not None and str(destination) != STDIO
+    files = folder_files(adapter, spec, parent, folder_config) if as_folder else None
     carried = {} if as_folder else carried_companions(parent)
 
     def metadata(source_sha256: str | None = None) -> dict[str, str]:
@@ -131,13 +135,14 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
 REWRITTEN_COMPANION_BYTES = 1 << 20
 
 
-def folder_files(adapter, spec: ArchSpec, parent: Checkpoint | None) -> dict[str, Any]:
-    """What a Hugging Face model folder holds beside its weights: config.json
-    for `spec`, and the source folder's tokenizer and generation files,
-    copied (the adapter rewrites what states a size)."""
+def folder_files(adapter, spec: ArchSpec, parent: Checkpoint | None,
+                 config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a model folder holds beside its weights: `config` (the adapter's
+    `folder_config`) as config.json, and the source folder's tokenizer and
+    generation files, copied (the adapter rewrites what states a size)."""
     import json
 
-    files: dict[str, Any] = {"config.json": (json.dumps(adapter.config(spec), indent=2, sort_keys=True) + "\n").encode()}
+    files: dict[str, Any] = {"config.json": (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()}
     companions = parent.companions if parent is not None else {}
     for name, item in companions.items():
         if companion_size(item) > REWRITTEN_COMPANION_BYTES:

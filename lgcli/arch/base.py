@@ -69,6 +69,11 @@ class FamilyAdapter(Protocol):
     def config(self, spec: ArchSpec) -> dict[str, Any]:
         """What lg records as lg.config: the family's constructor arguments."""
 
+    def folder_config(self, spec: ArchSpec) -> dict[str, Any] | None:
+        """The config.json of the folder a model of `spec` is written as (a
+        Hugging Face model; a timm ViT read from a timm hub folder), or None
+        when it is written as one safetensors file."""
+
     def check_loadable(self, spec: ArchSpec, state: Mapping[str, Any]) -> None:
         """Refuse a state dict (tensors or shapes) the family's library would not load strictly."""
 

@@ -459,6 +459,12 @@ class DeclaredAdapter:
         """Refuse a recorded configuration that says other than the tensors."""
 
     # ------------------------------------------------------------ writing
+    def folder_config(self, spec: ArchSpec) -> dict[str, Any] | None:
+        """The config.json of the model folder `spec` is written as, or None
+        when it is written as one file: a Hugging Face family's folder records
+        its configuration as lg.config does."""
+        return self.config(spec) if getattr(self, "writes_folder", False) else None
+
     def write_prefix(self, spec: ArchSpec) -> str:
         """What goes before every key written but the head globals'."""
         return self.layout.base_prefix

@@ -12,6 +12,13 @@ What cannot be read from a state dict (heads, pooling when ambiguous) comes
 from the file's lg metadata when present; heads otherwise from the caller,
 else from q/k-norm sizes (exact), else the DeiT/ViT convention d = 64, and
 the spec records that the number was assumed.
+
+A timm hub folder (what `timm.models.save_for_hf` writes: config.json naming
+the `architecture`, its `model_args` and `pretrained_cfg`, beside
+model.safetensors) is read as timm reads it: the architecture is built on the
+meta device from that config, and its sizes and heads are read off the model.
+The config is kept in the spec (`TIMM_HUB_CONFIG`), so a resize of a folder
+is written as one (`folder_config`).
 """
 
 from __future__ import annotations
@@ -96,6 +103,8 @@ CONFIG_BOOLS = ("class_token", "no_embed_class", "pre_norm", "final_norm", "qkv_
 # Pooling lg reads and evaluates (timm's "map" adds keys lg does not map; ""
 # classifies every token).
 GLOBAL_POOLS = ("token", "avg", "max", "avgmax")
+# Where a spec keeps the config.json of the timm hub folder it was read from.
+TIMM_HUB_CONFIG = "timm_hub_config"
 # timm VisionTransformer defaults: the load call omits arguments equal to these.
 TIMM_DEFAULTS = {"global_pool": "token", "class_token": True, "reg_tokens": 0,
                  "no_embed_class": False, "pre_norm": False, "final_norm": True,
@@ -132,6 +141,69 @@ def check_config(config: Any) -> dict[str, Any]:
     return dict(config)
 
 
+def is_timm_hub_config(config: Any) -> bool:
+    """Whether a folder's config.json is timm's (save_for_hf, push_to_hf_hub):
+    a timm `architecture` name with its model_args or pretrained_cfg, and no
+    transformers `model_type`."""
+    return (isinstance(config, Mapping) and "model_type" not in config
+            and isinstance(config.get("architecture"), str)
+            and ("model_args" in config or "pretrained_cfg" in config))
+
+
+def timm_hub_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The timm constructor arguments a timm hub folder's config.json means,
+    taken from the model timm builds from it, so nothing is guessed: the
+    architecture's own defaults fill what model_args leaves out (a hub
+    download records none), as `timm.create_model('local-dir:DIR')` does.
+    The config itself is kept under TIMM_HUB_CONFIG, for the output folder."""
+    import copy
+
+    import timm
+    # The parser both of timm's folder loaders use (local-dir:, hf-hub:).
+    from timm.models._hub import _parse_model_cfg
+    from timm.models.vision_transformer import VisionTransformer
+
+    for key in ("model_args", "pretrained_cfg"):
+        if key in config and not isinstance(config[key], Mapping):
+            raise LgError(f"config.json's {key} must be a JSON object, found {json_shown(config[key])}")
+    name = config["architecture"]
+    if not timm.is_model(name):
+        raise LgError(f"config.json's architecture {json_shown(name)} is not a timm model")
+    pretrained_cfg, name, model_args = _parse_model_cfg(copy.deepcopy(dict(config)), {})
+    check_recorded_size(model_args, "config.json")
+    try:
+        with torch.device("meta"):  # shapes only: no memory, no initialisation
+            model = timm.create_model(name, pretrained=False, pretrained_cfg=pretrained_cfg, **model_args)
+    except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
+        raise LgError(f"config.json does not describe a model timm builds ({exc})".splitlines()[0]) from None
+    if not isinstance(model, VisionTransformer):
+        raise LgError(f"config.json's architecture {json_shown(name)} is not a timm VisionTransformer "
+                      f"(it builds {type(model).__name__}); lg reads timm's ViTs and DeiTs")
+    img_size = tuple(model.patch_embed.img_size)
+    if img_size[0] != img_size[1]:
+        raise LgError(f"config.json's image size {img_size[0]}x{img_size[1]} is not square; lg reads square ViTs")
+    if model.global_pool not in GLOBAL_POOLS:
+        raise LgError(f"config.json's global_pool {json_shown(model.global_pool)} is not one lg reads "
+                      f"({', '.join(repr(p) for p in GLOBAL_POOLS)})")
+    built = VitAdapter().spec_of_model(model)
+    return {**built, "depth": len(model.blocks), "embed_dim": int(model.embed_dim),
+            "patch_size": int(model.patch_embed.patch_size[0]), "in_chans": int(model.patch_embed.proj.in_channels),
+            "num_classes": int(model.num_classes), TIMM_HUB_CONFIG: dict(config)}
+
+
+def check_recorded_size(args: Mapping[str, Any], where: str) -> None:
+    """Refuse recorded sizes over MAX_RECORDED_PARAMS before timm builds even
+    a meta-device model of them (a depth of 1e9 would take hours)."""
+    depth, width = args.get("depth", 12), args.get("embed_dim", 768)
+    ratio = args.get("mlp_ratio", 4.0)
+    if not all(_positive_number(v) for v in (depth, width, ratio)):
+        return  # timm or check_config refuses the value itself
+    rough = depth * width * width * (4 + 2 * ratio)
+    if rough > MAX_RECORDED_PARAMS:
+        raise LgError(f"{where} describes a model of about {rough:.3g} parameters "
+                      f"(depth {depth}, width {width}); lg reads at most {MAX_RECORDED_PARAMS:.3g}")
+
+
 def _positive_number(value: Any) -> bool:
     return type(value) in (int, float) and math.isfinite(value) and value > 0
 
@@ -166,7 +238,18 @@ class VitAdapter(DeclaredAdapter):
         return _not_vit(found)
 
     def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
-        return check_config(config) if config is not None else {}
+        if config is None:
+            return {}
+        if is_timm_hub_config(config):
+            return check_config(timm_hub_model_config(config))
+        checked = check_config(config)
+        checked.pop(TIMM_HUB_CONFIG, None)  # only a folder's own config.json makes the output a folder
+        return checked
+
+    @staticmethod
+    def recognises_config(config: Mapping[str, Any]) -> bool:
+        """A folder's config.json read by this adapter: a timm hub folder's."""
+        return is_timm_hub_config(config)
 
     def check_required(self, stored: StoredTensors) -> None:
         if "patch_embed.proj.weight" not in stored.globals:
@@ -178,6 +261,17 @@ class VitAdapter(DeclaredAdapter):
         if first[QKV_WEIGHT].shape[0] % 3 or first[QKV_WEIGHT].shape[1] != width:
             raise LgError(_not_vit(f"attn.qkv.weight of shape {tuple(first[QKV_WEIGHT].shape)} "
                                    f"does not fit width {width}"))
+
+    def heads(self, config: Mapping[str, Any], stored: StoredTensors, q_rows: int, kv_rows: int,
+              requested: int | None) -> Heads:
+        if TIMM_HUB_CONFIG in config:
+            # A config.json of another model is refused on its sizes, before
+            # its head count is tried on these tensors.
+            width = int(stored.first["attn.proj.weight"].shape[0])
+            for key, found in (("depth", stored.depth), ("embed_dim", width)):
+                if config[key] != found:
+                    raise LgError(f"config.json says {key} {config[key]}, its tensors say {found}")
+        return super().heads(config, stored, q_rows, kv_rows, requested)
 
     def exact_heads(self, stored: StoredTensors, q_rows: int) -> int | None:
         norm = stored.first.get("attn.q_norm.weight")
@@ -194,7 +288,8 @@ class VitAdapter(DeclaredAdapter):
         return spec, stored
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
-        _check_agreement(config, self.model_args(spec))
+        _check_agreement(config, self.model_args(spec),
+                         "config.json" if TIMM_HUB_CONFIG in config else "the file's lg.config")
 
     @staticmethod
     def _extras(globals_: Mapping[str, torch.Tensor], first: Mapping[str, torch.Tensor],
@@ -261,6 +356,8 @@ class VitAdapter(DeclaredAdapter):
             "proj_bias": "attn.proj.bias" in first,
             "init_values": config.get("init_values", 1e-5) if "ls1.gamma" in first else None,
         }
+        if TIMM_HUB_CONFIG in config:
+            extras[TIMM_HUB_CONFIG] = config[TIMM_HUB_CONFIG]
         return extras
 
     # ------------------------------------------------------------ timm
@@ -293,6 +390,31 @@ class VitAdapter(DeclaredAdapter):
         """What lg records in ``lg.config``: the timm name and model_args."""
         return {"model_name": self.model_name(spec), **self.model_args(spec)}
 
+    def folder_config(self, spec: ArchSpec) -> dict[str, Any] | None:
+        """The config.json of a timm hub folder of `spec`, when it was read
+        from one (else None: one file): the source's, with the sizes this
+        spec changes. timm builds `architecture` with `model_args` over its
+        defaults, so every size a resize changes is written there."""
+        hub = spec.extras.get(TIMM_HUB_CONFIG)
+        if hub is None:
+            return None
+        import copy
+
+        config = copy.deepcopy(dict(hub))
+        args = self.model_args(spec)
+        config["model_args"] = {**(config.get("model_args") or {}), "depth": spec.depth, "embed_dim": spec.width,
+                                "num_heads": spec.heads, "mlp_ratio": args["mlp_ratio"],
+                                "num_classes": args["num_classes"]}
+        config["num_features"] = spec.width  # a ViT's pooled features are its width
+        config["num_classes"] = args["num_classes"]
+        if isinstance(config.get("pretrained_cfg"), dict):
+            config["pretrained_cfg"]["num_classes"] = args["num_classes"]
+        return config
+
+    @staticmethod
+    def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
+        return data  # nothing copied beside a timm folder's weights states a size
+
     @staticmethod
     def model_name(spec: ArchSpec) -> str:
         return DISTILLED_MODEL_NAME if spec.extras.get("distilled") else PLAIN_MODEL_NAME
@@ -324,6 +446,8 @@ class VitAdapter(DeclaredAdapter):
 
     def load_call(self, spec: ArchSpec, path: str) -> str:
         """The exact Python line that loads the file strictly in timm."""
+        if TIMM_HUB_CONFIG in spec.extras and path != "<file>":
+            return f"timm.create_model({'local-dir:' + path!r}, pretrained=True)"  # the folder says the rest
         overlay = self.pretrained_cfg_overlay(spec, path)
         overlay_text = ", ".join(f"{k}={v!r}" for k, v in overlay.items())
         args = self.model_args(spec)
@@ -464,12 +588,7 @@ class VitAdapter(DeclaredAdapter):
 
         config = check_config(config)
         args = {k: config[k] for k in CONFIG_KEYS if k in config}
-        # Sizes bounded before timm builds even a meta-device model.
-        depth, width = args.get("depth", 12), args.get("embed_dim", 768)
-        rough = depth * width * width * (4 + 2 * args.get("mlp_ratio", 4.0))
-        if rough > MAX_RECORDED_PARAMS:
-            raise LgError(f"the file's lg.config describes a model of about {rough:.3g} parameters "
-                          f"(depth {depth}, width {width}); lg reads at most {MAX_RECORDED_PARAMS:.3g}")
+        check_recorded_size(args, "the file's lg.config")
         name = config.get("model_name", PLAIN_MODEL_NAME)
         if name not in (PLAIN_MODEL_NAME, DISTILLED_MODEL_NAME):
             raise LgError(f"the file's lg.config names model {name!r}, not a timm ViT lg builds")
@@ -500,7 +619,7 @@ class VitAdapter(DeclaredAdapter):
         }
 
 
-def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any]) -> None:
+def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any], where: str) -> None:
     """Each recorded field must say what the tensors say."""
     for key, value in config.items():
         if key not in derived or key in ("fc_norm", "init_values") and value is None:
@@ -512,7 +631,7 @@ def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any]) -> N
         else:
             agrees = value == derived[key]
         if not agrees:
-            raise LgError(f"the file's lg.config says {key} {json_shown(value)}, its tensors say "
+            raise LgError(f"{where} says {key} {json_shown(value)}, its tensors say "
                           f"{json_shown(derived[key])}")
 
 

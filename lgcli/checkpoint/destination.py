@@ -34,7 +34,8 @@ def check_output(destination: str | os.PathLike, *, force: bool,
         raise LgError(f"{shown(dst)}: names a folder; this model is one file: give a file name for the output")
     if folder and path.suffix == ".safetensors" and not path.is_dir():
         raise LgError(f"{shown(dst)}: a Hugging Face model is written as a folder (config.json, weights, "
-                      f"tokenizer) that from_pretrained loads: give a folder name, or -o - for a pipe")
+                      f"tokenizer) that from_pretrained or timm's local-dir: loads: give a folder name, "
+                      f"or -o - for a pipe")
     for src in inputs:
         _refuse_output_over_input(path, str(src))
     if os.path.lexists(path):
@@ -74,9 +75,13 @@ def _not_replaceable(path: Path) -> str | None:
         return "is an empty folder"
     described = _json_object(path / CONFIG_NAME)
     index = _json_object(path / SAFETENSORS_INDEX)
-    if not (isinstance(described.get("model_type"), str) or isinstance(index.get("weight_map"), dict)):
-        return (f"is a folder that holds no model (no {CONFIG_NAME} naming a model_type, no {SAFETENSORS_INDEX} "
-                f"with a weight map)")
+    # A timm hub folder's config.json names its architecture, with its
+    # constructor arguments or preprocessing, instead (lgcli.arch.vit reads it).
+    timm_config = isinstance(described.get("architecture"), str) and any(
+        isinstance(described.get(key), dict) for key in ("model_args", "pretrained_cfg"))
+    if not (isinstance(described.get("model_type"), str) or timm_config or isinstance(index.get("weight_map"), dict)):
+        return (f"is a folder that holds no model (no {CONFIG_NAME} naming a model_type or a timm architecture, "
+                f"no {SAFETENSORS_INDEX} with a weight map)")
     if not any(WEIGHT_FILE.match(name) for name in entries):
         return "is a folder that holds a model's config but no weights"
     for name in entries:
