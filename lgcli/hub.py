@@ -129,18 +129,17 @@ def _not_cached_message(repo_id: str, revision: str | None, cache: str) -> str:
 
 
 def model_in_snapshot(snapshot: Path) -> str:
-    """What lg reads in a snapshot: the folder itself when it is a Hugging
-    Face model folder (its config.json names a model_type), else its single
-    weights file. A timm repository's config.json (architecture,
-    pretrained_cfg) is no config lg reads: lg reads a timm model from its
-    weights file alone, as it reads any timm checkpoint."""
+    """What lg reads in a snapshot: the folder itself when it is a model
+    folder lg reads (its config.json names a transformers model_type, or a
+    timm architecture, as timm's hub folders do: their sizes and heads come
+    from it), else its single weights file."""
     config_path = snapshot / CONFIG_NAME
     if config_path.is_file():
         try:
             config = json.loads(config_path.read_bytes())
         except (ValueError, OSError):
             config = None  # the folder reader says what is wrong with it
-        if not isinstance(config, dict) or "model_type" in config:
+        if not isinstance(config, dict) or "model_type" in config or isinstance(config.get("architecture"), str):
             return str(snapshot)
     for weights in (WEIGHTS_NAME, PICKLED_WEIGHTS_NAME):
         if (snapshot / weights).is_file():

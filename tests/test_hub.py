@@ -213,19 +213,18 @@ def test_a_sharded_model_in_the_cache_reads_as_its_folder_does(hub_cache, tmp_pa
             assert torch.equal(roles[role].data, direct_roles[role].data)
 
 
-def test_a_timm_repository_reads_as_its_weights_file(hub_cache, tmp_path, lg):
-    # A timm repository's config.json (architecture, pretrained_cfg) is not a
-    # transformers config: lg reads the weights file, as it reads any timm file.
+def test_a_timm_repository_reads_as_a_timm_folder(hub_cache, tmp_path, lg):
+    # A timm repository is the folder timm's save_for_hf writes: lg reads it as
+    # that folder, its sizes and heads from config.json (docs/checkpoints.md).
+    from timm.models import save_for_hf
+
     folder = tmp_path / "timm"
-    folder.mkdir()
-    write_plain(make_vit(), folder / "model.safetensors")
-    (folder / "config.json").write_text(json.dumps({"architecture": "vit_base_patch16_224", "num_classes": 5,
-                                                    "pretrained_cfg": {"input_size": [3, 32, 32]}}))
+    save_for_hf(make_vit(), str(folder), safe_serialization=True)
     snapshot = add_to_cache(hub_cache, "timm/vit_tiny_test.augreg", folder, COMMIT_MAIN)
-    assert resolve_source("timm/vit_tiny_test.augreg") == str(snapshot.resolve() / "model.safetensors")
+    assert resolve_source("timm/vit_tiny_test.augreg") == str(snapshot.resolve())
     report = inspected(lg, "timm/vit_tiny_test.augreg")
-    assert report == inspected(lg, snapshot / "model.safetensors")
-    assert (report["family"], report["depth"], report["width"]) == ("vit", 2, 64)
+    assert report["file"] == str(snapshot.resolve())
+    assert (report["family"], report["depth"], report["width"], report["heads_assumed"]) == ("vit", 2, 64, False)
     assert report["hub"] == f"timm/vit_tiny_test.augreg@{COMMIT_MAIN}"
 
 
