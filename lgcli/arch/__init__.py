@@ -18,6 +18,7 @@ from ..errors import LgError
 from .base import FamilyAdapter
 from .bert import BertAdapter
 from .gpt2 import Gpt2Adapter
+from .hf_vit import HfDeitAdapter, HfVitAdapter
 from .llama import LlamaAdapter
 from .vit import VitAdapter
 
@@ -37,7 +38,7 @@ def unregister(family: str) -> None:
     del ADAPTERS[family]
 
 
-for _adapter in (VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter()):
+for _adapter in (VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(), HfDeitAdapter()):
     register(_adapter)
 
 

@@ -1,0 +1,261 @@
+"""Hugging Face ViT (`ViTForImageClassification`, model_type vit) and DeiT
+(`DeiTForImageClassification`, `DeiTForImageClassificationWithTeacher`,
+model_type deit) folders  <->  (ArchSpec, Stack).
+
+Declared as data (`HfLayout`), with the timm ViT's role names (arch/vit.py),
+so every resize method treats both the same: separate query/key/value,
+pre-LayerNorm blocks (layernorm_before is norm1, layernorm_after norm2), a
+class token (and DeiT's distillation token), learned positions, a patch
+projection, a final LayerNorm and the classifier (DeiT with a teacher: a
+class-token and a distillation-token classifier).
+
+Keys are those save_pretrained writes and the Hub holds
+(``vit.encoder.layer.N.attention.attention.query``). transformers 5 names
+the live model's parameters otherwise (``vit.layers.N.attention.q_proj``)
+and renames between the two when it loads and saves; lg reads and writes the
+saved names, and maps to the live ones (transformers' own renaming) only
+where a live model is built or called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from ..errors import LgError
+from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack, TensorGroup
+from .base import IMAGE_CLASSIFICATION, Reader
+from .declared import Heads, StoredTensors
+from .hf import Architecture, HfAdapter, HfLayout, config_int
+
+
+@dataclass(frozen=True)
+class ImageArchitecture(Architecture):
+    """A model class and the head tensors it has (DeiT's two classes share
+    the base and differ only there)."""
+
+    head_keys: tuple[str, ...] = ()
+
+
+BLOCK_KEYS = {
+    "layernorm_before.weight": "norm1_weight", "layernorm_before.bias": "norm1_bias",
+    "attention.attention.query.weight": "q", "attention.attention.query.bias": "q_bias",
+    "attention.attention.key.weight": "k", "attention.attention.key.bias": "k_bias",
+    "attention.attention.value.weight": "v", "attention.attention.value.bias": "v_bias",
+    "attention.output.dense.weight": "o", "attention.output.dense.bias": "o_bias",
+    "layernorm_after.weight": "norm2_weight", "layernorm_after.bias": "norm2_bias",
+    "intermediate.dense.weight": "fc1", "intermediate.dense.bias": "fc1_bias",
+    "output.dense.weight": "fc2", "output.dense.bias": "fc2_bias",
+}
+EMBEDDING_KEYS = {
+    "embeddings.cls_token": ("cls_token", (FIXED, FIXED, EMBED)),
+    "embeddings.position_embeddings": ("pos_embed", (FIXED, TOKENS, EMBED)),
+    "embeddings.patch_embeddings.projection.weight": ("patch_embed_weight", (EMBED, FIXED, FIXED, FIXED)),
+    "embeddings.patch_embeddings.projection.bias": ("patch_embed_bias", (EMBED,)),
+    "layernorm.weight": ("norm_weight", (EMBED,)),
+    "layernorm.bias": ("norm_bias", (EMBED,)),
+}
+CLASSIFIER = {"classifier.weight": ("head_weight", (CLASSES, EMBED)), "classifier.bias": ("head_bias", (CLASSES,))}
+# The sizes a resize changes; the image geometry (image_size, patch_size,
+# num_channels) and the labels stay the source's.
+SIZE_FIELDS = {"depth": "num_hidden_layers", "width": "hidden_size", "heads": "num_attention_heads",
+               "mlp_dim": "intermediate_size"}
+
+VIT_LAYOUT = HfLayout(
+    family="hf-vit",
+    config_classes={"vit": "ViTConfig"},
+    base_prefix="vit.",
+    layers="encoder.layer",
+    architectures={"ViTForImageClassification": ImageArchitecture(
+        IMAGE_CLASSIFICATION, "AutoModelForImageClassification", prefixed=True, head_keys=tuple(CLASSIFIER))},
+    layer_keys=BLOCK_KEYS,
+    base_globals=EMBEDDING_KEYS,
+    head_globals=CLASSIFIER,
+    size_fields=SIZE_FIELDS,
+)
+
+TEACHER_HEADS = {
+    "cls_classifier.weight": ("head_weight", (CLASSES, EMBED)), "cls_classifier.bias": ("head_bias", (CLASSES,)),
+    "distillation_classifier.weight": ("head_dist_weight", (CLASSES, EMBED)),
+    "distillation_classifier.bias": ("head_dist_bias", (CLASSES,)),
+}
+DEIT_LAYOUT = HfLayout(
+    family="hf-deit",
+    config_classes={"deit": "DeiTConfig"},
+    base_prefix="deit.",
+    layers="encoder.layer",
+    architectures={
+        "DeiTForImageClassification": ImageArchitecture(
+            IMAGE_CLASSIFICATION, "AutoModelForImageClassification", prefixed=True, head_keys=tuple(CLASSIFIER)),
+        # The Auto class maps deit to the plain class: the load line names this one.
+        "DeiTForImageClassificationWithTeacher": ImageArchitecture(
+            IMAGE_CLASSIFICATION, "DeiTForImageClassificationWithTeacher", prefixed=True,
+            head_keys=tuple(TEACHER_HEADS)),
+    },
+    layer_keys=BLOCK_KEYS,
+    base_globals={**EMBEDDING_KEYS, "embeddings.distillation_token": ("dist_token", (FIXED, FIXED, EMBED))},
+    # Both classes' heads; each class has its own (`ImageArchitecture.head_keys`).
+    head_globals={**CLASSIFIER, **TEACHER_HEADS},
+    size_fields=SIZE_FIELDS,
+)
+
+
+class HfVitAdapter(HfAdapter):
+    """A Hugging Face image classifier of the ViT kind: what `HfAdapter`
+    does for text families, with images' sizes in place of the vocabulary's,
+    and transformers' renaming between saved and live parameter names."""
+
+    layout = VIT_LAYOUT
+    bot_wavelets: dict[str, str] = {}  # as timm's ViTs: haar
+
+    def __init__(self) -> None:
+        # (architecture, depth) -> saved parameter name -> live name: the
+        # renaming does not depend on the widths.
+        self._live_names_cache: dict[tuple[str, int], dict[str, str]] = {}
+
+    def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
+        # lg reads the image classifiers alone, whose keys are all under the
+        # base prefix (a base model, ViTModel, has a pooler lg does not map).
+        first = next(iter(self.layout.layer_keys))
+        return f"{self.layout.base_prefix}{self.layout.layers}.0.{first}" in state_dict
+
+    # ------------------------------------------------------------ reading
+    def check_required(self, stored: StoredTensors) -> None:
+        for key in ("embeddings.patch_embeddings.projection.weight", "embeddings.position_embeddings"):
+            if key not in stored.globals:
+                raise LgError(self.not_family(f"no {self.layout.base_prefix}{key}"))
+        if "attention.output.dense.weight" not in stored.first:
+            raise LgError(self.not_family("no attention output projection in layer 0"))
+
+    def _architecture(self, config: Mapping[str, Any], heads_found: Mapping[str, Any], prefix: str) -> str:
+        """config.json's class, else the one whose head tensors these are."""
+        if config and config.get("architectures"):
+            return super()._architecture(config, heads_found, prefix)
+        if not prefix:
+            raise LgError(self.not_family(f"no {self.layout.base_prefix}* keys (lg reads "
+                                          f"{', '.join(self.layout.architectures)})"))
+        for name, architecture in self.layout.architectures.items():
+            if set(heads_found) == set(architecture.head_keys):
+                return name
+        return next(iter(self.layout.architectures))  # no head found: refused in spec_from
+
+    def spec_from(self, config: Mapping[str, Any], stored: StoredTensors,
+                  sources: Mapping[str, tuple[str, int, tuple[int, ...]]], attention: Heads,
+                  read: Reader) -> tuple[ArchSpec, StoredTensors]:
+        if not config:
+            # The image size, and the labels' names, are in config.json alone.
+            raise LgError(f"a Hugging Face {self.layout.model_types[0]} model is read with its config.json "
+                          f"(a folder, or a file lg wrote); these weights come without one")
+        architecture = self._architecture(config, stored.heads, stored.prefix)
+        wanted = self.layout.architectures[architecture].head_keys
+        if set(stored.heads) != set(wanted):
+            found = ", ".join(sorted(stored.heads)) or "none"
+            raise LgError(f"{architecture} has the head tensors {', '.join(wanted)}; the weights have {found}")
+        base_config = self._base_config(config, architecture)
+        head = stored.heads[wanted[0]]
+        extras = {"architecture": architecture, "config": base_config, "num_classes": int(head.shape[0])}
+        spec = ArchSpec(family=self.family, depth=stored.depth, width=sources["o"][2][0], heads=attention.heads,
+                        head_dim=attention.head_dim, mlp_dim=sources["fc1"][2][0] if "fc1" in sources else 0,
+                        extras=extras, heads_assumed=attention.assumed, kv_heads=attention.kv_heads)
+        return spec, stored
+
+    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+        """config.json's sizes and image geometry must be the weights'."""
+        super().check_agreement(config, spec, stack)
+        _, channels, patch, _ = stack.globals.axes_and_shape("patch_embed_weight")[1]
+        tokens = stack.globals.axes_and_shape("pos_embed")[1][1]
+        prefix_tokens = sum(role in stack.globals for role in ("cls_token", "dist_token"))
+        try:
+            said = {name: config_int(config, name, required=False)
+                    for name in ("patch_size", "num_channels", "image_size")}
+        except ValueError as exc:
+            raise LgError(f"config.json: {exc}") from None
+        for name, has in (("patch_size", patch), ("num_channels", channels)):
+            if said[name] is not None and said[name] != has:
+                raise LgError(f"config.json says {name} {said[name]}; the weights have {has}")
+        if said["image_size"] is not None and said["patch_size"] is not None:
+            expected = (said["image_size"] // said["patch_size"]) ** 2 + prefix_tokens
+            if expected != tokens:
+                raise LgError(f"config.json's image_size {said['image_size']} and patch_size {said['patch_size']} "
+                              f"make {expected} position embeddings; the weights have {tokens}")
+
+    # ------------------------------------------------------------ writing
+    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
+        """The declared groups, less the head tensors of the other model class."""
+        others = set(self.layout.head_globals) - set(self.architecture(spec).head_keys)
+        return [group for group in super().write_plan(spec, stack) if group.entries[0][0] not in others]
+
+    # ------------------------------------------------------------ saved and live names
+    def _saved_names_of(self, model: nn.Module) -> dict[str, str]:
+        """Live parameter name -> the name save_pretrained writes, by
+        transformers' own renaming (which keeps each tensor: matched by identity)."""
+        live = model.state_dict()
+        try:
+            from transformers.core_model_loading import revert_weight_conversion
+        except ImportError:  # a transformers that does not rename: the names are the saved ones
+            return {name: name for name in live}
+        by_identity = {id(tensor): name for name, tensor in live.items()}
+        return {by_identity[id(tensor)]: name for name, tensor in revert_weight_conversion(model, dict(live)).items()}
+
+    def _live_names(self, spec: ArchSpec) -> dict[str, str]:
+        """Saved name -> live name for a model of `spec` (cached: `model_state`
+        runs on every forward pass of a learngene's model)."""
+        key = (spec.extras["architecture"], spec.depth)
+        if key not in self._live_names_cache:
+            saved_names = self._saved_names_of(self._meta_model(spec))
+            self._live_names_cache[key] = {saved: live for live, saved in saved_names.items()}
+        return self._live_names_cache[key]
+
+    def _saved_shapes(self, model: nn.Module) -> dict[str, tuple[int, ...]]:
+        names = self._saved_names_of(model)
+        return {names[live]: shape for live, shape in super()._saved_shapes(model).items()}
+
+    def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
+        model = self.create_model(spec, seed=seed)
+        names = self._saved_names_of(model)
+        state = {names[live]: tensor.detach() for live, tensor in model.state_dict().items()}
+        return self.to_stack(state, config=self.config(spec))[1]
+
+    def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
+        live = self._live_names(spec)
+        return {live[name]: tensor for name, tensor in self.from_stack(spec, stack).items()}
+
+    def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
+        """A transformers model holding these weights, loaded strictly."""
+        model = self.create_model(spec)
+        model.load_state_dict(self.model_state(spec, stack), strict=True)
+        return model
+
+    # ------------------------------------------------------------ images
+    def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
+        config = spec.extras.get("config") or {}
+        return [("architecture", "architecture", spec.extras.get("architecture")),
+                ("patch_size", "patch size", config.get("patch_size")),
+                ("img_size", "image size", config.get("image_size")),
+                ("in_chans", "channels", config.get("num_channels")),
+                ("num_classes", "classes", spec.extras.get("num_classes"))]
+
+    def model_input(self, model: nn.Module) -> tuple[int, int]:
+        return int(model.config.num_channels), int(model.config.image_size)
+
+    def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
+        hf_config = self.hf_config(spec)
+        return int(hf_config.num_channels), int(hf_config.image_size), int(hf_config.image_size)
+
+    def architecture_of(self, model: nn.Module) -> dict[str, Any]:
+        config = model.config
+        return {"depth": config.num_hidden_layers, "width": config.hidden_size, "heads": config.num_attention_heads,
+                "architecture": type(model).__name__, "patch_size": config.patch_size,
+                "img_size": config.image_size, "in_chans": config.num_channels, "num_classes": config.num_labels,
+                "parameters": sum(p.numel() for p in model.parameters())}
+
+    def no_weight_decay_roles(self) -> frozenset[str]:
+        # As timm's ViT (`no_weight_decay`): positions and prefix tokens.
+        return frozenset({"pos_embed", "cls_token", "dist_token"})
+
+
+class HfDeitAdapter(HfVitAdapter):
+    layout = DEIT_LAYOUT

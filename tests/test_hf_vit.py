@@ -1,0 +1,218 @@
+"""Hugging Face ViT and DeiT folders in and out: read into the canonical
+Stack and written back bit for bit; inspect reports their sizes; every
+training-free resize writes a folder that from_pretrained loads with nothing
+missing, unexpected or mismatched, and that runs; clone keeps the logits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers
+from safetensors import safe_open
+
+import lgcli
+from lgcli.api import save
+
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=16,
+            patch_size=4, num_labels=10)
+# variant -> (config class, model class, channels, lg family)
+VARIANTS = {
+    "vit": ("ViTConfig", "ViTForImageClassification", 3, "hf-vit"),
+    "vit-grayscale": ("ViTConfig", "ViTForImageClassification", 1, "hf-vit"),
+    "deit": ("DeiTConfig", "DeiTForImageClassification", 3, "hf-deit"),
+    "deit-with-teacher": ("DeiTConfig", "DeiTForImageClassificationWithTeacher", 3, "hf-deit"),
+}
+
+
+def make_model(variant: str, seed: int = 0) -> torch.nn.Module:
+    """A tiny model whose every parameter is non-trivial: with transformers'
+    init (unit norms, zero biases, zero tokens) a wrong mapping of those
+    tensors would go unnoticed in the logits."""
+    config_class, model_class, channels, _ = VARIANTS[variant]
+    config = getattr(transformers, config_class)(**TINY, num_channels=channels)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class)(config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.dim() == 1 and "layernorm" in name:
+                param.copy_(1.0 + 0.2 * torch.randn_like(param))
+            else:
+                param.add_(0.05 * torch.randn_like(param))
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """variant -> (source folder, the model it holds), each built once."""
+    made = {}
+
+    def get(variant: str):
+        if variant not in made:
+            folder = tmp_path_factory.mktemp(variant) / "src"
+            model = make_model(variant)
+            model.save_pretrained(folder)
+            transformers.ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(folder)
+            made[variant] = folder, model
+        return made[variant]
+
+    return get
+
+
+def images(channels: int, seed: int = 1) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(2, channels, 16, 16, generator=generator)
+
+
+def logits(model: torch.nn.Module, pixels: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(pixel_values=pixels).logits
+
+
+def weights(folder) -> dict[str, torch.Tensor]:
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        return {key: f.get_tensor(key) for key in f.keys()}
+
+
+def load_strict(folder, variant: str) -> torch.nn.Module:
+    """from_pretrained with its loading report: nothing missing, unexpected or mismatched."""
+    model, info = getattr(transformers, VARIANTS[variant][1]).from_pretrained(folder, output_loading_info=True)
+    problems = {key: value for key, value in info.items() if value}
+    assert not problems, f"{folder}: {problems}"
+    return model.eval()
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_read_write_is_bit_identical(variant, built, tmp_path):
+    src, model = built(variant)
+    loaded = lgcli.load(src)
+    assert loaded.spec.family == VARIANTS[variant][3]
+    out = tmp_path / "out"
+    save(out, loaded.spec, loaded.stack, source=loaded)
+    written, source = weights(out), weights(src)
+    assert sorted(written) == sorted(source)
+    for key, tensor in source.items():
+        assert written[key].dtype == tensor.dtype and written[key].shape == tensor.shape, key
+        assert written[key].view(torch.uint8).equal(tensor.view(torch.uint8)), key
+    assert json.loads((out / "config.json").read_text()) == json.loads((src / "config.json").read_text())
+    pixels = images(VARIANTS[variant][2])
+    assert torch.equal(logits(load_strict(out, variant), pixels), logits(model, pixels))
+    # lg's own model of the folder (saved names mapped to transformers' live ones) computes the same.
+    mine, _ = lgcli.load_model(out)
+    assert torch.equal(logits(mine.eval(), pixels), logits(model, pixels))
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_canonical_roles_are_the_timm_vits(variant, built):
+    src, model = built(variant)
+    loaded = lgcli.load(src)
+    stack, base = loaded.stack, model.base_model
+    attention = base.layers[1].attention
+    assert torch.equal(stack.layers["q"].data[1], attention.q_proj.weight)
+    assert torch.equal(stack.layers["v_bias"].data[1], attention.v_proj.bias)
+    assert torch.equal(stack.layers["fc2"].data[0], base.layers[0].mlp.fc2.weight)
+    assert torch.equal(stack.layers["norm1_weight"].data[0], base.layers[0].layernorm_before.weight)
+    assert torch.equal(stack.layers["norm2_bias"].data[1], base.layers[1].layernorm_after.bias)
+    assert torch.equal(stack.globals["cls_token"].data, base.embeddings.cls_token)
+    assert stack.layers["fc1"].axes == ("layer", "mlp", "embed")
+    assert torch.equal(stack.globals["pos_embed"].data, base.embeddings.position_embeddings)
+    assert ("dist_token" in stack.globals) == variant.startswith("deit")
+    assert ("head_dist_weight" in stack.globals) == (variant == "deit-with-teacher")
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_inspect_reports_sizes_and_the_load_line(variant, built, lg):
+    src, _ = built(variant)
+    result = lg("inspect", src, "--json")
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
+    _, model_class, channels, family = VARIANTS[variant]
+    assert (report["family"], report["depth"], report["width"], report["heads"], report["head_dim"],
+            report["mlp_dim"], report["heads_assumed"]) == (family, 2, 32, 2, 16, 64, False)
+    assert (report["architecture"], report["patch_size"], report["img_size"], report["in_chans"],
+            report["num_classes"]) == (model_class, 4, 16, channels, 10)
+    loaded = eval(report["load_call"], {"transformers": transformers})
+    assert type(loaded).__name__ == model_class
+
+
+RESIZES = {
+    "shrink-select": ("shrink", "--depth", "1", "--width", "16", "--method", "select"),
+    "shrink-bot": ("shrink", "--depth", "1", "--width", "16", "--method", "bot"),
+    "grow-bot": ("grow", "--depth", "3", "--width", "64", "--method", "bot"),
+    "grow-auto-lg": ("grow", "--depth", "3", "--width", "64", "--method", "auto-lg"),
+    "grow-clone": ("grow", "--depth", "3", "--width", "64", "--method", "clone"),
+}
+
+
+@pytest.mark.parametrize("resize", sorted(RESIZES))
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_resized_folder_loads_strictly_and_runs(variant, resize, built, lg, tmp_path):
+    src, model = built(variant)
+    out = tmp_path / "out"
+    result = lg(*RESIZES[resize][:1], src, *RESIZES[resize][1:], "-o", out)
+    assert result.code == 0, result.stderr
+    depth, width = int(RESIZES[resize][2]), int(RESIZES[resize][4])
+    config, source_config = (json.loads((folder / "config.json").read_text()) for folder in (out, src))
+    sizes = (config["num_hidden_layers"], config["hidden_size"], config["intermediate_size"])
+    assert sizes == (depth, width, 2 * width)
+    assert width % config["num_attention_heads"] == 0
+    unchanged = ("architectures", "model_type", "image_size", "patch_size", "num_channels", "id2label")
+    assert {k: config[k] for k in unchanged} == {k: source_config[k] for k in unchanged}
+    resized = load_strict(out, variant)
+    pixels = images(VARIANTS[variant][2])
+    out_logits = logits(resized, pixels)
+    assert out_logits.shape == (2, 10) and bool(out_logits.isfinite().all())
+    if resize == "grow-clone":  # a function-preserving expansion
+        assert torch.allclose(out_logits, logits(model, pixels), atol=1e-5)
+
+
+def test_config_that_disagrees_with_the_weights_is_refused(built, lg, tmp_path):
+    src, _ = built("vit")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "model.safetensors").write_bytes((src / "model.safetensors").read_bytes())
+    config = json.loads((src / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**config, "image_size": 32}))
+    result = lg("inspect", bad)
+    assert result.code == 1
+    assert result.stderr.strip() == (f"lg: error: {bad}: config.json's image_size 32 and patch_size 4 make 65 "
+                                     f"position embeddings; the weights have 17")
+
+
+@pytest.mark.parametrize("variant", ["vit", "deit-with-teacher"])
+def test_a_pipe_between_folders_keeps_the_config(variant, built, lg, tmp_path):
+    """`-o -` writes one file whose lg.config is the config.json: the next
+    command reads it and writes a folder from_pretrained loads."""
+    src, _ = built(variant)
+    piped = lg("shrink", src, "--depth", "1", "-o", "-")
+    assert piped.code == 0, piped.stderr
+    out = tmp_path / "out"
+    grown = lg("grow", "-", "--depth", "2", "--method", "bot", "-o", out, stdin=piped.stdout)
+    assert grown.code == 0, grown.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert (config["num_hidden_layers"], config["architectures"]) == (2, [VARIANTS[variant][1]])
+    assert logits(load_strict(out, variant), images(3)).shape == (2, 10)
+
+
+def test_weights_without_their_config_are_refused(built, lg, tmp_path):
+    src, _ = built("vit")
+    bare = tmp_path / "bare.safetensors"
+    bare.write_bytes((src / "model.safetensors").read_bytes())
+    result = lg("inspect", bare)
+    assert result.code == 1
+    assert result.stderr.strip() == (f"lg: error: {bare}: a Hugging Face vit model is read with its config.json "
+                                     f"(a folder, or a file lg wrote); these weights come without one")
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_config_alone_gives_the_model_its_sizes(variant, built):
+    """What a learngene's recorded config.json is expanded from: the spec and
+    every role's shape, with no weights, and the parameter count of the model
+    transformers builds."""
+    src, model = built(variant)
+    adapter = lgcli.api.get_adapter(VARIANTS[variant][3])
+    spec, stack = adapter.template_from_config(json.loads((src / "config.json").read_text()))
+    assert (spec.depth, spec.width, spec.heads, spec.mlp_dim) == (2, 32, 2, 64)
+    assert stack.layers["q"].data.device.type == "meta"
+    assert adapter.parameter_count(spec) == sum(p.numel() for p in model.parameters())
