@@ -6,6 +6,7 @@ missing, unexpected or mismatched, and that runs; clone keeps the logits."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -159,6 +160,8 @@ def test_resized_folder_loads_strictly_and_runs(variant, resize, built, lg, tmp_
     assert width % config["num_attention_heads"] == 0
     unchanged = ("architectures", "model_type", "image_size", "patch_size", "num_channels", "id2label")
     assert {k: config[k] for k in unchanged} == {k: source_config[k] for k in unchanged}
+    preprocessing = "preprocessor_config.json"  # carried as it is: the input does not change
+    assert (out / preprocessing).read_bytes() == (Path(src) / preprocessing).read_bytes()
     resized = load_strict(out, variant)
     pixels = images(VARIANTS[variant][2])
     out_logits = logits(resized, pixels)
@@ -216,3 +219,17 @@ def test_a_config_alone_gives_the_model_its_sizes(variant, built):
     assert (spec.depth, spec.width, spec.heads, spec.mlp_dim) == (2, 32, 2, 64)
     assert stack.layers["q"].data.device.type == "meta"
     assert adapter.parameter_count(spec) == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("command", [("eval", "--steps", "1"), ("bench", "--sizes", "1x16", "--steps", "1", "-o", "grown")])
+def test_training_a_hugging_face_image_model_is_refused_in_one_line(command, built, lg, tmp_path, monkeypatch):
+    # lg's image loop drives timm models; a transformers one would fail deep in
+    # it (no reset_classifier, an output object instead of logits).
+    monkeypatch.chdir(tmp_path)
+    src, _ = built("vit-grayscale")
+    result = lg(command[0], src, "--data", "fashion-mnist-mini", *command[1:])
+    assert result.code == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("lg: error: ViTForImageClassification: lg eval, bench, condense and grow --data "
+                                "train timm image models"), result.stderr
+    assert "Traceback" not in result.stderr and not list((tmp_path / "grown").glob("cells/*"))

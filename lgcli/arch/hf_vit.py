@@ -239,7 +239,12 @@ class HfVitAdapter(HfAdapter):
                 ("num_classes", "classes", spec.extras.get("num_classes"))]
 
     def model_input(self, model: nn.Module) -> tuple[int, int]:
-        return int(model.config.num_channels), int(model.config.image_size)
+        # Every command that trains or scores an image model asks this first.
+        # lg's image loop drives timm models (logits out, reset_classifier);
+        # a transformers image model is read and resized, not yet trained.
+        raise LgError(f"{type(model).__name__}: lg eval, bench, condense and grow --data train timm image models; "
+                      f"a Hugging Face ViT or DeiT folder is read and resized, not yet trained or scored by lg "
+                      f"(fine-tune it with transformers' Trainer)")
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
         hf_config = self.hf_config(spec)

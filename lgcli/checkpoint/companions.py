@@ -21,6 +21,8 @@ from .names import STDIO, _source_label
 COMPANION_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model",
                    "generation_config.json", "chat_template.jinja", "chat_template.json",
+                   # an image model's preprocessing: its input size, mean and std do not change with depth or width
+                   "preprocessor_config.json",
                    # sentence-transformers: the pipeline, and its pooling / normalising modules
                    "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json")
 COMPANION_FOLDER = re.compile(r"^[0-9]+_(Pooling|Normalize)$", re.ASCII)
