@@ -37,7 +37,7 @@ from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolv
 from .sizing import spec_sizes, target_spec
 from .text import TextData, TokenWindows, evaluate_text
 from .train import (StepCallback, TrainConfig, auto_device_note, concrete_device, distillation_loss, distributed_setup,
-                    evaluate_accuracy, train)
+                    evaluate_accuracy, model_input, train)
 
 Notify = Callable[[str], None]
 # Images held out to score the auxiliary model when --test-fraction is not given.
@@ -167,6 +167,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
         raise LgError(f"the train split has {len(dataset.train)} {_unit(dataset)}, fewer than one batch of "
                       f"{settings.batch_size} (lower --batch-size)")
     teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
+    if hasattr(dataset, "num_classes"):  # images: a family lg cannot train refuses here, in one line
+        model_input(teacher_model)
 
     config = TrainConfig(steps=steps, batch_size=settings.batch_size, lr=settings.lr,
                          weight_decay=settings.weight_decay,

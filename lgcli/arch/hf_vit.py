@@ -242,7 +242,7 @@ class HfVitAdapter(HfAdapter):
         # Every command that trains or scores an image model asks this first.
         # lg's image loop drives timm models (logits out, reset_classifier);
         # a transformers image model is read and resized, not yet trained.
-        raise LgError(f"{type(model).__name__}: lg eval, bench, condense and grow --data train timm image models; "
+        raise LgError(f"{type(model).__name__}: lg eval, bench and condense train timm image models; "
                       f"a Hugging Face ViT or DeiT folder is read and resized, not yet trained or scored by lg "
                       f"(fine-tune it with transformers' Trainer)")
 
