@@ -568,7 +568,8 @@ def aims(saved: dict, sizes: list[str]) -> str:
         if gene["kind"] not in kinds or gene["steps"] > most_steps:
             return []
         start = {"ancestry": "from the ancestry", "random": "random start"}.get(gene["init"], gene["init"])
-        label = f"{gene['kind']} ({start}, {gene['steps']} steps)" if gene["steps"] else f"{gene['kind']} (sampled)"
+        budget = f"--until {gene['until']:g}" if gene.get("until") else f"{gene['steps']} steps"
+        label = f"{gene['kind']} ({start}, {budget})" if gene["steps"] else f"{gene['kind']} (sampled)"
         rows = [gene["kind"]] + ([f"{gene['kind']}+fit"] if gene["kind"] in ("wave", "peg") else [])
         return [(f"probe-{row}:{gene['name']}", label.replace(gene["kind"], row, 1)) for row in rows]
 
