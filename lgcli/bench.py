@@ -293,11 +293,14 @@ def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, 
         _write_json(path, result)
         return result
     build_seconds = time.perf_counter() - started
+    from .data import check_channels
     from .evaluate import Candidate, architecture_of, fit_head, probe_row
+    from .train import model_input
 
     candidate = Candidate(cell.method, model, RANDOM if cell.method == RANDOM else cell.method,
                           architecture_of(model))
-    if hasattr(context.data, "num_classes"):  # images: a head for the data's classes
+    if hasattr(context.data, "num_classes"):  # images: the input the model takes, as lg eval checks it; a head
+        check_channels(context.data, model_input(model)[0])
         fit_head(candidate, context.data.num_classes, context.settings.probe.seed)
     row = probe_row(candidate, context.data, context.settings.probe)
     result = {"key": key, "method": cell.method, "size": cell.size, "status": "done", "row": row,

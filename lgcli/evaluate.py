@@ -199,7 +199,6 @@ def fit_head(candidate: Candidate, num_classes: int, seed: int) -> None:
     """Give the model a head for the data's classes. A head for another class
     set carries nothing over, so it is re-initialised (seeded: every row that
     needs one gets the same draw for the same width)."""
-    model_input(candidate.model)  # a family lg cannot train refuses here, in one line, before any head is touched
     have = int(candidate.model.num_classes)
     if have == num_classes:
         return

@@ -44,8 +44,9 @@ def fit_on_data(model: GeneratedModel, learngene: Learngene, options: Mapping[st
                     subset=options["subset"], seed=seed, fitting=what)
     teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
     alpha = options["alpha"] if teacher is not None else 0.0
-    if auto_device_note(options["device"]):
-        notify_stderr(auto_device_note(options["device"]))
+    device_note = auto_device_note(options["device"])
+    if device_note:
+        notify_stderr(device_note)
     config = TrainConfig(steps=options["steps"], batch_size=options["batch_size"], lr=options["lr"],
                          warmup_steps=options["steps"] // 10, seed=seed,
                          device=concrete_device(options["device"]),
