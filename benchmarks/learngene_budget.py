@@ -198,6 +198,14 @@ def jobs() -> list[Job]:
         if index == 0:  # after one size above the ancestry: every lever at the headline size
             for gene in levers:
                 out += made(gene) + probes(gene, sizes[0])
+    # The ladder's top rung, the ancestry's own budget, next: the issue
+    # names it, and each of its condenses takes about an hour.
+    top = [gene for gene in ladder if gene["steps"] == ANCESTRY_STEPS]
+    for gene in top:
+        out += made(gene) + probes(gene, sizes[0])
+    for gene in top:
+        for size in sizes[1:]:
+            out += probes(gene, size)
     for size in sizes[1:]:
         if size not in small:
             for gene in budgets:
@@ -206,10 +214,12 @@ def jobs() -> list[Job]:
         for size in sizes[2:]:
             out += probes(gene, size)
     for gene in ladder:
-        out += made(gene) + probes(gene, sizes[0])
+        if gene not in top:
+            out += made(gene) + probes(gene, sizes[0])
     for gene in rest:
-        for size in sizes[1:]:
-            out += probes(gene, size)
+        if gene not in top:
+            for size in sizes[1:]:
+                out += probes(gene, size)
     return out + instincts
 
 
