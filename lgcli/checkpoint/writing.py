@@ -217,10 +217,6 @@ def _check_names(tensors: Mapping[str, Any]) -> None:
             raise LgError(f"cannot write {key!r}: dtype {tensor.dtype} has no safetensors name")
 
 
-def _nbytes(tensor: torch.Tensor) -> int:
-    return tensor.numel() * tensor.element_size()
-
-
 def _check_disk(path: Path, nbytes: int) -> None:
     try:
         free = shutil.disk_usage(path.parent if str(path.parent) else ".").free
