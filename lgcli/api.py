@@ -14,15 +14,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
-import torch
-from torch import nn
-
 from .arch import detect_family, family_of_config, get_adapter, known_model_types
 from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, companion_bytes, companion_metadata,
                          companion_size, provenance_chain, provenance_metadata, read_checkpoint, write_checkpoint,
                          write_tensors)
 from .errors import LgError, notify_stderr, shown
 from .hub import hub_name_of_path
+from .lazy import nn, torch
 from .learngenes import Learngene, get_kind
 from .learngenes.base import check_tensors
 from .stack import ArchSpec, Stack
@@ -274,10 +272,18 @@ def parameter_counts(stack: Stack) -> dict[str, int]:
 
 def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None = None,
                        *, stdin: BinaryIO | None = None) -> dict[str, Any]:
-    """Everything `lg inspect` reports, as a JSON-ready dict."""
-    checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
+    """Everything `lg inspect` reports, as a JSON-ready dict.
+
+    A model's report needs its header (and config.json) only: a file or
+    folder is read so (`header_only`), and torch is not imported unless a
+    value must be read (a tied head saved twice is compared with what it
+    copies). A learngene's kind reads its tensors."""
+    checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin,
+                                                                               header_only=True)
     lg = checkpoint.lg
     if is_learngene(checkpoint):
+        if checkpoint.header_only:
+            checkpoint = read_checkpoint(checkpoint.source)
         return inspect_learngene(checkpoint)
     loaded = load(checkpoint, heads=heads)
     spec = loaded.spec

@@ -189,8 +189,13 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LgError(f"{shown(out)}: exists and is not a folder; -o takes a results folder")
+    from .checkpoint import check_source
+    from .text import check_data_source
     from .train import auto_device_note, concrete_device
 
+    # A mistyped path is said before torch, a device or a model is paid for.
+    check_source(ancestry)
+    check_data_source(data)
     device_note = auto_device_note(settings.probe.device)
     settings.probe = dataclasses.replace(settings.probe, device=concrete_device(settings.probe.device))
     loaded = load(ancestry)

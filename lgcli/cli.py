@@ -6,10 +6,12 @@ go to stderr; bad input is one line `lg: error: ...` and exit status 1 (2 for
 a usage error), with the traceback only under --debug; third-party warnings
 are silenced unless --debug.
 
-Start-up stays light: this module imports neither torch nor the methods.
+Start-up stays light: nothing imports torch before a tensor is made
+(`lgcli.lazy`), so help, usage errors and errors about a path answer at once.
 The app is built per invocation (`build_app`), and only a command that takes
 the methods' or learngene kinds' declared flags (shrink, grow, condense)
-imports them to build those flags; every command imports what it runs.
+imports their registries to build those flags; every command imports what
+it runs. Help names values as a user writes them (`LgCommand`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Optional, Sequence
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
 from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
@@ -42,25 +45,84 @@ DECLARING_COMMANDS = ("shrink", "grow", "condense")
 
 def build_app(command: Optional[str] = None) -> typer.Typer:
     """The `lg` app. `command` is the subcommand about to run: only when it
-    is one of DECLARING_COMMANDS are the declarations imported (they import
-    torch) to build its flags; the others appear in the root help by name."""
+    is one of DECLARING_COMMANDS are the declarations imported to build its
+    flags (those of its direction's methods, for shrink and grow); the others
+    appear in the root help by name."""
     app = typer.Typer(
         name="lg",
+        cls=LgGroup,
         help="Resize transformer checkpoints, and grow learngenes into models of any depth and width.",
-        add_completion=False,
+        # `lg --install-completion` / `--show-completion`: bash, zsh, fish, PowerShell.
+        add_completion=True,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         # Markdown: help panels per method (rich), and help text shown as written.
         rich_markup_mode="markdown",
+        # Subcommands inherit it: `lg shrink -h` as `lg shrink --help`.
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(_root)
-    app.command()(inspect)
-    app.command("eval")(eval_command)
-    app.command("bench")(bench_command)
+    app.command(cls=LgCommand)(inspect)
+    app.command("eval", cls=LgCommand)(eval_command)
+    app.command("bench", cls=LgCommand)(bench_command)
     for direction, summary in RESIZE_SUMMARIES.items():
-        _register_resize(app, direction, summary, _resize_owners() if command == direction else {})
+        _register_resize(app, direction, summary, _resize_owners(direction) if command == direction else {})
     _register_condense(app, _condense_owners() if command == "condense" else {})
     return app
+
+
+class _ArgumentByMetavar(TyperArgument):
+    """An argument whose help shows its metavar (SRC, CKPT) and no type."""
+
+    def display_type_rich(self, ctx: Any) -> Optional[str]:
+        return None
+
+
+# What a value is called in help, by its Python type, where an option names
+# none itself: a user reads N or X, not <int range> [0<=x<=4294967295].
+METAVARS_BY_TYPE = {int: "N", float: "X", str: "TEXT"}
+
+
+def name_values(params: Sequence[Any]) -> None:
+    """Help that names values as a user would: each option's metavar (N,
+    RATE, FILE; a flag none), never a Python type or a numeric range (a
+    value out of range is refused all the same, in one line)."""
+    for param in params:
+        if isinstance(param, TyperArgument):
+            param.__class__ = _ArgumentByMetavar  # the same object, shown by its metavar
+            continue
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+        elif param.metavar is None:
+            described = getattr(param, "type_descriptor", None)
+            param.metavar = METAVARS_BY_TYPE.get(getattr(described, "annotation", None), "VALUE")
+        # Shown no more (the check is typer's own, on the parameter's declaration).
+        param.min = param.max = None
+
+
+class NamedValues:
+    """Mixed into lg's command classes: their help names values (`name_values`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        # Every parameter, those added when the command runs (--help, the
+        # completion options) included.
+        params = super().get_params(ctx)
+        name_values(params)
+        return params
+
+
+class LgCommand(NamedValues, TyperCommand):
+    """An `lg` command."""
+
+
+class LgGroup(NamedValues, TyperGroup):
+    """`lg` itself."""
+
+
+# Help panels: options grouped by what they are about.
+TARGET, METHOD, SOURCE, OUTPUT = "Target size", "Method", "Source", "Output"
+DATA, TRAINING, AUXILIARY, RESUMING = "Data", "Training", "Auxiliary model", "Resuming"
+PROBE, LEARNGENES = "Probe (fine-tuning)", "Learngenes"
 
 # Messages and progress: stderr, so stdout stays clean for data.
 err_console = Console(stderr=True, soft_wrap=True)
@@ -94,14 +156,15 @@ def _root(
     """lg: learngene tools for timm ViTs. Add --debug anywhere for tracebacks."""
 
 
-HeadsOption = typer.Option(None, "--heads", min=1,
+HeadsOption = typer.Option(None, "--heads", min=1, metavar="N",
                            help="Number of attention heads, when the file does not record it "
                                 "(default: from metadata, else head dim 64).")
 
 
 def inspect(
-    file: str = typer.Argument(..., help="Checkpoint: .safetensors, '-' for stdin, a sharded folder, .pth/.bin, "
-                                         "or a hub id org/name[@revision] in the local Hugging Face cache."),
+    file: str = typer.Argument(..., metavar="FILE",
+                               help="Checkpoint: .safetensors, '-' for stdin, a sharded folder, .pth/.bin, "
+                                    "or a hub id org/name[@revision] in the local Hugging Face cache."),
     heads: Optional[int] = HeadsOption,
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report instead of a table."),
 ) -> None:
@@ -225,7 +288,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = [a for a in args if a != "--debug"]
     if debug:  # the library's own quieting (transformers' log) reads it
         os.environ["LG_DEBUG"] = "1"
-    command = next((a for a in args if not a.startswith("-")), None)
+    command = next((a for a in args or _completion_words() if not a.startswith("-")), None)
     with warnings.catch_warnings():
         if not debug:
             # Library warnings (torch, timm, PIL) are not the user's to read;
@@ -252,6 +315,17 @@ def main(argv: Optional[list[str]] = None) -> None:
 
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _completion_words() -> list[str]:
+    """The words after `lg` on the line the shell completes (the script
+    `lg --install-completion` installs runs lg with them in the
+    environment): the subcommand among them decides which declared flags
+    are offered."""
+    if not os.environ.get("_LG_COMPLETE"):
+        return []
+    typed = os.environ.get("COMP_WORDS") or os.environ.get("_TYPER_COMPLETE_ARGS", "")
+    return typed.split()[1:]
 
 
 class _ClosedStdout:
@@ -365,47 +439,62 @@ def _parse_rates(text: Optional[str]) -> list[float]:
         raise LgError(f"--lr-sweep takes comma-separated learning rates, got {text!r}") from None
 
 
+# The probe's options that `lg eval` and `lg bench` share.
+ProbeLrOption = typer.Option(None, "--lr", metavar="RATE", rich_help_panel=PROBE,
+                             help="Peak learning rate of the probe [default: 3e-4].")
+EvalEveryOption = typer.Option(0, "--eval-every", min=0, metavar="N", rich_help_panel=PROBE, show_default=False,
+                               help="Score the test split every N steps [default: steps/10].")
+ProbeDeviceOption = typer.Option("auto", "--device", metavar="auto|cpu|cuda", rich_help_panel=PROBE,
+                                 help="auto (CUDA when present, else the CPU), cpu or cuda (bf16 autocast on CUDA).")
+
+
 def eval_command(
-    checkpoints: list[str] = typer.Argument(..., help="Checkpoints to score ('-' for stdin, once)."),
+    checkpoints: list[str] = typer.Argument(..., metavar="CKPT", help="Checkpoints to score ('-' for stdin, once)."),
     data: Optional[str] = typer.Option(
-        None, "--data", help="Image models: an image folder (class subfolders; train/ and val/ when present) or a "
-                             "built-in name: fashion-mnist-mini (embedded, the default), fashion-mnist, mnist. "
-                             "Language models: a UTF-8 text file, a folder of .txt files, or kjv-mini (embedded, "
-                             "the default), bible-kjv."),
-    subset: Optional[str] = typer.Option(None, "--subset", help="Train images (class-balanced) or token windows "
-                                                                "to use: a count or a fraction, seeded."),
-    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images or windows to use: a count "
-                                                                          "or a fraction."),
+        None, "--data", metavar="DATA", rich_help_panel=DATA,
+        help="Image models: an image folder (class subfolders; train/ and val/ when present) or a "
+             "built-in name: fashion-mnist-mini (embedded, the default), fashion-mnist, mnist. "
+             "Language models: a UTF-8 text file, a folder of .txt files, or kjv-mini (embedded, "
+             "the default), bible-kjv."),
+    subset: Optional[str] = typer.Option(None, "--subset", metavar="N|F", rich_help_panel=DATA,
+                                         help="Train images (class-balanced) or token windows to use: a count or "
+                                              "a fraction, seeded."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", metavar="N|F", rich_help_panel=DATA,
+                                              help="Test images or windows to use: a count or a fraction."),
     test_fraction: Optional[float] = typer.Option(
-        None, "--test-fraction", min=0.0, max=0.9,
-        help="Held out as the test split: of each class of an image folder without val/ [default: 0.2]; the last "
-             "windows of a text [default: 0.1]."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1,
+        None, "--test-fraction", min=0.0, max=0.9, metavar="F", rich_help_panel=DATA,
+        help="Held out as the test split, 0 to 0.9: of each class of an image folder without val/ [default: 0.2]; "
+             "the last windows of a text [default: 0.1]."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, metavar="N", rich_help_panel=DATA,
                                           help="Language models: tokens per window [default: 128, or the models' "
                                                "positions when fewer]."),
-    steps: int = typer.Option(0, "--steps", min=0, help="Fine-tune each checkpoint this many steps first "
-                                                        "(the init-quality probe)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate of the probe [default: 3e-4]."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", min=0,
+    steps: int = typer.Option(0, "--steps", min=0, metavar="N", rich_help_panel=PROBE,
+                              help="Fine-tune each checkpoint this many steps first (the init-quality probe)."),
+    lr: Optional[float] = ProbeLrOption,
+    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, metavar="N", rich_help_panel=PROBE,
                                          help="Linear warm-up steps before the cosine decay "
                                               "[default: 10% of --steps]."),
-    lr_sweep: Optional[str] = typer.Option(None, "--lr-sweep", help="Comma-separated rates: run each and "
-                                                                    "report every checkpoint at its best."),
-    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Global batch size of the probe."),
-    eval_every: int = typer.Option(0, "--eval-every", min=0, help="Score the test split every N steps "
-                                                                 "[default: steps/10]."),
-    label_smoothing: float = typer.Option(0.0, "--label-smoothing", min=0.0, max=1.0),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="'random': add the family's own random "
-                                                                    "initialisation (timm's, transformers') of "
-                                                                    "the same architecture."),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
+    lr_sweep: Optional[str] = typer.Option(None, "--lr-sweep", metavar="LIST", rich_help_panel=PROBE,
+                                           help="Comma-separated rates: run each and report every checkpoint at "
+                                                "its best."),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, metavar="N", rich_help_panel=PROBE,
+                                   help="Global batch size of the probe."),
+    eval_every: int = EvalEveryOption,
+    label_smoothing: float = typer.Option(0.0, "--label-smoothing", min=0.0, max=1.0, metavar="X",
+                                          rich_help_panel=PROBE,
+                                          help="Label smoothing of the probe's cross-entropy, 0 (none) to below 1."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", metavar="random",
+                                           help="'random': add the family's own random initialisation (timm's, "
+                                                "transformers') of the same architecture."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=PROBE,
                              help="Seeds the split, subset, data order and new heads."),
-    device: str = typer.Option("auto", "--device", help="auto (CUDA when present, else the CPU), cpu or cuda "
-                                                        "(bf16 autocast on CUDA)."),
+    device: str = ProbeDeviceOption,
     heads: Optional[int] = HeadsOption,
-    plot: Optional[str] = typer.Option(None, "--plot", help="Write loss and accuracy curves to this PNG."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
-    as_json: bool = typer.Option(False, "--json", help="Print the JSON report instead of a table."),
+    plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", rich_help_panel=OUTPUT,
+                                       help="Write loss and accuracy curves to this PNG."),
+    force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT, help="Overwrite an existing --plot file."),
+    as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
+                                 help="Print the JSON report instead of a table."),
 ) -> None:
     """Top-1, top-5 and loss on the test split (language models: loss and perplexity on held-out text); with
     --steps, how fast each checkpoint learns."""
@@ -450,13 +539,21 @@ def declared_flags(owners: dict[str, Sequence[Option]]) -> list[pyinspect.Parame
             defaults = f" [default: {_shown_default(given[0][1])}]" if given else ""
         else:
             defaults = f" [default: {', '.join(f'{owner} {_shown_default(d)}' for owner, d in given)}]" if given else ""
-        choices = f" ({'|'.join(option.choices)})" if option.choices else ""
         flag = f"{option.flag}/--no-{option.flag[2:]}" if option.type is bool else option.flag
-        info = typer.Option(None, flag, help=f"{option.help}{choices}{defaults}",
+        # The choices are the metavar (interp|crop); else a name lg uses for such values
+        # elsewhere, else one by type (LgCommand).
+        metavar = "|".join(option.choices) if option.choices else DECLARED_METAVARS.get(name)
+        info = typer.Option(None, flag, help=f"{option.help}{defaults}", metavar=metavar,
                             rich_help_panel=f"Options of {', '.join(owner_names)}", show_default=False)
         parameters.append(pyinspect.Parameter(name, pyinspect.Parameter.KEYWORD_ONLY, default=info,
                                             annotation=Optional[option.type]))
     return parameters
+
+
+# Metavars of declared options that name what a value is (by option name: the
+# same name means the same kind of value in every method and kind).
+DECLARED_METAVARS = {"data": "DATA", "teacher": "CKPT", "lr": "RATE", "subset": "N|F",
+                     "device": "auto|cpu|cuda", "wavelet": "NAME", "depths": "N-M", "templates": "LIST"}
 
 
 def _shown_default(value: Any) -> str:
@@ -479,11 +576,15 @@ def with_declared_flags(owners: dict[str, Sequence[Option]]):
 
 # ---- lg shrink / lg grow ----
 
-def _resize_owners() -> dict[str, Sequence[Option]]:
+def _resize_owners(direction: str) -> dict[str, Sequence[Option]]:
+    """Whose declared options `lg shrink` or `lg grow` takes: the methods of
+    that direction (clone grows only), and every learngene kind (a learngene
+    is built at any size, whichever command names it)."""
     from .learngenes import KINDS
     from .methods import METHODS
 
-    owners: dict[str, Sequence[Option]] = {name: m.options for name, m in METHODS.items() if m.options}
+    owners: dict[str, Sequence[Option]] = {name: m.options for name, m in METHODS.items()
+                                           if m.options and direction in m.directions}
     owners.update({f"{name} learngene": kind.expand_options for name, kind in KINDS.items() if kind.expand_options})
     return owners
 
@@ -508,6 +609,13 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
          f"wrote {report['output']}")
 
 
+# The methods of each direction, as --method lists them (a test holds them to
+# the registry's directions).
+RESIZE_METHODS = {
+    "shrink": ("select", "bot", "heur-lg", "auto-lg", "tleg-fit"),
+    "grow": ("auto-lg", "bot", "heur-lg", "clone", "tleg-fit"),
+}
+
 RESIZE_SUMMARIES = {
     "shrink": "Make a model smaller without training (weight selection by default), or build a model of any size "
               "from a learngene.",
@@ -519,38 +627,44 @@ RESIZE_SUMMARIES = {
 def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dict[str, Sequence[Option]]) -> None:
     @with_declared_flags(owners)
     def command(
-        src: str = typer.Argument(..., help="Source checkpoint or learngene, or '-' for stdin."),
-        depth: Optional[int] = typer.Option(None, "--depth", min=1,
+        src: str = typer.Argument(..., metavar="SRC", help="Source checkpoint or learngene, or '-' for stdin."),
+        depth: Optional[int] = typer.Option(None, "--depth", min=1, metavar="N", rich_help_panel=TARGET,
                                             help="Target number of blocks (default: the source's)."),
-        width: Optional[int] = typer.Option(None, "--width", min=1,
+        width: Optional[int] = typer.Option(None, "--width", min=1, metavar="N", rich_help_panel=TARGET,
                                             help="Target embedding width (default: the source's)."),
-        heads: Optional[int] = typer.Option(None, "--heads", min=1,
+        heads: Optional[int] = typer.Option(None, "--heads", min=1, metavar="N", rich_help_panel=TARGET,
                                             help="Target attention heads (default: width / the source's head dim)."),
-        source_heads: Optional[int] = typer.Option(
-            None, "--source-heads", min=1, help="The source's heads, when its file does not record them."),
-        mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim", min=1,
+        mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim", min=1, metavar="N", rich_help_panel=TARGET,
                                               help="Target MLP hidden size (default: keep the source's MLP ratio)."),
         kv_heads: Optional[int] = typer.Option(
-            None, "--kv-heads", min=1, help="Target key/value heads of grouped-query attention (default: keep the "
-                                            "source's heads per key/value head)."),
+            None, "--kv-heads", min=1, metavar="N", rich_help_panel=TARGET,
+            help="Target key/value heads of grouped-query attention (default: keep the source's heads per "
+                 "key/value head)."),
         max_params: Optional[float] = typer.Option(
-            None, "--max-params", min=1,
+            None, "--max-params", min=1, metavar="N", rich_help_panel=TARGET,
             help="Refuse a target with more parameters than this [default: 20e9]; raise it for larger models."),
         method: Optional[str] = typer.Option(
-            None, "--method", help="bot, select (shrink default), heur-lg, auto-lg (grow default), clone, tleg-fit "
-                                   "(docs/methods.md; the defaults were measured by lg bench); "
-                                   "not for a learngene, which grows by its own rule."),
-        output: Optional[str] = typer.Option(None, "-o", "--output", help="Output file, or '-' for stdout."),
-        shard_size: str = typer.Option(
-            "5GB", "--shard-size", help="An output larger than this is a folder of shards with a Hugging Face "
-                                        "index (as save_pretrained writes); 0 never shards. E.g. 500MB, 2GiB."),
-        seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
+            None, "--method", metavar="METHOD", rich_help_panel=METHOD,
+            help=f"{RESIZE_METHODS[direction][0]} (the default), {', '.join(RESIZE_METHODS[direction][1:])} "
+                 f"(docs/methods.md; the default was measured by lg bench); not for a learngene, which grows by "
+                 f"its own rule."),
+        seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=METHOD,
                                  help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
-        force: bool = typer.Option(False, "--force", help="Overwrite an existing output."),
-        allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite",
+        source_heads: Optional[int] = typer.Option(
+            None, "--source-heads", min=1, metavar="N", rich_help_panel=SOURCE,
+            help="The source's heads, when its file does not record them."),
+        allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", rich_help_panel=SOURCE,
                                              help="Keep NaN or Inf weights of the source (said on stderr) instead of "
                                                   "refusing it."),
-        as_json: bool = typer.Option(False, "--json", help="Print a JSON report (stderr when -o -)."),
+        output: Optional[str] = typer.Option(None, "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
+                                             help="Output file or folder, or '-' for stdout."),
+        shard_size: str = typer.Option(
+            "5GB", "--shard-size", metavar="SIZE", rich_help_panel=OUTPUT,
+            help="An output larger than this is a folder of shards with a Hugging Face index (as save_pretrained "
+                 "writes); 0 never shards. E.g. 500MB, 2GiB."),
+        force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT, help="Overwrite an existing output."),
+        as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
+                                     help="Print a JSON report (stderr when -o -)."),
         **options: Any,
     ) -> None:
         _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
@@ -558,7 +672,7 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
                         seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"),
                         allow_nonfinite=allow_nonfinite, **options)
 
-    app.command(name=direction, help=summary)(command)
+    app.command(name=direction, help=summary, cls=LgCommand)(command)
 
 
 # ---- lg condense ----
@@ -577,55 +691,73 @@ def _register_condense(app: typer.Typer, owners: dict[str, Sequence[Option]]) ->
     command.__signature__ = pyinspect.signature(condense)
     command.__annotations__ = dict(condense.__annotations__)
     command.__doc__ = condense.__doc__
-    app.command("condense")(with_declared_flags(owners)(command))
+    app.command("condense", cls=LgCommand)(with_declared_flags(owners)(command))
 
 
 def condense(
-    teacher: str = typer.Argument(..., help="The teacher (ancestry) checkpoint, or '-' for stdin."),
-    method: str = typer.Option(..., "--method", help="The learngene kind: tleg, wave or peg (docs/learngenes.md)."),
-    data: Optional[str] = typer.Option(None, "--data", help="What the teacher takes: an image folder or built-in "
-                                                            "name (fashion-mnist-mini, fashion-mnist, mnist) of its "
-                                                            "classes; for a language model a text file, folder, "
-                                                            "kjv-mini or bible-kjv. PEG needs none (it scores the "
-                                                            "learngene with it)."),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="Output learngene file, or '-' for stdout."),
-    aux_depth: Optional[int] = typer.Option(None, "--aux-depth", min=1,
+    teacher: str = typer.Argument(..., metavar="TEACHER", help="The teacher (ancestry) checkpoint, or '-' for stdin."),
+    method: str = typer.Option(..., "--method", metavar="KIND",
+                               help="The learngene kind: tleg, wave or peg (docs/learngenes.md)."),
+    data: Optional[str] = typer.Option(None, "--data", metavar="DATA", rich_help_panel=DATA,
+                                       help="What the teacher takes: an image folder or built-in name "
+                                            "(fashion-mnist-mini, fashion-mnist, mnist) of its classes; for a "
+                                            "language model a text file, folder, kjv-mini or bible-kjv. PEG needs "
+                                            "none (it scores the learngene with it)."),
+    subset: Optional[str] = typer.Option(None, "--subset", metavar="N|F", rich_help_panel=DATA,
+                                         help="Train images (or text windows) to use: a count or a fraction."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", metavar="N|F", rich_help_panel=DATA,
+                                              help="Test images (or windows) to score the auxiliary model on: a "
+                                                   "count or a fraction."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=2, metavar="N", rich_help_panel=DATA,
+                                          help="Language models: tokens per window [default: min(128, the "
+                                               "teacher's positions)]."),
+    aux_depth: Optional[int] = typer.Option(None, "--aux-depth", min=1, metavar="N", rich_help_panel=AUXILIARY,
                                             help="Auxiliary model depth (default: the teacher's)."),
-    aux_width: Optional[int] = typer.Option(None, "--aux-width", min=1,
+    aux_width: Optional[int] = typer.Option(None, "--aux-width", min=1, metavar="N", rich_help_panel=AUXILIARY,
                                             help="Auxiliary model width (default: the teacher's)."),
-    aux_heads: Optional[int] = typer.Option(None, "--aux-heads", min=1,
+    aux_heads: Optional[int] = typer.Option(None, "--aux-heads", min=1, metavar="N", rich_help_panel=AUXILIARY,
                                             help="Auxiliary model heads (default: width / the teacher's head dim)."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help=f"Optimiser steps (or give --epochs); with "
-                                                                       f"--until, the most it runs [default: "
-                                                                       f"{DEFAULT_CONDENSE_STEPS}]."),
-    epochs: Optional[float] = typer.Option(None, "--epochs", help="Passes over the train split (or --steps)."),
-    until: Optional[float] = typer.Option(None, "--until", help="Stop once the auxiliary model scores this "
-                                          "fraction of the teacher (top-1; text: the teacher's loss over its own) on "
-                                          "a split held out of the train data, or stops improving (docs/learngenes.md)."),
-    until_every: int = typer.Option(100, "--until-every", min=1, help="Steps between the checks of --until."),
-    batch_size: int = typer.Option(DEFAULT_CONDENSE_BATCH_SIZE, "--batch-size", min=1, help="Global batch size."),
-    lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate (AdamW, cosine decay)."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, help="Warm-up steps [default: 5% of the steps]."),
-    weight_decay: float = typer.Option(0.05, "--weight-decay", min=0.0),
-    subset: Optional[str] = typer.Option(None, "--subset", help="Train images (or text windows) to use: a count "
-                                                                "or a fraction."),
-    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images (or windows) to score the "
-                                                                          "auxiliary model on: a count or a fraction."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=2, help="Language models: tokens per window "
-                                                                         "[default: min(128, the teacher's positions)]."),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED,
+    teacher_heads: Optional[int] = typer.Option(None, "--teacher-heads", min=1, metavar="N",
+                                                rich_help_panel=AUXILIARY,
+                                                help="The teacher's heads, when its file does not record them."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, metavar="N", rich_help_panel=TRAINING,
+                                        help=f"Optimiser steps (or give --epochs); with --until, the most it runs "
+                                             f"[default: {DEFAULT_CONDENSE_STEPS}]."),
+    epochs: Optional[float] = typer.Option(None, "--epochs", metavar="X", rich_help_panel=TRAINING,
+                                           help="Passes over the train split (or --steps)."),
+    until: Optional[float] = typer.Option(None, "--until", metavar="F", rich_help_panel=TRAINING,
+                                          help="Stop once the auxiliary model scores this fraction of the teacher "
+                                               "(top-1; text: the teacher's loss over its own) on a split held out "
+                                               "of the train data, or stops improving (docs/learngenes.md)."),
+    until_every: int = typer.Option(100, "--until-every", min=1, metavar="N", rich_help_panel=TRAINING,
+                                    help="Steps between the checks of --until."),
+    batch_size: int = typer.Option(DEFAULT_CONDENSE_BATCH_SIZE, "--batch-size", min=1, metavar="N",
+                                   rich_help_panel=TRAINING, help="Global batch size."),
+    lr: float = typer.Option(1e-3, "--lr", metavar="RATE", rich_help_panel=TRAINING,
+                             help="Peak learning rate (AdamW, cosine decay)."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, metavar="N", rich_help_panel=TRAINING,
+                                         help="Warm-up steps [default: 5% of the steps]."),
+    weight_decay: float = typer.Option(0.05, "--weight-decay", min=0.0, metavar="X", rich_help_panel=TRAINING,
+                                       help="AdamW's decoupled weight decay, on weight matrices only (biases, "
+                                            "norms, position embeddings and prefix tokens are not decayed)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=TRAINING,
                              help="Seeds the initialisation, the data order and the split."),
-    device: str = typer.Option("auto", "--device", help="auto (CUDA when present, else the CPU), cpu or cuda "
-                                                        "(bf16 autocast on CUDA); torchrun for several GPUs."),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint",
+    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda", rich_help_panel=TRAINING,
+                               help="auto (CUDA when present, else the CPU), cpu or cuda (bf16 autocast on CUDA); "
+                                    "torchrun for several GPUs."),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", metavar="FILE", rich_help_panel=RESUMING,
                                              help="Training checkpoint file [default: OUT.train.pt when "
                                                   "--checkpoint-every or --resume is given]."),
-    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, help="Save the run every N steps."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run saved in the training checkpoint."),
-    teacher_heads: Optional[int] = typer.Option(None, "--teacher-heads", min=1,
-                                                help="The teacher's heads, when its file does not record them."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing output (and training checkpoint)."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON report (stderr when -o -)."),
+    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, metavar="N", rich_help_panel=RESUMING,
+                                         help="Save the run every N steps."),
+    resume: bool = typer.Option(False, "--resume", rich_help_panel=RESUMING,
+                                help="Continue the run saved in the training checkpoint."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
+                                         help="Output learngene file, or '-' for stdout."),
+    force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT,
+                               help="Overwrite an existing output (and training checkpoint)."),
+    as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
+                                 help="Print a JSON report (stderr when -o -)."),
     **options: Any,
 ) -> None:
     """Distil a teacher into a learngene (TLEG, WAVE; PEG is sampled) that grows into models of many sizes."""
@@ -674,41 +806,49 @@ def _condensed_score(condensed: dict[str, Any], teacher: str) -> str:
 # ---- lg bench ----
 
 def bench_command(
-    ancestry: str = typer.Argument(..., help="The ancestry model: a checkpoint every method starts from."),
-    data: str = typer.Option(..., "--data", help="Image folder or built-in name (fashion-mnist-mini, "
-                                                 "fashion-mnist, mnist) of the ancestry's classes; for a "
-                                                 "language model a text file, folder, kjv-mini or bible-kjv."),
-    sizes: str = typer.Option(..., "--sizes", help="Target sizes DEPTHxWIDTH, comma-separated: 3x64,6x128,12x192."),
-    output: Optional[str] = typer.Option(None, "-o", "--output", help="Results folder: bench.json, cells/, "
-                                                                      "learngenes/, curve plots and summary.png."),
-    methods: Optional[str] = typer.Option(None, "--methods", help="Comma-separated methods [default: every "
-                                                                  "resize method, learngene kind and random]."),
-    steps: int = typer.Option(300, "--steps", min=1, help="Probe steps per cell."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate of the probe [default: 3e-4]."),
-    lr_sweep: Optional[str] = typer.Option(None, "--lr-sweep", help="Comma-separated rates: every cell at "
-                                                                    "its best."),
-    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Probe batch size."),
-    eval_every: int = typer.Option(0, "--eval-every", min=0, help="Score the test split every N steps "
-                                                                 "[default: steps/10]."),
-    condense_steps: str = typer.Option(str(DEFAULT_CONDENSE_STEPS), "--condense-steps",
+    ancestry: str = typer.Argument(..., metavar="ANCESTRY",
+                                   help="The ancestry model: a checkpoint every method starts from."),
+    data: str = typer.Option(..., "--data", metavar="DATA", rich_help_panel=DATA,
+                             help="Image folder or built-in name (fashion-mnist-mini, fashion-mnist, mnist) of the "
+                                  "ancestry's classes; for a language model a text file, folder, kjv-mini or "
+                                  "bible-kjv."),
+    subset: Optional[str] = typer.Option(None, "--subset", metavar="N|F", rich_help_panel=DATA,
+                                         help="Train images (text: windows): a count or a fraction."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", metavar="N|F", rich_help_panel=DATA,
+                                              help="Test images (text: windows): a count or a fraction."),
+    sizes: str = typer.Option(..., "--sizes", metavar="LIST",
+                              help="Target sizes DEPTHxWIDTH, comma-separated: 3x64,6x128,12x192."),
+    methods: Optional[str] = typer.Option(None, "--methods", metavar="LIST",
+                                          help="Comma-separated methods [default: every resize method, learngene "
+                                               "kind and random]."),
+    steps: int = typer.Option(300, "--steps", min=1, metavar="N", rich_help_panel=PROBE,
+                              help="Probe steps per cell."),
+    lr: Optional[float] = ProbeLrOption,
+    lr_sweep: Optional[str] = typer.Option(None, "--lr-sweep", metavar="LIST", rich_help_panel=PROBE,
+                                           help="Comma-separated rates: every cell at its best."),
+    batch_size: int = typer.Option(64, "--batch-size", min=1, metavar="N", rich_help_panel=PROBE,
+                                   help="Probe batch size."),
+    eval_every: int = EvalEveryOption,
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=PROBE,
+                             help="Seeds the data order, heads and methods."),
+    device: str = ProbeDeviceOption,
+    condense_steps: str = typer.Option(str(DEFAULT_CONDENSE_STEPS), "--condense-steps", metavar="N|LIST",
+                                       rich_help_panel=LEARNGENES,
                                        help="Steps of each learngene kind's condense run: N for every kind, or "
                                             "KIND=N pairs (tleg=600,wave=1500); with --condense-until, the most "
                                             "it runs."),
-    condense_until: Optional[float] = typer.Option(None, "--condense-until",
+    condense_until: Optional[float] = typer.Option(None, "--condense-until", metavar="F", rich_help_panel=LEARNGENES,
                                                    help="Stop each condense run as lg condense --until does."),
-    fit_steps: int = typer.Option(0, "--fit-steps", min=0,
+    fit_steps: int = typer.Option(0, "--fit-steps", min=0, metavar="N", rich_help_panel=LEARNGENES,
                                   help="Also bench each learngene kind that fits a part per size (WAVE's scalers, "
                                        "PEG's map) with that part fitted for N steps first: rows KIND+fit."),
-    subset: Optional[str] = typer.Option(None, "--subset", help="Train images (text: windows): a count or a "
-                                                                "fraction."),
-    test_subset: Optional[str] = typer.Option(None, "--test-subset", help="Test images (text: windows): a count "
-                                                                          "or a fraction."),
-    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seeds the data order, heads and methods."),
-    device: str = typer.Option("auto", "--device", help="auto (CUDA when present, else the CPU), cpu or cuda "
-                                                        "(bf16 autocast on CUDA)."),
-    force: bool = typer.Option(False, "--force", help="Recompute every cell (and learngene) even if saved."),
-    as_json: bool = typer.Option(False, "--json", help="Print bench.json instead of the table."),
-    markdown: bool = typer.Option(False, "--markdown", help="Print the table as Markdown."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="DIR", rich_help_panel=OUTPUT,
+                                         help="Results folder: bench.json, cells/, learngenes/, curve plots and "
+                                              "summary.png."),
+    force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT,
+                               help="Recompute every cell (and learngene) even if saved."),
+    as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT, help="Print bench.json instead of the table."),
+    markdown: bool = typer.Option(False, "--markdown", rich_help_panel=OUTPUT, help="Print the table as Markdown."),
 ) -> None:
     """Every method at every size on your ancestry model and data: how well and how fast each initialisation learns."""
     from .bench import BenchSettings, bench, markdown_table, parse_condense_steps, parse_sizes, rich_table

@@ -20,24 +20,26 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, BinaryIO, Callable, Mapping
-
-import torch
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Mapping
 
 from .api import is_learngene, load, save_learngene
 from .arch import get_adapter
-from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
+from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
 from .data import ImageData, check_real, check_seed, check_whole
 from .errors import LgError, UsageError, notify_stderr
 from .fitting import data_for
-from .learngenes import GeneratedModel, Learngene, get_kind
+from .lazy import torch
+from .learngenes import Learngene, get_kind
 from .learngenes.base import starts_from_ancestry
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
 from .sizing import spec_sizes, target_spec
-from .text import TextData, TokenWindows, evaluate_text
+from .text import TextData, TokenWindows, check_data_source, evaluate_text
 from .train import (StepCallback, TrainConfig, auto_device_note, concrete_device, distillation_loss, distributed_setup,
                     evaluate_accuracy, model_input, train)
+
+if TYPE_CHECKING:
+    from .learngenes.generated import GeneratedModel
 
 Notify = Callable[[str], None]
 # Images held out to score the auxiliary model when --test-fraction is not given.
@@ -131,6 +133,10 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     scores the learngene (see `_sample`)."""
     started = time.perf_counter()
     settings = settings or CondenseSettings()
+    # A mistyped path is said before torch or a device is paid for.
+    if not isinstance(teacher, Checkpoint):
+        check_source(teacher)
+    check_data_source(data)
     device_note = auto_device_note(settings.device)
     settings = dataclasses.replace(settings, device=concrete_device(settings.device))
     kind = get_kind(method)
@@ -156,6 +162,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     # A warm start needs no random model of the auxiliary size (its roles are the teacher's).
     aux_init = ancestry if warm else adapter.random_stack(aux, seed=settings.seed)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
+    from .learngenes.generated import GeneratedModel  # an nn.Module: torch is imported here
+
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
                            depths=kind.training_depths(aux, resolved))
     dataset = _read_data(model, data, checkpoint, "the teacher", settings, reading, notify)

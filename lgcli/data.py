@@ -47,12 +47,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
 from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, UsageError, one_line, os_reason, shown
+from lgcli.lazy import F, np, torch
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 EMBEDDED_DIR = Path(__file__).parent / "datasets" / "fashion-mnist-mini"
@@ -150,9 +147,11 @@ def check_test_fraction(test_fraction: Any) -> float:
     return check_real(test_fraction, "--test-fraction", "a number in [0, 0.9]", lambda v: 0.0 <= v <= 0.9)
 
 
-class ImageSet(torch.utils.data.Dataset):
+class ImageSet:
     """Images and integer labels; `batch(indices, image_size, channels)` gives
-    model-ready tensors. Subclasses hold images in memory or on disk."""
+    model-ready tensors. Subclasses hold images in memory or on disk. (A
+    map-style data set by its `__len__`; not derived from torch's Dataset,
+    whose import would make this module import torch: `lgcli.lazy`.)"""
 
     labels: torch.Tensor  # (N,) int64
     channels: int  # native channels: 1 (grayscale) or 3 (RGB)

@@ -24,15 +24,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import torch
-
 from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
 from lgcli.data import (DEFAULT_DATA, ImageData, check_channels, check_real, check_seed, check_whole,
                         load_data)
-from lgcli.checkpoint.reading import read_checkpoint
+from lgcli.checkpoint.reading import check_source, read_checkpoint
 from lgcli.errors import LgError, UsageError, notify_stderr, shown
+from lgcli.lazy import torch
 from lgcli.stack import ArchSpec
-from lgcli.text import TextData, builtin_texts, evaluate_text, text_data_for
+from lgcli.text import TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
 from lgcli.train import TrainConfig, auto_device_note, concrete_device, evaluate_accuracy, model_input, train
 
 # Fine-tuning defaults for an already-initialised model, measured by
@@ -375,12 +374,16 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
     min(128, the models' positions)). `subset`, `test_subset` and
     `test_fraction` apply when the data are read here."""
     settings.check()  # again: a settings object's fields can be changed after it was made
-    device_note = auto_device_note(settings.device)
-    settings = dataclasses.replace(settings, device=concrete_device(settings.device))
     if settings.steps == 0 and settings.lr_sweep:
         raise LgError("--lr-sweep needs --steps: without fine-tuning there is no learning rate to sweep")
     if seq_len is not None:
         check_whole(seq_len, "--seq-len", 1)
+    # A mistyped path is said before torch, a device or a model is paid for.
+    for path in paths:
+        check_source(path)
+    check_data_source(data)
+    device_note = auto_device_note(settings.device)
+    settings = dataclasses.replace(settings, device=concrete_device(settings.device))
     candidates = load_candidates(paths, heads=heads, baseline=baseline, seed=settings.seed)
     task = common_task(candidates)
     if task == IMAGE_CLASSIFICATION:

@@ -10,15 +10,18 @@ never imports it, it is handed the fitting in its `ExpandContext`
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .api import load_model
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .data import ImageData, check_channels, load_data
 from .errors import LgError, notify_stderr
-from .learngenes import GeneratedModel, Learngene
+from .learngenes import Learngene
 from .text import TextData, builtin_texts, text_data_for
 from .train import TrainConfig, auto_device_note, concrete_device, distillation_loss, train
+
+if TYPE_CHECKING:
+    from .learngenes.generated import GeneratedModel
 
 
 def fit_or_say_why_not(model: GeneratedModel, learngene: Learngene, options: Mapping[str, Any], what: str,

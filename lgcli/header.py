@@ -22,17 +22,20 @@ lg refuses a little more than the library: a tensor name that appears twice
 valid Unicode, nesting deeper than 64 levels, and dtypes it does not read
 (``C64``, ``U16``, ...).
 
-This module does not import torch: `lg` checks a file before paying for it.
+This module does not import torch: `lg` checks a file before paying for it, and
+`lg inspect` reads a checkpoint's sizes from `HeaderTensor`s alone.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import LgError, shown
+from .lazy import torch
 
 # safetensors refuses headers over 100 MB (MAX_HEADER_SIZE in its Rust core).
 MAX_HEADER_BYTES = 100_000_000
@@ -43,6 +46,11 @@ U64 = 1 << 64
 # The dtypes lg reads, with their sizes in bytes (the format's names).
 DTYPE_SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
                "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+# The same dtypes as torch names them (`torch.float32` ...): what `lg inspect`
+# reports, read from the header without importing torch.
+TORCH_DTYPE_NAMES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+                     "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+                     "BOOL": "bool", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 METADATA_KEY = "__metadata__"
 
 
@@ -59,6 +67,42 @@ class TensorEntry:
     @property
     def nbytes(self) -> int:
         return self.end - self.begin
+
+
+@dataclass(frozen=True)
+class HeaderTensor:
+    """A tensor as its header entry describes it, its values unread: what
+    telling a checkpoint's family and sizes needs (`lg inspect`), without
+    torch. It answers the questions lg asks a stored tensor there (shape,
+    dtype, dim, numel, is_floating_point, element_size, is_meta) as a
+    torch.Tensor would; `dtype` is torch's name for it (``float32``), so
+    that messages and reports read as they do with the tensor itself."""
+
+    format_dtype: str  # the header's name: F32, BF16, ...
+    shape: tuple[int, ...]
+    is_meta = False  # it stands for values in a file
+
+    @property
+    def dtype(self) -> str:
+        return TORCH_DTYPE_NAMES[self.format_dtype]
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def element_size(self) -> int:
+        return DTYPE_SIZES[self.format_dtype]
+
+    def is_floating_point(self) -> bool:
+        return self.format_dtype.startswith(("F", "BF"))
+
+
+def value_dtype(tensor: Any) -> "torch.dtype":
+    """The torch dtype of a tensor, or of the values a HeaderTensor stands
+    for (importing torch: the caller is about to read them)."""
+    return getattr(torch, tensor.dtype) if isinstance(tensor, HeaderTensor) else tensor.dtype
 
 
 @dataclass
@@ -233,5 +277,5 @@ def valid_unicode(text: str) -> bool:
     return True
 
 
-__all__ = ["Header", "TensorEntry", "MAX_HEADER_BYTES", "DTYPE_SIZES", "header_length", "parse_header",
-           "check_data_size", "load_json", "valid_unicode"]
+__all__ = ["Header", "HeaderTensor", "TensorEntry", "value_dtype", "MAX_HEADER_BYTES", "DTYPE_SIZES",
+           "TORCH_DTYPE_NAMES", "header_length", "parse_header", "check_data_size", "load_json", "valid_unicode"]

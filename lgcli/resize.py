@@ -15,13 +15,12 @@ import time
 from functools import partial
 from typing import Any, BinaryIO, Callable
 
-import torch
-
 from .api import Loaded, is_learngene, load, load_learngene, save
 from .arch import get_adapter
 from .checkpoint import STDIO, check_output, read_checkpoint
 from .errors import LgError, notify_stderr
 from .fitting import fit_or_say_why_not
+from .lazy import torch
 from .learngenes import ExpandContext, Learngene, get_kind
 from .methods import GROW, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .options import resolve_options as resolve_declared

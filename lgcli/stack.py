@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-import torch
+from .lazy import torch
 
 LAYER, EMBED, ATTN, KV, MLP, HEAD_DIM, TOKENS, CLASSES, VOCAB, POSITIONS, FIXED = (
     "layer", "embed", "attn", "kv", "mlp", "head_dim", "tokens", "classes", "vocab", "positions", "-")

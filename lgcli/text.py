@@ -51,13 +51,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-import torch
-import torch.nn.functional as F
-
 from lgcli.arch.base import CAUSAL_LM, MASKED_LM
 from lgcli.checkpoint.companions import companion_bytes, folder_companions
 from lgcli.data import check_seed, check_test_fraction, parse_subset, subset_count
 from lgcli.errors import LgError, notify_stderr, one_line, os_reason, shown
+from lgcli.lazy import F, no_grad, torch
 from lgcli.train import IGNORE, autocast, distributed_setup, resolve_device
 
 KJV_MINI, BIBLE_KJV = "kjv-mini", "bible-kjv"
@@ -96,6 +94,22 @@ MASK_TOKEN_NAMES = ("[MASK]", "<mask>")
 
 def builtin_texts() -> list[str]:
     return [KJV_MINI, BIBLE_KJV]
+
+
+def check_data_source(source: object) -> None:
+    """Refuse a --data that names nothing (neither a built-in data set or
+    text nor an existing path) before a command loads a model or pays for
+    torch: which kind of data a model takes is known only once it is read,
+    so the message names both kinds of built-in."""
+    from lgcli.data import builtin_names, stat_data_path
+
+    if not isinstance(source, (str, os.PathLike)):
+        return  # data already read (an ImageData, a TextData), or none given
+    text = os.fspath(source)
+    if text in builtin_names() or text in builtin_texts():
+        return
+    stat_data_path(text, f"no such file or folder, and not a built-in text ({', '.join(builtin_texts())}) "
+                         f"or image dataset ({', '.join(builtin_names())})")
 
 
 # ---- reading text ----
@@ -587,7 +601,7 @@ def text_sizes(model: torch.nn.Module) -> tuple[int | None, int | None]:
             positions if isinstance(positions, int) else None)
 
 
-@torch.no_grad()
+@no_grad
 def evaluate_text(model: torch.nn.Module, data: TokenWindows, *, batch_size: int = 256,
                   device: str = "cpu") -> dict[str, float]:
     """Mean cross-entropy per scored token over all of `data` (a causal

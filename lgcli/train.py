@@ -39,23 +39,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-
 from lgcli.data import ImageSet, check_real, check_seed, check_whole, train_order
 from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, one_line, shown
+from lgcli.lazy import F, dist, no_grad, torch
 
 # `loss_fn(logits, labels, teacher_logits) -> scalar loss`; teacher_logits is
 # None unless `train` was given a teacher. Logits are (..., classes) and
 # labels the matching (...): one label per image, or one per token.
-LossFn = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+LossFn = Callable[["torch.Tensor", "torch.Tensor", "torch.Tensor | None"], "torch.Tensor"]
 # `on_step(step, model)` after `step` optimiser steps (step 0: before any);
 # called on every rank, with the unwrapped model in train mode. Returning
 # True ends the run there (every rank must decide alike: the figures of
 # `evaluate_accuracy` and `evaluate_text` are the same on every rank).
-StepCallback = Callable[[int, torch.nn.Module], "bool | None"]
+StepCallback = Callable[[int, "torch.nn.Module"], "bool | None"]
 
 # The teacher's logits a distillation run keeps (TeacherLogits): 60,000
 # Fashion-MNIST images of 10 classes take 2.4 MB; ImageNet's 1.28 M of 1,000
@@ -419,8 +416,11 @@ class _BatchFailure:
         self.message = message
 
 
-class _Batches(torch.utils.data.Dataset):
-    """Index lists → model-ready batches, so DataLoader workers can prefetch."""
+class _Batches:
+    """Index lists → model-ready batches, so DataLoader workers can prefetch
+    (a map-style data set: `__getitem__` and `__len__` are all DataLoader
+    asks of one; deriving from torch's Dataset would import torch with this
+    module)."""
 
     def __init__(self, data: Batches, batches: list[list[int]]):
         self.data, self.batches = data, batches
@@ -629,7 +629,7 @@ def _progress(config: TrainConfig, distributed: Distributed):
                     disable=not config.progress or distributed.rank != 0, transient=True)
 
 
-@torch.no_grad()
+@no_grad
 def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int = 256, device: str = "cpu",
                       image_size: int | None = None, channels: int | None = None) -> dict[str, float]:
     """Top-1, top-5 (top-k for k = min(5, classes)) and mean cross-entropy on

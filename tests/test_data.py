@@ -202,7 +202,8 @@ def test_cli_bad_data_is_one_line_and_nonzero(tmp_path, tiny_checkpoint, case):
     assert result.returncode == 1 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("lg: error: ") and "Traceback" not in result.stderr
-    assert {"missing": "no such folder", "empty": "no class subfolders",
+    # A missing path is said before the model is read (so before its task, images or text, is known).
+    assert {"missing": "no such file or folder, and not a built-in text", "empty": "no class subfolders",
             "rgb": "3-channel images but the model takes 1"}[case] in lines[0]
 
 

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lgcli"
 # package with everything in it (`arch` is lgcli/arch/*); "lgcli" is the
 # package's own __init__.py (the version; see FACADE).
 LAYERS: list[tuple[str, ...]] = [
-    ("errors",),                          # one-line errors, nothing of lgcli's
+    ("errors", "lazy"),                   # one-line errors; torch & co. imported on first use
     ("lgcli", "options", "header", "stack", "hub"),  # the version, declared options, the safetensors header,
                                                      # ArchSpec/Stack, hub ids to cache paths
     ("checkpoint",),                      # bytes: files, pipes, shards, metadata and provenance

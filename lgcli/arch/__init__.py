@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import torch
-
-from torch import nn
-
 from ..errors import LgError
+from ..lazy import nn, torch
 from .base import FamilyAdapter
 from .bert import BertAdapter
 from .gpt2 import Gpt2Adapter

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Protocol
 
-import torch
-from torch import nn
-
+from ..lazy import nn, torch
 from ..stack import ArchSpec, Stack, TensorGroup
 
 # read(key, out, start): fill `out` with elements start.. of tensor `key`, flattened.
-Reader = Callable[[str, torch.Tensor, int], None]
+Reader = Callable[[str, "torch.Tensor", int], None]
 
 # What a family's model does (`model_task`): image classification (timm ViT:
 # images in, class logits out), causal or masked language modelling (token ids

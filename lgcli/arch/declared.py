@@ -24,9 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-import torch
-
 from ..errors import LgError, shown
+from ..lazy import torch
 from ..stack import (ATTN, EMBED, LAYER_ROLE_AXES, MLP, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
                      copy_elements)
 from .base import Reader

@@ -27,10 +27,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import torch
-from torch import nn
-
 from ..errors import LgError, debugging, one_line, shown
+from ..header import HeaderTensor, value_dtype
+from ..lazy import nn, torch
 from ..stack import ArchSpec, Stack
 from .base import TEXT_ENCODER, Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors, conventional_heads
@@ -325,21 +324,24 @@ class HfAdapter(DeclaredAdapter):
         return False, stored
 
     @staticmethod
-    def _same_tensor(read: Reader, key_a: str, a: torch.Tensor | None, key_b: str, b: torch.Tensor) -> bool:
+    def _same_tensor(read: Reader, key_a: str, a: torch.Tensor | HeaderTensor | None, key_b: str,
+                     b: torch.Tensor | HeaderTensor) -> bool:
         """Whether two stored tensors hold the same values, compared a chunk at
         a time (an embedding can be large; nothing is read on the meta device)."""
-        if a is None or a.shape != b.shape:
+        if a is None or tuple(a.shape) != tuple(b.shape):
             return False
-        if a.device.type == "meta" or b.device.type == "meta":
+        if a.is_meta or b.is_meta:
             return True
+        # Header stand-ins (`lg inspect`) read as the tensors they stand for.
+        dtype_a, dtype_b = value_dtype(a), value_dtype(b)
         chunk = 1 << 20
         for start in range(0, a.numel(), chunk):
             count = min(chunk, a.numel() - start)
-            part_a = torch.empty(count, dtype=a.dtype)
-            part_b = torch.empty(count, dtype=b.dtype)
+            part_a = torch.empty(count, dtype=dtype_a)
+            part_b = torch.empty(count, dtype=dtype_b)
             read(key_a, part_a, start)
             read(key_b, part_b, start)
-            if not torch.equal(part_a, part_b.to(a.dtype) if a.dtype != b.dtype else part_b):
+            if not torch.equal(part_a, part_b.to(dtype_a) if dtype_a != dtype_b else part_b):
                 return False
         return True
 

@@ -22,10 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import torch
-from torch import nn
-
 from ..errors import LgError
+from ..lazy import nn, torch
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack, TensorGroup
 from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import Heads, StoredTensors

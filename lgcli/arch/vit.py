@@ -26,10 +26,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-import torch
-from torch import nn
-
 from ..errors import LgError
+from ..lazy import nn, torch
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors

@@ -30,9 +30,9 @@ from .memory import available_memory, check_memory, release_freed_memory
 from .metadata import decode_lg_metadata, encode_lg_metadata, provenance_chain, provenance_metadata
 from .names import SAFETENSORS_INDEX, STDIO
 from .pickles import unwrap_state_dict
-from .reading import read_bytes, read_checkpoint
+from .reading import check_source, read_bytes, read_checkpoint
 from .writing import write_checkpoint, write_tensors
 
-__all__ = ["Checkpoint", "read_checkpoint", "write_checkpoint", "check_output",
+__all__ = ["Checkpoint", "check_source", "read_checkpoint", "write_checkpoint", "check_output",
            "provenance_metadata", "provenance_chain", "decode_lg_metadata", "encode_lg_metadata",
            "unwrap_state_dict", "read_bytes", "STDIO"]

@@ -3,35 +3,39 @@ safetensors dtype names that its tensors are read and written as."""
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-import torch
-
 from ..errors import LgError, notify_stderr, shown
+from ..header import TORCH_DTYPE_NAMES, HeaderTensor, value_dtype
+from ..lazy import torch
 from ..stack import copy_elements
 from .companions import CompanionFile
 from .metadata import decode_lg_metadata
 from .names import STDIO, _source_label
 
-# safetensors dtype names <-> torch dtypes (the safetensors format's own table).
-DTYPES: dict[str, torch.dtype] = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
-    "U8": torch.uint8, "BOOL": torch.bool,
-    "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
-}
-DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+@functools.cache
+def torch_dtypes() -> dict[str, torch.dtype]:
+    """safetensors dtype names -> torch dtypes (the safetensors format's own
+    table), made on first use: only code that makes tensors needs torch's."""
+    return {name: getattr(torch, torch_name) for name, torch_name in TORCH_DTYPE_NAMES.items()}
+
+
+@functools.cache
+def dtype_names() -> dict[torch.dtype, str]:
+    """torch dtypes -> safetensors dtype names."""
+    return {dtype: name for name, dtype in torch_dtypes().items()}
 
 
 @dataclass
 class Checkpoint:
     """Tensors and metadata read from one source."""
 
-    tensors: dict[str, torch.Tensor]
+    tensors: dict[str, torch.Tensor | HeaderTensor]
     metadata: dict[str, str] = field(default_factory=dict)
     # The hex digest, or a Future computing it: a large file is hashed in a
     # background thread while its tensors are used (hashlib releases the GIL).
@@ -55,6 +59,8 @@ class Checkpoint:
     # With allow_nonfinite they are kept, and said once per tensor.
     allow_nonfinite: bool = False
     _said_nonfinite: set = field(default_factory=set, repr=False)
+    # Read with header_only (`lg inspect`): `tensors` are HeaderTensors.
+    header_only: bool = False
     _lg: dict[str, Any] | None = field(default=None, repr=False)
 
     def read_into(self, key: str, out: torch.Tensor, start: int = 0) -> None:
@@ -63,13 +69,13 @@ class Checkpoint:
         one layer's slice of a role (q's rows of a fused qkv, say)."""
         source = self.tensors[key]
         count = out.numel()
-        if out.dtype != source.dtype or not out.is_contiguous() or start + count > source.numel():
+        if out.dtype != value_dtype(source) or not out.is_contiguous() or start + count > source.numel():
             raise ValueError(f"read_into({key!r}): {count} {out.dtype} elements from {start} of a "
                              f"{source.dtype} tensor of {source.numel()}")
         location = self.locations.get(key)
-        if location is None or count == 0:
+        if location is None:
             copy_elements(source, out, start)
-        else:
+        elif count:
             handle, offset = location
             view = memoryview(out.view(-1).view(torch.uint8).numpy())
             position = offset + start * source.element_size()

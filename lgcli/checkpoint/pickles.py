@@ -9,11 +9,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
-import torch
-
 from ..errors import LgError, one_line, shown
+from ..lazy import torch
 from .hashing import _sha256_file
-from .loaded import DTYPE_NAMES, DTYPES, Checkpoint
+from .loaded import Checkpoint, dtype_names
 
 # A training checkpoint's wrappers ({'model': {'state_dict': ...}}) are
 # followed this deep at most.
@@ -79,9 +78,9 @@ def unwrap_state_dict(obj: Any, name: str) -> dict[str, torch.Tensor]:
         if value.device.type == "meta":
             raise LgError(f"{shown(name)}: entry {shown(key)} is a tensor on the meta device, which holds no "
                           f"values: this state dict describes a model without its weights")
-        if value.dtype not in DTYPE_NAMES:
+        if value.dtype not in dtype_names():
             raise LgError(f"{shown(name)}: entry {shown(key)} has dtype {value.dtype}, which lg does not read "
-                          f"(known: {', '.join(DTYPES)})")
+                          f"(known: {', '.join(dtype_names().values())})")
         clean = key
         stripped = True
         while stripped:

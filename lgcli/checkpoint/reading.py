@@ -13,14 +13,13 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-import torch
-
 from ..errors import LgError, os_reason, shown
-from ..header import MAX_HEADER_BYTES, Header, check_data_size, header_length, load_json, parse_header
+from ..header import MAX_HEADER_BYTES, Header, HeaderTensor, check_data_size, header_length, load_json, parse_header
 from ..hub import resolve_source, snapshot_blobs
+from ..lazy import torch
 from .companions import companions_from_metadata, folder_companions
 from .hashing import _hash_in_background
-from .loaded import DTYPES, Checkpoint
+from .loaded import Checkpoint, torch_dtypes
 from .memory import check_memory
 from .names import CONFIG_NAME, PICKLED_WEIGHTS_NAME, SAFETENSORS_INDEX, STDIO, WEIGHTS_NAME
 from .pickles import PICKLE_SUFFIXES, _read_pickle
@@ -30,14 +29,20 @@ STREAM_CHUNK = 1 << 24
 MAX_CONFIG_BYTES = 1 << 24
 
 
-def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None) -> Checkpoint:
+def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None,
+                    header_only: bool = False) -> Checkpoint:
     """Read a checkpoint from a path, a sharded folder, a pipe, or '-' (stdin).
 
     A regular file's header is read and its tensors are read when asked for
     (`Checkpoint.read_into`, or views of a private map); stdin, a named pipe and a process
     substitution (``<(...)``) are read as a stream, up to the size their
     header states (see `read_stream`). A hub id (`org/name[@revision]`) is
-    read from the local Hugging Face cache (`lgcli.hub.resolve_source`)."""
+    read from the local Hugging Face cache (`lgcli.hub.resolve_source`).
+
+    `header_only` (what `lg inspect` reads): a safetensors file's, folder's
+    or shards' tensors are `HeaderTensor`s, their values unread and torch not
+    imported; `read_into` still reads their values. Streams and pickles are
+    read whole either way."""
     src = resolve_source(str(source))
     if src == STDIO:
         stream = stdin if stdin is not None else _stdin_buffer()
@@ -45,16 +50,25 @@ def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None)
     mode = _stat(src).st_mode
     try:
         if stat.S_ISDIR(mode):
-            return _read_folder(Path(src))
+            return _read_folder(Path(src), header_only)
         if not stat.S_ISREG(mode):  # a FIFO, a pipe from <(...), a character device
             with open(src, "rb", buffering=0) as stream:
                 return read_stream(stream, src)
         path = Path(src)
         if path.suffix in PICKLE_SUFFIXES and not _looks_like_safetensors(path):
             return _read_pickle(path)
-        return _read_safetensors_file(path)
+        return _read_safetensors_file(path, header_only)
     except OSError as exc:
         raise LgError(f"{shown(src)}: cannot read it ({os_reason(exc)})") from None
+
+
+def check_source(source: str | os.PathLike) -> None:
+    """Refuse a source that names nothing (no such file or folder, a hub
+    id not in the cache) as `read_checkpoint` would, before a command pays
+    for torch or a device: a mistyped path is said at once."""
+    src = resolve_source(str(source))
+    if src != STDIO:
+        _stat(src)
 
 
 def _stdin_buffer() -> BinaryIO:
@@ -159,12 +173,12 @@ def read_bytes(data: bytes) -> Checkpoint:
     return read_stream(io.BytesIO(data), STDIO)
 
 
-def _read_safetensors_file(path: Path) -> Checkpoint:
+def _read_safetensors_file(path: Path, header_only: bool = False) -> Checkpoint:
     """A file's tensors, two ways: `read_into` reads a tensor's bytes with
     pread into the caller's buffer (how lazy stacks read: one copy, nothing
     mapped into this process), and `tensors` are zero-copy views of a private
     memory map, for code that wants whole tensors (inspect, learngenes,
-    training checkpoints).
+    training checkpoints), or with `header_only` `HeaderTensor`s.
 
     ACCESS_COPY makes the mapping copy-on-write: tensors are writable, and a
     write never reaches the file (inputs are never modified).
@@ -176,23 +190,27 @@ def _read_safetensors_file(path: Path) -> Checkpoint:
         length = header_length(prefix, str(path), total)
         header = parse_header(f.read(length), str(path))
         check_data_size(header, total - header.data_start, str(path))
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if total else None
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if total and not header_only else None
     except BaseException:
         f.close()
         raise
     checkpoint = _checkpoint_from_buffer(header, mapped, header.data_start, str(path),
-                                         _hash_in_background(f), total)
+                                         _hash_in_background(f), total, header_only)
     checkpoint.mapping = mapped
     checkpoint.locations = {entry.name: (f, header.data_start + entry.begin) for entry in header.entries}
     return checkpoint
 
 
-def _checkpoint_from_buffer(header: Header, buffer, data_start: int, name: str, digest, nbytes: int) -> Checkpoint:
-    tensors = {entry.name: _tensor_from_buffer(buffer, DTYPES[entry.dtype], list(entry.shape),
-                                               data_start + entry.begin, entry.nbytes)
-               for entry in header.entries}
+def _checkpoint_from_buffer(header: Header, buffer, data_start: int, name: str, digest, nbytes: int,
+                            header_only: bool = False) -> Checkpoint:
+    if header_only:
+        tensors = {entry.name: HeaderTensor(entry.dtype, entry.shape) for entry in header.entries}
+    else:
+        tensors = {entry.name: _tensor_from_buffer(buffer, torch_dtypes()[entry.dtype], list(entry.shape),
+                                                   data_start + entry.begin, entry.nbytes)
+                   for entry in header.entries}
     return Checkpoint(tensors=tensors, metadata=header.metadata, digest=digest, source=name, nbytes=nbytes,
-                      companions=companions_from_metadata(header.metadata, name))
+                      companions=companions_from_metadata(header.metadata, name), header_only=header_only)
 
 
 def _tensor_from_buffer(buffer, dtype: torch.dtype, shape: list[int], offset: int,
@@ -215,14 +233,14 @@ def _regular_file(path: Path, what: str) -> None:
         raise LgError(f"{shown(path)}: {what} must be a regular file")
 
 
-def _read_folder(folder: Path) -> Checkpoint:
+def _read_folder(folder: Path, header_only: bool = False) -> Checkpoint:
     """A Hugging Face model folder (config.json and its weights), or a
     folder of shards with their index."""
     config_path = folder / CONFIG_NAME
     if not os.path.lexists(config_path):
         if os.path.lexists(folder / WEIGHTS_NAME):
             raise LgError(f"{shown(folder)}: a model folder must hold {CONFIG_NAME} beside {WEIGHTS_NAME}")
-        return _read_sharded(folder)
+        return _read_sharded(folder, header_only)
     _regular_file(config_path, "a model's config")
     if config_path.stat().st_size > MAX_CONFIG_BYTES:
         raise LgError(f"{shown(config_path)}: over {MAX_CONFIG_BYTES} bytes: not a model config")
@@ -230,10 +248,10 @@ def _read_folder(folder: Path) -> Checkpoint:
     if not isinstance(config, dict):
         raise LgError(f"{shown(config_path)}: a model config must be a JSON object")
     if os.path.lexists(folder / SAFETENSORS_INDEX):
-        checkpoint = _read_sharded(folder)
+        checkpoint = _read_sharded(folder, header_only)
     elif os.path.lexists(folder / WEIGHTS_NAME):
         _regular_file(folder / WEIGHTS_NAME, "a model's weights")
-        checkpoint = _read_safetensors_file(folder / WEIGHTS_NAME)
+        checkpoint = _read_safetensors_file(folder / WEIGHTS_NAME, header_only)
     elif os.path.lexists(folder / PICKLED_WEIGHTS_NAME):
         _regular_file(folder / PICKLED_WEIGHTS_NAME, "a model's weights")
         checkpoint = _read_pickle(folder / PICKLED_WEIGHTS_NAME)
@@ -246,7 +264,7 @@ def _read_folder(folder: Path) -> Checkpoint:
     return checkpoint
 
 
-def _read_sharded(folder: Path) -> Checkpoint:
+def _read_sharded(folder: Path, header_only: bool = False) -> Checkpoint:
     index_path = folder / SAFETENSORS_INDEX
     if not os.path.lexists(index_path):
         raise LgError(f"{shown(folder)}: a folder must hold a Hugging Face model ({CONFIG_NAME} and its weights) "
@@ -264,7 +282,7 @@ def _read_sharded(folder: Path) -> Checkpoint:
     if not isinstance(index_meta, dict):
         raise LgError(f"{shown(index_path)}: the index's 'metadata' must be a JSON object")
     digest = hashlib.sha256(raw)
-    tensors: dict[str, torch.Tensor] = {}
+    tensors: dict[str, torch.Tensor | HeaderTensor] = {}
     locations: dict[str, tuple[BinaryIO, int]] = {}
     metadata: dict[str, str] = {}
     nbytes = 0
@@ -277,7 +295,7 @@ def _read_sharded(folder: Path) -> Checkpoint:
         if not shard_path.exists():
             raise LgError(f"{shown(index_path)}: names shard {shown(shard)}, which does not exist")
         _regular_file(shard_path, "a shard")
-        part = _read_safetensors_file(shard_path)
+        part = _read_safetensors_file(shard_path, header_only)
         digest.update(bytes.fromhex(part.sha256))
         for key, tensor in part.tensors.items():
             if key in tensors:
@@ -295,4 +313,4 @@ def _read_sharded(folder: Path) -> Checkpoint:
                       f"(first: {shown(missing[0])})")
     metadata = {**{str(k): str(v) for k, v in index_meta.items() if isinstance(v, str)}, **metadata}
     return Checkpoint(tensors=tensors, metadata=metadata, digest=digest.hexdigest(),
-                      source=str(folder), nbytes=nbytes, locations=locations)
+                      source=str(folder), nbytes=nbytes, locations=locations, header_only=header_only)

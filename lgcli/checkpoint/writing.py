@@ -16,15 +16,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping
 
-import torch
-
 from ..errors import LgError, shown
 from ..header import MAX_HEADER_BYTES, check_data_size, header_length, parse_header, valid_unicode
+from ..lazy import torch
 from .atomic import atomic_folder, atomic_path
 from .companions import CompanionFile, companion_size
 from .destination import check_output
 from .hashing import _HASHER, _sha256_file
-from .loaded import DTYPE_NAMES
+from .loaded import dtype_names
 from .memory import _gib
 from .names import SAFETENSORS_INDEX, STDIO, WEIGHTS_NAME
 
@@ -49,7 +48,7 @@ def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch
 # shard size, 5GB, is the CLI's --shard-size default).
 SHARD_NAME = "model-{:05d}-of-{:05d}.safetensors"
 
-Entry = tuple[str, torch.dtype, tuple[int, ...]]
+Entry = tuple[str, "torch.dtype", tuple[int, ...]]
 
 
 def write_tensors(destination: str | os.PathLike, entries: list[Entry],
@@ -213,7 +212,7 @@ def _check_names(tensors: Mapping[str, Any]) -> None:
             raise LgError(f"cannot write tensor name {shown(key)}: not a valid safetensors name")
         if tensor is not None and not isinstance(tensor, torch.Tensor):
             raise LgError(f"cannot write {key!r}: a {type(tensor).__name__}, not a tensor")
-        if tensor is not None and tensor.dtype not in DTYPE_NAMES:
+        if tensor is not None and tensor.dtype not in dtype_names():
             raise LgError(f"cannot write {key!r}: dtype {tensor.dtype} has no safetensors name")
 
 
@@ -259,7 +258,7 @@ def _header(entries: list[Entry], metadata: Mapping[str, str]) -> tuple[dict[str
         if offset % dtype.itemsize:
             raise RuntimeError(f"{key}: offset {offset} is not a multiple of its element size")
         nbytes = math.prod(shape) * dtype.itemsize
-        header[key] = {"dtype": DTYPE_NAMES[dtype], "shape": list(shape),
+        header[key] = {"dtype": dtype_names()[dtype], "shape": list(shape),
                        "data_offsets": [offset, offset + nbytes]}
         offset += nbytes
     return header, _encode_header(header)

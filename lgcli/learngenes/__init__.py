@@ -10,9 +10,14 @@ commands above do (`lgcli.condense`, and `lgcli.fitting` through the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import LgError
 from . import peg, tleg, wave
-from .base import ExpandContext, GeneratedModel, Learngene, LearngeneKind
+from .base import ExpandContext, Learngene, LearngeneKind
+
+if TYPE_CHECKING:
+    from .generated import GeneratedModel
 
 KINDS: dict[str, LearngeneKind] = {kind.name: kind for kind in (tleg.KIND, wave.KIND, peg.KIND)}
 
@@ -22,6 +27,16 @@ def get_kind(name: str | None) -> LearngeneKind:
         return KINDS[str(name)]
     except KeyError:
         raise LgError(f"unknown learngene kind {name!r} (known: {', '.join(KINDS)})") from None
+
+
+def __getattr__(name: str):
+    # GeneratedModel is an nn.Module: its module imports torch, so it is
+    # imported when first asked for (PEP 562), not with the registry.
+    if name == "GeneratedModel":
+        from .generated import GeneratedModel
+
+        return GeneratedModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["KINDS", "get_kind", "Learngene", "LearngeneKind", "GeneratedModel", "ExpandContext"]

@@ -88,16 +88,18 @@ multiples) when it widens; `--mlp-dim` the same way along the MLP axis.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
-
-import torch
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import LgError
+from ..lazy import torch
 from ..methods.common import axis_changes, is_linear_weight, uniform_indices
 from ..options import Option
 from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (ExpandContext, GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_options,
+from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, is_global)
+
+if TYPE_CHECKING:
+    from .generated import GeneratedModel
 
 # Per-head roles (rows of q, k, v and their biases; columns of o).
 HEAD_ROWS = ("q", "k", "v", "q_bias", "k_bias", "v_bias")
@@ -422,6 +424,8 @@ class Peg(LearngeneKind):
                 learned.update(fresh_correction(name, msa_layers, target.depth, data.shape[1], generator))
             elif part == "ffn":
                 learned.update(fresh_correction(name, layers_b, target.depth, data.shape[1], generator))
+        from .generated import GeneratedModel  # an nn.Module: torch is imported here
+
         return GeneratedModel(target, self.build, learned, frozen)
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],

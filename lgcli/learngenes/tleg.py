@@ -19,9 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-import torch
-
 from ..errors import LgError, UsageError, shown
+from ..lazy import torch
 from ..methods.tleg_fit import fit_line
 from ..options import Option
 from ..sizing import check_size

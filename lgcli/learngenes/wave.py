@@ -34,18 +34,20 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping
-
-import torch
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..checkpoint import check_memory
 from ..errors import LgError
+from ..lazy import torch
 from ..methods.common import is_linear_weight
 from ..options import Option
 from ..sizing import DEFAULT_MAX_PARAMS, target_spec
 from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (ExpandContext, GeneratedModel, Learngene, LearngeneKind, expected_globals, fit_options,
+from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
+
+if TYPE_CHECKING:
+    from .generated import GeneratedModel
 
 # Table C.2 counts per matrix role; vectors take 4.
 MATRIX_COUNTS = {"qkv": 6, "o": 2, "fc1": 8, "fc2": 8, "gate": 8}  # SwiGLU's gate as its up projection
@@ -437,6 +439,8 @@ class Wave(LearngeneKind):
         fit_globals = options["fit_globals"]
         trainable = {**scalers, **(global_tensors if fit_globals else {})}
         frozen = {**templates, **({} if fit_globals else global_tensors)}
+        from .generated import GeneratedModel  # an nn.Module: torch is imported here
+
         return GeneratedModel(target, self.build, trainable, frozen, self.no_weight_decay)
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],

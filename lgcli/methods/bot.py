@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from ..errors import LgError
+from ..lazy import torch
 from ..stack import ATTN, KV, ArchSpec, Named, Stack
 from . import wavelets
 from ..options import Option

@@ -36,9 +36,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from ..errors import LgError
+from ..lazy import torch
 from ..stack import ATTN, KV, LAYER, ArchSpec, Named, Stack
 from ..options import Option
 from .common import (GROW, Method, MethodContext, MethodResult, as_compute, axis_changes,

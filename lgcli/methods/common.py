@@ -6,13 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import torch
-
+from ..lazy import torch
 from ..options import Option
 from ..stack import (ATTN, CLASSES, EMBED, EMBEDDING_ROLES, KV, LAYER, MLP, VOCAB, ArchSpec, Named, RoleMap,
                      SourceRole, Stack, axes_and_shape, target_shape)
 
-COMPUTE_DTYPE = torch.float32
 GROW, SHRINK = "grow", "shrink"
 
 
@@ -72,7 +70,7 @@ def axis_changes(named: Named, source: ArchSpec, target: ArchSpec,
 def as_compute(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor in float32 (a no-op for float32 input): methods compute in
     float32 and `lgcli.api.save` writes the source's dtype."""
-    return tensor.to(COMPUTE_DTYPE)
+    return tensor.to(torch.float32)
 
 
 def is_linear_weight(named: Named, role: str | None = None) -> bool:

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from ..errors import LgError
+from ..lazy import torch
 from ..stack import LAYER, ArchSpec, Named, Stack
 from .common import (GROW, SHRINK, AxisChange, Method, MethodContext, MethodResult, axis_changes,
                      embed_into, per_role, release, select_along, uniform_indices)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
+from ..lazy import torch
 from ..stack import LAYER, ArchSpec, Named, Stack
 from .common import (SHRINK, AxisChange, Method, MethodContext, MethodResult, axis_changes, per_role,
                      release, select_along, uniform_indices)

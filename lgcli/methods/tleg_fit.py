@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from ..errors import LgError
+from ..lazy import torch
 from ..stack import LAYER, ArchSpec, Named, Stack
 from .common import GROW, SHRINK, Method, MethodContext, MethodResult, as_compute, per_role
 

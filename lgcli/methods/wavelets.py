@@ -26,10 +26,8 @@ import functools
 import math
 from typing import Any
 
-import pywt
-import torch
-
 from ..errors import LgError
+from ..lazy import pywt, torch
 
 DEFAULT_WAVELET = "haar"
 AUTO = "auto"
