@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from .errors import LgError, UsageError, notify_stderr, shown
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
+from .tables import Cell, Column, joined, print_table
 
 RANDOM = "random"
 FIT = "+fit"  # the row of a learngene kind whose per-size part is fitted before the probe
@@ -487,24 +488,30 @@ def _measure(report: dict[str, Any]) -> tuple[str, str, str]:
     return "top1", "top-1", ".1f"
 
 
-def cell_text(cell: dict[str, Any], measure: str = "top1") -> str:
-    """'83.1 (71.2) · 42' : final top-1 (instinct) and steps to random's final
-    (on text the test loss, with three decimals)."""
+def cell_parts(cell: dict[str, Any], measure: str = "top1") -> tuple[str, ...]:
+    """('83.1 (71.2)', '· 42 (2.50x)'): final top-1 (instinct) and steps to
+    random's final (on text the test loss, with three decimals); the parts sit
+    side by side, or one under the other in a narrow terminal."""
     from .report import steps_to_random_cell
 
     if cell.get("status") != "done":
-        return "n/a"
+        return ("n/a",)
     row = cell["row"]
     shown_as = ".3f" if measure == "loss" else ".1f"
     text = f"{row['final'][measure]:{shown_as}} ({row['instinct'][measure]:{shown_as}})"
     steps = steps_to_random_cell(row)
-    return f"{text} · {steps}" if steps and row["source"] != RANDOM else text
+    return (text, f"· {steps}") if steps and row["source"] != RANDOM else (text,)
 
 
-def table_rows(report: dict[str, Any]) -> list[list[str]]:
+def cell_text(cell: dict[str, Any], measure: str = "top1") -> str:
+    """'83.1 (71.2) · 42': `cell_parts` on one line."""
+    return " ".join(cell_parts(cell, measure))
+
+
+def table_rows(report: dict[str, Any]) -> list[list[Cell]]:
     """Methods x sizes, with what each method stores and cost to make."""
     by = {(c["method"], c["size"]): c for c in report["cells"]}
-    rows = []
+    rows: list[list[Cell]] = []
     for method in report["methods"]:
         stored = next((c.get("stores") for c in report["cells"] if c["method"] == method and c.get("stores")), 0)
         made = report["learngenes"].get(method.removesuffix(FIT))
@@ -513,7 +520,7 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
             cost += f", + {report['settings'].get('fit_steps')} fit steps per size"
         total = report.get("costs", {}).get(method)
         every = f"{total['total_seconds']:.0f} s" if total and total["sizes"] else "-"
-        rows.append([method, *[cell_text(by.get((method, size), {}), _measure(report)[0])
+        rows.append([method, *[cell_parts(by.get((method, size), {}), _measure(report)[0])
                                for size in report["sizes"]],
                      f"{stored / 1e6:.2f}M" if stored else "-", cost, every])
     return rows
@@ -526,74 +533,85 @@ def headers(report: dict[str, Any]) -> list[str]:
 
 def markdown_table(report: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(headers(report)) + " |", "|" + "---|" * len(headers(report))]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(report)]
+    lines += ["| " + " | ".join(joined(cell, stacked=False) for cell in row) + " |" for row in table_rows(report)]
     name = _measure(report)[1]
     caption = (f"Final {name} after {report['settings']['steps']} steps (instinct at step 0) · steps to "
                f"random's final {name} (speed-up); {report['data']['name']}, seed {report['settings']['seed']}. "
-               f"All sizes cost: seconds to make this row's model at every size it reaches (a learngene: "
-               f"condensed once, grown per size; a resize method: once per size).")
+               f"All sizes cost: {ALL_SIZES_COST}.")
     return "\n".join(lines) + "\n\n" + caption + "\n"
 
 
-def rich_table(report: dict[str, Any]):
-    from rich.table import Table
-
-    table = Table(title=f"lg bench: final {_measure(report)[1]} after {report['settings']['steps']} steps "
-                        f"(instinct) · steps to random's final (speed-up), on {report['data']['name']}",
-                  title_justify="left")
-    for index, header in enumerate(headers(report)):
-        table.add_column(header, justify="left" if index == 0 else "right")
-    for row in table_rows(report):
-        table.add_row(*row)
-    return table
+# What the last column of the bench's table adds up.
+ALL_SIZES_COST = ("seconds to make this row's model at every size it reaches (a learngene: condensed once, grown "
+                  "per size; a resize method: once per size)")
 
 
-def plot_summary(report: dict[str, Any], path: Path) -> None:
-    """Final top-1 (on text: test loss) by method, a group of bars per size.
+def print_bench_table(report: dict[str, Any], console) -> None:
+    """The bench's table within the console's width (lgcli.tables): short
+    headers, each cell's parts one under the other when the sizes do not fit
+    side by side, the sizes over several tables when even that is too wide,
+    and a legend."""
+    name = _measure(report)[1]
+    steps = report["settings"]["steps"]
+    # Split where too wide: the scores (sizes) first, then what each row cost.
+    columns = [Column("method", "left"), *(Column(size) for size in report["sizes"]),
+               Column("stores", group=1), Column("made in", wrap=True, group=1), Column("all\nsizes", group=1)]
+    legend = (f"Each cell: final {name} after {steps} steps (instinct: at step 0) · steps to random's final {name} "
+              f"(speed-up over random); n/a: the method cannot reach that size (bench.json says why). Sizes: "
+              f"depth x width. stores: parameters kept to make every size, millions (the ancestry, or the "
+              f"learngene); made in: the learngene's condense run; all sizes: {ALL_SIZES_COST}.")
+    print_table(console, f"lg bench on {report['data']['name']}: final {name} after {steps} steps (instinct) · "
+                         f"steps to random's final (speed-up), seed {report['settings']['seed']}",
+                columns, table_rows(report), legend=legend)
 
-    A cell that does not apply (n/a) is written as "n/a" where its bar would be,
-    so that it cannot be read as 0 %, and random init's final figure is a
+
+def summary_figure(report: dict[str, Any]):
+    """Final top-1 (on text: test loss) by method, a group of bars per size,
+    each method its own colour (`report.row_colours`).
+
+    The bars start at 0 (top-1 at 0 %), so that their lengths compare. A
+    cell that does not apply (n/a) is written as "n/a" where its bar would
+    be, so that it cannot be read as 0 %, and random init's final figure is a
     dashed line across each size's group: the bar every other method has to beat.
     """
-    from .report import import_matplotlib
+    from .report import import_matplotlib, row_colours
 
     import_matplotlib()
     import matplotlib.pyplot as plt
 
-    from .checkpoint.atomic import atomic_path
-
     sizes, methods = report["sizes"], report["methods"]
     key, name, _ = _measure(report)
     by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("status") == "done"}
-    finals = [c["row"]["final"][key] for c in by.values()]
-    # Top-1 bars start a little below the lowest (differences of a few points
-    # show); loss bars start at 0 (lower is better).
-    floor = max(0.0, 10.0 * (min(finals) // 10.0) - 10.0) if finals and key == "top1" else 0.0
     # About a quarter inch per bar, within what a page or a screen shows.
     figure, axes = plt.subplots(figsize=(min(16.0, max(6.0, 2.0 + 0.22 * len(sizes) * len(methods))), 4.2))
     width = 0.8 / max(1, len(methods))
-    for index, method in enumerate(methods):
+    for index, (method, colour) in enumerate(zip(methods, row_colours(len(methods)))):
         xs = [i + (index - (len(methods) - 1) / 2) * width for i in range(len(sizes))]
         present = [(x, by[(method, s)]["row"]["final"][key]) for x, s in zip(xs, sizes) if (method, s) in by]
-        bars = axes.bar([x for x, _ in present], [y - floor for _, y in present], bottom=floor, width=width,
-                        label=method, hatch="//" if method == RANDOM else None)
-        colour = bars.patches[0].get_facecolor() if bars.patches else None
+        axes.bar([x for x, _ in present], [y for _, y in present], width=width, color=colour, label=method,
+                 hatch="//" if method == RANDOM else None)
         for x, size in zip(xs, sizes):
             if (method, size) not in by:
-                axes.text(x, floor + (0.5 if key == "top1" else 0.05), "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color=colour)
+                axes.text(x, 0.5 if key == "top1" else 0.05, "n/a", rotation=90, ha="center", va="bottom",
+                          fontsize=7, color=colour)
     for i, size in enumerate(sizes):
         if (RANDOM, size) in by:
             level = by[(RANDOM, size)]["row"]["final"][key]
             axes.hlines(level, i - 0.45, i + 0.45, colors="black", linestyles="dashed", linewidth=0.8)
-    axes.set_ylim(bottom=floor)
+    axes.set_ylim(bottom=0.0)
     axes.set_xticks(range(len(sizes)), [s.replace("x", " x ") for s in sizes])
     axes.set_ylabel(f"{name}{' %' if key == 'top1' else ''} after {report['settings']['steps']} steps")
     axes.set_title(f"lg bench on {report['data']['name']} (dashed: random init's final)")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     figure.tight_layout()
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, format="png", dpi=110)
-    plt.close(figure)
+    return figure
 
 
-__all__ = ["BenchSettings", "bench", "parse_sizes", "all_methods", "markdown_table", "rich_table", "RANDOM"]
+def plot_summary(report: dict[str, Any], path: Path) -> None:
+    """`summary_figure`, written atomically to `path`."""
+    from .report import save_figure
+
+    save_figure(summary_figure(report), path)
+
+
+__all__ = ["BenchSettings", "bench", "parse_sizes", "all_methods", "markdown_table", "print_bench_table", "RANDOM"]

@@ -65,6 +65,7 @@ def build_app(command: Optional[str] = None) -> typer.Typer:
     app.command(cls=LgCommand)(inspect)
     app.command("eval", cls=LgCommand)(eval_command)
     app.command("bench", cls=LgCommand)(bench_command)
+    app.command("methods", cls=LgCommand)(methods_command)
     for direction, summary in RESIZE_SUMMARIES.items():
         _register_resize(app, direction, summary, _resize_owners(direction) if command == direction else {})
     _register_condense(app, _condense_owners() if command == "condense" else {})
@@ -131,6 +132,16 @@ err_console = Console(stderr=True, soft_wrap=True)
 def out_console() -> Console:
     """A console on the current stdout (tables are data)."""
     return Console(file=sys.stdout, soft_wrap=True)
+
+
+def table_console() -> Console:
+    """A console for a table that fits its width (lgcli.tables): the
+    terminal's, or COLUMNS; a file or pipe without COLUMNS gets 200 columns,
+    so that rows stay on one line."""
+    console = out_console()
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console.width = 200
+    return console
 
 
 def print_json(obj: Any) -> None:
@@ -491,7 +502,7 @@ def eval_command(
     device: str = ProbeDeviceOption,
     heads: Optional[int] = HeadsOption,
     plot: Optional[str] = typer.Option(None, "--plot", metavar="FILE", rich_help_panel=OUTPUT,
-                                       help="Write loss and accuracy curves to this PNG."),
+                                       help="Write loss and accuracy curves to this file: .png, .pdf or .svg."),
     force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT, help="Overwrite an existing --plot file."),
     as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
                                  help="Print the JSON report instead of a table."),
@@ -518,10 +529,7 @@ def eval_command(
     if as_json:
         print_json(report)
     else:
-        console = out_console()
-        if not console.is_terminal:
-            console.width = 200  # a file or pipe: keep rows on one line rather than wrap at 80
-        print_eval_table(report, console)
+        print_eval_table(report, table_console())
 
 
 # ---- flags declared by methods and learngene kinds ----
@@ -803,6 +811,21 @@ def _condensed_score(condensed: dict[str, Any], teacher: str) -> str:
             f"{theirs['perplexity']:.1f})")
 
 
+# ---- lg methods ----
+
+def methods_command(
+    as_json: bool = typer.Option(False, "--json", help="Print the list as JSON instead of tables."),
+) -> None:
+    """The resize methods and learngene kinds: direction, options and what each does."""
+    from .catalogue import catalogue, print_catalogue
+
+    report = catalogue()
+    if as_json:
+        print_json(report)
+    else:
+        print_catalogue(report, table_console())
+
+
 # ---- lg bench ----
 
 def bench_command(
@@ -851,7 +874,7 @@ def bench_command(
     markdown: bool = typer.Option(False, "--markdown", rich_help_panel=OUTPUT, help="Print the table as Markdown."),
 ) -> None:
     """Every method at every size on your ancestry model and data: how well and how fast each initialisation learns."""
-    from .bench import BenchSettings, bench, markdown_table, parse_condense_steps, parse_sizes, rich_table
+    from .bench import BenchSettings, bench, markdown_table, parse_condense_steps, parse_sizes, print_bench_table
     from .evaluate import DEFAULT_LR, ProbeSettings
 
     if output is None:
@@ -871,8 +894,5 @@ def bench_command(
     elif markdown:
         sys.stdout.write(markdown_table(report))
     else:
-        console = out_console()
-        if not console.is_terminal:
-            console.width = 200
-        console.print(rich_table(report), markup=False, highlight=False)
+        print_bench_table(report, table_console())
     note(f"bench: results in {output} (bench.json, summary.png, curves_*.png)")

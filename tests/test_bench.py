@@ -174,6 +174,26 @@ def test_through_the_cli(first_run, ancestry, lg):
     assert "cell 8 of 8" in result.stderr
 
 
+def test_the_table_at_80_columns_shows_the_jsons_figures(first_run, ancestry, lg, monkeypatch):
+    """Every cell reused: the table the CLI prints in 80 columns (COLUMNS)
+    cuts nothing and shows the figures of bench.json."""
+    from test_tables import check_layout, check_numbers, expected_bench_figures, printed_rows
+
+    out, _, _ = first_run
+    monkeypatch.setenv("COLUMNS", "80")
+    result = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", SIZES, "--methods", ",".join(METHODS),
+                "--steps", "4", "--eval-every", "2", "--batch-size", "16", "--subset", "64", "--test-subset", "40",
+                "--condense-steps", "2", "-o", out)
+    assert result.code == 0, result.stderr
+    text = result.stdout.decode()
+    check_layout(text, 80)
+    report = json.loads((out / "bench.json").read_text())
+    rows = printed_rows(text, set(report["methods"]))
+    assert sorted(rows) == sorted(report["methods"])
+    for method in report["methods"]:
+        check_numbers(rows[method], expected_bench_figures(report, method), method)
+
+
 @pytest.mark.parametrize("text", ["", "3x", "x64", "3x64,0x8", "3*64", "３x64"])
 def test_bad_sizes_are_usage_errors(text):
     with pytest.raises(UsageError):

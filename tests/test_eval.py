@@ -111,7 +111,7 @@ def test_table_is_printed_to_stdout(checkpoints):
     (["--lr-sweep", "1e-4,x", "--steps", "2"], "--lr-sweep takes comma-separated"),
     (["--lr-sweep", "1e-4"], "--lr-sweep needs --steps"),
     (["--baseline", "zeros"], "--baseline must be 'random'"),
-    (["--plot", "curves.jpg"], "give a .png file name"),
+    (["--plot", "curves.jpg"], "give a .png, .pdf or .svg file name"),
 ])
 def test_bad_options_are_one_line(checkpoints, args, message):
     result = run_lg("eval", checkpoints[0], "--test-subset", 10, *args)

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lgcli"
 # package with everything in it (`arch` is lgcli/arch/*); "lgcli" is the
 # package's own __init__.py (the version; see FACADE).
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "lazy"),                   # one-line errors; torch & co. imported on first use
+    ("errors", "lazy", "tables"),          # one-line errors; torch & co. imported on first use; tables that fit
     ("lgcli", "options", "header", "stack", "hub"),  # the version, declared options, the safetensors header,
                                                      # ArchSpec/Stack, hub ids to cache paths
     ("checkpoint",),                      # bytes: files, pipes, shards, metadata and provenance
@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("methods",),                         # training-free resize methods
     ("sizing",),                          # the target sizes a request means, and the limits on them
     ("learngenes",),                      # learngene kinds: condense into tensors, expand to a Stack
+    ("catalogue",),                       # the methods and kinds as their registries list them (lg methods)
     ("api",),                             # load / save / inspect: the notebook surface
     ("data",),                            # image data sets
     ("train",),                           # the one training loop
