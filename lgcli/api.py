@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
 from .arch import detect_family, family_of_config, get_adapter, known_model_types
-from .checkpoint import (STDIO, Checkpoint, check_memory, check_output, companion_bytes, companion_metadata,
-                         companion_size, provenance_chain, provenance_metadata, read_checkpoint, write_checkpoint,
-                         write_tensors)
+from .card import CardFacts, model_card
+from .checkpoint import (STDIO, Checkpoint, atomic_path, check_memory, check_output, companion_bytes,
+                         companion_metadata, companion_size, provenance_chain, provenance_metadata, read_checkpoint,
+                         write_checkpoint, write_tensors)
+from .checkpoint.writing import shard_parts
 from .errors import LgError, notify_stderr, shown
 from .hub import hub_name_of_path
 from .lazy import nn, torch
@@ -75,21 +77,36 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
     return Loaded(spec=spec, stack=stack, checkpoint=checkpoint)
 
 
-def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: str = MODEL,
-         method: str | None = None, options: Mapping[str, Any] | None = None,
-         source: Loaded | Checkpoint | None = None, force: bool = False,
-         dtype: torch.dtype | None = None, stdout: BinaryIO | None = None,
-         shard_size: int | None = None) -> str:
-    """Write (spec, stack) as the family's plain checkpoint with lg metadata.
+@dataclass
+class OutputPlan:
+    """What `save` will write, known before any tensor is made: the
+    adapter's groups of tensors, every entry (name, dtype, shape) in file
+    order, and the form the output takes."""
 
-    The file is streamed: its header is written from the stack's shapes, then
-    the adapter's groups of roles are made (a lazy stack computes them now)
-    and written one group at a time, so only one group is ever in memory.
-    Every float tensor is written in `dtype`, by default the source's (so
-    bf16 in, bf16 out; methods compute in float32). Past `shard_size` bytes
-    the output is a sharded folder with its index. Returns the sha256 of what
-    was written.
-    """
+    parent: Checkpoint | None
+    folder_config: dict[str, Any] | None  # a model folder's config.json; None: weights only
+    groups: list
+    entries: list
+    target_dtype: torch.dtype
+    shards: int  # safetensors files the weights are split into
+
+    @property
+    def tensor_bytes(self) -> int:
+        return sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in self.entries)
+
+    def form(self, destination: str | os.PathLike) -> str:
+        """stream ('-'), folder (a model folder), shards (a folder of shards) or file."""
+        if str(destination) == STDIO:
+            return "stream"
+        return "folder" if self.folder_config is not None else "shards" if self.shards > 1 else "file"
+
+
+def plan_output(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *,
+                source: Loaded | Checkpoint | None = None, force: bool = False, dtype: torch.dtype | None = None,
+                shard_size: int | None = None) -> OutputPlan:
+    """Check the output (where it goes, that the family loads it strictly)
+    and plan it from the stack's shapes alone: what `save` writes, and what
+    `--dry-run` reports."""
     parent = source.checkpoint if isinstance(source, Loaded) else source
     adapter = get_adapter(spec.family)
     # A folder's config.json, or None: the output is one file (the family's
@@ -97,14 +114,41 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     folder_config = adapter.folder_config(spec)
     check_output(destination, force=force, inputs=(parent.source,) if parent else (),
                  folder=folder_config is not None)
-    plan = adapter.write_plan(spec, stack)
-    shapes = {key: shape for group in plan for key, shape in group.entries}
+    groups = adapter.write_plan(spec, stack)
+    shapes = {key: shape for group in groups for key, shape in group.entries}
     adapter.check_loadable(spec, shapes)  # what lg writes, the family's library loads strictly
     # Each tensor in its own dtype in the source (blocks float16 and the rest
     # float32 stay so), a new one (a grown block) in the source's dominant
     # dtype; `dtype` sets every one.
     target_dtype = dtype or (_dominant_dtype(parent.tensors) if parent else None) or torch.float32
     entries = [(key, dtype or _own_dtype(parent, key) or target_dtype, shape) for key, shape in shapes.items()]
+    shards = 1 if str(destination) == STDIO else len(shard_parts(entries, shard_size))
+    return OutputPlan(parent=parent, folder_config=folder_config, groups=groups, entries=entries,
+                      target_dtype=target_dtype, shards=shards)
+
+
+def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: str = MODEL,
+         method: str | None = None, options: Mapping[str, Any] | None = None,
+         source: Loaded | Checkpoint | None = None, force: bool = False,
+         dtype: torch.dtype | None = None, stdout: BinaryIO | None = None,
+         shard_size: int | None = None, card: CardFacts | None = None, card_file: str | None = None) -> str:
+    """Write (spec, stack) as the family's plain checkpoint with lg metadata.
+
+    The file is streamed: its header is written from the stack's shapes, then
+    the adapter's groups of roles are made (a lazy stack computes them now)
+    and written one group at a time, so only one group is ever in memory.
+    Every float tensor is written in `dtype`, by default the source's (so
+    bf16 in, bf16 out; methods compute in float32). Past `shard_size` bytes
+    the output is a sharded folder with its index. A folder output holds
+    its model card (README.md, `lgcli.card`), `card` adding what the
+    metadata does not say; `card_file` gets the same text whatever the
+    output. Returns the sha256 of what was written.
+    """
+    plan = plan_output(destination, spec, stack, source=source, force=force, dtype=dtype, shard_size=shard_size)
+    parent, folder_config = plan.parent, plan.folder_config
+    if card_file is not None:
+        check_card_file(card_file, destination, force=force, inputs=(parent.source,) if parent else ())
+    adapter = get_adapter(spec.family)
 
     # A folder holds the source's tokenizer files beside the weights; a
     # single file (a pipe) carries them in its header, to the folder at its end.
@@ -116,16 +160,43 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
         return {**provenance_metadata(kind=kind, family=spec.family, config=adapter.config(spec), method=method,
                                       options=options, source=parent, source_sha256=source_sha256), **carried}
 
+    def card_text(meta: Mapping[str, str], folder: bool) -> str:
+        return model_card(spec, str(destination) if str(destination) != STDIO else "<file>", folder=folder,
+                          metadata=meta, task=task_of(spec), parameters=stack.num_parameters(), source=parent,
+                          facts=card)
+
+    def readme(meta: Mapping[str, str]) -> bytes:
+        return card_text(meta, folder=True).encode()
+
     # The source's sha256 (the provenance) is computed in the background from
     # the moment it is read. When the output is smaller than the source, the
     # work goes ahead while it finishes, and the header is completed at the
     # end: hashing the output back is then cheaper than waiting.
-    output_bytes = sum(math.prod(shape) * target_dtype.itemsize for shape in shapes.values())
-    if parent is not None and not parent.digest_ready and output_bytes < parent.nbytes and files is None:
-        return write_tensors(destination, entries, _made(plan), metadata("0" * 64), force=force, stdout=stdout,
-                             shard_size=shard_size, final_metadata=metadata)
-    return write_tensors(destination, entries, _made(plan), metadata(), force=force, stdout=stdout,
-                         shard_size=shard_size, folder_files=files)
+    if parent is not None and not parent.digest_ready and plan.tensor_bytes < parent.nbytes and files is None:
+        digest = write_tensors(destination, plan.entries, _made(plan.groups), metadata("0" * 64), force=force,
+                               stdout=stdout, shard_size=shard_size, final_metadata=metadata, readme=readme)
+    else:
+        digest = write_tensors(destination, plan.entries, _made(plan.groups), metadata(), force=force,
+                               stdout=stdout, shard_size=shard_size, folder_files=files, readme=readme)
+    if card_file is not None:
+        write_card(card_file, card_text(metadata(), folder=os.path.isdir(destination)), force=force)
+    return digest
+
+
+def check_card_file(card_file: str, destination: str | os.PathLike, *, force: bool,
+                    inputs: tuple[str | os.PathLike, ...] = ()) -> None:
+    """Refuse a --card file as an output is refused (exists without force,
+    an input, no such folder), or one that names the output itself."""
+    if card_file == STDIO or os.path.abspath(card_file) == os.path.abspath(destination):
+        raise LgError(f"--card {card_file}: give a file of its own for the model card (not the output, not '-')")
+    check_output(card_file, force=force, inputs=inputs, folder=False)
+
+
+def write_card(card_file: str, text: str, *, force: bool) -> None:
+    """The model card as a file of its own, written as outputs are (atomically; never over one without force)."""
+    check_output(card_file, force=force, folder=False)
+    with atomic_path(card_file) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 # Companions up to this size are read, for the adapter to rewrite a size

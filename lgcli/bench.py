@@ -171,9 +171,11 @@ class _Context:
 
 
 def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settings: BenchSettings, *,
-          notify: Notify = notify_stderr) -> dict[str, Any]:
+          notify: Notify = notify_stderr, dry_run: bool = False) -> dict[str, Any]:
     """Run (or resume) the bench; write ``OUT/bench.json``, a curve plot per
-    size and ``OUT/summary.png``; return the report."""
+    size and ``OUT/summary.png``; return the report. `dry_run`: read and
+    check everything, time a few steps, write nothing, and return the plan
+    (`_plan`) instead."""
     from .api import load
     from .methods import METHODS
 
@@ -203,12 +205,14 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     dataset = _read_data(loaded, data, settings, notify)
     if device_note:
         notify(device_note)
-    (out / "cells").mkdir(parents=True, exist_ok=True)
     probe_settings = {k: v for k, v in asdict(settings.probe).items() if k != "progress"}
     key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings}
     context = _Context(loaded=loaded, data=dataset, data_name=data, settings=settings, out=out, key=key, notify=notify)
 
     cells = [Cell(method, depth, width) for depth, width in settings.sizes for method in methods]
+    if dry_run:
+        return _plan(cells, methods, context, METHODS)
+    (out / "cells").mkdir(parents=True, exist_ok=True)
     results = []
     for number, cell in enumerate(cells, 1):
         notify(f"bench: cell {number} of {len(cells)}: {cell.method} at {cell.depth} x {cell.width}")
@@ -281,16 +285,12 @@ def _condense_key(kind: str, context: _Context) -> dict[str, Any]:
 def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, Any]:
     """One cell: reused from OUT/cells when its arguments match, else built,
     probed and saved at once."""
-    path = context.out / "cells" / f"{cell.method}@{cell.size}.json"
+    path = _cell_path(cell, context)
     key = _cell_key(cell, context)
-    if path.exists() and not context.settings.force:
-        try:
-            saved = json.loads(path.read_text())
-        except (OSError, ValueError):
-            saved = {}
-        if isinstance(saved, dict) and saved.get("key") == key:
-            context.notify(f"bench: {cell.name}: done before, reused")
-            return saved
+    saved = _saved_cell(cell, context)
+    if saved is not None:
+        context.notify(f"bench: {cell.name}: done before, reused")
+        return saved
     started = time.perf_counter()
     try:
         model, stores, details = _build(cell, context, resize_methods)
@@ -299,8 +299,37 @@ def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, 
         _write_json(path, result)
         return result
     build_seconds = time.perf_counter() - started
+    from .evaluate import probe_row
+
+    row = probe_row(_candidate(cell, model, context), context.data, context.settings.probe)
+    result = {"key": key, "method": cell.method, "size": cell.size, "status": "done", "row": row,
+              "stores": stores, "build_seconds": round(build_seconds, 2), "details": details}
+    _write_json(path, result)
+    return result
+
+
+def _cell_path(cell: Cell, context: _Context) -> Path:
+    return context.out / "cells" / f"{cell.method}@{cell.size}.json"
+
+
+def _saved_cell(cell: Cell, context: _Context) -> dict[str, Any] | None:
+    """The cell as an earlier run with the same arguments saved it, or None
+    (none saved, other arguments, or --force)."""
+    path = _cell_path(cell, context)
+    if context.settings.force or not path.exists():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) and saved.get("key") == _cell_key(cell, context) else None
+
+
+def _candidate(cell: Cell, model, context: _Context):
+    """The cell's model as `lg eval` probes it: an image model checked
+    against the data's channels and given a head for its classes."""
     from .data import check_channels
-    from .evaluate import Candidate, architecture_of, fit_head, probe_row
+    from .evaluate import Candidate, architecture_of, fit_head
     from .train import model_input
 
     candidate = Candidate(cell.method, model, RANDOM if cell.method == RANDOM else cell.method,
@@ -308,11 +337,50 @@ def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, 
     if hasattr(context.data, "num_classes"):  # images: the input the model takes, as lg eval checks it; a head
         check_channels(context.data, model_input(model)[0])
         fit_head(candidate, context.data.num_classes, context.settings.probe.seed)
-    row = probe_row(candidate, context.data, context.settings.probe)
-    result = {"key": key, "method": cell.method, "size": cell.size, "status": "done", "row": row,
-              "stores": stores, "build_seconds": round(build_seconds, 2), "details": details}
-    _write_json(path, result)
-    return result
+    return candidate
+
+
+def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_methods: dict) -> dict[str, Any]:
+    """What `lg bench --dry-run` reports: the cells (those an earlier run
+    saved are reused), the training steps still to run, and their time, from
+    a few timed steps of each size's random model (the probe; a fitting is
+    counted at the probe's rate) and of each learngene kind's condense run."""
+    from .condense import CondenseSettings, condense
+    from .evaluate import probe_config
+    from .learngenes import get_kind
+    from .train import seconds_per_step
+
+    settings, probe = context.settings, context.settings.probe
+    to_run = [cell for cell in cells if _saved_cell(cell, context) is None]
+    per_size: dict[str, dict[str, Any]] = {}
+    for depth, width in settings.sizes:
+        cell = Cell(RANDOM, depth, width)
+        steps = sum(probe.steps * len(probe.rates()) + (settings.fit_steps if c.method.endswith(FIT) else 0)
+                    for c in to_run if c.size == cell.size)
+        if not steps:
+            per_size[cell.size] = {"steps": 0, "seconds_per_step": 0.0}
+            continue
+        model = _build(cell, context, resize_methods)[0]
+        candidate = _candidate(cell, model, context)
+        per_step, _ = seconds_per_step(candidate.model, context.data.train,
+                                       probe_config(probe, probe.rates()[0], cell.name))
+        per_size[cell.size] = {"steps": steps, "seconds_per_step": per_step}
+    condensing: dict[str, dict[str, Any]] = {}
+    for kind in dict.fromkeys(c.method.removesuffix(FIT) for c in to_run if _is_kind(c.method.removesuffix(FIT))):
+        if not get_kind(kind).trains or _saved_learngene(kind, context):
+            continue
+        budget = settings.condense_budget(kind)
+        _, _, timed = condense(context.loaded.checkpoint, context.data, method=kind, dry_run=True,
+                               notify=lambda message: None,
+                               settings=CondenseSettings(steps=budget, batch_size=settings.condense_batch_size,
+                                                         seed=probe.seed, device=probe.device, progress=False))
+        condensing[kind] = {"steps": budget, "seconds_per_step": timed["seconds_per_step"]}
+    parts = [*per_size.values(), *condensing.values()]
+    return {"dry_run": True, "command": "bench", "sizes": [f"{d}x{w}" for d, w in settings.sizes],
+            "methods": methods, "cells": len(cells), "cells_to_run": len(to_run),
+            "cells_reused": len(cells) - len(to_run), "probe": per_size, "condense": condensing,
+            "steps": sum(part["steps"] for part in parts), "device": probe.device,
+            "estimated_seconds": sum(part["steps"] * part["seconds_per_step"] for part in parts)}
 
 
 def _build(cell: Cell, context: _Context, resize_methods: dict):

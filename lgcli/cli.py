@@ -30,6 +30,7 @@ from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
+from .card import condensed_score
 from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
 from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
                       parse_byte_size)
@@ -233,9 +234,9 @@ def render_learngene(report: dict[str, Any]) -> None:
         ("becomes", report["becomes"]),
     ]
     if isinstance(condensed.get("accuracy"), dict) and isinstance(condensed.get("teacher_accuracy"), dict):
-        rows.append(("accuracy", f"{_condensed_score(condensed, 'teacher')} as the auxiliary model on {data}"))
+        rows.append(("accuracy", f"{condensed_score(condensed, 'teacher')} as the auxiliary model on {data}"))
     elif isinstance(condensed.get("loss"), dict) and isinstance(condensed.get("teacher_loss"), dict):
-        rows.append(("scored", f"{_condensed_score(condensed, 'teacher')} as the auxiliary model on {data}"))
+        rows.append(("scored", f"{condensed_score(condensed, 'teacher')} as the auxiliary model on {data}"))
     if condensed.get("steps"):
         took = f", {condensed['seconds']:.0f} s" if isinstance(condensed.get("seconds"), (int, float)) else ""
         until = condensed.get("until")
@@ -297,6 +298,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         sys.stdout = _ClosedStdout()
     debug = "--debug" in args or debugging()
     args = [a for a in args if a != "--debug"]
+    _invocation[:] = args
     if debug:  # the library's own quieting (transformers' log) reads it
         os.environ["LG_DEBUG"] = "1"
     command = next((a for a in args or _completion_words() if not a.startswith("-")), None)
@@ -598,23 +600,62 @@ def _resize_owners(direction: str) -> dict[str, Sequence[Option]]:
 
 
 def _resize_command(direction: str, src: str, output: Optional[str], as_json: bool,
-                    force: bool, **kwargs: Any) -> None:
+                    force: bool, dry_run: bool, card: Optional[str], **kwargs: Any) -> None:
+    from .card import CardFacts
     from .resize import resize_file
 
     if output is None:
         raise LgError("give an output: -o FILE, or -o - to write the checkpoint to stdout")
-    report = resize_file(src, output, direction=direction, force=force, notify=note, **kwargs)
+    report = resize_file(src, output, direction=direction, force=force, notify=note, dry_run=dry_run,
+                         card=CardFacts(command=command_line()), card_file=card, **kwargs)
+    if dry_run:
+        _show_plan(report, as_json)
+        return
     if as_json and output != "-":
         print_json(report)
         return
     if as_json:  # stdout carries the checkpoint: the report goes to stderr
         sys.stderr.write(json.dumps(report, indent=2, default=str) + "\n")
         return
+    note(f"{_resize_summary(report)}; wrote {report['output']}")
+
+
+def _resize_summary(report: dict[str, Any]) -> str:
+    """What a resize (or a learngene's expansion) did or would do, in words."""
     s, t = report["source"], report["target"]
-    made = f"{direction} ({report['method']})" if "learngene" not in s else f"built from a {s['learngene']} learngene"
-    note(f"{made}: depth {s['depth']} -> {t['depth']}, width {s['width']} -> "
-         f"{t['width']}, heads {s['heads']} -> {t['heads']}, mlp {s['mlp_dim']} -> {t['mlp_dim']}; "
-         f"wrote {report['output']}")
+    made = (f"{report['command']} ({report['method']})" if "learngene" not in s
+            else f"built from a {s['learngene']} learngene")
+    return (f"{made}: depth {s['depth']} -> {t['depth']}, width {s['width']} -> {t['width']}, heads {s['heads']} -> "
+            f"{t['heads']}, mlp {s['mlp_dim']} -> {t['mlp_dim']}")
+
+
+def _show_plan(plan: dict[str, Any], as_json: bool) -> None:
+    """A resize's --dry-run plan: in words on stderr, as JSON on stdout with --json."""
+    from .checkpoint.memory import memory_text
+
+    out = plan["output"]
+    form = {"stream": "to stdout", "file": "one file", "folder": "a model folder",
+            "shards": f"a folder of {out['safetensors_files']} shards"}[out["form"]]
+    note(f"dry run, nothing written: {_resize_summary(plan)}; {plan['parameters']['target']:,} parameters, "
+         f"{out['tensor_bytes']:,} bytes of {out['dtype']} weights "
+         f"as {form} at {out['path']}; peak memory about {memory_text(plan['peak_memory_bytes'])}")
+    if as_json:
+        print_json(plan)
+
+
+DryRunOption = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
+                            help="Print the plan (sizes, parameters, bytes, peak memory; --json: as JSON on stdout) "
+                                 "and write nothing.")
+
+
+def command_line() -> str:
+    """The lg command being run, as typed (a model card records it)."""
+    import shlex
+
+    return shlex.join(["lg", *_invocation])
+
+
+_invocation: list[str] = []
 
 
 # The methods of each direction, as --method lists them (a test holds them to
@@ -673,10 +714,14 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT, help="Overwrite an existing output."),
         as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
                                      help="Print a JSON report (stderr when -o -)."),
+        dry_run: bool = DryRunOption,
+        card: Optional[str] = typer.Option(None, "--card", metavar="FILE", rich_help_panel=OUTPUT,
+                                           help="Also write the model card (README.md text) to this file; a folder "
+                                                "output holds its own."),
         **options: Any,
     ) -> None:
-        _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
-                        source_heads=source_heads, mlp_dim=mlp_dim, kv_heads=kv_heads, method=method,
+        _resize_command(direction, src, output, as_json, force, dry_run, card, depth=depth, width=width,
+                        heads=heads, source_heads=source_heads, mlp_dim=mlp_dim, kv_heads=kv_heads, method=method,
                         seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"),
                         allow_nonfinite=allow_nonfinite, **options)
 
@@ -766,6 +811,9 @@ def condense(
                                help="Overwrite an existing output (and training checkpoint)."),
     as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
                                  help="Print a JSON report (stderr when -o -)."),
+    dry_run: bool = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
+                                 help="Print the plan (sizes, steps, and the time a few timed steps give; --json: as "
+                                      "JSON on stdout) and write nothing."),
     **options: Any,
 ) -> None:
     """Distil a teacher into a learngene (TLEG, WAVE; PEG is sampled) that grows into models of many sizes."""
@@ -783,32 +831,40 @@ def condense(
                                 until_every=until_every)
     report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
                            seq_len=seq_len, method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
-                           settings=settings, options=options, teacher_heads=teacher_heads, notify=note)
+                           settings=settings, options=options, teacher_heads=teacher_heads, notify=note,
+                           dry_run=dry_run)
+    if dry_run:
+        _show_training_plan(f"condense {report['method']}: auxiliary model {report['auxiliary']['depth']} x "
+                            f"{report['auxiliary']['width']}, {report['parameters']['learngene']:,} learngene "
+                            f"parameters", report, as_json, f"of {report['seconds_per_step']:.3f} s")
+        return
     if as_json:
         text = json.dumps(report, indent=2, default=str) + "\n"
         (sys.stderr if output == "-" else sys.stdout).write(text)
         return
     shape = f"{report['auxiliary']['depth']} x {report['auxiliary']['width']}"
     if report.get("sampled"):
-        scored = f"; as a {shape} model {_condensed_score(report, 'ancestry')}" if "data" in report else ""
+        scored = f"; as a {shape} model {condensed_score(report, 'ancestry')}" if "data" in report else ""
         note(f"condensed {report['method']} (sampled, no training){scored}; "
              f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
         return
     stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
-    note(f"condensed {report['method']}: auxiliary {shape} {_condensed_score(report, 'teacher')}, training loss "
+    note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, training loss "
          f"{report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps{stopped}, "
          f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
 
 
-def _condensed_score(condensed: dict[str, Any], teacher: str) -> str:
-    """The test figure condensing recorded, beside the teacher's: top-1 on
-    images, loss (and perplexity) on text."""
-    if "accuracy" in condensed:
-        return (f"top-1 {condensed['accuracy']['top1']:.2f} % ({teacher} "
-                f"{condensed['teacher_accuracy']['top1']:.2f} %)")
-    own, theirs = condensed["loss"], condensed["teacher_loss"]
-    return (f"test loss {own['loss']:.3f}, perplexity {own['perplexity']:.1f} ({teacher} {theirs['loss']:.3f}, "
-            f"{theirs['perplexity']:.1f})")
+def _show_training_plan(what: str, plan: dict[str, Any], as_json: bool, timed: str) -> None:
+    """A --dry-run plan of training steps: in words on stderr (the time the
+    `timed` steps give), as JSON on stdout with --json."""
+    from .train import TIMED_STEPS, duration_text
+
+    took = (f"about {duration_text(plan['estimated_seconds'])} of training on {plan['device']} (from "
+            f"{TIMED_STEPS} timed steps {timed})") if plan["steps"] else "nothing to train"
+    at_most = " at most" if plan.get("until") else ""
+    note(f"dry run, nothing written: {what}; {plan['steps']:,} training steps{at_most}: {took}")
+    if as_json:
+        print_json(plan)
 
 
 # ---- lg methods ----
@@ -872,6 +928,9 @@ def bench_command(
                                help="Recompute every cell (and learngene) even if saved."),
     as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT, help="Print bench.json instead of the table."),
     markdown: bool = typer.Option(False, "--markdown", rich_help_panel=OUTPUT, help="Print the table as Markdown."),
+    dry_run: bool = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
+                                 help="Print the plan (cells, steps, and the time a few timed steps give; --json: as "
+                                      "JSON on stdout) and write nothing."),
 ) -> None:
     """Every method at every size on your ancestry model and data: how well and how fast each initialisation learns."""
     from .bench import BenchSettings, bench, markdown_table, parse_condense_steps, parse_sizes, print_bench_table
@@ -888,7 +947,13 @@ def bench_command(
                              probe=probe, condense_steps=parse_condense_steps(condense_steps),
                              condense_until=condense_until, fit_steps=fit_steps, subset=subset,
                              test_subset=test_subset, force=force)
-    report = bench(ancestry, data, output, settings, notify=note)
+    report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
+    if dry_run:
+        _show_training_plan(f"bench: {report['cells']} cells ({len(report['sizes'])} sizes x "
+                            f"{len(report['methods'])} methods), {report['cells_to_run']} to run, "
+                            f"{report['cells_reused']} saved before", report, as_json,
+                            "of each size's model and each condense run")
+        return
     if as_json:
         print_json(report)
     elif markdown:

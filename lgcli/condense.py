@@ -35,8 +35,8 @@ from .learngenes.base import starts_from_ancestry
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
 from .sizing import spec_sizes, target_spec
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
-from .train import (StepCallback, TrainConfig, auto_device_note, concrete_device, distillation_loss, distributed_setup,
-                    evaluate_accuracy, model_input, train)
+from .train import (StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, concrete_device,
+                    distillation_loss, distributed_setup, evaluate_accuracy, model_input, seconds_per_step, train)
 
 if TYPE_CHECKING:
     from .learngenes.generated import GeneratedModel
@@ -119,8 +119,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
              settings: CondenseSettings | None = None, options: Mapping[str, Any] | None = None,
              teacher_heads: int | None = None, notify: Notify = notify_stderr, on_step: StepCallback | None = None,
              stdin: BinaryIO | None = None, subset: str | None = None, test_subset: str | None = None,
-             test_fraction: float | None = None, seq_len: int | None = None,
-             ) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
+             test_fraction: float | None = None, seq_len: int | None = None, dry_run: bool = False,
+             ) -> tuple[Learngene | None, Checkpoint, dict[str, Any]]:
     """Distil `teacher` into a learngene of kind `method` on `data`. Returns the
     learngene, the teacher's checkpoint (its provenance) and a JSON-ready report.
 
@@ -130,7 +130,11 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     the teacher's tokenizer.json, cut into windows of `seq_len` tokens).
     `subset`, `test_subset` and `test_fraction` apply when it is read here.
     A training-free kind (PEG) is sampled instead; `data`, when given, then
-    scores the learngene (see `_sample`)."""
+    scores the learngene (see `_sample`).
+
+    `dry_run`: everything is read and checked, a few steps are timed on a
+    model thrown away (`train.seconds_per_step`), and the plan (`_plan`)
+    comes back in place of the learngene, which is None."""
     started = time.perf_counter()
     settings = settings or CondenseSettings()
     # A mistyped path is said before torch or a device is paid for.
@@ -185,6 +189,12 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                          checkpoint_every=settings.checkpoint_every, resume=settings.resume, force=settings.force,
                          progress=settings.progress, description=f"condensing {kind.name}",
                          callback_every=1 if on_step is not None else settings.until_every)
+    if dry_run:
+        check_checkpoint_path(config)
+        per_step, timed = seconds_per_step(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model)
+        learngene_parameters = sum(t.numel() for t in kind.keep(model.trained_tensors()).values())
+        return None, checkpoint, _plan(kind.name, spec_sizes(loaded.spec), spec_sizes(aux), steps, settings,
+                                       learngene_parameters, loaded.stack.num_parameters(), per_step, timed)
     notify(f"condense {kind.name}: teacher {loaded.spec.depth} x {loaded.spec.width}, auxiliary model "
            f"{aux.depth} x {aux.width} ({aux.heads} heads), {steps} steps of {settings.batch_size}, "
            f"{'started from the teacher' if warm else 'from random weights'}")
@@ -224,6 +234,17 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     return learngene, checkpoint, report
 
 
+def _plan(kind: str, teacher: dict[str, int], aux: dict[str, int], steps: int, settings: CondenseSettings,
+          learngene_parameters: int, teacher_parameters: int, per_step: float, timed: int) -> dict[str, Any]:
+    """What `lg condense --dry-run` reports: the run's sizes and steps, and
+    its training time estimated from `timed` steps of `per_step` seconds."""
+    return {"dry_run": True, "command": "condense", "method": kind, "teacher": teacher,
+            "auxiliary": aux, "parameters": {"teacher": teacher_parameters,
+                                                        "learngene": learngene_parameters},
+            "steps": steps, "batch_size": settings.batch_size, "until": settings.until, "device": settings.device,
+            "timed_steps": timed, "seconds_per_step": per_step, "estimated_seconds": per_step * steps}
+
+
 def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, force: bool = False,
                   stdin: BinaryIO | None = None, stdout: BinaryIO | None = None,
                   data: str | ImageData | TextData = "", **kwargs: Any) -> dict[str, Any]:
@@ -233,6 +254,12 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
     check_output(output, force=force, inputs=() if isinstance(teacher, Checkpoint) else (str(teacher),))
     settings: CondenseSettings = kwargs.get("settings") or CondenseSettings()
     learngene, checkpoint, report = condense(teacher, data or None, stdin=stdin, **kwargs)
+    if kwargs.get("dry_run"):
+        if learngene is not None:  # sampled (PEG): no training steps to time
+            report = _plan(learngene.kind, report["teacher"], report["auxiliary"], 0, settings,
+                           report["parameters"]["learngene"], report["parameters"]["teacher"], 0.0, 0)
+        report["output"] = "<stdout>" if str(output) == STDIO else str(output)
+        return report
     if distributed_setup(settings.device).rank == 0:
         report["sha256"] = save_learngene(output, learngene, options=report["options"], source=checkpoint,
                                           force=force, stdout=stdout)

@@ -258,6 +258,14 @@ def score(model: torch.nn.Module, data: ImageData | TextData, settings: ProbeSet
     return evaluate_text(model, data.test, batch_size=settings.eval_batch_size, device=settings.device)
 
 
+def probe_config(settings: ProbeSettings, lr: float, description: str) -> TrainConfig:
+    """The training run of a probe at `lr`."""
+    return TrainConfig(steps=settings.steps, batch_size=settings.batch_size, lr=lr,
+                       weight_decay=settings.weight_decay, warmup_steps=settings.warmup_steps(),
+                       label_smoothing=settings.label_smoothing, seed=settings.seed, device=settings.device,
+                       progress=settings.progress, callback_every=settings.interval(), description=description)
+
+
 def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSettings, lr: float) -> dict:
     """Fine-tune a copy of the candidate's model for `settings.steps` at `lr`,
     scoring the test split at step 0 and every `interval()` steps."""
@@ -272,12 +280,8 @@ def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSetti
     if settings.steps == 0:
         record(0, model)
     else:
-        config = TrainConfig(steps=settings.steps, batch_size=settings.batch_size, lr=lr,
-                             weight_decay=settings.weight_decay, warmup_steps=settings.warmup_steps(),
-                             label_smoothing=settings.label_smoothing, seed=settings.seed, device=settings.device,
-                             progress=settings.progress, callback_every=settings.interval(),
-                             description=f"{candidate.name} lr {lr:g}")
-        losses = train(model, data.train, config, on_step=record).losses
+        losses = train(model, data.train, probe_config(settings, lr, f"{candidate.name} lr {lr:g}"),
+                       on_step=record).losses
         # Each point's train loss: the mean over the steps since the previous point.
         for previous, point in zip(curve, curve[1:]):
             window = losses[previous["step"]:point["step"]]

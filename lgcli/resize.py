@@ -15,16 +15,17 @@ import time
 from functools import partial
 from typing import Any, BinaryIO, Callable
 
-from .api import Loaded, is_learngene, load, load_learngene, save
+from .api import Loaded, check_card_file, is_learngene, load, load_learngene, plan_output, save
 from .arch import get_adapter
-from .checkpoint import STDIO, check_output, read_checkpoint
+from .card import CardFacts, fitting_results
+from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .errors import LgError, notify_stderr
 from .fitting import fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, get_kind
 from .methods import GROW, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .options import resolve_options as resolve_declared
-from .sizing import check_direction, spec_sizes, target_spec
+from .sizing import check_direction, peak_memory, spec_sizes, target_spec
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
@@ -129,13 +130,8 @@ def expand(learngene: Learngene, *, depth: int | None = None, width: int | None 
     started = time.perf_counter()
     notify = notify or notify_stderr
     kind = get_kind(learngene.kind)
-    resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
-    if all(v is None for v in (depth, width, heads, mlp_dim)):
-        raise LgError("give the size to build: --depth (and --width where the learngene can change it)")
-    depth, width, heads, mlp_dim = kind.resolve_request(learngene, depth, width, heads, mlp_dim)
-    target = target_spec(learngene.spec, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
-                         kv_heads=kv_heads, max_params=max_params)
-    kind.check_target(learngene, target)
+    resolved, target = expand_target(learngene, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
+                                     kv_heads=kv_heads, max_params=max_params, **options)
     context = ExpandContext(seed=seed, notify=notify, fit=partial(fit_or_say_why_not, seed=seed, notify=notify))
     stack, details = kind.expand(learngene, target, resolved, context)
     try:
@@ -149,10 +145,43 @@ def expand(learngene: Learngene, *, depth: int | None = None, width: int | None 
     return target, stack, report
 
 
+def expand_target(learngene: Learngene, *, depth: int | None = None, width: int | None = None,
+                  heads: int | None = None, mlp_dim: int | None = None, kv_heads: int | None = None,
+                  max_params: float | None = None, **options: Any) -> tuple[dict[str, Any], ArchSpec]:
+    """The kind's expand options resolved, and the model a request builds
+    from `learngene`, checked as `expand` checks it (before any work)."""
+    kind = get_kind(learngene.kind)
+    resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
+    if all(v is None for v in (depth, width, heads, mlp_dim)):
+        raise LgError("give the size to build: --depth (and --width where the learngene can change it)")
+    depth, width, heads, mlp_dim = kind.resolve_request(learngene, depth, width, heads, mlp_dim)
+    target = target_spec(learngene.spec, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
+                         kv_heads=kv_heads, max_params=max_params)
+    kind.check_target(learngene, target)
+    return resolved, target
+
+
+def dry_run_plan(report: dict[str, Any], output: str | os.PathLike, spec: ArchSpec, stack: Stack, *,
+                 source: Loaded | Checkpoint, source_spec: ArchSpec, force: bool,
+                 shard_size: int | None) -> dict[str, Any]:
+    """What a resize or an expansion would write, from the target's shapes
+    alone, with the checks the real run makes on its output: the target's
+    sizes and parameters, the output's form and tensor bytes, and the peak
+    memory of making it one role at a time (`sizing.peak_memory`)."""
+    plan = plan_output(output, spec, stack, source=source, force=force, shard_size=shard_size)
+    return {"dry_run": True, **{k: report[k] for k in ("command", "method", "options", "seed", "source", "target")},
+            "parameters": {"source": report["parameters"]["source"], "target": stack.num_parameters()},
+            "output": {"path": "<stdout>" if str(output) == STDIO else str(output), "form": plan.form(output),
+                       "safetensors_files": plan.shards, "tensor_bytes": plan.tensor_bytes,
+                       "dtype": str(plan.target_dtype).replace("torch.", "")},
+            "peak_memory_bytes": max(peak_memory(source_spec), peak_memory(spec))}
+
+
 def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *, direction: str,
                 force: bool = False, source_heads: int | None = None, stdin: BinaryIO | None = None,
                 stdout: BinaryIO | None = None, method: str | None = None,
                 notify: Callable[[str], None] | None = None, allow_nonfinite: bool = False,
+                dry_run: bool = False, card: CardFacts | None = None, card_file: str | None = None,
                 **kwargs: Any) -> dict[str, Any]:
     """What `lg shrink` and `lg grow` do to a file: read the source, then take
     its route, and write the result to `output` ('-' for stdout) with
@@ -163,9 +192,16 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     A learngene builds the model by its own rule (`expand`), at any size it
     can reach: `direction` only names the command in the record, and a
     model's `method` and `source_heads` are refused (the learngene's kind is
-    its method, and it records its own heads)."""
+    its method, and it records its own heads).
+
+    `dry_run`: check and plan everything, write nothing, and return the plan
+    (`dry_run_plan`) instead of the report. `card` and `card_file`: the model
+    card (`lgcli.card`), as `save` takes them."""
     inputs = () if isinstance(source, Loaded) else (str(source),)
     check_output(output, force=force, inputs=inputs)
+    if card_file is not None:
+        check_card_file(card_file, output, force=force,
+                        inputs=(source.checkpoint.source,) if isinstance(source, Loaded) else inputs)
     checkpoint = source.checkpoint if isinstance(source, Loaded) else read_checkpoint(source, stdin=stdin)
     checkpoint.allow_nonfinite = allow_nonfinite
     if is_learngene(checkpoint):
@@ -177,15 +213,19 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
         if source_heads is not None:
             raise LgError("--source-heads does not apply to a learngene: it records its own heads")
         return _expand_file(learngene, output, command=direction, force=force, stdout=stdout, notify=notify,
-                            **kwargs)
+                            dry_run=dry_run, card=card, card_file=card_file, **kwargs)
     loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads)
     shard_size = kwargs.pop("shard_size", None)
+    # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
     spec, stack, report = resize(loaded, direction=direction, method=method, **kwargs)
+    if dry_run:
+        return dry_run_plan(report, output, spec, stack, source=loaded, source_spec=loaded.spec, force=force,
+                            shard_size=shard_size)
     recorded = {"direction": direction, **report["options"]}
     if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
         recorded["seed"] = report["seed"]
     sha256 = save(output, spec, stack, method=report["method"], options=recorded, source=loaded,
-                  force=force, stdout=stdout, shard_size=shard_size)
+                  force=force, stdout=stdout, shard_size=shard_size, card=card, card_file=card_file)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     report["sha256"] = sha256
     return report
@@ -193,15 +233,30 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
 
 def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: str, force: bool,
                  stdout: BinaryIO | None, notify: Callable[[str], None] | None, seed: int | None = None,
-                 shard_size: int | None = None, **size_and_options: Any) -> dict[str, Any]:
+                 shard_size: int | None = None, dry_run: bool = False, card: CardFacts | None = None,
+                 card_file: str | None = None, **size_and_options: Any) -> dict[str, Any]:
     """`expand`, then write the descendant; the file records `command` (grow
-    or shrink: what was typed) with the kind's options and the seed."""
-    spec, stack, report = expand(learngene, seed=0 if seed is None else seed, notify=notify, **size_and_options)
+    or shrink: what was typed) with the kind's options and the seed. A dry
+    run plans the descendant from its sizes (a meta-device stack of the
+    family's shapes) and neither builds nor fits it."""
+    seed = 0 if seed is None else seed
+    if dry_run:
+        resolved, target = expand_target(learngene, **size_and_options)
+        shapes = get_adapter(target.family).template_from_config(get_adapter(target.family).config(target))[1]
+        report = {"command": command, "method": learngene.kind, "options": resolved, "seed": seed,
+                  "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)}, "target": spec_sizes(target),
+                  "parameters": {"source": learngene.num_parameters()}}
+        return dry_run_plan(report, output, target, shapes, source=learngene.checkpoint, source_spec=learngene.spec,
+                            force=force, shard_size=shard_size)
+    spec, stack, report = expand(learngene, seed=seed, notify=notify, **size_and_options)
     report["command"] = command
     recorded = {"direction": command, **{k: v for k, v in report["options"].items() if v is not None}}
     if report["seed"] is not None:
         recorded["seed"] = report["seed"]
+    facts = CardFacts(command=card.command if card else None,
+                      results=(*(card.results if card else ()), *fitting_results(report["details"])))
     report["sha256"] = save(output, spec, stack, method=learngene.kind, options=recorded,
-                            source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size)
+                            source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size,
+                            card=facts, card_file=card_file)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     return report

@@ -108,12 +108,19 @@ def check_size(spec: ArchSpec, max_params: float | None = None) -> int:
         raise LgError(f"the requested model (depth {spec.depth}, width {spec.width}, MLP {spec.mlp_dim}) has "
                       f"{count:.3g} parameters, over the limit of {limit:.3g} (--max-params raises it)")
     free = available_memory()
-    need = PEAK_ROLE_COPIES * 4 * adapter.largest_role_elements(spec)
+    need = peak_memory(spec)
     if free is not None and need > free:
         raise LgError(f"the requested model (depth {spec.depth}, width {spec.width}, MLP {spec.mlp_dim}) has "
                       f"{count:.3g} parameters; resizing it one role at a time needs about {need / 2**30:,.1f} GiB "
                       f"of memory, and {free / 2**30:,.1f} GiB is available")
     return count
+
+
+def peak_memory(spec: ArchSpec) -> int:
+    """Bytes a resize to or from a model of `spec` holds at its peak:
+    PEAK_ROLE_COPIES float32 copies of its largest role stack (the writer
+    streams the rest)."""
+    return PEAK_ROLE_COPIES * 4 * get_adapter(spec.family).largest_role_elements(spec)
 
 
 def _divisors(n: int) -> list[int]:

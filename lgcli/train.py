@@ -30,6 +30,7 @@ therefore replays steps K+1.. exactly as the uninterrupted run did.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import sys
@@ -37,7 +38,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from lgcli.data import ImageSet, check_real, check_seed, check_whole, train_order
 from lgcli.checkpoint.atomic import atomic_path
@@ -528,11 +529,9 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
                                   betas=(0.9, 0.999))
     checkpoint = Path(config.checkpoint_path) if config.checkpoint_path else None
     start_step = 0
-    if checkpoint is not None and checkpoint.exists():
-        if config.resume:
-            start_step = _load_checkpoint(checkpoint, model, optimizer, config)
-        elif not config.force:
-            raise LgError(f"{checkpoint} exists: pass --resume to continue that run or --force to start over")
+    check_checkpoint_path(config)
+    if checkpoint is not None and checkpoint.exists() and config.resume:
+        start_step = _load_checkpoint(checkpoint, model, optimizer, config)
     elif config.resume and checkpoint is not None and distributed.rank == 0:
         print(f"lg: no checkpoint at {checkpoint} yet; starting from step 0", file=sys.stderr)
     if checkpoint is not None:
@@ -608,15 +607,46 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     return result
 
 
+def check_checkpoint_path(config: TrainConfig) -> None:
+    """Refuse to start over a training checkpoint without --resume or --force."""
+    if config.checkpoint_path and Path(config.checkpoint_path).exists() and not (config.resume or config.force):
+        raise LgError(f"{config.checkpoint_path} exists: pass --resume to continue that run or --force to start over")
+
+
 def _how_long(config: TrainConfig, device: torch.device, timed_steps: int, seconds: float, left: int) -> str:
     """One line, from the first timed steps: how long the rest will take
     (printed through the progress bar's console, so a live bar stays whole)."""
     per_step = seconds / max(timed_steps, 1)
-    remaining = per_step * left
-    shown = f"{remaining / 3600:.1f} h" if remaining >= 5400 else (
-        f"{remaining / 60:.0f} min" if remaining >= 90 else f"{remaining:.0f} s")
     return (f"{config.description}: {per_step:.2f} s a step on {'the CPU' if device.type == 'cpu' else device}; "
-            f"about {shown} for the {left} steps left")
+            f"about {duration_text(per_step * left)} for the {left} steps left")
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: 40 s, 12 min, 3.5 h."""
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else (
+        f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s")
+
+
+# A dry run (--dry-run) times this many steps, after a first one that pays
+# the one-off costs (allocation, caches) and is not counted.
+TIMED_STEPS = 5
+
+
+def seconds_per_step(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
+                     steps: int = TIMED_STEPS, **train_args: Any) -> tuple[float, int]:
+    """(seconds one of `config`'s steps takes, the steps timed), measured by
+    running a few of them on `model`, which they change (give one to throw
+    away); no checkpoint is read or written. `train_args` are `train`'s."""
+    marks: list[float] = []
+
+    def clock(step: int, trained: torch.nn.Module) -> None:
+        marks.append(time.monotonic())
+
+    trial = dataclasses.replace(config, steps=min(config.steps, steps + 1), checkpoint_path=None, resume=False,
+                                progress=False, callback_every=1)
+    train(model, data, trial, on_step=clock, **train_args)
+    timed = marks[1:] if len(marks) > 2 else marks  # from the end of the first step, when more than one ran
+    return (timed[-1] - timed[0]) / (len(timed) - 1), len(timed) - 1
 
 
 def _progress(config: TrainConfig, distributed: Distributed):

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
                                                      # ArchSpec/Stack, hub ids to cache paths
     ("checkpoint",),                      # bytes: files, pipes, shards, metadata and provenance
     ("arch",),                            # one adapter per family
+    ("card",),                            # model cards (README.md) from what a written model records
     ("methods",),                         # training-free resize methods
     ("sizing",),                          # the target sizes a request means, and the limits on them
     ("learngenes",),                      # learngene kinds: condense into tensors, expand to a Stack

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -55,7 +56,7 @@ def test_read_write_is_exact_and_loads_strictly(variant, built, tmp_path):
         assert (out / name).read_bytes() == data, name
     if (src / "generation_config.json").exists():
         assert (out / "generation_config.json").read_bytes() == (src / "generation_config.json").read_bytes()
-    expected_files = {p.relative_to(src) for p in src.rglob("*") if p.is_file()}
+    expected_files = {p.relative_to(src) for p in src.rglob("*") if p.is_file()} | {Path("README.md")}  # the card
     assert {p.relative_to(out) for p in out.rglob("*") if p.is_file()} == expected_files
 
     reloaded = load_strict(out, variant)
@@ -129,7 +130,7 @@ def test_pipe_between_text_models_keeps_provenance(built, lg, tmp_path):
     # byte for byte, and nothing the pipe's lg metadata did not have.
     carried = sorted(name for name in os.listdir(src) if name not in ("config.json", "model.safetensors"))
     assert carried and "tokenizer.json" in carried
-    assert sorted(os.listdir(out)) == sorted(["config.json", "model.safetensors", *carried])
+    assert sorted(os.listdir(out)) == sorted(["config.json", "model.safetensors", "README.md", *carried])
     for name in carried:
         assert (out / name).read_bytes() == (src / name).read_bytes(), name
     assert "companion" not in json.dumps(report["provenance"])

@@ -67,7 +67,7 @@ def test_resized_folder_loads_strictly_with_timm(case, timm_folder, source_model
     out = tmp_path / "out"
     result = lg(command, timm_folder, *rest, "-o", out)
     assert result.code == 0, result.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]  # and its card
 
     source_config = json.loads((timm_folder / "config.json").read_text())
     config = json.loads((out / "config.json").read_text())

@@ -35,6 +35,10 @@ class FamilyAdapter(Protocol):
     # Whether the family's models are Hugging Face folders (config.json, the
     # weights, tokenizer files) rather than one safetensors file.
     writes_folder: bool
+    # The library that loads the family's models (a model card's library_name),
+    # and how its users fine-tune one (the card's advice), in a sentence.
+    library: str
+    fine_tune: str
     # BoT's `--wavelet auto` for this family, by direction (absent: haar).
     bot_wavelets: Mapping[str, str]
 
@@ -81,10 +85,12 @@ class FamilyAdapter(Protocol):
     def largest_role_elements(self, spec: ArchSpec) -> int: ...
 
     # ---- the family's own models
-    def load_call(self, spec: ArchSpec, path: str) -> str:
-        """The exact line that loads a file (or folder) of this spec with the family's library."""
+    def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
+        """The exact line that loads a file (or folder) of this spec with the
+        family's library; `folder` says whether `path` is (or will be) a
+        folder, None: whether it is one now."""
 
-    def load_imports(self, spec: ArchSpec, path: str) -> str:
+    def load_imports(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         """The import that line needs."""
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:

@@ -107,6 +107,9 @@ class HfAdapter(DeclaredAdapter):
 
     layout: HfLayout
     writes_folder = True
+    library = "transformers"
+    fine_tune = ("transformers' `Trainer` (or your own loop) on the model the load line builds, with the "
+                 "tokenizer files beside the weights")
 
     # ------------------------------------------------------------ sizes in config.json
     def sizes(self, config: Mapping[str, Any]) -> Sizes:
@@ -456,18 +459,18 @@ class HfAdapter(DeclaredAdapter):
         return self.to_stack({k: torch.empty(s, device="meta") for k, s in shapes.items()}, config=config)
 
     # ------------------------------------------------------------ transformers models
-    def load_call(self, spec: ArchSpec, path: str) -> str:
+    def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         import os
 
-        if os.path.isdir(path):
+        if os.path.isdir(path) if folder is None else folder:
             return f"transformers.{self.architecture(spec).auto_class}.from_pretrained({path!r})"
         # A single file (a pipe's output saved): lg builds the model from the config it records.
         return f"lgcli.load_model({path!r})[0]"
 
-    def load_imports(self, spec: ArchSpec, path: str) -> str:
+    def load_imports(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         import os
 
-        return "import transformers" if os.path.isdir(path) else "import lgcli"
+        return "import transformers" if (os.path.isdir(path) if folder is None else folder) else "import lgcli"
 
     def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
         config = spec.extras.get("config") or {}

@@ -223,6 +223,9 @@ class VitAdapter(DeclaredAdapter):
 
     layout = LAYOUT
     writes_folder = False
+    library = "timm"
+    fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
+                 "images at the size and channels the line gives")
     bot_wavelets: dict[str, str] = {}  # the BoT paper used haar for ViTs
 
     # ------------------------------------------------------------ detection
@@ -439,10 +442,10 @@ class VitAdapter(DeclaredAdapter):
                 "input_size": (e["in_chans"], e["img_size"], e["img_size"])}
 
     @staticmethod
-    def load_imports(spec: ArchSpec, path: str) -> str:
+    def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         return "import timm"
 
-    def load_call(self, spec: ArchSpec, path: str) -> str:
+    def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         """The exact Python line that loads the file strictly in timm."""
         if TIMM_HUB_CONFIG in spec.extras and path != "<file>":
             return f"timm.create_model({'local-dir:' + path!r}, pretrained=True)"  # the folder says the rest

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import LgError, os_reason, shown
 from .companions import COMPANION_FOLDER, is_companion_name
-from .names import CONFIG_NAME, SAFETENSORS_INDEX, STDIO
+from .names import CONFIG_NAME, README_NAME, SAFETENSORS_INDEX, STDIO
 
 
 def check_output(destination: str | os.PathLike, *, force: bool,
@@ -57,7 +57,7 @@ def check_output(destination: str | os.PathLike, *, force: bool,
 
 # What a model folder may hold besides the files lg writes: what a Hugging
 # Face snapshot adds (replacing the folder loses nothing that was not downloaded).
-HUB_FILES = ("README.md", ".gitattributes")
+HUB_FILES = (README_NAME, ".gitattributes")
 WEIGHT_FILE = re.compile(r"^(model|pytorch_model)(-[0-9]{5}-of-[0-9]{5})?\.(safetensors|bin)(\.index\.json)?$",
                          re.ASCII)
 

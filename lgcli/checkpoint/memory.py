@@ -24,10 +24,10 @@ def check_memory(nbytes: int, what: str) -> None:
     """Refuse to allocate more than the memory available, with the figures."""
     free = available_memory()
     if free is not None and nbytes > free:
-        raise LgError(f"{what} need {_gib(nbytes)} of memory and {_gib(free)} is available")
+        raise LgError(f"{what} need {memory_text(nbytes)} of memory and {memory_text(free)} is available")
 
 
-def _gib(nbytes: int) -> str:
+def memory_text(nbytes: int) -> str:
     return f"{nbytes / 2**30:,.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:,.1f} MiB"
 
 

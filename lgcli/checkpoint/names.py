@@ -13,6 +13,8 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 # A Hugging Face model folder: its config and its weights (one file, or
 # shards with an index).
 CONFIG_NAME, WEIGHTS_NAME, PICKLED_WEIGHTS_NAME = "config.json", "model.safetensors", "pytorch_model.bin"
+# A model folder's card, as the Hub shows it (lg writes one into every output folder).
+README_NAME = "README.md"
 
 
 def _source_label(source: str) -> str:

@@ -24,8 +24,8 @@ from .companions import CompanionFile, companion_size
 from .destination import check_output
 from .hashing import _HASHER, _sha256_file
 from .loaded import dtype_names
-from .memory import _gib
-from .names import SAFETENSORS_INDEX, STDIO, WEIGHTS_NAME
+from .memory import memory_text
+from .names import README_NAME, SAFETENSORS_INDEX, STDIO, WEIGHTS_NAME
 
 
 def write_checkpoint(destination: str | os.PathLike, tensors: Mapping[str, torch.Tensor],
@@ -55,7 +55,8 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
                   tensors: Iterable[tuple[str, torch.Tensor]], metadata: Mapping[str, str], *,
                   force: bool = False, stdout: BinaryIO | None = None, shard_size: int | None = None,
                   final_metadata: Callable[[], Mapping[str, str]] | None = None,
-                  folder_files: Mapping[str, "bytes | CompanionFile"] | None = None) -> str:
+                  folder_files: Mapping[str, "bytes | CompanionFile"] | None = None,
+                  readme: Callable[[Mapping[str, str]], bytes] | None = None) -> str:
     """Write safetensors whose names, dtypes and shapes (`entries`, in file
     order) are known before any tensor is: the header goes first, then each
     tensor as `tensors` yields it (in the same order; a float tensor is cast
@@ -78,10 +79,14 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     `folder_files` (name -> bytes) makes the output a Hugging Face model
     folder (unless it is '-'): those files (config.json, tokenizer files),
     and the weights as ``model.safetensors`` or as shards with their index.
+
+    `readme(metadata)`, when given, is the model card of a folder output (a
+    model folder, or shards), written into it as README.md before it is put
+    in place; a single file or a stream has none.
     """
     dst = str(destination)
     as_folder = folder_files is not None and dst != STDIO
-    shards = [entries] if dst == STDIO else _shards(entries, shard_size)
+    shards = [entries] if dst == STDIO else shard_parts(entries, shard_size)
     if final_metadata is not None and (dst == STDIO or len(shards) > 1 or as_folder):
         metadata, final_metadata = final_metadata(), None
     meta = {"format": "pt", **dict(metadata)}
@@ -116,6 +121,7 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
                     target.write_bytes(data)
                 else:  # streamed from the descriptor opened when the source was read
                     data.copy_to(target)
+            _write_readme(tmp, readme, meta)
         return digest
     if len(shards) == 1:
         header, encoded = _header(entries, meta)
@@ -140,7 +146,15 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
         return digest
     _check_disk(path, total + len(shards) * (8 + MAX_HEADER_BYTES // 1000))
     with atomic_folder(path, force=force, output=True) as tmp:
-        return _write_shards(tmp, shards, meta, stream_of, dst)
+        digest = _write_shards(tmp, shards, meta, stream_of, dst)
+        _write_readme(tmp, readme, meta)
+        return digest
+
+
+def _write_readme(folder: Path, readme: Callable[[Mapping[str, str]], bytes] | None,
+                  meta: Mapping[str, str]) -> None:
+    if readme is not None:
+        (folder / README_NAME).write_bytes(readme(meta))
 
 
 def _write_shards(folder: Path, shards: list[list[Entry]], meta: Mapping[str, str], stream_of, dst: str) -> str:
@@ -164,7 +178,7 @@ def _write_shards(folder: Path, shards: list[list[Entry]], meta: Mapping[str, st
     return digest.hexdigest()
 
 
-def _shards(entries: list[Entry], shard_size: int | None) -> list[list[Entry]]:
+def shard_parts(entries: list[Entry], shard_size: int | None) -> list[list[Entry]]:
     """Entries split in file order into parts of at most `shard_size` bytes
     (a tensor larger than that is a shard of its own), as Hugging Face does."""
     if not shard_size:
@@ -222,7 +236,8 @@ def _check_disk(path: Path, nbytes: int) -> None:
     except OSError:
         return
     if nbytes > free:
-        raise LgError(f"{shown(path)}: the output needs {_gib(nbytes)} and its disk has {_gib(free)} free")
+        raise LgError(f"{shown(path)}: the output needs {memory_text(nbytes)} and its disk has "
+                      f"{memory_text(free)} free")
 
 
 def _verify_written(tmp: Path, header: Mapping[str, Any], dst: str) -> None:

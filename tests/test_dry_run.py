@@ -1,0 +1,158 @@
+"""--dry-run (issue 22): shrink, grow, condense and bench print their plan
+and write nothing (no output, no temporary file, no training checkpoint, no
+results folder); the plan's numbers are the real run's (parameters and
+tensor bytes of the written model, the steps, the cells), and the errors a
+real run gives before its work, the dry run gives too."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from conftest import make_vit, write_plain
+from safetensors import safe_open
+from test_hub import gpt2_folder
+
+TEACHER = dict(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
+FAST = ["--batch-size", "16", "--subset", "64", "--test-subset", "32", "--device", "cpu"]
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def dry(lg, folder: Path, *args) -> dict:
+    """The JSON plan of `lg ARGS --dry-run --json`, checking that nothing was written into `folder`."""
+    before = listing(folder)
+    result = lg(*args, "--dry-run", "--json")
+    assert result.code == 0, result.stderr
+    assert result.stderr.startswith("dry run, nothing written: ")
+    assert listing(folder) == before, "a dry run wrote something"
+    return json.loads(result.stdout)
+
+
+ITEMSIZE = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I64": 8}
+
+
+def tensor_bytes(path: Path) -> int:
+    """The bytes of every tensor in a written file or folder, from its headers."""
+    total = 0
+    for file in sorted(path.glob("*.safetensors")) if path.is_dir() else [path]:
+        with safe_open(str(file), "pt") as f:
+            for key in f.keys():
+                tensor = f.get_slice(key)
+                total += math.prod(tensor.get_shape()) * ITEMSIZE[tensor.get_dtype()]
+    return total
+
+
+def parameters_of(lg, path: Path) -> int:
+    result = lg("inspect", path, "--json")
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)["parameters"]["total"]
+
+
+@pytest.fixture
+def vit_file(tmp_path) -> Path:
+    return write_plain(make_vit("cls-token"), tmp_path / "vit.safetensors")
+
+
+@pytest.mark.parametrize("args", [
+    ["shrink", "--depth", "1", "--width", "32", "--heads", "1"],
+    ["grow", "--depth", "3", "--method", "clone", "--shard-size", "60KB"],
+    ["grow", "--depth", "3", "--width", "128", "--heads", "2", "--method", "auto-lg"],
+])
+def test_a_resize_plan_is_what_the_real_run_writes(args, vit_file, tmp_path, lg):
+    out = tmp_path / "out"
+    command, *size = args
+    plan = dry(lg, tmp_path, command, vit_file, *size, "-o", out)
+    assert not out.exists()
+    real = lg(command, vit_file, *size, "-o", out, "--json")
+    assert real.code == 0, real.stderr
+    report = json.loads(real.stdout)
+    assert plan["target"] == report["target"] and plan["method"] == report["method"]
+    assert plan["parameters"] == report["parameters"]
+    assert plan["parameters"]["target"] == parameters_of(lg, out)
+    assert plan["output"]["tensor_bytes"] == tensor_bytes(out)
+    assert plan["output"]["form"] == ("shards" if out.is_dir() else "file")
+    assert plan["output"]["safetensors_files"] == (len(list(out.glob("*.safetensors"))) if out.is_dir() else 1)
+    assert plan["peak_memory_bytes"] > 0
+
+
+def test_a_folder_plan_of_a_text_model(tmp_path, lg):
+    source, _ = gpt2_folder(tmp_path, "gpt2")
+    out = tmp_path / "out"
+    plan = dry(lg, tmp_path, "grow", source, "--depth", "4", "-o", out)
+    assert lg("grow", source, "--depth", "4", "-o", out).code == 0
+    assert plan["output"]["form"] == "folder"
+    assert plan["parameters"]["target"] == parameters_of(lg, out)
+    assert plan["output"]["tensor_bytes"] == tensor_bytes(out)
+
+
+def test_a_plan_from_a_learngene_neither_builds_nor_fits(tmp_path, lg):
+    teacher = write_plain(make_vit("cls-token", **TEACHER), tmp_path / "teacher.safetensors")
+    gene = tmp_path / "tleg.lg.safetensors"
+    assert lg("condense", teacher, "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "2", *FAST,
+              "-o", gene).code == 0
+    out = tmp_path / "grown.safetensors"
+    plan = dry(lg, tmp_path, "grow", gene, "--depth", "5", "-o", out)
+    assert plan["target"]["depth"] == 5 and plan["source"]["learngene"] == "tleg"
+    assert lg("grow", gene, "--depth", "5", "-o", out).code == 0
+    assert plan["parameters"]["target"] == parameters_of(lg, out)
+    assert plan["output"]["tensor_bytes"] == tensor_bytes(out)
+
+
+@pytest.mark.parametrize("args, made", [
+    (["shrink", "--width", "33"], False),        # not a whole number of heads
+    (["grow", "--depth", "1"], False),           # grow cannot make the depth smaller
+    (["shrink", "--depth", "1"], True),          # the output exists, no --force
+])
+def test_a_dry_run_refuses_what_the_real_run_refuses(args, made, vit_file, tmp_path, lg):
+    out = tmp_path / "out.safetensors"
+    if made:
+        out.write_bytes(b"already here")
+    command, *rest = args
+    real = lg(command, vit_file, *rest, "-o", out)
+    planned = lg(command, vit_file, *rest, "-o", out, "--dry-run")
+    assert real.code == planned.code != 0
+    assert planned.stderr == real.stderr and len(planned.stderr.splitlines()) == 1
+    assert planned.stdout == b""
+    assert (out.read_bytes() == b"already here") if made else not out.exists()
+
+
+def test_a_condense_plan_times_steps_and_writes_nothing(tmp_path, lg):
+    teacher = write_plain(make_vit("cls-token", **TEACHER), tmp_path / "teacher.safetensors")
+    out = tmp_path / "gene.lg.safetensors"
+    args = ["condense", teacher, "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "40", *FAST,
+            "-o", out, "--checkpoint-every", "10"]
+    plan = dry(lg, tmp_path, *args)
+    assert not out.exists() and not Path(f"{out}.train.pt").exists()
+    assert plan["steps"] == 40 and plan["timed_steps"] == 5
+    assert plan["estimated_seconds"] == pytest.approx(plan["seconds_per_step"] * 40) and plan["seconds_per_step"] > 0
+    real = lg(*args[:-2], "--json")
+    assert real.code == 0, real.stderr
+    report = json.loads(real.stdout)
+    assert plan["parameters"] == report["parameters"] and plan["auxiliary"] == report["auxiliary"]
+    # An existing output refuses the dry run as it refuses the run.
+    refused = lg(*args, "--dry-run")
+    assert refused.code == 1 and refused.stderr == f"lg: error: {out}: exists; pass --force to overwrite it\n"
+
+
+def test_a_bench_plan_counts_cells_and_steps_and_sees_saved_cells(tmp_path, lg):
+    ancestry = write_plain(make_vit("cls-token", **TEACHER), tmp_path / "ancestry.safetensors")
+    out = tmp_path / "bench"
+    args = ["bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", "1x32", "--methods", "select,tleg",
+            "--steps", "4", "--eval-every", "2", "--condense-steps", "3", "--batch-size", "16", "--subset", "64",
+            "--test-subset", "32", "--device", "cpu", "-o", out]
+    plan = dry(lg, tmp_path, *args)
+    assert not out.exists()
+    assert (plan["cells"], plan["cells_to_run"], plan["cells_reused"]) == (3, 3, 0)  # select, tleg, random
+    assert plan["steps"] == 3 * 4 + 3 and plan["condense"]["tleg"]["steps"] == 3
+    assert plan["estimated_seconds"] > 0
+    real = lg(*args)
+    assert real.code == 0, real.stderr
+    again = dry(lg, tmp_path, *args)
+    assert (again["cells_to_run"], again["cells_reused"], again["steps"]) == (0, 3, 0)
+    assert os.path.exists(out / "bench.json")
