@@ -170,6 +170,11 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
 
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
                            depths=kind.training_depths(aux, resolved))
+    teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
+    if model.task == IMAGE_CLASSIFICATION:
+        # A family lg cannot train refuses here, in one line, before its
+        # classes are compared with the data's (a model of features has none).
+        model_input(teacher_model)
     dataset = _read_data(model, data, checkpoint, "the teacher", settings, reading, notify)
     held_out = None
     if settings.until is not None:
@@ -178,9 +183,6 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     if len(dataset.train) < settings.batch_size:
         raise LgError(f"the train split has {len(dataset.train)} {_unit(dataset)}, fewer than one batch of "
                       f"{settings.batch_size} (lower --batch-size)")
-    teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
-    if hasattr(dataset, "num_classes"):  # images: a family lg cannot train refuses here, in one line
-        model_input(teacher_model)
 
     config = TrainConfig(steps=steps, batch_size=settings.batch_size, lr=settings.lr,
                          weight_decay=settings.weight_decay,

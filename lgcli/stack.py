@@ -16,13 +16,14 @@ Axis names (SPEC.md table):
 - ``mlp``      the MLP hidden width F
 - ``head_dim`` one head's dimension d (q/k norm), fixed under width changes
 - ``tokens``   position-embedding tokens (prefix tokens + patches)
-- ``classes``  classifier outputs
+- ``classes``  the outputs of a model's head: a classifier's classes, CLIP's
+               projection dimension; never resized
 - ``vocab``    a text model's vocabulary (token embeddings, LM head): never
                resized
 - ``positions`` learned position embeddings of a text model (BERT, GPT-2):
                never resized
 - ``-``        an axis no method resizes (image channels, patch pixels, a
-               size-1 batch axis)
+               size-1 batch axis, the blocks of a head's grouped input)
 """
 
 from __future__ import annotations

@@ -6,15 +6,14 @@ missing, unexpected or mismatched, and that runs; clone keeps the logits."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 import transformers
-from safetensors import safe_open
 
 import lgcli
-from lgcli.api import save
+from hf_image_models import (assert_training_refused, folder_builder, load_strict, non_trivial, piped_config,
+                             resized_configs, resizes, training_commands, written_back)
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=16,
             patch_size=4, num_labels=10)
@@ -27,38 +26,19 @@ VARIANTS = {
 }
 
 
-def make_model(variant: str, seed: int = 0) -> torch.nn.Module:
-    """A tiny model whose every parameter is non-trivial: with transformers'
-    init (unit norms, zero biases, zero tokens) a wrong mapping of those
-    tensors would go unnoticed in the logits."""
+def make_model(variant: str) -> torch.nn.Module:
+    """A tiny model whose every parameter is non-trivial."""
     config_class, model_class, channels, _ = VARIANTS[variant]
     config = getattr(transformers, config_class)(**TINY, num_channels=channels)
-    torch.manual_seed(seed)
-    model = getattr(transformers, model_class)(config)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.dim() == 1 and "layernorm" in name:
-                param.copy_(1.0 + 0.2 * torch.randn_like(param))
-            else:
-                param.add_(0.05 * torch.randn_like(param))
-    return model.eval()
+    torch.manual_seed(0)
+    return non_trivial(getattr(transformers, model_class)(config))
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """variant -> (source folder, the model it holds), each built once."""
-    made = {}
-
-    def get(variant: str):
-        if variant not in made:
-            folder = tmp_path_factory.mktemp(variant) / "src"
-            model = make_model(variant)
-            model.save_pretrained(folder)
-            transformers.ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(folder)
-            made[variant] = folder, model
-        return made[variant]
-
-    return get
+    return folder_builder(tmp_path_factory, make_model, transformers.ViTImageProcessor(
+        size={"height": 16, "width": 16}))
 
 
 def images(channels: int, seed: int = 1) -> torch.Tensor:
@@ -71,34 +51,17 @@ def logits(model: torch.nn.Module, pixels: torch.Tensor) -> torch.Tensor:
         return model(pixel_values=pixels).logits
 
 
-def weights(folder) -> dict[str, torch.Tensor]:
-    with safe_open(str(folder / "model.safetensors"), "pt") as f:
-        return {key: f.get_tensor(key) for key in f.keys()}
-
-
-def load_strict(folder, variant: str) -> torch.nn.Module:
-    """from_pretrained with its loading report: nothing missing, unexpected or mismatched."""
-    model, info = getattr(transformers, VARIANTS[variant][1]).from_pretrained(folder, output_loading_info=True)
-    problems = {key: value for key, value in info.items() if value}
-    assert not problems, f"{folder}: {problems}"
-    return model.eval()
+def load_vit(folder, variant: str) -> torch.nn.Module:
+    return load_strict(folder, VARIANTS[variant][1])
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_read_write_is_bit_identical(variant, built, tmp_path):
     src, model = built(variant)
-    loaded = lgcli.load(src)
-    assert loaded.spec.family == VARIANTS[variant][3]
     out = tmp_path / "out"
-    save(out, loaded.spec, loaded.stack, source=loaded)
-    written, source = weights(out), weights(src)
-    assert sorted(written) == sorted(source)
-    for key, tensor in source.items():
-        assert written[key].dtype == tensor.dtype and written[key].shape == tensor.shape, key
-        assert written[key].view(torch.uint8).equal(tensor.view(torch.uint8)), key
-    assert json.loads((out / "config.json").read_text()) == json.loads((src / "config.json").read_text())
+    written_back(src, out, VARIANTS[variant][3])
     pixels = images(VARIANTS[variant][2])
-    assert torch.equal(logits(load_strict(out, variant), pixels), logits(model, pixels))
+    assert torch.equal(logits(load_vit(out, variant), pixels), logits(model, pixels))
     # lg's own model of the folder (saved names mapped to transformers' live ones) computes the same.
     mine, _ = lgcli.load_model(out)
     assert torch.equal(logits(mine.eval(), pixels), logits(model, pixels))
@@ -137,13 +100,7 @@ def test_inspect_reports_sizes_and_the_load_line(variant, built, lg):
     assert type(loaded).__name__ == model_class
 
 
-RESIZES = {
-    "shrink-select": ("shrink", "--depth", "1", "--width", "16", "--method", "select"),
-    "shrink-bot": ("shrink", "--depth", "1", "--width", "16", "--method", "bot"),
-    "grow-bot": ("grow", "--depth", "3", "--width", "64", "--method", "bot"),
-    "grow-auto-lg": ("grow", "--depth", "3", "--width", "64", "--method", "auto-lg"),
-    "grow-clone": ("grow", "--depth", "3", "--width", "64", "--method", "clone"),
-}
+RESIZES = resizes(16, 64)
 
 
 @pytest.mark.parametrize("resize", sorted(RESIZES))
@@ -151,18 +108,14 @@ RESIZES = {
 def test_resized_folder_loads_strictly_and_runs(variant, resize, built, lg, tmp_path):
     src, model = built(variant)
     out = tmp_path / "out"
-    result = lg(*RESIZES[resize][:1], src, *RESIZES[resize][1:], "-o", out)
-    assert result.code == 0, result.stderr
+    config, source_config = resized_configs(lg, src, RESIZES[resize], out)
     depth, width = int(RESIZES[resize][2]), int(RESIZES[resize][4])
-    config, source_config = (json.loads((folder / "config.json").read_text()) for folder in (out, src))
     sizes = (config["num_hidden_layers"], config["hidden_size"], config["intermediate_size"])
     assert sizes == (depth, width, 2 * width)
     assert width % config["num_attention_heads"] == 0
     unchanged = ("architectures", "model_type", "image_size", "patch_size", "num_channels", "id2label")
     assert {k: config[k] for k in unchanged} == {k: source_config[k] for k in unchanged}
-    preprocessing = "preprocessor_config.json"  # carried as it is: the input does not change
-    assert (out / preprocessing).read_bytes() == (Path(src) / preprocessing).read_bytes()
-    resized = load_strict(out, variant)
+    resized = load_vit(out, variant)
     pixels = images(VARIANTS[variant][2])
     out_logits = logits(resized, pixels)
     assert out_logits.shape == (2, 10) and bool(out_logits.isfinite().all())
@@ -188,14 +141,10 @@ def test_a_pipe_between_folders_keeps_the_config(variant, built, lg, tmp_path):
     """`-o -` writes one file whose lg.config is the config.json: the next
     command reads it and writes a folder from_pretrained loads."""
     src, _ = built(variant)
-    piped = lg("shrink", src, "--depth", "1", "-o", "-")
-    assert piped.code == 0, piped.stderr
     out = tmp_path / "out"
-    grown = lg("grow", "-", "--depth", "2", "--method", "bot", "-o", out, stdin=piped.stdout)
-    assert grown.code == 0, grown.stderr
-    config = json.loads((out / "config.json").read_text())
+    config = piped_config(lg, src, out)
     assert (config["num_hidden_layers"], config["architectures"]) == (2, [VARIANTS[variant][1]])
-    assert logits(load_strict(out, variant), images(3)).shape == (2, 10)
+    assert logits(load_vit(out, variant), images(3)).shape == (2, 10)
 
 
 def test_weights_without_their_config_are_refused(built, lg, tmp_path):
@@ -221,17 +170,8 @@ def test_a_config_alone_gives_the_model_its_sizes(variant, built):
     assert adapter.parameter_count(spec) == sum(p.numel() for p in model.parameters())
 
 
-@pytest.mark.parametrize("command", [("eval", "--steps", "1"), ("bench", "--sizes", "1x16", "--steps", "1", "-o", "grown"),
-                                     ("condense", "--method", "tleg", "--steps", "1", "-o", "grown")])
+@pytest.mark.parametrize("command", training_commands("1x16"))
 def test_training_a_hugging_face_image_model_is_refused_in_one_line(command, built, lg, tmp_path, monkeypatch):
-    # lg's image loop drives timm models; a transformers one would fail deep in
-    # it (no reset_classifier, an output object instead of logits).
     monkeypatch.chdir(tmp_path)
     src, _ = built("vit-grayscale")
-    result = lg(command[0], src, "--data", "fashion-mnist-mini", *command[1:])
-    assert result.code == 1
-    lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith("lg: error: ViTForImageClassification: lg eval, bench and condense "
-                                "train timm image models"), result.stderr
-    assert "Traceback" not in result.stderr
-    assert not (tmp_path / "grown").is_file() and not list((tmp_path / "grown").glob("cells/*"))
+    assert_training_refused(lg, src, command, "ViTForImageClassification", tmp_path)

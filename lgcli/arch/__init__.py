@@ -15,6 +15,8 @@ from ..lazy import nn, torch
 from .base import FamilyAdapter
 from .bert import BertAdapter
 from .gpt2 import Gpt2Adapter
+from .hf_clip import ClipVisionAdapter
+from .hf_dinov2 import Dinov2Adapter
 from .hf_vit import HfDeitAdapter, HfVitAdapter
 from .llama import LlamaAdapter
 from .vit import VitAdapter
@@ -35,7 +37,8 @@ def unregister(family: str) -> None:
     del ADAPTERS[family]
 
 
-for _adapter in (VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(), HfDeitAdapter()):
+for _adapter in (VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(), HfDeitAdapter(),
+                 Dinov2Adapter(), ClipVisionAdapter()):
     register(_adapter)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import LgError, shown
 from ..lazy import torch
-from ..stack import (ATTN, EMBED, LAYER_ROLE_AXES, MLP, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
+from ..stack import (ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
                      copy_elements)
 from .base import Reader
 
@@ -44,6 +44,11 @@ class Layout:
     roles stacked along its output axis (rows), `transposed` lists suffixes
     stored (in, out). `base_globals` (key -> (role, axes)) live under the
     base prefix, `head_globals` outside it (a text model's LM head);
+    `grouped_inputs` maps a global key to the number of equal blocks its
+    last axis holds side by side, which its role keeps apart as an axis of
+    its own (DINOv2's classifier reads [class token, mean patch token]:
+    stored (classes, 2·D), the role (classes, 2, D), whose last axis is the
+    width);
     `ignored` matches buffers that older checkpoints carry and loading
     ignores. The base prefix is optional in a state dict (a text model's
     base class is saved without it). `size_fields` names the field of the
@@ -58,6 +63,7 @@ class Layout:
     base_prefix: str = ""
     head_globals: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     fused_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    grouped_inputs: Mapping[str, int] = field(default_factory=dict)
     transposed: frozenset[str] = frozenset()
     ignored: tuple[str, ...] = ()
     size_fields: Mapping[str, str] = field(default_factory=dict)
@@ -74,6 +80,23 @@ class Layout:
         """Dimensions of a per-layer tensor as stored (a fused one has its roles')."""
         role = self.fused_keys[suffix][0] if suffix in self.fused_keys else self.layer_keys[suffix]
         return len(LAYER_ROLE_AXES[role]) - 1
+
+    def global_rank(self, key: str) -> int:
+        """Dimensions of a global tensor as stored (a grouped one has one
+        fewer than its role)."""
+        return len(self.global_roles[key][1]) - (key in self.grouped_inputs)
+
+    def global_role_shape(self, key: str, stored: tuple[int, ...]) -> tuple[int, ...]:
+        """A global's role shape from its stored shape: a grouped last axis
+        split into (blocks, block size). The elements keep their order."""
+        if key not in self.grouped_inputs:
+            return stored
+        blocks = self.grouped_inputs[key]
+        return (*stored[:-1], blocks, stored[-1] // blocks)
+
+    def global_stored_shape(self, key: str, role: tuple[int, ...]) -> tuple[int, ...]:
+        """The inverse of `global_role_shape`."""
+        return (*role[:-2], role[-2] * role[-1]) if key in self.grouped_inputs else role
 
 
 @dataclass
@@ -160,8 +183,13 @@ def check_tensors(layout: Layout, stored: StoredTensors, not_family: Callable[[s
                                          f"{tuple(first[key].shape)} {str(first[key].dtype).replace('torch.', '')}"))
     global_roles = layout.global_roles
     named = [(f"{stored.prefix}{layout.layers}.0.{suffix}", t, layout.suffix_rank(suffix)) for suffix, t in first.items()]
-    named += [(stored.stored_global(key)[0], t, len(global_roles[key][1]))
+    named += [(stored.stored_global(key)[0], t, layout.global_rank(key))
               for key, t in [*stored.globals.items(), *stored.heads.items()]]
+    for key, tensor in [*stored.globals.items(), *stored.heads.items()]:
+        blocks = layout.grouped_inputs.get(key)
+        if blocks and tensor.dim() == layout.global_rank(key) and tensor.shape[-1] % blocks:
+            raise LgError(not_family(f"{stored.stored_global(key)[0]} has shape {tuple(tensor.shape)}, whose last "
+                                     f"axis is not {blocks} equal blocks"))
     for name, tensor, rank in named:
         if tensor.dim() != rank:
             raise LgError(not_family(f"{name} has shape {tuple(tensor.shape)}, expected {rank} dimensions"))
@@ -215,18 +243,26 @@ def role_sources(layout: Layout, shapes: Mapping[str, tuple[int, ...]], attn_dim
     """role -> (suffix, the role's first row in that tensor, the role's
     per-layer (out, in) shape). A fused tensor's rows are its roles' in
     order, `attn_dim` rows for a role over the attention heads (queries),
-    `kv_dim` for one over the key/value heads."""
+    `kv_dim` for one over the key/value heads, and the rest shared equally
+    by the roles over the MLP (SwiGLU's gate|up)."""
     sources: dict[str, tuple[str, int, tuple[int, ...]]] = {}
     for suffix, roles in layout.fused_keys.items():
         if suffix not in shapes:
             continue
         shape = shapes[suffix]
-        parts = [attn_dim if LAYER_ROLE_AXES[role][1] == ATTN else kv_dim for role in roles]
-        if sum(parts) != shape[0]:
+        known = {ATTN: attn_dim, KV: kv_dim}
+        axes = [LAYER_ROLE_AXES[role][1] for role in roles]
+        shared = axes.count(MLP)
+        fixed = sum(known.get(axis, 0) for axis in axes)
+        rest = shape[0] - fixed
+        if not shared and rest:
             raise LgError(not_family(f"{suffix} has {shape[0]} outputs; the attention ({attn_dim}) and "
-                                     f"key/value ({kv_dim}) widths need {sum(parts)}"))
+                                     f"key/value ({kv_dim}) widths need {fixed}"))
+        if shared and (rest <= 0 or rest % shared):
+            raise LgError(not_family(f"{suffix} has {shape[0]} outputs, which are not {shared} equal MLP parts"))
         start = 0
-        for role, rows in zip(roles, parts):
+        for role, axis in zip(roles, axes):
+            rows = known.get(axis, rest // shared if shared else 0)
             sources[role] = (suffix, start, (rows, *shape[1:]))
             start += rows
     for suffix, shape in shapes.items():
@@ -286,14 +322,17 @@ def lazy_stack(layout: Layout, stored: StoredTensors, sources: Mapping[str, tupl
     key_of_role = {global_roles[key][0]: key for key in [*stored.globals, *stored.heads]}
 
     def make_global(role: str) -> torch.Tensor:
-        name, tensor = stored.stored_global(key_of_role[role])
-        out = torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+        key = key_of_role[role]
+        name, tensor = stored.stored_global(key)
+        # A grouped global is read flat into its role's shape: the same elements in the same order.
+        out = torch.empty(layout.global_role_shape(key, tuple(tensor.shape)), dtype=tensor.dtype, device=tensor.device)
         read(name, out, 0)
         return out.to(compute_dtype(tensor.dtype))
 
     layers = RoleMap({role: (LAYER_ROLE_AXES[role], (depth, *shape)) for role, (_, _, shape) in sources.items()},
                      make_layers, make_layers)
-    globals_ = RoleMap({role: (global_roles[key][1], tuple(stored.stored_global(key)[1].shape))
+    globals_ = RoleMap({role: (global_roles[key][1],
+                               layout.global_role_shape(key, tuple(stored.stored_global(key)[1].shape)))
                         for role, key in key_of_role.items()}, make_global)
     return Stack(layers=layers, globals=globals_)
 
@@ -311,8 +350,9 @@ def write_plan(layout: Layout, spec: ArchSpec, stack: Stack, prefix: str) -> lis
     groups = []
     for name, (role, _) in layout.global_roles.items():
         if role in stack.globals:
-            groups.append(TensorGroup([(key(name), axes_and_shape(stack.globals, role)[1])],
-                                      lambda name=name, role=role: iter([(key(name), stack.globals[role].data)])))
+            stored = layout.global_stored_shape(name, axes_and_shape(stack.globals, role)[1])
+            groups.append(TensorGroup([(key(name), stored)], lambda name=name, role=role, stored=stored: iter(
+                [(key(name), stack.globals[role].data.reshape(stored))])))
     layers = stack.layers
 
     def per_layer(suffix: str, roles: tuple[str, ...]) -> TensorGroup:

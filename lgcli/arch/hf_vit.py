@@ -1,6 +1,8 @@
 """Hugging Face ViT (`ViTForImageClassification`, model_type vit) and DeiT
 (`DeiTForImageClassification`, `DeiTForImageClassificationWithTeacher`,
-model_type deit) folders  <->  (ArchSpec, Stack).
+model_type deit) folders  <->  (ArchSpec, Stack); and `HfVitAdapter`, what
+every Hugging Face image family (DINOv2 in hf_dinov2.py, CLIP's vision tower
+in hf_clip.py) shares.
 
 Declared as data (`HfLayout`), with the timm ViT's role names (arch/vit.py),
 so every resize method treats both the same: separate query/key/value,
@@ -33,7 +35,10 @@ from .hf import Architecture, HfAdapter, HfLayout, config_int
 @dataclass(frozen=True)
 class ImageArchitecture(Architecture):
     """A model class and the head tensors it has (DeiT's two classes share
-    the base and differ only there)."""
+    the base and differ only there; a model of features, Dinov2Model or
+    CLIPVisionModel, has none). lg's task for each is image classification:
+    what it takes is images, and lg refuses to train or score a transformers
+    image model before its outputs matter (`HfVitAdapter.model_input`)."""
 
     head_keys: tuple[str, ...] = ()
 
@@ -110,29 +115,33 @@ class HfVitAdapter(HfAdapter):
     bot_wavelets: dict[str, str] = {}  # as timm's ViTs: haar
 
     def __init__(self) -> None:
-        # (architecture, depth) -> saved parameter name -> live name: the
-        # renaming does not depend on the widths.
-        self._live_names_cache: dict[tuple[str, int], dict[str, str]] = {}
+        # (architecture, depth, roles) -> saved parameter name -> its live
+        # names: the renaming does not depend on the widths.
+        self._live_names_cache: dict[tuple, dict[str, list[str]]] = {}
 
     def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
-        # lg reads the image classifiers alone, whose keys are all under the
-        # base prefix (a base model, ViTModel, has a pooler lg does not map).
+        # lg reads the model classes the layout declares: with a head, every
+        # key is under the base prefix (ViT's base model, ViTModel, has a
+        # pooler lg does not map, and is not declared); a model of features
+        # (Dinov2Model) is saved without it.
         first = next(iter(self.layout.layer_keys))
-        return f"{self.layout.base_prefix}{self.layout.layers}.0.{first}" in state_dict
+        prefixes = {self.layout.base_prefix if a.prefixed else "" for a in self.layout.architectures.values()}
+        return any(f"{prefix}{self.layout.layers}.0.{first}" in state_dict for prefix in prefixes)
 
     # ------------------------------------------------------------ reading
     def check_required(self, stored: StoredTensors) -> None:
-        for key in ("embeddings.patch_embeddings.projection.weight", "embeddings.position_embeddings"):
-            if key not in stored.globals:
-                raise LgError(self.not_family(f"no {self.layout.base_prefix}{key}"))
-        if "attention.output.dense.weight" not in stored.first:
+        key_of_role = {role: key for key, (role, _) in self.layout.base_globals.items()}
+        for role in ("patch_embed_weight", "pos_embed"):
+            if key_of_role[role] not in stored.globals:
+                raise LgError(self.not_family(f"no {self.layout.base_prefix}{key_of_role[role]}"))
+        if "o" not in {self.layout.layer_keys.get(suffix) for suffix in stored.first}:
             raise LgError(self.not_family("no attention output projection in layer 0"))
 
     def _architecture(self, config: Mapping[str, Any], heads_found: Mapping[str, Any], prefix: str) -> str:
         """config.json's class, else the one whose head tensors these are."""
         if config and config.get("architectures"):
             return super()._architecture(config, heads_found, prefix)
-        if not prefix:
+        if not prefix and all(a.prefixed for a in self.layout.architectures.values()):
             raise LgError(self.not_family(f"no {self.layout.base_prefix}* keys (lg reads "
                                           f"{', '.join(self.layout.architectures)})"))
         for name, architecture in self.layout.architectures.items():
@@ -153,8 +162,9 @@ class HfVitAdapter(HfAdapter):
             found = ", ".join(sorted(stored.heads)) or "none"
             raise LgError(f"{architecture} has the head tensors {', '.join(wanted)}; the weights have {found}")
         base_config = self._base_config(config, architecture)
-        head = stored.heads[wanted[0]]
-        extras = {"architecture": architecture, "config": base_config, "num_classes": int(head.shape[0])}
+        classifier = self._classifier_key(architecture)
+        extras = {"architecture": architecture, "config": base_config,
+                  "num_classes": int(stored.heads[classifier].shape[0]) if classifier else None}
         spec = ArchSpec(family=self.family, depth=stored.depth, width=sources["o"][2][0], heads=attention.heads,
                         head_dim=attention.head_dim, mlp_dim=sources["fc1"][2][0] if "fc1" in sources else 0,
                         extras=extras, heads_assumed=attention.assumed, kv_heads=attention.kv_heads)
@@ -164,7 +174,8 @@ class HfVitAdapter(HfAdapter):
         """config.json's sizes and image geometry must be the weights'."""
         super().check_agreement(config, spec, stack)
         _, channels, patch, _ = stack.globals.axes_and_shape("patch_embed_weight")[1]
-        tokens = stack.globals.axes_and_shape("pos_embed")[1][1]
+        axes, shape = stack.globals.axes_and_shape("pos_embed")
+        tokens = shape[axes.index(TOKENS)]
         prefix_tokens = sum(role in stack.globals for role in ("cls_token", "dist_token"))
         try:
             said = {name: config_int(config, name, required=False)
@@ -187,39 +198,50 @@ class HfVitAdapter(HfAdapter):
         return [group for group in super().write_plan(spec, stack) if group.entries[0][0] not in others]
 
     # ------------------------------------------------------------ saved and live names
-    def _saved_names_of(self, model: nn.Module) -> dict[str, str]:
-        """Live parameter name -> the name save_pretrained writes, by
-        transformers' own renaming (which keeps each tensor: matched by identity)."""
-        live = model.state_dict()
+    def _saved_state(self, model: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A live state dict under the names save_pretrained writes, by
+        transformers' own renaming (which may also fuse tensors: DINOv2's
+        SwiGLU gate and up projections are saved as one, `weights_in`)."""
         try:
             from transformers.core_model_loading import revert_weight_conversion
         except ImportError:  # a transformers that does not rename: the names are the saved ones
-            return {name: name for name in live}
-        by_identity = {id(tensor): name for name, tensor in live.items()}
-        return {by_identity[id(tensor)]: name for name, tensor in revert_weight_conversion(model, dict(live)).items()}
+            return state
+        return revert_weight_conversion(model, state)
 
-    def _live_names(self, spec: ArchSpec) -> dict[str, str]:
-        """Saved name -> live name for a model of `spec` (cached: `model_state`
-        runs on every forward pass of a learngene's model)."""
-        key = (spec.extras["architecture"], spec.depth)
+    def _live_parts_of(self, model: nn.Module) -> dict[str, list[str]]:
+        """Saved parameter name -> the live names it holds, in order: one for
+        a renamed tensor, several for a fused one, which transformers splits
+        into equal row blocks when it loads (`Chunk(dim=0)`, the only
+        one-to-many conversion of these families). Found by saving markers:
+        each live tensor replaced by its index, so a fused name holds the
+        indices of its parts in their order."""
+        names = list(model.state_dict())
+        markers = {name: torch.tensor([index]) for index, name in enumerate(names)}
+        saved = self._saved_state(model, markers)
+        return {name: [names[i] for i in marker.tolist()] for name, marker in saved.items()}
+
+    def _live_parts(self, spec: ArchSpec, stack: Stack) -> dict[str, list[str]]:
+        """`_live_parts_of` a model of `spec` (cached: `model_state` runs on
+        every forward pass of a learngene's model; the names depend on the
+        class, the depth and which roles there are, not on the widths)."""
+        key = (spec.extras["architecture"], spec.depth, tuple(stack.layers), tuple(stack.globals))
         if key not in self._live_names_cache:
-            saved_names = self._saved_names_of(self._meta_model(spec))
-            self._live_names_cache[key] = {saved: live for live, saved in saved_names.items()}
+            self._live_names_cache[key] = self._live_parts_of(self._meta_model(spec))
         return self._live_names_cache[key]
 
     def _saved_shapes(self, model: nn.Module) -> dict[str, tuple[int, ...]]:
-        names = self._saved_names_of(model)
-        return {names[live]: shape for live, shape in super()._saved_shapes(model).items()}
+        return {name: tuple(tensor.shape) for name, tensor in self._saved_state(model, model.state_dict()).items()}
 
     def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
         model = self.create_model(spec, seed=seed)
-        names = self._saved_names_of(model)
-        state = {names[live]: tensor.detach() for live, tensor in model.state_dict().items()}
+        state = self._saved_state(model, {live: tensor.detach() for live, tensor in model.state_dict().items()})
         return self.to_stack(state, config=self.config(spec))[1]
 
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
-        live = self._live_names(spec)
-        return {live[name]: tensor for name, tensor in self.from_stack(spec, stack).items()}
+        parts_of, live = self._live_parts(spec, stack), {}
+        for saved, tensor in self.from_stack(spec, stack).items():
+            live.update(zip(parts_of[saved], tensor.chunk(len(parts_of[saved]), dim=0)))
+        return live
 
     def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
         """A transformers model holding these weights, loaded strictly."""
@@ -228,6 +250,13 @@ class HfVitAdapter(HfAdapter):
         return model
 
     # ------------------------------------------------------------ images
+    def _classifier_key(self, architecture: str) -> str | None:
+        """The key of the class's classifier weight (the first of its heads
+        whose role is `head_weight`), None for a model with no classifier."""
+        roles = self.layout.head_globals
+        return next((key for key in self.layout.architectures[architecture].head_keys
+                     if roles[key][0] == "head_weight"), None)
+
     def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
         config = spec.extras.get("config") or {}
         return [("architecture", "architecture", spec.extras.get("architecture")),
@@ -241,8 +270,8 @@ class HfVitAdapter(HfAdapter):
         # lg's image loop drives timm models (logits out, reset_classifier);
         # a transformers image model is read and resized, not yet trained.
         raise LgError(f"{type(model).__name__}: lg eval, bench and condense train timm image models; "
-                      f"a Hugging Face ViT or DeiT folder is read and resized, not yet trained or scored by lg "
-                      f"(fine-tune it with transformers' Trainer)")
+                      f"a Hugging Face image model (ViT, DeiT, DINOv2, CLIP's vision tower) is read and resized, "
+                      f"not yet trained or scored by lg (fine-tune it with transformers' Trainer)")
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
         hf_config = self.hf_config(spec)
@@ -252,7 +281,8 @@ class HfVitAdapter(HfAdapter):
         config = model.config
         return {"depth": config.num_hidden_layers, "width": config.hidden_size, "heads": config.num_attention_heads,
                 "architecture": type(model).__name__, "patch_size": config.patch_size,
-                "img_size": config.image_size, "in_chans": config.num_channels, "num_classes": config.num_labels,
+                "img_size": config.image_size, "in_chans": config.num_channels,
+                "num_classes": config.num_labels if self._classifier_key(type(model).__name__) else None,
                 "parameters": sum(p.numel() for p in model.parameters())}
 
     def no_weight_decay_roles(self) -> frozenset[str]:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping
 
 from ..lazy import torch
 from ..options import Option
-from ..stack import (ATTN, CLASSES, EMBED, EMBEDDING_ROLES, KV, LAYER, MLP, VOCAB, ArchSpec, Named, RoleMap,
+from ..stack import (ATTN, CLASSES, EMBED, EMBEDDING_ROLES, FIXED, KV, LAYER, MLP, VOCAB, ArchSpec, Named, RoleMap,
                      SourceRole, Stack, axes_and_shape, target_shape)
 
 GROW, SHRINK = "grow", "shrink"
@@ -77,12 +77,15 @@ def is_linear_weight(named: Named, role: str | None = None) -> bool:
     """A linear layer's (out, in) weight, possibly stacked over layers: its last
     axis is contracted with the input, which matters to methods that keep the
     function (clone divides along it). A lookup table (token or position
-    embeddings, `stack.EMBEDDING_ROLES`) has the same axes but is no linear map."""
+    embeddings, `stack.EMBEDDING_ROLES`) has the same axes but is no linear map.
+    Fixed axes between the two are blocks of the input read side by side
+    (DINOv2's classifier: (classes, 2, embed), the class token and the mean
+    patch token): the last axis is still contracted with the input."""
     if role in EMBEDDING_ROLES:
         return False
     axes = named.axes[1:] if named.axes[0] == LAYER else named.axes
-    return (len(axes) == 2 and axes[0] in (EMBED, ATTN, KV, MLP, CLASSES, VOCAB)
-            and axes[1] in (EMBED, ATTN, KV, MLP))
+    return (len(axes) >= 2 and axes[0] in (EMBED, ATTN, KV, MLP, CLASSES, VOCAB)
+            and axes[-1] in (EMBED, ATTN, KV, MLP) and all(axis == FIXED for axis in axes[1:-1]))
 
 
 def per_role(stack: Stack, target: ArchSpec, compute: Callable[[str, Named, bool], torch.Tensor]) -> Stack:

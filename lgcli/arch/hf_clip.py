@@ -1,0 +1,105 @@
+"""CLIP's vision tower as Hugging Face saves it (`CLIPVisionModel`,
+`CLIPVisionModelWithProjection`; config.json model_type clip_vision_model)
+<->  (ArchSpec, Stack).
+
+Declared as data, with the timm ViT's role names as hf_vit.py does: a
+pre-LayerNorm ViT (`layer_norm1` is norm1, `self_attn.out_proj` is o) whose
+patch projection has no bias, whose class token (`class_embedding`) is one
+vector and whose positions are an embedding table (tokens, width); a
+LayerNorm over the embeddings before the first layer (`pre_layrnorm`,
+transformers' spelling: timm's `norm_pre`) and one over the pooled class
+token after the last (`post_layernorm`: timm's `fc_norm`, after pooling);
+quick_gelu is the config's, untouched. `CLIPVisionModelWithProjection`
+adds `visual_projection` (projection_dim, width), which maps the pooled
+feature into the space CLIP shares with its text tower: its input axis is
+the width, its output (projection_dim) is never resized, as a classifier's
+classes are not.
+
+transformers 5 saves a `CLIPVisionModel` without the `vision_model.` prefix
+its live model and older saves have; lg reads both, and writes what
+save_pretrained writes. A whole `CLIPModel` folder (model_type clip) holds
+the text tower too: lg refuses it in one line saying how to take the vision
+tower out (carrying a text tower through every method untouched is not
+something the canonical view expresses).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..errors import LgError
+from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
+from .base import IMAGE_CLASSIFICATION
+from .hf import HfLayout, config_int
+from .hf_vit import SIZE_FIELDS, HfVitAdapter, ImageArchitecture
+
+BLOCK_KEYS = {
+    "layer_norm1.weight": "norm1_weight", "layer_norm1.bias": "norm1_bias",
+    "self_attn.q_proj.weight": "q", "self_attn.q_proj.bias": "q_bias",
+    "self_attn.k_proj.weight": "k", "self_attn.k_proj.bias": "k_bias",
+    "self_attn.v_proj.weight": "v", "self_attn.v_proj.bias": "v_bias",
+    "self_attn.out_proj.weight": "o", "self_attn.out_proj.bias": "o_bias",
+    "layer_norm2.weight": "norm2_weight", "layer_norm2.bias": "norm2_bias",
+    "mlp.fc1.weight": "fc1", "mlp.fc1.bias": "fc1_bias",
+    "mlp.fc2.weight": "fc2", "mlp.fc2.bias": "fc2_bias",
+}
+EMBEDDING_KEYS = {
+    "embeddings.class_embedding": ("cls_token", (EMBED,)),
+    "embeddings.patch_embedding.weight": ("patch_embed_weight", (EMBED, FIXED, FIXED, FIXED)),
+    "embeddings.position_embedding.weight": ("pos_embed", (TOKENS, EMBED)),
+    "pre_layrnorm.weight": ("pre_norm_weight", (EMBED,)),
+    "pre_layrnorm.bias": ("pre_norm_bias", (EMBED,)),
+    "post_layernorm.weight": ("fc_norm_weight", (EMBED,)),
+    "post_layernorm.bias": ("fc_norm_bias", (EMBED,)),
+}
+PROJECTION = {"visual_projection.weight": ("head_projection_weight", (CLASSES, EMBED))}
+
+LAYOUT = HfLayout(
+    family="hf-clip",
+    config_classes={"clip_vision_model": "CLIPVisionConfig"},
+    base_prefix="vision_model.",
+    layers="encoder.layers",
+    architectures={
+        "CLIPVisionModel": ImageArchitecture(IMAGE_CLASSIFICATION, "AutoModel", prefixed=False),
+        # No Auto class loads this one: the load line names it.
+        "CLIPVisionModelWithProjection": ImageArchitecture(
+            IMAGE_CLASSIFICATION, "CLIPVisionModelWithProjection", prefixed=True, head_keys=tuple(PROJECTION)),
+    },
+    layer_keys=BLOCK_KEYS,
+    base_globals=EMBEDDING_KEYS,
+    head_globals=PROJECTION,
+    size_fields=SIZE_FIELDS,
+)
+WHOLE_CLIP = "clip"  # a CLIPModel's model_type: refused, with the way to its vision tower
+
+
+class ClipVisionAdapter(HfVitAdapter):
+    """`HfVitAdapter` with CLIP's projection, and the whole CLIPModel refused."""
+
+    layout = LAYOUT
+
+    def recognises_config(self, config: Mapping[str, Any]) -> bool:
+        return super().recognises_config(config) or config.get("model_type") == WHOLE_CLIP
+
+    def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        if isinstance(config, Mapping) and config.get("model_type") == WHOLE_CLIP:
+            raise LgError("a CLIPModel folder holds a text tower beside the vision tower, and lg resizes the vision "
+                          "tower alone: save it as a folder of its own first, with transformers."
+                          "CLIPVisionModelWithProjection.from_pretrained(FOLDER).save_pretrained(VISION_FOLDER)")
+        return super().checked_config(config)
+
+    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+        super().check_agreement(config, spec, stack)
+        if "head_projection_weight" in stack.globals:
+            rows = stack.globals.axes_and_shape("head_projection_weight")[1][0]
+            try:
+                said = config_int(config, "projection_dim", required=False)
+            except ValueError as exc:
+                raise LgError(f"config.json: {exc}") from None
+            if said is not None and said != rows:
+                raise LgError(f"config.json says projection_dim {said}; visual_projection has {rows} outputs")
+
+    def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
+        config = spec.extras.get("config") or {}
+        projection = config.get("projection_dim") if self.architecture(spec).head_keys else None
+        return [*super().inspect_fields(spec), ("projection_dim", "projection", projection)]
