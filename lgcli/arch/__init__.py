@@ -20,6 +20,7 @@ from .bert import BertAdapter
 from .gpt2 import Gpt2Adapter
 from .hf_vit import HfDeitAdapter, HfVitAdapter
 from .llama import LlamaAdapter
+from .swin import SwinAdapter
 from .vit import VitAdapter
 
 # Family name -> adapter, in the order `detect_family` asks them.
@@ -38,7 +39,8 @@ def unregister(family: str) -> None:
     del ADAPTERS[family]
 
 
-for _adapter in (VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(), HfDeitAdapter()):
+for _adapter in (VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(), HfDeitAdapter(),
+                 SwinAdapter()):
     register(_adapter)
 
 
@@ -56,7 +58,8 @@ def detect_family(state_dict: Mapping[str, torch.Tensor]) -> str:
             return family
     sample = ", ".join(sorted(state_dict)[:3]) or "no tensors"
     raise LgError(f"not a checkpoint lg knows: expected a timm VisionTransformer "
-                  f"(blocks.N.attn.qkv.weight, patch_embed.proj.weight, ...) or a Hugging Face GPT-2, Llama "
+                  f"(blocks.N.attn.qkv.weight, patch_embed.proj.weight, ...), a timm SwinTransformer "
+                  f"(layers.N.blocks.M.attn.relative_position_bias_table, ...) or a Hugging Face GPT-2, Llama "
                   f"(Mistral, Qwen2) or BERT model; found {sample}")
 
 

@@ -524,14 +524,7 @@ class VitAdapter(DeclaredAdapter):
         expected = dict(glob)
         for index in range(spec.depth):
             expected.update({f"blocks.{index}.{key}": shape for key, shape in block.items()})
-        for key in sorted(set(expected) ^ set(state)):
-            problem = "lacks" if key in expected else "has an unexpected"
-            raise LgError(f"refusing to write: the model {problem} tensor {key} for the timm config it records")
-        for key, shape in expected.items():
-            found = tuple(getattr(state[key], "shape", state[key]))
-            if found != shape:
-                raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
-                              f"it records builds {shape}")
+        refuse_unloadable(expected, state)
 
     @staticmethod
     def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
@@ -617,6 +610,20 @@ class VitAdapter(DeclaredAdapter):
             "img_size": int(img_size[0]) if isinstance(img_size, (tuple, list)) else int(img_size),
             "init_values": _layer_scale_init(model),
         }
+
+
+def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
+                      state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
+    """Refuse a state dict (tensors, or shapes alone) that timm would not
+    load strictly into the model whose shapes are `expected`."""
+    for key in sorted(set(expected) ^ set(state)):
+        problem = "lacks" if key in expected else "has an unexpected"
+        raise LgError(f"refusing to write: the model {problem} tensor {key} for the timm config it records")
+    for key, shape in expected.items():
+        found = tuple(getattr(state[key], "shape", state[key]))
+        if found != shape:
+            raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
+                          f"it records builds {shape}")
 
 
 def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any], where: str) -> None:

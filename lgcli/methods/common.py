@@ -9,8 +9,8 @@ from typing import Any, Callable, Mapping
 import torch
 
 from ..options import Option
-from ..stack import (ATTN, CLASSES, EMBED, EMBEDDING_ROLES, KV, LAYER, MLP, VOCAB, ArchSpec, Named, RoleMap,
-                     SourceRole, Stack, axes_and_shape, target_shape)
+from ..stack import (ATTN, CLASSES, EMBED, EMBEDDING_ROLES, FIXED, KV, LAYER, MLP, STAGE_IN, VOCAB, ArchSpec,
+                     Named, RoleMap, SourceRole, Stack, axes_and_shape, target_shape)
 
 COMPUTE_DTYPE = torch.float32
 GROW, SHRINK = "grow", "shrink"
@@ -40,6 +40,9 @@ class Method:
     MethodResult; `options` are the method's own (declared in `options`, from
     which the CLI builds its flags); `validate(options, source, target,
     direction)` may refuse a request before any work, with an LgError.
+    `not_per_stage` says why the method has no meaning on the stages of a
+    hierarchical model (Swin), None when it runs on each stage
+    (`methods.stages`).
     """
 
     name: str
@@ -48,6 +51,7 @@ class Method:
     summary: str
     options: tuple[Option, ...] = ()
     validate: Callable[[dict[str, Any], ArchSpec, ArchSpec, str], None] | None = None
+    not_per_stage: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,12 +83,18 @@ def is_linear_weight(named: Named, role: str | None = None) -> bool:
     """A linear layer's (out, in) weight, possibly stacked over layers: its last
     axis is contracted with the input, which matters to methods that keep the
     function (clone divides along it). A lookup table (token or position
-    embeddings, `stack.EMBEDDING_ROLES`) has the same axes but is no linear map."""
+    embeddings, `stack.EMBEDDING_ROLES`) has the same axes but is no linear map.
+
+    A linear map may read several blocks of one width side by side: Swin's
+    patch merging reads 4 neighbours of the previous stage's width, (out, 4,
+    stage_in); its input axis is still the last."""
     if role in EMBEDDING_ROLES:
         return False
     axes = named.axes[1:] if named.axes[0] == LAYER else named.axes
+    if len(axes) == 3 and axes[1] == FIXED and axes[2] == STAGE_IN:
+        axes = (axes[0], axes[2])
     return (len(axes) == 2 and axes[0] in (EMBED, ATTN, KV, MLP, CLASSES, VOCAB)
-            and axes[1] in (EMBED, ATTN, KV, MLP))
+            and axes[1] in (EMBED, ATTN, KV, MLP, STAGE_IN))
 
 
 def per_role(stack: Stack, target: ArchSpec, compute: Callable[[str, Named, bool], torch.Tensor]) -> Stack:
