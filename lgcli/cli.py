@@ -29,7 +29,7 @@ from rich.table import Table
 from . import __version__
 from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
 from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
-                      parse_byte_size)
+                      parse_byte_size, parse_depth)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -179,6 +179,13 @@ def render_learngene(report: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _stage_rows(stages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """A model of stages (Swin): its sizes per stage, in order."""
+    return [("stages", str(len(stages))),
+            *((label, ", ".join(str(stage[key]) for stage in stages))
+              for label, key in (("depths", "depth"), ("widths", "width"), ("heads", "heads")))]
+
+
 def render_inspect(report: dict[str, Any]) -> None:
     if report["kind"] == "learngene":
         render_learngene(report)
@@ -192,9 +199,8 @@ def render_inspect(report: dict[str, Any]) -> None:
         *((("hub id", report["hub"]),) if report.get("hub") else ()),
         ("kind", report["kind"]),
         ("family", report["family"]),
-        ("depth", report["depth"]),
-        ("width", report["width"]),
-        ("heads", heads),
+        *(_stage_rows(report["stages"]) if report.get("stages") else
+          (("depth", report["depth"]), ("width", report["width"]), ("heads", heads))),
         *((("key/value heads", report["kv_heads"]),) if report.get("kv_heads", report["heads"]) != report["heads"]
           else ()),
         ("head dim", report["head_dim"]),
@@ -503,9 +509,15 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
         return
     s, t = report["source"], report["target"]
     made = f"{direction} ({report['method']})" if "learngene" not in s else f"built from a {s['learngene']} learngene"
-    note(f"{made}: depth {s['depth']} -> {t['depth']}, width {s['width']} -> "
-         f"{t['width']}, heads {s['heads']} -> {t['heads']}, mlp {s['mlp_dim']} -> {t['mlp_dim']}; "
-         f"wrote {report['output']}")
+    if "stages" in s:  # a model of stages: each size per stage
+        def sizes(spec: dict[str, Any], key: str) -> str:
+            return ",".join(str(stage[key]) for stage in spec["stages"])
+        changes = ", ".join(f"{label} {sizes(s, key)} -> {sizes(t, key)}" for label, key in
+                            (("depths", "depth"), ("widths", "width"), ("heads", "heads"), ("mlp", "mlp_dim")))
+    else:
+        changes = (f"depth {s['depth']} -> {t['depth']}, width {s['width']} -> {t['width']}, heads {s['heads']} -> "
+                   f"{t['heads']}, mlp {s['mlp_dim']} -> {t['mlp_dim']}")
+    note(f"{made}: {changes}; wrote {report['output']}")
 
 
 RESIZE_SUMMARIES = {
@@ -520,10 +532,12 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
     @with_declared_flags(owners)
     def command(
         src: str = typer.Argument(..., help="Source checkpoint or learngene, or '-' for stdin."),
-        depth: Optional[int] = typer.Option(None, "--depth", min=1,
-                                            help="Target number of blocks (default: the source's)."),
+        depth: Optional[str] = typer.Option(
+            None, "--depth", help="Target number of blocks (default: the source's); for a Swin, one per stage "
+                                  "(2,2,6,2), or one number for its deepest stage (the others kept)."),
         width: Optional[int] = typer.Option(None, "--width", min=1,
-                                            help="Target embedding width (default: the source's)."),
+                                            help="Target embedding width (default: the source's); for a Swin, the "
+                                                 "first stage's (later stages keep their ratio to it)."),
         heads: Optional[int] = typer.Option(None, "--heads", min=1,
                                             help="Target attention heads (default: width / the source's head dim)."),
         source_heads: Optional[int] = typer.Option(
@@ -553,7 +567,7 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         as_json: bool = typer.Option(False, "--json", help="Print a JSON report (stderr when -o -)."),
         **options: Any,
     ) -> None:
-        _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
+        _resize_command(direction, src, output, as_json, force, depth=parse_depth(depth), width=width, heads=heads,
                         source_heads=source_heads, mlp_dim=mlp_dim, kv_heads=kv_heads, method=method,
                         seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"),
                         allow_nonfinite=allow_nonfinite, **options)

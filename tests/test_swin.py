@@ -13,8 +13,9 @@ from safetensors.torch import save_file
 
 import lgcli
 from lgcli.arch import get_adapter
-from lgcli.errors import LgError
+from lgcli.errors import LgError, UsageError
 from lgcli.methods.common import uniform_indices
+from lgcli.options import parse_depth
 from lgcli.resize import resize_file
 from lgcli.sizing import stage_depths
 from lgcli.stack import ArchSpec
@@ -200,6 +201,64 @@ def test_depth_per_stage_rule(given, expected):
     assert stage_depths(tie, 5) == (2, 2, 2, 5)
     with pytest.raises(LgError, match="gives 2 stage depths, the swin has 4 stages"):
         stage_depths(spec, (1, 2))
+
+
+def test_depth_flag_parsing():
+    assert parse_depth("12") == 12 and parse_depth("2,2,6,2") == (2, 2, 6, 2) and parse_depth(" 1, 3") == (1, 3)
+    for bad in ("", "2,,2", "two", "2.5", "0,2", "-1"):
+        with pytest.raises(UsageError):
+            parse_depth(bad)
+
+
+def test_cli_inspect_shrink_grow(source, tmp_path, lg):
+    model, path = source
+    stages = len(model.layers)
+    shown = lg("inspect", path)
+    assert shown.code == 0, shown.stderr
+    text = shown.stdout.decode()
+    assert "depths" in text and "widths" in text and "model.load_state_dict(" in text and "strict=True" in text
+    assert f"timm.create_model('swin_tiny_patch4_window7_224', pretrained=False, embed_dim=16, depths=" in text
+    listed = ",".join(["1"] * stages)
+    small = tmp_path / "small.safetensors"
+    shrunk = lg("shrink", path, "--depth", listed, "--width", "8", "-o", small)
+    assert shrunk.code == 0, shrunk.stderr
+    assert f"depths {','.join(str(len(s.blocks)) for s in model.layers)} -> {listed}" in shrunk.stderr
+    report = json.loads(lg("inspect", small, "--json").stdout)
+    assert [s["depth"] for s in report["stages"]] == [1] * stages
+    assert [s["width"] for s in report["stages"]] == [8 * 2 ** i for i in range(stages)]
+    big = tmp_path / "big.safetensors"
+    grown = lg("grow", path, "--depth", "4", "--width", "32", "--method", "clone", "--insert", "top", "-o", big)
+    assert grown.code == 0, grown.stderr
+    depths = [len(s.blocks) for s in model.layers]
+    deepest = max(range(stages), key=lambda i: (depths[i], i))
+    depths[deepest] = 4
+    built = printed_model(big)
+    assert [len(s.blocks) for s in built.layers] == depths
+    x = images(model)
+    with torch.no_grad():
+        torch.testing.assert_close(built(x), model(x), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("shrink", "--depth", "1,1,1,1,1,1"), "stage depths, the swin has"),
+    (("shrink", "--heads", "1"), "--heads does not apply to a swin"),
+    (("shrink", "--width", "12"), "not a whole number of heads"),
+    (("grow", "--depth", "4", "--method", "tleg-fit"), "not defined on a swin"),
+    (("shrink", "--depth", "x"), "--depth takes a whole number"),
+])
+def test_cli_refusals_are_one_line(source, tmp_path, lg, args, message):
+    _, path = source
+    out = tmp_path / "out.safetensors"
+    result = lg(args[0], path, *args[1:], "-o", out)
+    assert result.code != 0 and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_no_learngene_from_a_swin(source, tmp_path, lg):
+    _, path = source
+    result = lg("condense", path, "--method", "peg", "-o", tmp_path / "peg.safetensors")
+    assert result.code != 0 and "condenses no peg learngene from a swin" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_plain_timm_file_without_metadata(tmp_path):
