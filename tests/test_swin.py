@@ -285,3 +285,43 @@ def test_recorded_config_that_disagrees_is_refused(tmp_path):
     with pytest.raises(LgError, match="windows"):
         adapter.to_stack(model.state_dict(), config={**config, "window_size": 7, "img_size": 64})
 
+
+@pytest.fixture
+def swin_hub_folder(tmp_path):
+    from timm.models import save_for_hf
+
+    model = make_swin()
+    folder = tmp_path / "swin_hub"
+    save_for_hf(model, str(folder), safe_serialization=True)  # timm's own writer
+    return model, folder
+
+
+def test_timm_hub_folder_inspected_from_its_config(swin_hub_folder, lg):
+    _, folder = swin_hub_folder
+    result = lg("inspect", folder, "--json")
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["family"] == "swin" and report["img_size"] == 32 and not report.get("img_size_assumed")
+    assert [(s["depth"], s["width"], s["heads"]) for s in report["stages"]] == [(2, 16, 2), (2, 32, 4)]
+    assert report["load_call"] == f"timm.create_model('local-dir:{folder}', pretrained=True)"
+
+
+@pytest.mark.parametrize("method,direction", SUPPORTED)
+def test_timm_hub_folder_resized_as_one(swin_hub_folder, tmp_path, method, direction):
+    """The output is a timm hub folder that `local-dir:` loads strictly; clone keeps the logits."""
+    model, folder = swin_hub_folder
+    out = tmp_path / "out"
+    depth, width = ((1, 1), 8) if direction == "shrink" else ((3, 2), 32)
+    resize_file(folder, out, direction=direction, method=method, depth=depth, width=width)
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_args"]["depths"] == list(depth) and config["model_args"]["embed_dim"] == width
+    assert config["num_features"] == 2 * width
+    resized = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
+    x = images(model)
+    with torch.no_grad():
+        logits = resized(x)
+        if method == "clone":
+            resize_file(folder, tmp_path / "wide", direction="grow", method="clone", width=32)
+            wide = timm.create_model(f"local-dir:{tmp_path / 'wide'}", pretrained=True).eval()
+            torch.testing.assert_close(wide(x), model(x), atol=1e-5, rtol=0)
+    assert logits.shape == (2, 5) and torch.isfinite(logits).all()

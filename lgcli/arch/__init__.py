@@ -39,8 +39,9 @@ def unregister(family: str) -> None:
     del ADAPTERS[family]
 
 
-for _adapter in (VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(), HfDeitAdapter(),
-                 SwinAdapter()):
+# Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config).
+for _adapter in (SwinAdapter(), VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(),
+                 HfDeitAdapter()):
     register(_adapter)
 
 

@@ -46,7 +46,8 @@ from ..stack import CLASSES, EMBED, FIXED, STAGE_IN, ArchSpec, RoleMap, Stack, T
 from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import DeclaredAdapter, Layout, StoredTensors, compute_dtype, memory_reader
 from .vit import BLOCK_KEYS as VIT_BLOCK_KEYS
-from .vit import QKV_BIAS, QKV_WEIGHT, refuse_unloadable
+from .vit import (QKV_BIAS, QKV_WEIGHT, TIMM_HUB_CONFIG, is_timm_hub_config, json_shown, local_dir_call,
+                  refuse_unloadable, timm_hub_folder_config, timm_hub_meta_model)
 
 FAMILY = "swin"
 MODEL_NAME = "swin_tiny_patch4_window7_224"
@@ -125,10 +126,38 @@ def _positive_number(value: Any) -> bool:
     return type(value) in (int, float) and math.isfinite(value) and value > 0
 
 
+def is_swin_hub_config(config: Any) -> bool:
+    """A timm hub folder's config.json of a Swin (v1: `swinv2_*` is another model)."""
+    return is_timm_hub_config(config) and config["architecture"].startswith("swin_")
+
+
+def hub_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The timm arguments a Swin hub folder's config.json means, read off the
+    model timm builds from it (the architecture's defaults fill what
+    model_args leaves out, as `local-dir:` does); the config is kept under
+    TIMM_HUB_CONFIG, for the output folder."""
+    from timm.models.swin_transformer import SwinTransformer
+
+    model, _ = timm_hub_meta_model(config, SwinTransformer, "timm's Swin Transformers (swin_*)")
+    image = tuple(model.patch_embed.img_size)
+    if image[0] != image[1] or model.global_pool != "avg":
+        raise LgError(f"config.json builds a Swin of image size {image} pooled by {json_shown(model.global_pool)}; "
+                      f"lg reads square, average-pooled Swins")
+    stages = list(model.layers)
+    return {"embed_dim": int(model.embed_dim), "depths": [len(stage.blocks) for stage in stages],
+            "num_heads": [int(stage.blocks[0].attn.num_heads) for stage in stages],
+            # The first stage's window (timm clamps none above it): the same model as the configured one.
+            "window_size": int(stages[0].blocks[0].window_size[0]), "img_size": int(image[0]),
+            TIMM_HUB_CONFIG: dict(config)}
+
+
 def check_config(config: Any) -> dict[str, Any]:
-    """A recorded ``lg.config`` of a Swin, every field lg uses checked."""
+    """A recorded ``lg.config`` of a Swin, every field lg uses checked (a
+    timm hub folder's config.json: what it builds)."""
     if config is None:
         return {}
+    if is_swin_hub_config(config):
+        return hub_model_config(config)
     if not isinstance(config, Mapping):
         raise LgError(f"the file's lg.config must be a JSON object, found {type(config).__name__}")
     for key, minimum in CONFIG_INTS.items():
@@ -217,6 +246,11 @@ class SwinAdapter:
     def recognises(state_dict: Mapping[str, torch.Tensor]) -> bool:
         return "layers.0.blocks.0.attn.relative_position_bias_table" in state_dict
 
+    @staticmethod
+    def recognises_config(config: Mapping[str, Any]) -> bool:
+        """A folder's config.json read by this adapter: a timm hub folder's of a Swin."""
+        return is_swin_hub_config(config)
+
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
                  heads: int | None = None, reader: Reader | None = None) -> tuple[ArchSpec, Stack]:
         """(spec with stages, stack with stages); lazy when given a `reader`."""
@@ -301,9 +335,17 @@ class SwinAdapter:
         args = self.model_args(spec)
         return {"model_name": MODEL_NAME, **{k: list(v) if isinstance(v, tuple) else v for k, v in args.items()}}
 
-    @staticmethod
-    def folder_config(spec: ArchSpec) -> None:
-        return None  # one safetensors file
+    def folder_config(self, spec: ArchSpec) -> dict[str, Any] | None:
+        """The config.json of a timm hub folder of `spec` when it was read
+        from one (else None: one file), with the sizes a resize changes."""
+        hub = spec.extras.get(TIMM_HUB_CONFIG)
+        if hub is None:
+            return None
+        args = self.model_args(spec)
+        sizes = {key: list(args[key]) if isinstance(args[key], tuple) else args[key]
+                 for key in ("embed_dim", "depths", "num_heads", "mlp_ratio")}
+        # A Swin's pooled features are its last stage's width.
+        return timm_hub_folder_config(hub, sizes, spec.stages[-1].width, args["num_classes"])
 
     @staticmethod
     def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
@@ -356,8 +398,9 @@ class SwinAdapter:
     def load_call(self, spec: ArchSpec, path: str) -> str:
         """The exact line that builds the model in timm and loads the file strictly."""
         args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
-        return (f"timm.create_model({MODEL_NAME!r}, pretrained=False, {args}); "
-                f"model.load_state_dict(safetensors.torch.load_file({path!r}), strict=True)")
+        return local_dir_call(spec, path) or (f"timm.create_model({MODEL_NAME!r}, pretrained=False, {args}); "
+                                              f"model.load_state_dict(safetensors.torch.load_file({path!r}), "
+                                              f"strict=True)")
 
     @staticmethod
     def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
@@ -473,6 +516,8 @@ def _extras(state_dict: Mapping[str, torch.Tensor], specs: list[ArchSpec], confi
               "qkv_bias": f"layers.0.blocks.0.{QKV_BIAS}" in state_dict}
     extras["img_size"] = config.get("img_size", extras["patch_size"] * extras["window_size"] * 2 ** (len(specs) - 1))
     extras["img_size_assumed"] = "img_size" not in config
+    if TIMM_HUB_CONFIG in config:
+        extras[TIMM_HUB_CONFIG] = config[TIMM_HUB_CONFIG]
     expected = stage_windows(extras, len(specs))
     if expected != tables:
         raise LgError(_not_swin(f"the position tables' windows {tables} are not those of window {extras['window_size']} "
