@@ -30,7 +30,8 @@ from .sizing import check_direction, spec_sizes, target_spec
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
-def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth: int | None = None,
+def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
+           depth: int | tuple[int, ...] | None = None,
            width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
            kv_heads: int | None = None, method: str | None = None, seed: int | None = None,
            source_heads: int | None = None,
@@ -45,6 +46,10 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
     either model is ever in memory; `stack.materialized()` holds them all.
     Report entries that come from the computation (tleg-fit's residuals) are
     filled in as roles are made.
+
+    A Swin (a model of stages) takes `depth` per stage, or one number for
+    its deepest stage, and `width` for its first stage
+    (`sizing.staged_target_spec`); the method runs on each stage.
 
     `method_options` are the method's own (bot: wavelet, fit, qkv_axis,
     rescale; clone: insert); None means the method's default. `source_heads`

@@ -63,8 +63,9 @@ def _check_whole(**sizes: int | None) -> None:
 
 
 def _sized_target(source: ArchSpec, new_depth: int, new_width: int, new_mlp: int, heads: int | None,
-                  kv_heads: int | None) -> ArchSpec:
-    """The target of these sizes, its heads as `target_spec` says."""
+                  kv_heads: int | None, heads_flag: bool = True) -> ArchSpec:
+    """The target of these sizes, its heads as `target_spec` says
+    (`heads_flag`: whether a refusal may suggest --heads)."""
     if source.attn_dim != source.width:
         new_heads, new_head_dim = _heads_apart_from_width(source, new_width, heads)
     else:
@@ -80,7 +81,7 @@ def _sized_target(source: ArchSpec, new_depth: int, new_width: int, new_mlp: int
             head_dim = source.head_dim
             if new_width % head_dim:
                 raise LgError(f"width {new_width} is not a whole number of heads of dimension {head_dim} "
-                              f"(valid widths: {_valid_widths(new_width, head_dim)}; or pass --heads)")
+                              f"(valid widths: {_valid_widths(new_width, head_dim)}{'; or pass --heads' if heads_flag else ''})")
             new_heads = new_width // head_dim
         new_head_dim = new_width // new_heads
     if new_mlp < 1:
@@ -137,7 +138,7 @@ def staged_target_spec(source: ArchSpec, *, depth: int | tuple[int, ...] | list[
         stage_width = stage.width * first // source.width
         stage_mlp = round(stage.mlp_dim * stage_width / stage.width)
         try:
-            target = _sized_target(stage, stage_depth, stage_width, stage_mlp, None, None)
+            target = _sized_target(stage, stage_depth, stage_width, stage_mlp, None, None, heads_flag=False)
         except LgError as exc:
             raise LgError(f"stage {index}: {exc}") from None
         if stages:
