@@ -25,6 +25,7 @@ from .hub import hub_name_of_path
 from .lazy import nn, torch
 from .learngenes import Learngene, get_kind
 from .learngenes.base import check_tensors
+from .sizing import spec_sizes
 from .stack import ArchSpec, Stack
 
 MODEL, LEARNGENE = "model", "learngene"
@@ -378,6 +379,8 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
         "heads_assumed": spec.heads_assumed,
         "head_dim": spec.head_dim,
         "mlp_dim": spec.mlp_dim,
+        # A model of stages (Swin): each stage's sizes (the fields above are the first stage's, depth all blocks).
+        "stages": spec_sizes(spec).get("stages"),
         **{key: value for key, _, value in adapter.inspect_fields(spec)},
         "family_fields": [[key, label] for key, label, _ in adapter.inspect_fields(spec)],
         "parameters": parameter_counts(loaded.stack),

@@ -33,7 +33,7 @@ from . import __version__
 from .card import condensed_score
 from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
 from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
-                      parse_byte_size)
+                      parse_byte_size, parse_depth)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -254,6 +254,13 @@ def render_learngene(report: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _stage_rows(stages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """A model of stages (Swin): its sizes per stage, in order."""
+    return [("stages", str(len(stages))),
+            *((label, ", ".join(str(stage[key]) for stage in stages))
+              for label, key in (("depths", "depth"), ("widths", "width"), ("heads", "heads")))]
+
+
 def render_inspect(report: dict[str, Any]) -> None:
     if report["kind"] == "learngene":
         render_learngene(report)
@@ -267,9 +274,8 @@ def render_inspect(report: dict[str, Any]) -> None:
         *((("hub id", report["hub"]),) if report.get("hub") else ()),
         ("kind", report["kind"]),
         ("family", report["family"]),
-        ("depth", report["depth"]),
-        ("width", report["width"]),
-        ("heads", heads),
+        *(_stage_rows(report["stages"]) if report.get("stages") else
+          (("depth", report["depth"]), ("width", report["width"]), ("heads", heads))),
         *((("key/value heads", report["kv_heads"]),) if report.get("kv_heads", report["heads"]) != report["heads"]
           else ()),
         ("head dim", report["head_dim"]),
@@ -625,6 +631,12 @@ def _resize_summary(report: dict[str, Any]) -> str:
     s, t = report["source"], report["target"]
     made = (f"{report['command']} ({report['method']})" if "learngene" not in s
             else f"built from a {s['learngene']} learngene")
+    if "stages" in s:  # a model of stages: each size per stage
+        def sizes(spec: dict[str, Any], key: str) -> str:
+            return ",".join(str(stage[key]) for stage in spec["stages"])
+        return made + ": " + ", ".join(f"{label} {sizes(s, key)} -> {sizes(t, key)}" for label, key in
+                                       (("depths", "depth"), ("widths", "width"), ("heads", "heads"),
+                                        ("mlp", "mlp_dim")))
     return (f"{made}: depth {s['depth']} -> {t['depth']}, width {s['width']} -> {t['width']}, heads {s['heads']} -> "
             f"{t['heads']}, mlp {s['mlp_dim']} -> {t['mlp_dim']}")
 
@@ -677,10 +689,13 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
     @with_declared_flags(owners)
     def command(
         src: str = typer.Argument(..., metavar="SRC", help="Source checkpoint or learngene, or '-' for stdin."),
-        depth: Optional[int] = typer.Option(None, "--depth", min=1, metavar="N", rich_help_panel=TARGET,
-                                            help="Target number of blocks (default: the source's)."),
+        depth: Optional[str] = typer.Option(
+            None, "--depth", metavar="N", rich_help_panel=TARGET,
+            help="Target number of blocks (default: the source's); for a Swin, one per stage (2,2,6,2), or one "
+                 "number for its deepest stage (the others kept)."),
         width: Optional[int] = typer.Option(None, "--width", min=1, metavar="N", rich_help_panel=TARGET,
-                                            help="Target embedding width (default: the source's)."),
+                                            help="Target embedding width (default: the source's); for a Swin, the "
+                                                 "first stage's (later stages keep their ratio to it)."),
         heads: Optional[int] = typer.Option(None, "--heads", min=1, metavar="N", rich_help_panel=TARGET,
                                             help="Target attention heads (default: width / the source's head dim)."),
         mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim", min=1, metavar="N", rich_help_panel=TARGET,
@@ -720,7 +735,7 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
                                                 "output holds its own."),
         **options: Any,
     ) -> None:
-        _resize_command(direction, src, output, as_json, force, dry_run, card, depth=depth, width=width,
+        _resize_command(direction, src, output, as_json, force, dry_run, card, depth=parse_depth(depth), width=width,
                         heads=heads, source_heads=source_heads, mlp_dim=mlp_dim, kv_heads=kv_heads, method=method,
                         seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"),
                         allow_nonfinite=allow_nonfinite, **options)

@@ -155,9 +155,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     # bad loss settings before any work.
     loss_fn = distillation_loss(resolved["alpha"], resolved["tau"])
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
-    if is_learngene(checkpoint):
-        raise LgError("the teacher must be a model checkpoint; this file is a learngene")
-    loaded = load(checkpoint, heads=teacher_heads)
+    loaded = _load_teacher(checkpoint, teacher_heads, "teacher", kind.name)
     adapter = get_adapter(loaded.spec.family)
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
     generator = torch.Generator().manual_seed(settings.seed)
@@ -385,6 +383,18 @@ def _scores(model: torch.nn.Module, teacher: torch.nn.Module, data: ImageData | 
             "test_tokens": scores["tokens"]}
 
 
+def _load_teacher(checkpoint: Checkpoint, heads: int | None, role: str, kind: str):
+    """The model a learngene is condensed from; a model of stages (Swin) is
+    refused: the kinds expand one depth and width (docs/methods.md)."""
+    if is_learngene(checkpoint):
+        raise LgError(f"the {role} must be a model checkpoint; this file is a learngene")
+    loaded = load(checkpoint, heads=heads)
+    if loaded.spec.stages:
+        raise LgError(f"lg condenses no {kind} learngene from a {loaded.spec.family} yet: the learngene kinds "
+                      f"expand one depth and width, a {loaded.spec.family} has one per stage")
+    return loaded
+
+
 def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseSettings, *,
             teacher_heads: int | None, notify: Notify, stdin: BinaryIO | None,
             started: float, reading: Mapping[str, Any]) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
@@ -393,9 +403,7 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
     shape (its FFN layers deep, its heads wide, built by a fresh map φ) and
     the ancestry beside it."""
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
-    if is_learngene(checkpoint):
-        raise LgError("the ancestry must be a model checkpoint; this file is a learngene")
-    loaded = load(checkpoint, heads=teacher_heads)
+    loaded = _load_teacher(checkpoint, teacher_heads, "ancestry", kind.name)
     generator = torch.Generator().manual_seed(settings.seed)
     tensors, sizes = kind.sample(loaded.spec, loaded.stack, options, generator)
     learngene = Learngene(kind=kind.name, spec=loaded.spec, tensors=tensors, sizes=sizes)

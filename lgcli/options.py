@@ -115,7 +115,7 @@ def merge_declarations(owners: Mapping[str, Sequence[Option]]) -> dict[str, list
     return merged
 
 
-__all__ = ["Option", "resolve_options", "defaults", "merge_declarations"]
+__all__ = ["Option", "resolve_options", "defaults", "merge_declarations", "parse_byte_size", "parse_depth"]
 
 
 _BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -136,3 +136,22 @@ def parse_byte_size(text: str | int, flag: str) -> int:
     if not match or unit not in _BYTE_UNITS:
         raise UsageError(f"{flag} takes a size such as 5GB, 500MB or 2GiB (or 0 for no limit), not {text!r}")
     return int(float(match[1]) * _BYTE_UNITS[unit])
+
+
+def parse_depth(text: str | int | None) -> int | tuple[int, ...] | None:
+    """``--depth``: one number (``12``), or one per stage of a hierarchical
+    model, comma-separated (``2,2,6,2``: a Swin); what one number means for
+    such a model is `sizing.stage_depths`'s rule (its deepest stage)."""
+    import re
+
+    from .errors import UsageError
+
+    if text is None or (isinstance(text, int) and not isinstance(text, bool)):
+        return text
+    if not re.fullmatch(r"\s*[0-9]+\s*(,\s*[0-9]+\s*)*", str(text), re.ASCII):
+        raise UsageError(f"--depth takes a whole number, or one per stage separated by commas (2,2,6,2), "
+                         f"not {str(text)!r}")
+    values = tuple(int(part) for part in str(text).split(","))
+    if any(v < 1 for v in values):
+        raise UsageError(f"--depth must be at least 1 (per stage), not {str(text)!r}")
+    return values[0] if len(values) == 1 else values

@@ -24,12 +24,14 @@ from .fitting import fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, get_kind
 from .methods import GROW, SHRINK, MethodContext, default_method, get_method, resolve_options
+from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
 from .sizing import check_direction, peak_memory, spec_sizes, target_spec
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
-def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth: int | None = None,
+def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
+           depth: int | tuple[int, ...] | None = None,
            width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
            kv_heads: int | None = None, method: str | None = None, seed: int | None = None,
            source_heads: int | None = None,
@@ -44,6 +46,10 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
     either model is ever in memory; `stack.materialized()` holds them all.
     Report entries that come from the computation (tleg-fit's residuals) are
     filled in as roles are made.
+
+    A Swin (a model of stages) takes `depth` per stage, or one number for
+    its deepest stage, and `width` for its first stage
+    (`sizing.staged_target_spec`); the method runs on each stage.
 
     `method_options` are the method's own (bot: wavelet, fit, qkv_axis,
     rescale; clone: insert); None means the method's default. `source_heads`
@@ -68,7 +74,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str, depth:
     # auto keeps the CPU's streamed path (one role in memory at a time): a
     # resize is bound by reading and writing, and a GPU copy would hold it all.
     stack = loaded.stack if device in (None, "cpu", "auto") else on_device(loaded.stack, device)
-    result = chosen.run(stack, source, target, options, context)
+    result = run_per_stage(chosen, stack, source, target, options, context)  # each stage of a Swin
     try:
         result.stack.check(target)
     except ValueError as exc:  # a method bug, not a user error
@@ -102,7 +108,11 @@ def on_device(stack: Stack, device: str) -> Stack:
         info = {role: axes_and_shape(roles, role) for role in roles}
         return RoleMap(info, lambda role: roles[role].data.to(where))
 
-    return Stack(layers=moved(stack.layers), globals=moved(stack.globals))
+    def moved_stack(stack: Stack) -> Stack:
+        return Stack(layers=moved(stack.layers), globals=moved(stack.globals),
+                     stages=tuple(moved_stack(stage) for stage in stack.stages))
+
+    return moved_stack(stack)
 
 
 def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, depth, width, heads,
@@ -110,11 +120,11 @@ def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, de
     if all(v is None for v in (depth, width, heads, mlp_dim, kv_heads)):
         raise LgError(f"nothing to {direction}: give --depth, --width, --heads, --kv-heads or --mlp-dim")
     source = loaded.spec
+    check_defined(chosen, source)
     target = target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads,
                          max_params=max_params)
     check_direction(source, target, direction)
-    if chosen.validate is not None:
-        chosen.validate(options, source, target, direction)
+    validate_per_stage(chosen, options, source, target, direction)
     return source, target
 
 

@@ -8,6 +8,7 @@ learngene kinds that check their own sizes, so each imports it from here.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .arch import get_adapter
 from .checkpoint import available_memory
@@ -35,17 +36,36 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
     (SPEC.md "Text families"); key/value heads must divide the heads.
 
     The target's size is checked before anything else (`check_size`): a
-    request over `max_params` or over the memory available is refused."""
-    for flag, value in (("--depth", depth), ("--width", width), ("--heads", heads),
-                        ("--mlp-dim", mlp_dim), ("--kv-heads", kv_heads)):
-        if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
-            raise LgError(f"{flag} must be a whole number of at least 1, not {value}")
+    request over `max_params` or over the memory available is refused.
+
+    A hierarchical model (Swin) takes a depth per stage: see
+    `staged_target_spec`."""
+    if source.stages:
+        return staged_target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
+                                  kv_heads=kv_heads, max_params=max_params)
+    if isinstance(depth, (tuple, list)):
+        raise LgError(f"a --depth per stage ({','.join(map(str, depth))}) applies to a model of stages (Swin); "
+                      f"this {source.family} has one depth: give one number")
+    _check_whole(depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads)
     new_width = source.width if width is None else int(width)
     new_depth = source.depth if depth is None else int(depth)
     new_mlp = int(mlp_dim) if mlp_dim is not None else round(source.mlp_dim * new_width / source.width)
     # Heads barely change the count (q/k norm only): bound it with one head.
     check_size(source.with_sizes(depth=new_depth, width=new_width, heads=1, head_dim=new_width,
                                  mlp_dim=max(new_mlp, 1), kv_heads=1), max_params)
+    return _sized_target(source, new_depth, new_width, new_mlp, heads, kv_heads)
+
+
+def _check_whole(**sizes: int | None) -> None:
+    for name, value in sizes.items():
+        if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+            raise LgError(f"--{name.replace('_', '-')} must be a whole number of at least 1, not {value}")
+
+
+def _sized_target(source: ArchSpec, new_depth: int, new_width: int, new_mlp: int, heads: int | None,
+                  kv_heads: int | None, heads_flag: bool = True) -> ArchSpec:
+    """The target of these sizes, its heads as `target_spec` says
+    (`heads_flag`: whether a refusal may suggest --heads)."""
     if source.attn_dim != source.width:
         new_heads, new_head_dim = _heads_apart_from_width(source, new_width, heads)
     else:
@@ -61,7 +81,7 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
             head_dim = source.head_dim
             if new_width % head_dim:
                 raise LgError(f"width {new_width} is not a whole number of heads of dimension {head_dim} "
-                              f"(valid widths: {_valid_widths(new_width, head_dim)}; or pass --heads)")
+                              f"(valid widths: {_valid_widths(new_width, head_dim)}{'; or pass --heads' if heads_flag else ''})")
             new_heads = new_width // head_dim
         new_head_dim = new_width // new_heads
     if new_mlp < 1:
@@ -69,6 +89,64 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
     new_kv_heads = _kv_heads(source, new_heads, kv_heads)
     return source.with_sizes(depth=new_depth, width=new_width, heads=new_heads, head_dim=new_head_dim,
                              mlp_dim=new_mlp, kv_heads=new_kv_heads)
+
+
+def stage_depths(source: ArchSpec, depth: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
+    """The target depth of each stage of a hierarchical model: a list gives
+    one per stage; one number is the depth of the deepest stage (the one with
+    the most blocks, the last of those that tie: Swin-T's third of 2,2,6,2),
+    the others keeping theirs, since that stage is where the depth of every
+    Swin variant (2,2,6,2 / 2,2,18,2) differs; none keeps them all."""
+    current = tuple(stage.depth for stage in source.stages)
+    if depth is None:
+        return current
+    if isinstance(depth, (tuple, list)):
+        if len(depth) != len(current):
+            raise LgError(f"--depth gives {len(depth)} stage depths, the {source.family} has {len(current)} stages "
+                          f"({','.join(map(str, current))})")
+        for value in depth:
+            _check_whole(depth=value)
+        return tuple(int(v) for v in depth)
+    _check_whole(depth=depth)
+    deepest = max(range(len(current)), key=lambda i: (current[i], i))
+    return tuple(int(depth) if i == deepest else d for i, d in enumerate(current))
+
+
+def staged_target_spec(source: ArchSpec, *, depth: int | tuple[int, ...] | list[int] | None = None,
+                       width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
+                       kv_heads: int | None = None, max_params: float | None = None) -> ArchSpec:
+    """The target of a hierarchical model (Swin): each stage's depth from
+    `stage_depths`; `width` is the first stage's, and every later stage keeps
+    its ratio to the first (Swin's 2x per stage). Each stage is then sized as
+    a model of its own (`_sized_target`): heads follow the width at the
+    stage's head dim (H' = D'/d, SPEC.md "Text families"), the MLP keeps its
+    ratio. Heads and the MLP are not asked for separately: a stage's
+    `--heads` would break that rule, which timm's Swin (one mlp_ratio, heads
+    per stage) and the per-stage head tables rely on."""
+    for flag, value in (("--heads", heads), ("--mlp-dim", mlp_dim), ("--kv-heads", kv_heads)):
+        if value is not None:
+            raise LgError(f"{flag} does not apply to a {source.family} (a model of stages): each stage's heads follow "
+                          f"its width at its head dim, and its MLP keeps its ratio; give --depth and --width")
+    _check_whole(width=width)
+    depths = stage_depths(source, depth)
+    first = source.width if width is None else int(width)
+    stages: list[ArchSpec] = []
+    for index, (stage, stage_depth) in enumerate(zip(source.stages, depths)):
+        if (stage.width * first) % source.width:
+            raise LgError(f"width {first} gives stage {index} no whole width at the source's ratio "
+                          f"{stage.width}/{source.width}: give a multiple of {source.width // math.gcd(stage.width, source.width)}")
+        stage_width = stage.width * first // source.width
+        stage_mlp = round(stage.mlp_dim * stage_width / stage.width)
+        try:
+            target = _sized_target(stage, stage_depth, stage_width, stage_mlp, None, None, heads_flag=False)
+        except LgError as exc:
+            raise LgError(f"stage {index}: {exc}") from None
+        if stages:
+            target = target.with_sizes(stage_input=stages[-1].width)
+        stages.append(target)
+    target = source.with_stages(tuple(stages))
+    check_size(target, max_params)
+    return target
 
 
 def _heads_apart_from_width(source: ArchSpec, width: int, heads: int | None) -> tuple[int, int]:
@@ -142,6 +220,11 @@ def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
     change is two commands in a pipe."""
     if direction not in (GROW, SHRINK):
         raise ValueError(f"direction must be grow or shrink, not {direction!r}")
+    for index, (before, after) in enumerate(zip(source.stages, target.stages)):
+        try:
+            check_direction(before, after, direction)  # each stage one way (a stage has no stages)
+        except LgError as exc:
+            raise LgError(f"stage {index}: {exc}") from None
     before, after = source.axis_sizes(), target.axis_sizes()
     before["heads"], after["heads"] = source.heads, target.heads
     before["kv_heads"], after["kv_heads"] = source.key_value_heads, target.key_value_heads
@@ -160,7 +243,10 @@ def _axis_label(axis: str) -> str:
             "kv_heads": "the key/value head count", HEAD_DIM: "the head dim"}[axis]
 
 
-def spec_sizes(spec: ArchSpec) -> dict[str, int]:
+def spec_sizes(spec: ArchSpec) -> dict[str, Any]:
     """A spec's sizes as the JSON reports of resize, expand and condense record them."""
-    return {"depth": spec.depth, "width": spec.width, "heads": spec.heads, "kv_heads": spec.key_value_heads,
-            "head_dim": spec.head_dim, "mlp_dim": spec.mlp_dim}
+    sizes: dict[str, Any] = {"depth": spec.depth, "width": spec.width, "heads": spec.heads,
+                             "kv_heads": spec.key_value_heads, "head_dim": spec.head_dim, "mlp_dim": spec.mlp_dim}
+    if spec.stages:  # a hierarchical model: its own sizes are the first stage's, its depth all blocks
+        sizes["stages"] = [spec_sizes(stage) for stage in spec.stages]
+    return sizes

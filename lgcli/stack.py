@@ -22,8 +22,17 @@ Axis names (SPEC.md table):
                resized
 - ``positions`` learned position embeddings of a text model (BERT, GPT-2):
                never resized
+- ``heads``    the attention heads of a table indexed by head (Swin's
+               relative position bias): follows the heads, H = attn / d
+- ``stage_in`` the width a hierarchical model's stage reads from the stage
+               before it (Swin's patch merging: 4 neighbours of that width)
 - ``-``        an axis no method resizes (image channels, patch pixels, a
-               size-1 batch axis, the blocks of a head's grouped input)
+               size-1 batch axis, the blocks of a head's grouped input, a window's
+               relative positions)
+
+A hierarchical model (Swin) is a sequence of stages, each a canonical Stack
+with its own ArchSpec (`ArchSpec.stages`, `Stack.stages`); every tensor
+belongs to the stage whose width its axes are on (see `ArchSpec.stages`).
 """
 
 from __future__ import annotations
@@ -35,9 +44,10 @@ from typing import Any, Callable, Iterator, Mapping
 
 from .lazy import torch
 
-LAYER, EMBED, ATTN, KV, MLP, HEAD_DIM, TOKENS, CLASSES, VOCAB, POSITIONS, FIXED = (
-    "layer", "embed", "attn", "kv", "mlp", "head_dim", "tokens", "classes", "vocab", "positions", "-")
-AXIS_NAMES = (LAYER, EMBED, ATTN, KV, MLP, HEAD_DIM, TOKENS, CLASSES, VOCAB, POSITIONS, FIXED)
+LAYER, EMBED, ATTN, KV, MLP, HEAD_DIM, TOKENS, CLASSES, VOCAB, POSITIONS, HEADS, STAGE_IN, FIXED = (
+    "layer", "embed", "attn", "kv", "mlp", "head_dim", "tokens", "classes", "vocab", "positions", "heads",
+    "stage_in", "-")
+AXIS_NAMES = (LAYER, EMBED, ATTN, KV, MLP, HEAD_DIM, TOKENS, CLASSES, VOCAB, POSITIONS, HEADS, STAGE_IN, FIXED)
 
 # The canonical per-layer roles of every family (SPEC.md tables "A canonical
 # view" and "Text families"). An adapter has the subset its family has, under
@@ -70,6 +80,9 @@ LAYER_ROLE_AXES: dict[str, tuple[str, ...]] = {
     "q_norm_bias": (LAYER, HEAD_DIM),
     "k_norm_weight": (LAYER, HEAD_DIM),
     "k_norm_bias": (LAYER, HEAD_DIM),
+    # Swin: a learned bias per relative position in the window and per head,
+    # added to the attention logits ((2W - 1)^2 positions, never resized).
+    "rel_pos_bias": (LAYER, FIXED, HEADS),
 }
 
 # Roles whose values are multiplicative gains (LayerNorm weights, layer scale):
@@ -77,7 +90,8 @@ LAYER_ROLE_AXES: dict[str, tuple[str, ...]] = {
 # norms, not 0.
 NORM_WEIGHT_ROLES = frozenset(
     {"norm1_weight", "norm2_weight", "q_norm_weight", "k_norm_weight",
-     "norm_weight", "fc_norm_weight", "pre_norm_weight", "embed_norm_weight", "head_norm_weight"})
+     "norm_weight", "fc_norm_weight", "pre_norm_weight", "embed_norm_weight", "head_norm_weight",
+     "patch_norm_weight", "merge_norm_weight"})
 
 # Global roles that are lookup tables (a row per token, position or token
 # type), not linear maps: their `embed` axis is what they output, so a method
@@ -138,11 +152,27 @@ class ArchSpec:
     heads_assumed: bool = False
     kv_heads: int | None = None
     tied_head_input: tuple[str, ...] = ()
+    stages: tuple["ArchSpec", ...] = ()
+    stage_input: int | None = None
 
     def __post_init__(self) -> None:
         if self.kv_heads is not None and self.kv_heads == self.heads:
             object.__setattr__(self, "kv_heads", None)  # one spelling of "no grouping"
         object.__setattr__(self, "tied_head_input", tuple(self.tied_head_input))
+        object.__setattr__(self, "stages", tuple(self.stages))
+
+    @classmethod
+    def of_stages(cls, family: str, stages: tuple["ArchSpec", ...], extras: Mapping[str, Any]) -> "ArchSpec":
+        """A hierarchical model's spec: its stages, and as its own sizes the
+        first stage's (the width a user names), with every stage's blocks as
+        its depth."""
+        first = stages[0]
+        return cls(family=family, depth=sum(s.depth for s in stages), width=first.width, heads=first.heads,
+                   head_dim=first.head_dim, mlp_dim=first.mlp_dim, extras=extras, stages=tuple(stages))
+
+    def with_stages(self, stages: tuple["ArchSpec", ...]) -> "ArchSpec":
+        """A copy of a hierarchical spec with other stages."""
+        return ArchSpec.of_stages(self.family, stages, self.extras)
 
     @property
     def attn_dim(self) -> int:
@@ -162,18 +192,23 @@ class ArchSpec:
 
     def axis_sizes(self) -> dict[str, int]:
         """The size of every resizable axis kind in a model of this spec."""
-        return {LAYER: self.depth, EMBED: self.width, ATTN: self.attn_dim, KV: self.kv_dim,
-                MLP: self.mlp_dim, HEAD_DIM: self.head_dim}
+        sizes = {LAYER: self.depth, EMBED: self.width, ATTN: self.attn_dim, KV: self.kv_dim,
+                 MLP: self.mlp_dim, HEAD_DIM: self.head_dim, HEADS: self.heads}
+        if self.stage_input is not None:
+            sizes[STAGE_IN] = self.stage_input
+        return sizes
 
     def with_sizes(self, *, depth: int | None = None, width: int | None = None,
                    heads: int | None = None, head_dim: int | None = None,
-                   mlp_dim: int | None = None, kv_heads: int | None = None) -> "ArchSpec":
+                   mlp_dim: int | None = None, kv_heads: int | None = None,
+                   stage_input: int | None = None) -> "ArchSpec":
         """A copy with some sizes replaced; `heads_assumed` survives only if
         heads are unchanged. Key/value heads follow the query heads unless
         given (a spec with grouped-query attention must be given them)."""
         changes: dict[str, Any] = {}
         for name, value in (("depth", depth), ("width", width), ("heads", heads),
-                            ("head_dim", head_dim), ("mlp_dim", mlp_dim), ("kv_heads", kv_heads)):
+                            ("head_dim", head_dim), ("mlp_dim", mlp_dim), ("kv_heads", kv_heads),
+                            ("stage_input", stage_input)):
             if value is not None:
                 changes[name] = int(value)
         if "heads" in changes and changes["heads"] != self.heads:
@@ -181,6 +216,9 @@ class ArchSpec:
         return dataclasses.replace(self, **changes)
 
     def __str__(self) -> str:
+        if self.stages:
+            return (f"{self.family} depths {','.join(str(s.depth) for s in self.stages)} widths "
+                    f"{','.join(str(s.width) for s in self.stages)} heads {','.join(str(s.heads) for s in self.stages)}")
         kv = f", {self.kv_heads} key/value heads" if self.kv_heads is not None else ""
         return (f"{self.family} depth {self.depth} width {self.width} heads {self.heads} "
                 f"(head dim {self.head_dim}{kv}) mlp {self.mlp_dim}")
@@ -291,13 +329,24 @@ class Stack:
     roles are present depends on the architecture (biases, layer scale, ...).
     Either mapping may be a RoleMap (lazy: made when asked); everything here
     that only needs sizes reads them without making a tensor.
+
+    A hierarchical model's stack holds nothing itself: its `stages` are one
+    Stack per stage (`ArchSpec.stages`), each with the stage's blocks and the
+    tensors on its width (patch embedding, patch merging, head).
     """
 
     layers: Mapping[str, Named] = field(default_factory=dict)
     globals: Mapping[str, Named] = field(default_factory=dict)
+    stages: tuple["Stack", ...] = ()
 
     def shapes(self) -> Iterator[tuple[str, tuple[str, ...], tuple[int, ...], bool]]:
-        """(role, axes, shape, is_per_layer) for every tensor, making none."""
+        """(role, axes, shape, is_per_layer) for every tensor, making none
+        (a hierarchical stack's: every stage's, in order)."""
+        for stage in self.stages:
+            yield from stage.shapes()
+        yield from self._own_shapes()
+
+    def _own_shapes(self) -> Iterator[tuple[str, tuple[str, ...], tuple[int, ...], bool]]:
         for role in self.layers:
             yield (role, *axes_and_shape(self.layers, role), True)
         for role in self.globals:
@@ -310,7 +359,8 @@ class Stack:
 
     @property
     def lazy(self) -> bool:
-        return isinstance(self.layers, RoleMap) or isinstance(self.globals, RoleMap)
+        return (isinstance(self.layers, RoleMap) or isinstance(self.globals, RoleMap)
+                or any(stage.lazy for stage in self.stages))
 
     def items(self) -> Iterator[tuple[str, Named]]:
         """All tensors, per-layer roles first, as (role, Named); a lazy role is
@@ -321,12 +371,21 @@ class Stack:
     def materialized(self) -> "Stack":
         """The same stack with every tensor made and held (a no-op copy of the
         mappings when nothing is lazy)."""
-        return Stack(layers=dict(self.layers.items()), globals=dict(self.globals.items()))
+        return Stack(layers=dict(self.layers.items()), globals=dict(self.globals.items()),
+                     stages=tuple(stage.materialized() for stage in self.stages))
 
     def check(self, spec: ArchSpec) -> None:
-        """Raise ValueError unless every named axis has the size `spec` gives it."""
+        """Raise ValueError unless every named axis has the size `spec` gives it
+        (a hierarchical stack: each stage the size of its spec's stage)."""
+        if len(self.stages) != len(spec.stages):
+            raise ValueError(f"{len(self.stages)} stages, the spec says {len(spec.stages)}")
+        for index, (stage, stage_spec) in enumerate(zip(self.stages, spec.stages)):
+            try:
+                stage.check(stage_spec)
+            except ValueError as exc:
+                raise ValueError(f"stage {index}: {exc}") from None
         sizes = spec.axis_sizes()
-        for role, axes, shape, _ in self.shapes():
+        for role, axes, shape, _ in self._own_shapes():
             for axis, size in zip(axes, shape):
                 if axis in sizes and sizes[axis] != size:
                     raise ValueError(

@@ -19,6 +19,7 @@ from .hf_clip import ClipVisionAdapter
 from .hf_dinov2 import Dinov2Adapter
 from .hf_vit import HfDeitAdapter, HfVitAdapter
 from .llama import LlamaAdapter
+from .swin import SwinAdapter
 from .vit import VitAdapter
 
 # Family name -> adapter, in the order `detect_family` asks them.
@@ -37,8 +38,9 @@ def unregister(family: str) -> None:
     del ADAPTERS[family]
 
 
-for _adapter in (VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(), HfDeitAdapter(),
-                 Dinov2Adapter(), ClipVisionAdapter()):
+# Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config).
+for _adapter in (SwinAdapter(), VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(),
+                 HfDeitAdapter(), Dinov2Adapter(), ClipVisionAdapter()):
     register(_adapter)
 
 
@@ -56,7 +58,8 @@ def detect_family(state_dict: Mapping[str, torch.Tensor]) -> str:
             return family
     sample = ", ".join(sorted(state_dict)[:3]) or "no tensors"
     raise LgError(f"not a checkpoint lg knows: expected a timm VisionTransformer "
-                  f"(blocks.N.attn.qkv.weight, patch_embed.proj.weight, ...) or a Hugging Face GPT-2, Llama "
+                  f"(blocks.N.attn.qkv.weight, patch_embed.proj.weight, ...), a timm SwinTransformer "
+                  f"(layers.N.blocks.M.attn.relative_position_bias_table, ...) or a Hugging Face GPT-2, Llama "
                   f"(Mistral, Qwen2) or BERT model; found {sample}")
 
 

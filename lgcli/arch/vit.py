@@ -154,12 +154,30 @@ def timm_hub_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
     architecture's own defaults fill what model_args leaves out (a hub
     download records none), as `timm.create_model('local-dir:DIR')` does.
     The config itself is kept under TIMM_HUB_CONFIG, for the output folder."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    model, _ = timm_hub_meta_model(config, VisionTransformer, "timm's ViTs and DeiTs")
+    img_size = tuple(model.patch_embed.img_size)
+    if img_size[0] != img_size[1]:
+        raise LgError(f"config.json's image size {img_size[0]}x{img_size[1]} is not square; lg reads square ViTs")
+    if model.global_pool not in GLOBAL_POOLS:
+        raise LgError(f"config.json's global_pool {json_shown(model.global_pool)} is not one lg reads "
+                      f"({', '.join(repr(p) for p in GLOBAL_POOLS)})")
+    built = VitAdapter().spec_of_model(model)
+    return {**built, "depth": len(model.blocks), "embed_dim": int(model.embed_dim),
+            "patch_size": int(model.patch_embed.patch_size[0]), "in_chans": int(model.patch_embed.proj.in_channels),
+            "num_classes": int(model.num_classes), TIMM_HUB_CONFIG: dict(config)}
+
+
+def timm_hub_meta_model(config: Mapping[str, Any], model_class: type, reads: str) -> tuple[nn.Module, str]:
+    """(the model timm builds from a timm hub folder's config.json, on the
+    meta device: shapes only; its architecture name), refused unless it is a
+    `model_class` (lg `reads` those)."""
     import copy
 
     import timm
     # The parser both of timm's folder loaders use (local-dir:, hf-hub:).
     from timm.models._hub import _parse_model_cfg
-    from timm.models.vision_transformer import VisionTransformer
 
     for key in ("model_args", "pretrained_cfg"):
         if key in config and not isinstance(config[key], Mapping):
@@ -174,19 +192,34 @@ def timm_hub_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
             model = timm.create_model(name, pretrained=False, pretrained_cfg=pretrained_cfg, **model_args)
     except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
         raise LgError(f"config.json does not describe a model timm builds ({exc})".splitlines()[0]) from None
-    if not isinstance(model, VisionTransformer):
-        raise LgError(f"config.json's architecture {json_shown(name)} is not a timm VisionTransformer "
-                      f"(it builds {type(model).__name__}); lg reads timm's ViTs and DeiTs")
-    img_size = tuple(model.patch_embed.img_size)
-    if img_size[0] != img_size[1]:
-        raise LgError(f"config.json's image size {img_size[0]}x{img_size[1]} is not square; lg reads square ViTs")
-    if model.global_pool not in GLOBAL_POOLS:
-        raise LgError(f"config.json's global_pool {json_shown(model.global_pool)} is not one lg reads "
-                      f"({', '.join(repr(p) for p in GLOBAL_POOLS)})")
-    built = VitAdapter().spec_of_model(model)
-    return {**built, "depth": len(model.blocks), "embed_dim": int(model.embed_dim),
-            "patch_size": int(model.patch_embed.patch_size[0]), "in_chans": int(model.patch_embed.proj.in_channels),
-            "num_classes": int(model.num_classes), TIMM_HUB_CONFIG: dict(config)}
+    if not isinstance(model, model_class):
+        raise LgError(f"config.json's architecture {json_shown(name)} is not a timm {model_class.__name__} "
+                      f"(it builds {type(model).__name__}); lg reads {reads}")
+    return model, name
+
+
+def local_dir_call(spec: ArchSpec, path: str) -> str | None:
+    """The line that loads a timm hub folder (the folder says the rest), or
+    None for a model read from a file or a stream."""
+    if TIMM_HUB_CONFIG in spec.extras and path != "<file>":
+        return f"timm.create_model({'local-dir:' + path!r}, pretrained=True)"
+    return None
+
+
+def timm_hub_folder_config(hub: Mapping[str, Any], sizes: Mapping[str, Any], num_features: int,
+                           num_classes: int) -> dict[str, Any]:
+    """A timm hub folder's config.json (`hub`, the source's) with a resized
+    model's sizes: timm builds `architecture` with `model_args` over its
+    defaults, so every size a resize changes is written there."""
+    import copy
+
+    config = copy.deepcopy(dict(hub))
+    config["model_args"] = {**(config.get("model_args") or {}), **sizes, "num_classes": num_classes}
+    config["num_features"] = num_features
+    config["num_classes"] = num_classes
+    if isinstance(config.get("pretrained_cfg"), dict):
+        config["pretrained_cfg"]["num_classes"] = num_classes
+    return config
 
 
 def check_recorded_size(args: Mapping[str, Any], where: str) -> None:
@@ -194,6 +227,11 @@ def check_recorded_size(args: Mapping[str, Any], where: str) -> None:
     a meta-device model of them (a depth of 1e9 would take hours)."""
     depth, width = args.get("depth", 12), args.get("embed_dim", 768)
     ratio = args.get("mlp_ratio", 4.0)
+    stages = args.get("depths")
+    if isinstance(stages, (list, tuple)) and stages and all(_positive_number(v) for v in stages):
+        # A model of stages (Swin): bounded as if every block had the last, widest stage's width.
+        depth = sum(stages)
+        width = width * 2 ** (len(stages) - 1) if _positive_number(width) else width
     if not all(_positive_number(v) for v in (depth, width, ratio)):
         return  # timm or check_config refuses the value itself
     rough = depth * width * width * (4 + 2 * ratio)
@@ -399,18 +437,10 @@ class VitAdapter(DeclaredAdapter):
         hub = spec.extras.get(TIMM_HUB_CONFIG)
         if hub is None:
             return None
-        import copy
-
-        config = copy.deepcopy(dict(hub))
         args = self.model_args(spec)
-        config["model_args"] = {**(config.get("model_args") or {}), "depth": spec.depth, "embed_dim": spec.width,
-                                "num_heads": spec.heads, "mlp_ratio": args["mlp_ratio"],
-                                "num_classes": args["num_classes"]}
-        config["num_features"] = spec.width  # a ViT's pooled features are its width
-        config["num_classes"] = args["num_classes"]
-        if isinstance(config.get("pretrained_cfg"), dict):
-            config["pretrained_cfg"]["num_classes"] = args["num_classes"]
-        return config
+        # A ViT's pooled features are its width.
+        return timm_hub_folder_config(hub, {"depth": spec.depth, "embed_dim": spec.width, "num_heads": spec.heads,
+                                            "mlp_ratio": args["mlp_ratio"]}, spec.width, args["num_classes"])
 
     @staticmethod
     def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
@@ -447,8 +477,9 @@ class VitAdapter(DeclaredAdapter):
 
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         """The exact Python line that loads the file strictly in timm."""
-        if TIMM_HUB_CONFIG in spec.extras and path != "<file>":
-            return f"timm.create_model({'local-dir:' + path!r}, pretrained=True)"  # the folder says the rest
+        folder = local_dir_call(spec, path)
+        if folder is not None:
+            return folder
         overlay = self.pretrained_cfg_overlay(spec, path)
         overlay_text = ", ".join(f"{k}={v!r}" for k, v in overlay.items())
         args = self.model_args(spec)
@@ -525,14 +556,7 @@ class VitAdapter(DeclaredAdapter):
         expected = dict(glob)
         for index in range(spec.depth):
             expected.update({f"blocks.{index}.{key}": shape for key, shape in block.items()})
-        for key in sorted(set(expected) ^ set(state)):
-            problem = "lacks" if key in expected else "has an unexpected"
-            raise LgError(f"refusing to write: the model {problem} tensor {key} for the timm config it records")
-        for key, shape in expected.items():
-            found = tuple(getattr(state[key], "shape", state[key]))
-            if found != shape:
-                raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
-                              f"it records builds {shape}")
+        refuse_unloadable(expected, state)
 
     @staticmethod
     def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
@@ -618,6 +642,20 @@ class VitAdapter(DeclaredAdapter):
             "img_size": int(img_size[0]) if isinstance(img_size, (tuple, list)) else int(img_size),
             "init_values": _layer_scale_init(model),
         }
+
+
+def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
+                      state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
+    """Refuse a state dict (tensors, or shapes alone) that timm would not
+    load strictly into the model whose shapes are `expected`."""
+    for key in sorted(set(expected) ^ set(state)):
+        problem = "lacks" if key in expected else "has an unexpected"
+        raise LgError(f"refusing to write: the model {problem} tensor {key} for the timm config it records")
+    for key, shape in expected.items():
+        found = tuple(getattr(state[key], "shape", state[key]))
+        if found != shape:
+            raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
+                          f"it records builds {shape}")
 
 
 def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any], where: str) -> None:

@@ -8,8 +8,8 @@ from typing import Any, Callable, Mapping
 
 from ..lazy import torch
 from ..options import Option
-from ..stack import (ATTN, CLASSES, EMBED, EMBEDDING_ROLES, FIXED, KV, LAYER, MLP, VOCAB, ArchSpec, Named, RoleMap,
-                     SourceRole, Stack, axes_and_shape, target_shape)
+from ..stack import (ATTN, CLASSES, EMBED, EMBEDDING_ROLES, FIXED, KV, LAYER, MLP, STAGE_IN, VOCAB, ArchSpec,
+                     Named, RoleMap, SourceRole, Stack, axes_and_shape, target_shape)
 
 GROW, SHRINK = "grow", "shrink"
 
@@ -38,6 +38,9 @@ class Method:
     MethodResult; `options` are the method's own (declared in `options`, from
     which the CLI builds its flags); `validate(options, source, target,
     direction)` may refuse a request before any work, with an LgError.
+    `not_per_stage` says why the method has no meaning on the stages of a
+    hierarchical model (Swin), None when it runs on each stage
+    (`methods.stages`).
     """
 
     name: str
@@ -46,6 +49,7 @@ class Method:
     summary: str
     options: tuple[Option, ...] = ()
     validate: Callable[[dict[str, Any], ArchSpec, ArchSpec, str], None] | None = None
+    not_per_stage: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,12 +84,13 @@ def is_linear_weight(named: Named, role: str | None = None) -> bool:
     embeddings, `stack.EMBEDDING_ROLES`) has the same axes but is no linear map.
     Fixed axes between the two are blocks of the input read side by side
     (DINOv2's classifier: (classes, 2, embed), the class token and the mean
-    patch token): the last axis is still contracted with the input."""
+    patch token; Swin's patch merging: (out, 4, stage_in), 4 neighbours of the
+    previous stage's width): the last axis is still contracted with the input."""
     if role in EMBEDDING_ROLES:
         return False
     axes = named.axes[1:] if named.axes[0] == LAYER else named.axes
     return (len(axes) >= 2 and axes[0] in (EMBED, ATTN, KV, MLP, CLASSES, VOCAB)
-            and axes[-1] in (EMBED, ATTN, KV, MLP) and all(axis == FIXED for axis in axes[1:-1]))
+            and axes[-1] in (EMBED, ATTN, KV, MLP, STAGE_IN) and all(axis == FIXED for axis in axes[1:-1]))
 
 
 def per_role(stack: Stack, target: ArchSpec, compute: Callable[[str, Named, bool], torch.Tensor]) -> Stack:

@@ -80,4 +80,9 @@ def tleg_fit(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str
 
 
 METHOD = Method("tleg-fit", tleg_fit, (SHRINK, GROW),
-                "least-squares TLEG line per element over depth, evaluated at the new depth")
+                "least-squares TLEG line per element over depth, evaluated at the new depth",
+                # TLEG Eq. 1 is one line over one model's depth; a Swin stage
+                # holds 2 blocks (most of them), through which a line fits
+                # exactly and says nothing about a third.
+                not_per_stage="its line (TLEG Eq. 1) runs over one depth axis, and a stage of 2 blocks fits "
+                              "any line exactly; resize each stage with select, bot, clone, heur-lg or auto-lg")
