@@ -17,10 +17,11 @@ from __future__ import annotations
 import inspect as pyinspect
 import json
 import os
+import shlex
 import signal
 import sys
 import warnings
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -223,6 +224,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         sys.stdout = _ClosedStdout()
     debug = "--debug" in args or debugging()
     args = [a for a in args if a != "--debug"]
+    _command_line[:] = args
+    _resume_hints.clear()
     if debug:  # the library's own quieting (transformers' log) reads it
         os.environ["LG_DEBUG"] = "1"
     command = next((a for a in args if not a.startswith("-")), None)
@@ -278,6 +281,10 @@ class Interrupted(BaseException):
 
 
 _signalled: list[int] = []
+# The command line being run, and what an interrupted command can add about
+# continuing it (lg condense: the training checkpoint and --resume).
+_command_line: list[str] = []
+_resume_hints: list[Callable[[], str]] = []
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -296,7 +303,7 @@ def _interrupted_message() -> str:
     name = signal.Signals(_signalled[0]).name
     if committed_outputs:  # the signal came after the output was renamed into place
         return f"interrupted ({name}) after {shown(committed_outputs[-1])} was written in full"
-    return f"interrupted ({name}); nothing written"
+    return f"interrupted ({name}); nothing written" + "".join(hint() for hint in _resume_hints)
 
 
 def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
@@ -362,7 +369,7 @@ def _parse_rates(text: Optional[str]) -> list[float]:
     try:
         return [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise LgError(f"--lr-sweep takes comma-separated learning rates, got {text!r}") from None
+        raise UsageError(f"--lr-sweep takes comma-separated learning rates, got {text!r}") from None
 
 
 def eval_command(
@@ -419,7 +426,7 @@ def eval_command(
                              batch_size=batch_size, eval_every=eval_every, label_smoothing=label_smoothing,
                              seed=seed, device=device)
     if settings.lr_sweep and lr is not None:
-        raise LgError("give --lr or --lr-sweep, not both")
+        raise UsageError("give --lr or --lr-sweep, not both")
     # The checkpoints' task decides what --data is (images or text), so evaluate reads it after them.
     report = evaluate(checkpoints, data, settings, baseline=baseline, heads=heads, notify=note, seq_len=seq_len,
                       subset=subset, test_subset=test_subset, test_fraction=test_fraction)
@@ -493,7 +500,8 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
     from .resize import resize_file
 
     if output is None:
-        raise LgError("give an output: -o FILE, or -o - to write the checkpoint to stdout")
+        raise UsageError("give an output: -o FILE, or -o - to write the checkpoint to stdout")
+    refuse_binary_on_terminal(output)
     report = resize_file(src, output, direction=direction, force=force, notify=note, **kwargs)
     if as_json and output != "-":
         print_json(report)
@@ -503,9 +511,12 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
         return
     s, t = report["source"], report["target"]
     made = f"{direction} ({report['method']})" if "learngene" not in s else f"built from a {s['learngene']} learngene"
+    assumed = " (assumed: the file does not record them)" if report.get("heads_assumed") else ""
     note(f"{made}: depth {s['depth']} -> {t['depth']}, width {s['width']} -> "
-         f"{t['width']}, heads {s['heads']} -> {t['heads']}, mlp {s['mlp_dim']} -> {t['mlp_dim']}; "
+         f"{t['width']}, heads {s['heads']} -> {t['heads']}{assumed}, mlp {s['mlp_dim']} -> {t['mlp_dim']}; "
          f"wrote {report['output']}")
+    if report.get("load_line"):
+        note(f"load with: {report['load_line']}" + ("  (set the heads to the model's own)" if assumed else ""))
 
 
 RESIZE_SUMMARIES = {
@@ -527,7 +538,12 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         heads: Optional[int] = typer.Option(None, "--heads", min=1,
                                             help="Target attention heads (default: width / the source's head dim)."),
         source_heads: Optional[int] = typer.Option(
-            None, "--source-heads", min=1, help="The source's heads, when its file does not record them."),
+            None, "--source-heads", min=1, help="The source's heads, when its file does not record them (a resize "
+                                                "that changes heads, or whose output records them, refuses to "
+                                                "assume them)."),
+        source_kv_heads: Optional[int] = typer.Option(
+            None, "--source-kv-heads", min=1, help="The source's key/value heads (grouped-query attention), when "
+                                                   "its file does not record them: they fix the head dim."),
         mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim", min=1,
                                               help="Target MLP hidden size (default: keep the source's MLP ratio)."),
         kv_heads: Optional[int] = typer.Option(
@@ -554,8 +570,9 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         **options: Any,
     ) -> None:
         _resize_command(direction, src, output, as_json, force, depth=depth, width=width, heads=heads,
-                        source_heads=source_heads, mlp_dim=mlp_dim, kv_heads=kv_heads, method=method,
-                        seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"),
+                        source_heads=source_heads, source_kv_heads=source_kv_heads, mlp_dim=mlp_dim,
+                        kv_heads=kv_heads, method=method, seed=seed, max_params=max_params,
+                        shard_size=parse_byte_size(shard_size, "--shard-size"),
                         allow_nonfinite=allow_nonfinite, **options)
 
     app.command(name=direction, help=summary)(command)
@@ -632,11 +649,13 @@ def condense(
     from .condense import CondenseSettings, condense_file
 
     if output is None:
-        raise LgError("give an output: -o FILE, or -o - to write the learngene to stdout")
+        raise UsageError("give an output: -o FILE, or -o - to write the learngene to stdout")
+    refuse_binary_on_terminal(output)
     if checkpoint is None and (checkpoint_every or resume):
         if output == "-":
-            raise LgError("with -o -, name the training checkpoint: --checkpoint FILE")
+            raise UsageError("with -o -, name the training checkpoint: --checkpoint FILE")
         checkpoint = output + ".train.pt"
+    _resume_hints.append(lambda: _condense_resume_hint(checkpoint))
     settings = CondenseSettings(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup,
                                 weight_decay=weight_decay, seed=seed, device=device, checkpoint=checkpoint,
                                 checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
@@ -653,11 +672,30 @@ def condense(
         scored = f"; as a {shape} model {_condensed_score(report, 'ancestry')}" if "data" in report else ""
         note(f"condensed {report['method']} (sampled, no training){scored}; "
              f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
-        return
-    stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
-    note(f"condensed {report['method']}: auxiliary {shape} {_condensed_score(report, 'teacher')}, training loss "
-         f"{report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps{stopped}, "
-         f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
+    else:
+        stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
+        note(f"condensed {report['method']}: auxiliary {shape} {_condensed_score(report, 'teacher')}, training "
+             f"loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps{stopped}, "
+             f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
+    if output != "-":
+        note(f"build a model with: lg grow {output} --depth N -o OUT")
+
+
+def _condense_resume_hint(checkpoint: Optional[str]) -> str:
+    """What an interrupted condense says about continuing: the training
+    checkpoint it saved and the command that resumes it, or how to save one."""
+    if checkpoint is None or not os.path.isfile(checkpoint):
+        return "; add --checkpoint-every N to save the run as it goes, so that --resume can continue it"
+    args = _command_line + ([] if "--resume" in _command_line else ["--resume"])
+    return f"; the run so far is saved in {shown(checkpoint)}: continue it with: lg {shlex.join(args)}"
+
+
+def refuse_binary_on_terminal(output: str) -> None:
+    """`-o -` onto a terminal would print binary safetensors there (and
+    scramble it): refused before any work, as gzip and zstd do."""
+    if output == "-" and sys.stdout.isatty():
+        raise UsageError("-o - writes a binary checkpoint to stdout, which is a terminal: pipe it into a command "
+                         "(| lg inspect -) or redirect it (> FILE)")
 
 
 def _condensed_score(condensed: dict[str, Any], teacher: str) -> str:
@@ -715,9 +753,9 @@ def bench_command(
     from .evaluate import DEFAULT_LR, ProbeSettings
 
     if output is None:
-        raise LgError("give a results folder: -o DIR")
+        raise UsageError("give a results folder: -o DIR")
     if lr is not None and lr_sweep:
-        raise LgError("give --lr or --lr-sweep, not both")
+        raise UsageError("give --lr or --lr-sweep, not both")
     probe = ProbeSettings(steps=steps, lr=DEFAULT_LR if lr is None else lr, lr_sweep=_parse_rates(lr_sweep),
                           batch_size=batch_size, eval_every=eval_every, seed=seed, device=device)
     settings = BenchSettings(sizes=parse_sizes(sizes),

@@ -34,7 +34,7 @@ from .fitting import data_for
 from .learngenes import GeneratedModel, Learngene, get_kind
 from .learngenes.base import starts_from_ancestry
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
-from .sizing import spec_sizes, target_spec
+from .sizing import check_heads_known, spec_sizes, target_spec
 from .text import TextData, TokenWindows, evaluate_text
 from .train import (StepCallback, TrainConfig, auto_device_note, concrete_device, distillation_loss, distributed_setup,
                     evaluate_accuracy, model_input, train)
@@ -97,18 +97,18 @@ class CondenseSettings:
 
     def total_steps(self, train_images: int) -> int:
         if self.steps is not None and self.epochs is not None:
-            raise LgError("give --steps or --epochs, not both")
+            raise UsageError("give --steps or --epochs, not both")
         if self.steps is not None:
             if self.steps < 1:
-                raise LgError(f"--steps must be at least 1, not {self.steps}")
+                raise UsageError(f"--steps must be at least 1, not {self.steps}")
             return int(self.steps)
         if self.epochs is None:
             return DEFAULT_CONDENSE_STEPS
         if not (math.isfinite(self.epochs) and self.epochs > 0):
-            raise LgError(f"--epochs must be a positive number, not {self.epochs}")
+            raise UsageError(f"--epochs must be a positive number, not {self.epochs}")
         steps = self.epochs * train_images / self.batch_size
         if not steps <= 2**53:  # also catches inf from an overflowing product
-            raise LgError(f"--epochs {self.epochs:g} makes more optimiser steps than any run can take")
+            raise UsageError(f"--epochs {self.epochs:g} makes more optimiser steps than any run can take")
         return max(1, math.ceil(steps))
 
 
@@ -148,6 +148,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     if is_learngene(checkpoint):
         raise LgError("the teacher must be a model checkpoint; this file is a learngene")
     loaded = load(checkpoint, heads=teacher_heads)
+    check_heads_known(loaded.spec, because="the learngene would record them", flag="--teacher-heads",
+                      where=checkpoint.label)
     adapter = get_adapter(loaded.spec.family)
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
     generator = torch.Generator().manual_seed(settings.seed)
@@ -359,6 +361,8 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
     if is_learngene(checkpoint):
         raise LgError("the ancestry must be a model checkpoint; this file is a learngene")
     loaded = load(checkpoint, heads=teacher_heads)
+    check_heads_known(loaded.spec, because="the learngene would record them", flag="--teacher-heads",
+                      where=checkpoint.label)
     generator = torch.Generator().manual_seed(settings.seed)
     tensors, sizes = kind.sample(loaded.spec, loaded.stack, options, generator)
     learngene = Learngene(kind=kind.name, spec=loaded.spec, tensors=tensors, sizes=sizes)

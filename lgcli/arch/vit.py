@@ -204,6 +204,13 @@ def check_recorded_size(args: Mapping[str, Any], where: str) -> None:
                       f"(depth {depth}, width {width}); lg reads at most {MAX_RECORDED_PARAMS:.3g}")
 
 
+def _shard_folder(spec: ArchSpec, path: str) -> bool:
+    """Whether `path` is a folder of shards (past --shard-size), not a timm hub folder."""
+    import os
+
+    return TIMM_HUB_CONFIG not in spec.extras and os.path.isdir(path)
+
+
 def _positive_number(value: Any) -> bool:
     return type(value) in (int, float) and math.isfinite(value) and value > 0
 
@@ -225,6 +232,7 @@ class VitAdapter(DeclaredAdapter):
 
     layout = LAYOUT
     writes_folder = False
+    heads_may_go_unrecorded = True  # lg.config leaves out num_heads lg assumed (`config`)
     bot_wavelets: dict[str, str] = {}  # the BoT paper used haar for ViTs
 
     # ------------------------------------------------------------ detection
@@ -387,8 +395,13 @@ class VitAdapter(DeclaredAdapter):
         }
 
     def config(self, spec: ArchSpec) -> dict[str, Any]:
-        """What lg records in ``lg.config``: the timm name and model_args."""
-        return {"model_name": self.model_name(spec), **self.model_args(spec)}
+        """What lg records in ``lg.config``: the timm name and model_args,
+        less the head count when it was assumed (never recorded as fact: the
+        file is read with its heads assumed again)."""
+        args = self.model_args(spec)
+        if spec.heads_assumed:
+            del args[LAYOUT.size_fields["heads"]]
+        return {"model_name": self.model_name(spec), **args}
 
     def folder_config(self, spec: ArchSpec) -> dict[str, Any] | None:
         """The config.json of a timm hub folder of `spec`, when it was read
@@ -442,12 +455,14 @@ class VitAdapter(DeclaredAdapter):
 
     @staticmethod
     def load_imports(spec: ArchSpec, path: str) -> str:
-        return "import timm"
+        return "import lgcli" if _shard_folder(spec, path) else "import timm"
 
     def load_call(self, spec: ArchSpec, path: str) -> str:
         """The exact Python line that loads the file strictly in timm."""
         if TIMM_HUB_CONFIG in spec.extras and path != "<file>":
             return f"timm.create_model({'local-dir:' + path!r}, pretrained=True)"  # the folder says the rest
+        if _shard_folder(spec, path):  # timm reads one file: lg joins the shards into timm's model, strictly
+            return f"lgcli.load_model({path!r})[0]"
         overlay = self.pretrained_cfg_overlay(spec, path)
         overlay_text = ", ".join(f"{k}={v!r}" for k, v in overlay.items())
         args = self.model_args(spec)

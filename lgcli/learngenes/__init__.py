@@ -10,7 +10,7 @@ commands above do (`lgcli.condense`, and `lgcli.fitting` through the
 
 from __future__ import annotations
 
-from ..errors import LgError
+from ..errors import UsageError
 from . import peg, tleg, wave
 from .base import ExpandContext, GeneratedModel, Learngene, LearngeneKind
 
@@ -21,7 +21,7 @@ def get_kind(name: str | None) -> LearngeneKind:
     try:
         return KINDS[str(name)]
     except KeyError:
-        raise LgError(f"unknown learngene kind {name!r} (known: {', '.join(KINDS)})") from None
+        raise UsageError(f"unknown learngene kind {name!r} (known: {', '.join(KINDS)})") from None
 
 
 __all__ = ["KINDS", "get_kind", "Learngene", "LearngeneKind", "GeneratedModel", "ExpandContext"]
