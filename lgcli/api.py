@@ -45,8 +45,12 @@ class Loaded:
 
 
 def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
-         *, stdin: BinaryIO | None = None) -> Loaded:
+         *, kv_heads: int | None = None, stdin: BinaryIO | None = None) -> Loaded:
     """Read a model checkpoint (file, '-', sharded folder, .pth) into (spec, stack).
+
+    `heads` (or `kv_heads`, for grouped-query attention) gives the heads
+    when the file does not record them; else they are read from the weights
+    where they show them, else assumed (`spec.heads_assumed`).
 
     The stack is lazy: each role is read from the file when it is asked for
     (`loaded.stack.layers["fc1"]`), and not kept, so a checkpoint of any size
@@ -68,7 +72,8 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
                       f"is not one lg reads ({', '.join(known_model_types())})")
     adapter = get_adapter(family or detect_family(checkpoint.tensors))
     try:
-        spec, stack = adapter.to_stack(checkpoint.tensors, config=config, heads=heads, reader=checkpoint.read_into)
+        spec, stack = adapter.to_stack(checkpoint.tensors, config=config, heads=heads, kv_heads=kv_heads,
+                                       reader=checkpoint.read_into)
     except LgError as exc:  # name the file or folder the problem is in
         where = checkpoint.label
         raise (exc if str(exc).startswith(where) else LgError(f"{where}: {exc}")) from None
@@ -257,7 +262,10 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
     if lg.get("kind", MODEL) != LEARNGENE:
         raise LgError(f"{checkpoint.label}: is a model checkpoint, not a learngene (make one with "
                       f"`lg condense TEACHER --method tleg|wave --data D -o OUT`)")
-    kind = get_kind(lg.get("method"))
+    try:
+        kind = get_kind(lg.get("method"))
+    except LgError as exc:  # what the file says, not a mistyped flag: a refusal of the file (exit 1)
+        raise LgError(f"{checkpoint.label}: refused: metadata lg.method: {exc}") from None
     spec, template = get_adapter(lg.get("family") or "").template_from_config(lg.get("config") or {})
     info = lg.get("learngene") or {}
     sizes, condensed = info.get("sizes", {}), info.get("condensed", {})
@@ -430,6 +438,15 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         "expand_call": f"lg grow {shown_path} --depth N -o OUT",
         "load_call": f"lgcli.load_learngene({shown_path!r})",
     }
+
+
+def load_line(spec: ArchSpec, path: str | os.PathLike) -> str | None:
+    """The line that loads what was written at `path` in its family's library
+    (imports; model = ...), or None for a stream (its reader names the file)."""
+    if str(path) == STDIO:
+        return None
+    adapter = get_adapter(spec.family)
+    return f"{adapter.load_imports(spec, str(path))}; model = {adapter.load_call(spec, str(path))}"
 
 
 def _load_path(checkpoint: Checkpoint) -> str:

@@ -178,6 +178,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     (`_plan`) instead."""
     from .api import load
     from .methods import METHODS
+    from .sizing import check_heads_known
 
     known = all_methods()
     methods = settings.methods or all_methods(fitted=settings.fit_steps > 0)
@@ -202,6 +203,10 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     device_note = auto_device_note(settings.probe.device)
     settings.probe = dataclasses.replace(settings.probe, device=concrete_device(settings.probe.device))
     loaded = load(ancestry)
+    # A clone at the same size is the same weights, written with their heads.
+    check_heads_known(loaded.spec, because="every cell is built from them", where=loaded.checkpoint.label,
+                      remedy=f"record them first: lg grow {shown(str(ancestry))} --source-heads N --depth "
+                             f"{loaded.spec.depth} --method clone -o ANCESTRY (the same weights, heads recorded)")
     dataset = _read_data(loaded, data, settings, notify)
     if device_note:
         notify(device_note)

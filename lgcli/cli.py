@@ -19,10 +19,11 @@ from __future__ import annotations
 import inspect as pyinspect
 import json
 import os
+import shlex
 import signal
 import sys
 import warnings
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -305,6 +306,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     debug = "--debug" in args or debugging()
     args = [a for a in args if a != "--debug"]
     _invocation[:] = args
+    _resume_hints.clear()
     if debug:  # the library's own quieting (transformers' log) reads it
         os.environ["LG_DEBUG"] = "1"
     command = next((a for a in args or _completion_words() if not a.startswith("-")), None)
@@ -371,6 +373,10 @@ class Interrupted(BaseException):
 
 
 _signalled: list[int] = []
+# The command line being run, and what an interrupted command can add about
+# continuing it (lg condense: the training checkpoint and --resume).
+_invocation: list[str] = []
+_resume_hints: list[Callable[[], str]] = []
 
 
 def _on_signal(signum: int, frame: Any) -> None:
@@ -389,7 +395,7 @@ def _interrupted_message() -> str:
     name = signal.Signals(_signalled[0]).name
     if committed_outputs:  # the signal came after the output was renamed into place
         return f"interrupted ({name}) after {shown(committed_outputs[-1])} was written in full"
-    return f"interrupted ({name}); nothing written"
+    return f"interrupted ({name}); nothing written" + "".join(hint() for hint in _resume_hints)
 
 
 def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
@@ -455,7 +461,7 @@ def _parse_rates(text: Optional[str]) -> list[float]:
     try:
         return [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise LgError(f"--lr-sweep takes comma-separated learning rates, got {text!r}") from None
+        raise UsageError(f"--lr-sweep takes comma-separated learning rates, got {text!r}") from None
 
 
 # The probe's options that `lg eval` and `lg bench` share.
@@ -527,7 +533,7 @@ def eval_command(
                              batch_size=batch_size, eval_every=eval_every, label_smoothing=label_smoothing,
                              seed=seed, device=device)
     if settings.lr_sweep and lr is not None:
-        raise LgError("give --lr or --lr-sweep, not both")
+        raise UsageError("give --lr or --lr-sweep, not both")
     # The checkpoints' task decides what --data is (images or text), so evaluate reads it after them.
     report = evaluate(checkpoints, data, settings, baseline=baseline, heads=heads, notify=note, seq_len=seq_len,
                       subset=subset, test_subset=test_subset, test_fraction=test_fraction)
@@ -611,7 +617,8 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
     from .resize import resize_file
 
     if output is None:
-        raise LgError("give an output: -o FILE, or -o - to write the checkpoint to stdout")
+        raise UsageError("give an output: -o FILE, or -o - to write the checkpoint to stdout")
+    refuse_binary_on_terminal(output)
     report = resize_file(src, output, direction=direction, force=force, notify=note, dry_run=dry_run,
                          card=CardFacts(command=command_line()), card_file=card, **kwargs)
     if dry_run:
@@ -624,6 +631,9 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
         sys.stderr.write(json.dumps(report, indent=2, default=str) + "\n")
         return
     note(f"{_resize_summary(report)}; wrote {report['output']}")
+    if report.get("load_line"):
+        note(f"load with: {report['load_line']}" + ("  (set the heads to the model's own)"
+                                                    if report.get("heads_assumed") else ""))
 
 
 def _resize_summary(report: dict[str, Any]) -> str:
@@ -637,8 +647,9 @@ def _resize_summary(report: dict[str, Any]) -> str:
         return made + ": " + ", ".join(f"{label} {sizes(s, key)} -> {sizes(t, key)}" for label, key in
                                        (("depths", "depth"), ("widths", "width"), ("heads", "heads"),
                                         ("mlp", "mlp_dim")))
+    assumed = " (assumed: the file does not record them)" if report.get("heads_assumed") else ""
     return (f"{made}: depth {s['depth']} -> {t['depth']}, width {s['width']} -> {t['width']}, heads {s['heads']} -> "
-            f"{t['heads']}, mlp {s['mlp_dim']} -> {t['mlp_dim']}")
+            f"{t['heads']}{assumed}, mlp {s['mlp_dim']} -> {t['mlp_dim']}")
 
 
 def _show_plan(plan: dict[str, Any], as_json: bool) -> None:
@@ -662,12 +673,7 @@ DryRunOption = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
 
 def command_line() -> str:
     """The lg command being run, as typed (a model card records it)."""
-    import shlex
-
     return shlex.join(["lg", *_invocation])
-
-
-_invocation: list[str] = []
 
 
 # The methods of each direction, as --method lists them (a test holds them to
@@ -698,6 +704,10 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
                                                  "first stage's (later stages keep their ratio to it)."),
         heads: Optional[int] = typer.Option(None, "--heads", min=1, metavar="N", rich_help_panel=TARGET,
                                             help="Target attention heads (default: width / the source's head dim)."),
+        source_kv_heads: Optional[int] = typer.Option(
+            None, "--source-kv-heads", min=1, metavar="N", rich_help_panel=SOURCE,
+            help="The source's key/value heads (grouped-query attention), when its file does not record them: "
+                 "they fix the head dim."),
         mlp_dim: Optional[int] = typer.Option(None, "--mlp-dim", min=1, metavar="N", rich_help_panel=TARGET,
                                               help="Target MLP hidden size (default: keep the source's MLP ratio)."),
         kv_heads: Optional[int] = typer.Option(
@@ -716,7 +726,8 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
                                  help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
         source_heads: Optional[int] = typer.Option(
             None, "--source-heads", min=1, metavar="N", rich_help_panel=SOURCE,
-            help="The source's heads, when its file does not record them."),
+            help="The source's heads, when its file does not record them (a resize that changes heads, or whose "
+                 "output records them, refuses to assume them)."),
         allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", rich_help_panel=SOURCE,
                                              help="Keep NaN or Inf weights of the source (said on stderr) instead of "
                                                   "refusing it."),
@@ -736,7 +747,8 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         **options: Any,
     ) -> None:
         _resize_command(direction, src, output, as_json, force, dry_run, card, depth=parse_depth(depth), width=width,
-                        heads=heads, source_heads=source_heads, mlp_dim=mlp_dim, kv_heads=kv_heads, method=method,
+                        heads=heads, source_heads=source_heads, source_kv_heads=source_kv_heads, mlp_dim=mlp_dim,
+                        kv_heads=kv_heads, method=method,
                         seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"),
                         allow_nonfinite=allow_nonfinite, **options)
 
@@ -835,11 +847,13 @@ def condense(
     from .condense import CondenseSettings, condense_file
 
     if output is None:
-        raise LgError("give an output: -o FILE, or -o - to write the learngene to stdout")
+        raise UsageError("give an output: -o FILE, or -o - to write the learngene to stdout")
+    refuse_binary_on_terminal(output)
     if checkpoint is None and (checkpoint_every or resume):
         if output == "-":
-            raise LgError("with -o -, name the training checkpoint: --checkpoint FILE")
+            raise UsageError("with -o -, name the training checkpoint: --checkpoint FILE")
         checkpoint = output + ".train.pt"
+    _resume_hints.append(lambda: _condense_resume_hint(checkpoint))
     settings = CondenseSettings(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup,
                                 weight_decay=weight_decay, seed=seed, device=device, checkpoint=checkpoint,
                                 checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
@@ -862,11 +876,30 @@ def condense(
         scored = f"; as a {shape} model {condensed_score(report, 'ancestry')}" if "data" in report else ""
         note(f"condensed {report['method']} (sampled, no training){scored}; "
              f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
-        return
-    stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
-    note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, training loss "
-         f"{report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps{stopped}, "
-         f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
+    else:
+        stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
+        note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, training "
+             f"loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps{stopped}, "
+             f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
+    if output != "-":
+        note(f"build a model with: lg grow {output} --depth N -o OUT")
+
+
+def _condense_resume_hint(checkpoint: Optional[str]) -> str:
+    """What an interrupted condense says about continuing: the training
+    checkpoint it saved and the command that resumes it, or how to save one."""
+    if checkpoint is None or not os.path.isfile(checkpoint):
+        return "; add --checkpoint-every N to save the run as it goes, so that --resume can continue it"
+    args = _invocation + ([] if "--resume" in _invocation else ["--resume"])
+    return f"; the run so far is saved in {shown(checkpoint)}: continue it with: lg {shlex.join(args)}"
+
+
+def refuse_binary_on_terminal(output: str) -> None:
+    """`-o -` onto a terminal would print binary safetensors there (and
+    scramble it): refused before any work, as gzip and zstd do."""
+    if output == "-" and sys.stdout.isatty():
+        raise UsageError("-o - writes a binary checkpoint to stdout, which is a terminal: pipe it into a command "
+                         "(| lg inspect -) or redirect it (> FILE)")
 
 
 def _show_training_plan(what: str, plan: dict[str, Any], as_json: bool, timed: str) -> None:
@@ -952,9 +985,9 @@ def bench_command(
     from .evaluate import DEFAULT_LR, ProbeSettings
 
     if output is None:
-        raise LgError("give a results folder: -o DIR")
+        raise UsageError("give a results folder: -o DIR")
     if lr is not None and lr_sweep:
-        raise LgError("give --lr or --lr-sweep, not both")
+        raise UsageError("give --lr or --lr-sweep, not both")
     probe = ProbeSettings(steps=steps, lr=DEFAULT_LR if lr is None else lr, lr_sweep=_parse_rates(lr_sweep),
                           batch_size=batch_size, eval_every=eval_every, seed=seed, device=device)
     settings = BenchSettings(sizes=parse_sizes(sizes),

@@ -33,7 +33,7 @@ from .lazy import torch
 from .learngenes import Learngene, get_kind
 from .learngenes.base import starts_from_ancestry
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
-from .sizing import spec_sizes, target_spec
+from .sizing import check_heads_known, spec_sizes, target_spec
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
 from .train import (StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, concrete_device,
                     distillation_loss, distributed_setup, evaluate_accuracy, model_input, seconds_per_step, train)
@@ -99,18 +99,18 @@ class CondenseSettings:
 
     def total_steps(self, train_images: int) -> int:
         if self.steps is not None and self.epochs is not None:
-            raise LgError("give --steps or --epochs, not both")
+            raise UsageError("give --steps or --epochs, not both")
         if self.steps is not None:
             if self.steps < 1:
-                raise LgError(f"--steps must be at least 1, not {self.steps}")
+                raise UsageError(f"--steps must be at least 1, not {self.steps}")
             return int(self.steps)
         if self.epochs is None:
             return DEFAULT_CONDENSE_STEPS
         if not (math.isfinite(self.epochs) and self.epochs > 0):
-            raise LgError(f"--epochs must be a positive number, not {self.epochs}")
+            raise UsageError(f"--epochs must be a positive number, not {self.epochs}")
         steps = self.epochs * train_images / self.batch_size
         if not steps <= 2**53:  # also catches inf from an overflowing product
-            raise LgError(f"--epochs {self.epochs:g} makes more optimiser steps than any run can take")
+            raise UsageError(f"--epochs {self.epochs:g} makes more optimiser steps than any run can take")
         return max(1, math.ceil(steps))
 
 
@@ -389,6 +389,8 @@ def _load_teacher(checkpoint: Checkpoint, heads: int | None, role: str, kind: st
     if is_learngene(checkpoint):
         raise LgError(f"the {role} must be a model checkpoint; this file is a learngene")
     loaded = load(checkpoint, heads=heads)
+    check_heads_known(loaded.spec, because="the learngene would record them", flag="--teacher-heads",
+                      where=checkpoint.label)
     if loaded.spec.stages:
         raise LgError(f"lg condenses no {kind} learngene from a {loaded.spec.family} yet: the learngene kinds "
                       f"expand one depth and width, a {loaded.spec.family} has one per stage")

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Callable
 
 from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
-from lgcli.data import (DEFAULT_DATA, ImageData, check_channels, check_real, check_seed, check_whole,
-                        load_data)
+from lgcli.data import (DEFAULT_DATA, FASHION_MNIST_CLASSES, ImageData, check_channels, check_real, check_seed,
+                        check_whole, load_data)
 from lgcli.checkpoint.reading import check_source, read_checkpoint
 from lgcli.errors import LgError, UsageError, notify_stderr, shown
 from lgcli.lazy import torch
+from lgcli.sizing import check_heads_known
 from lgcli.stack import ArchSpec
 from lgcli.text import TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
 from lgcli.train import TrainConfig, auto_device_note, concrete_device, evaluate_accuracy, model_input, train
@@ -213,15 +214,17 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
     from lgcli.api import create_model, load_model
 
     if not paths:
-        raise LgError("give at least one checkpoint to evaluate")
+        raise UsageError("give at least one checkpoint to evaluate")
     if sum(p == "-" for p in paths) > 1:
-        raise LgError("stdin ('-') can be read only once")
+        raise UsageError("stdin ('-') can be read only once")
     if baseline is not None and baseline != "random":
-        raise LgError(f"--baseline must be 'random', got {baseline!r}")
+        raise UsageError(f"--baseline must be 'random', got {baseline!r}")
     candidates, specs = [], []
     for path in paths:
         checkpoint = read_checkpoint(path)
         model, spec = load_model(checkpoint, heads=heads)
+        check_heads_known(spec, because="the model's outputs depend on them", flag="--heads",
+                          where=checkpoint.label)
         candidates.append(Candidate(_row_name(path, candidates), model, path, architecture_of(model),
                                     companions=checkpoint.companions,
                                     where="<stdin>" if path == "-" else shown(path)))
@@ -379,7 +382,7 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
     `test_fraction` apply when the data are read here."""
     settings.check()  # again: a settings object's fields can be changed after it was made
     if settings.steps == 0 and settings.lr_sweep:
-        raise LgError("--lr-sweep needs --steps: without fine-tuning there is no learning rate to sweep")
+        raise UsageError("--lr-sweep needs --steps: without fine-tuning there is no learning rate to sweep")
     if seq_len is not None:
         check_whole(seq_len, "--seq-len", 1)
     # A mistyped path is said before torch, a device or a model is paid for.
@@ -391,6 +394,8 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
     candidates = load_candidates(paths, heads=heads, baseline=baseline, seed=settings.seed)
     task = common_task(candidates)
     if task == IMAGE_CLASSIFICATION:
+        if data is None:
+            check_fits_default_data(candidates)
         data = _image_data(data, seq_len=seq_len, subset=subset, test_subset=test_subset,
                            test_fraction=test_fraction, seed=settings.seed)
         for candidate in candidates:
@@ -417,6 +422,25 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
     return {"version": REPORT_VERSION, "task": task, "data": data.describe(),
             "settings": {**{k: v for k, v in asdict(settings).items() if k != "progress"},
                          "warmup": settings.warmup_steps()}, "rows": rows}
+
+
+# The classes of the default data (fashion-mnist-mini).
+DEFAULT_DATA_CLASSES = len(FASHION_MNIST_CLASSES)
+
+
+def check_fits_default_data(candidates: list[Candidate]) -> None:
+    """The default data (fashion-mnist-mini) is for lg's example-shaped models
+    (its 10 classes): a classifier of other classes would be scored with a
+    new, untrained head, a figure that says nothing of the checkpoint. Such a
+    model is evaluated on the data named with --data (its own; or
+    fashion-mnist-mini by name, to probe it there with a new head)."""
+    for candidate in candidates:
+        classes = int(candidate.model.num_classes)
+        if classes != DEFAULT_DATA_CLASSES:
+            raise UsageError(f"{candidate.where or candidate.name} has {classes} classes; the default data "
+                             f"({DEFAULT_DATA}, for lg's example models) has {DEFAULT_DATA_CLASSES}: give its own "
+                             f"data with --data (an image folder of its classes), or --data {DEFAULT_DATA} to probe "
+                             f"it there with a new head")
 
 
 def _image_data(data: ImageData | TextData | str | os.PathLike | None, *, seq_len: int | None,

@@ -131,8 +131,13 @@ def header_length(prefix: bytes, name: str, total: int | None = None) -> int:
         raise LgError(f"{shown(name)}: not a safetensors file ({size} bytes, too short for a header)")
     (length,) = struct.unpack("<Q", prefix[:8])
     if length > MAX_HEADER_BYTES:
-        raise LgError(f"{shown(name)}: not a safetensors file (header claims {length} bytes; "
-                      f"safetensors allows at most {MAX_HEADER_BYTES})")
+        # Most often another kind of file (text, a zip, an image), whose first
+        # bytes read as an absurd length: say what it looks like, not the length.
+        begins = prefix[:8].decode("ascii", errors="replace")
+        looks = (f"it begins with the text {shown(repr(begins))}" if begins.isprintable()
+                 else f"its first 8 bytes are no header length: they would claim {length / 1e6:,.0f} MB, and "
+                      f"safetensors allows at most {MAX_HEADER_BYTES / 1e6:,.0f} MB")
+        raise LgError(f"{shown(name)}: not a safetensors file ({looks})")
     if total is not None and 8 + length > total:
         raise LgError(f"{shown(name)}: truncated or not safetensors (header claims {length} bytes, "
                       f"the file has {total - 8} after the length)")

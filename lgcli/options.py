@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .errors import LgError
+from .errors import UsageError
 
 OPTION_TYPES = (str, int, float, bool)
 
@@ -52,25 +52,25 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
     def check(self, value: Any, owner: str) -> Any:
-        """The value converted to the declared type, or an LgError naming the flag."""
+        """The value converted to the declared type, or a UsageError naming the flag."""
         if self.type is bool:
             if not isinstance(value, bool):
-                raise LgError(f"{self.flag} takes true or false, not {value!r} ({owner})")
+                raise UsageError(f"{self.flag} takes true or false, not {value!r} ({owner})")
             return value
         try:
             converted = self.type(value)
         except (TypeError, ValueError):
-            raise LgError(f"{self.flag} takes a {self.type.__name__}, not {value!r} ({owner})") from None
+            raise UsageError(f"{self.flag} takes a {self.type.__name__}, not {value!r} ({owner})") from None
         if self.type is float and not math.isfinite(converted):
-            raise LgError(f"{self.flag} must be a finite number, not {value!r} ({owner})")
+            raise UsageError(f"{self.flag} must be a finite number, not {value!r} ({owner})")
         if self.type is int and isinstance(value, float) and value != converted:
-            raise LgError(f"{self.flag} takes a whole number, not {value!r} ({owner})")
+            raise UsageError(f"{self.flag} takes a whole number, not {value!r} ({owner})")
         if self.choices is not None and converted not in self.choices:
-            raise LgError(f"{self.flag} must be one of {', '.join(self.choices)}, not '{value}' ({owner})")
+            raise UsageError(f"{self.flag} must be one of {', '.join(self.choices)}, not '{value}' ({owner})")
         if self.minimum is not None and converted < self.minimum:
-            raise LgError(f"{self.flag} must be at least {self.minimum:g}, not {value!r} ({owner})")
+            raise UsageError(f"{self.flag} must be at least {self.minimum:g}, not {value!r} ({owner})")
         if self.maximum is not None and converted > self.maximum:
-            raise LgError(f"{self.flag} must be at most {self.maximum:g}, not {value!r} ({owner})")
+            raise UsageError(f"{self.flag} must be at most {self.maximum:g}, not {value!r} ({owner})")
         return converted
 
 
@@ -94,7 +94,7 @@ def resolve_options(owner: str, declared: Sequence[Option], given: Mapping[str, 
         if option is None:
             takes = ", ".join(o.flag for o in declared) or "no options"
             flag = "--" + name.replace("_", "-")
-            raise LgError(f"{flag} does not apply to {owner} (it takes {takes})")
+            raise UsageError(f"{flag} does not apply to {owner} (it takes {takes})")
         resolved[name] = option.check(value, owner)
     return resolved
 

@@ -15,18 +15,18 @@ import time
 from functools import partial
 from typing import Any, BinaryIO, Callable
 
-from .api import Loaded, check_card_file, is_learngene, load, load_learngene, plan_output, save
+from .api import Loaded, check_card_file, is_learngene, load, load_learngene, load_line, plan_output, save
 from .arch import get_adapter
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
-from .errors import LgError, notify_stderr
+from .errors import LgError, UsageError, notify_stderr
 from .fitting import fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, get_kind
 from .methods import GROW, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
-from .sizing import check_direction, peak_memory, spec_sizes, target_spec
+from .sizing import check_direction, check_heads_known, moves_heads, peak_memory, spec_sizes, target_spec
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
@@ -34,7 +34,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
            depth: int | tuple[int, ...] | None = None,
            width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
            kv_heads: int | None = None, method: str | None = None, seed: int | None = None,
-           source_heads: int | None = None,
+           source_heads: int | None = None, source_kv_heads: int | None = None,
            stdin: BinaryIO | None = None, max_params: float | None = None, device: str | None = None,
            **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Resize a model checkpoint to a new depth / width with a training-free
@@ -53,7 +53,10 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
 
     `method_options` are the method's own (bot: wavelet, fit, qkv_axis,
     rescale; clone: insert); None means the method's default. `source_heads`
-    is the source's head count when its file does not record it. `device`
+    is the source's head count when its file does not record it (or
+    `source_kv_heads`, its key/value heads, which fix the head dim); a
+    resize that depends on heads the file does not give is refused
+    (`sizing.check_heads_known`). `device`
     (cuda) is where the transforms run; the files are read and written on
     the CPU."""
     started = time.perf_counter()
@@ -61,10 +64,10 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
         method = default_method(direction)  # measured by lg bench (docs/methods.md "Defaults")
     chosen = get_method(method)
     if direction not in chosen.directions:
-        raise LgError(f"method '{method}' cannot {direction} (it can: {', '.join(chosen.directions)})")
+        raise UsageError(f"method '{method}' cannot {direction} (it can: {', '.join(chosen.directions)})")
     options = resolve_options(chosen, method_options)
     loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
-              else load(loaded_or_path, heads=source_heads, stdin=stdin))
+              else load(loaded_or_path, heads=source_heads, kv_heads=source_kv_heads, stdin=stdin))
     plan = _plan(loaded, chosen, options, direction=direction, depth=depth, width=width, heads=heads,
                  mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
     source, target = plan
@@ -118,9 +121,11 @@ def on_device(stack: Stack, device: str) -> Stack:
 def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, depth, width, heads,
           mlp_dim, kv_heads, max_params) -> tuple[ArchSpec, ArchSpec]:
     if all(v is None for v in (depth, width, heads, mlp_dim, kv_heads)):
-        raise LgError(f"nothing to {direction}: give --depth, --width, --heads, --kv-heads or --mlp-dim")
+        raise UsageError(f"nothing to {direction}: give --depth, --width, --heads, --kv-heads or --mlp-dim")
     source = loaded.spec
     check_defined(chosen, source)
+    check_heads_known(source, moves_heads=moves_heads(source, width, heads, kv_heads),
+                      where=loaded.checkpoint.label)
     target = target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads,
                          max_params=max_params)
     check_direction(source, target, direction)
@@ -163,7 +168,7 @@ def expand_target(learngene: Learngene, *, depth: int | None = None, width: int 
     kind = get_kind(learngene.kind)
     resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
     if all(v is None for v in (depth, width, heads, mlp_dim)):
-        raise LgError("give the size to build: --depth (and --width where the learngene can change it)")
+        raise UsageError("give the size to build: --depth (and --width where the learngene can change it)")
     depth, width, heads, mlp_dim = kind.resolve_request(learngene, depth, width, heads, mlp_dim)
     target = target_spec(learngene.spec, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
                          kv_heads=kv_heads, max_params=max_params)
@@ -188,7 +193,8 @@ def dry_run_plan(report: dict[str, Any], output: str | os.PathLike, spec: ArchSp
 
 
 def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *, direction: str,
-                force: bool = False, source_heads: int | None = None, stdin: BinaryIO | None = None,
+                force: bool = False, source_heads: int | None = None, source_kv_heads: int | None = None,
+                stdin: BinaryIO | None = None,
                 stdout: BinaryIO | None = None, method: str | None = None,
                 notify: Callable[[str], None] | None = None, allow_nonfinite: bool = False,
                 dry_run: bool = False, card: CardFacts | None = None, card_file: str | None = None,
@@ -217,14 +223,17 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     if is_learngene(checkpoint):
         learngene = load_learngene(checkpoint)
         if method is not None:
-            raise LgError(f"a learngene is built by its own rule ({learngene.kind}): --method does not apply "
-                          f"(resize the model it builds instead: lg {direction} LG ... -o - | lg {direction} - "
-                          f"--method {method} ... -o OUT)")
-        if source_heads is not None:
-            raise LgError("--source-heads does not apply to a learngene: it records its own heads")
+            ways = get_method(method).directions  # the resize step goes the way the method can
+            then = direction if direction in ways else ways[0]
+            raise UsageError(f"a learngene is built by its own rule ({learngene.kind}): --method does not apply "
+                             f"(resize the model it builds instead: lg {direction} LG ... -o - | lg {then} - "
+                             f"--method {method} ... -o OUT)")
+        if source_heads is not None or source_kv_heads is not None:
+            flag = "--source-heads" if source_heads is not None else "--source-kv-heads"
+            raise UsageError(f"{flag} does not apply to a learngene: it records its own heads")
         return _expand_file(learngene, output, command=direction, force=force, stdout=stdout, notify=notify,
                             dry_run=dry_run, card=card, card_file=card_file, **kwargs)
-    loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads)
+    loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads, kv_heads=source_kv_heads)
     shard_size = kwargs.pop("shard_size", None)
     # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
     spec, stack, report = resize(loaded, direction=direction, method=method, **kwargs)
@@ -238,6 +247,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
                   force=force, stdout=stdout, shard_size=shard_size, card=card, card_file=card_file)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     report["sha256"] = sha256
+    report["load_line"] = load_line(spec, output)
+    report["heads_assumed"] = spec.heads_assumed
     return report
 
 
@@ -269,4 +280,5 @@ def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: st
                             source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size,
                             card=facts, card_file=card_file)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
+    report["load_line"] = load_line(spec, output)
     return report

@@ -149,6 +149,40 @@ def staged_target_spec(source: ArchSpec, *, depth: int | tuple[int, ...] | list[
     return target
 
 
+def check_heads_known(source: ArchSpec, *, moves_heads: bool = False, because: str | None = None,
+                      flag: str = "--source-heads", where: str = "the file", remedy: str | None = None) -> None:
+    """Refuse work that would rest on heads lg assumed (the file records none
+    and the weights do not show them: no q/k norm, no config): work that
+    moves heads (a width change, --heads, --kv-heads: which rows form a head
+    decides what is kept, tiled or mixed), whose output records its heads (a
+    Hugging Face config.json), or that needs them `because` (a learngene
+    records them; a score depends on them). The refusal says to give the
+    heads with `flag`, or what `remedy` says. A depth or
+    MLP change at the same heads is the same whatever the heads are, and goes
+    ahead when the family's file may leave them unrecorded (a timm ViT: the
+    output's heads are assumed again when read, as the source's were)."""
+    if not source.heads_assumed:
+        return
+    if moves_heads:
+        because = "this changes the heads"
+    elif because is None and not get_adapter(source.family).heads_may_go_unrecorded:
+        because = "the output would record them"
+    if because is None:
+        return
+    # Grouped-query attention: the key/value heads fix the head dim as well.
+    alternative = " (or its key/value heads with --source-kv-heads)" if (
+        flag == "--source-heads" and source.kv_heads is not None) else ""
+    remedy = remedy or f"give its heads with {flag} N{alternative}"
+    raise LgError(f"{where} does not record its attention heads and its weights do not show them (lg would "
+                  f"assume {source.heads} heads of dimension {source.head_dim}), and {because}: {remedy}")
+
+
+def moves_heads(source: ArchSpec, width: int | None, heads: int | None, kv_heads: int | None) -> bool:
+    """Whether a request changes the attention's heads (or their dimension)."""
+    return ((width is not None and width != source.width) or (heads is not None and heads != source.heads)
+            or (kv_heads is not None and kv_heads != source.key_value_heads))
+
+
 def _heads_apart_from_width(source: ArchSpec, width: int, heads: int | None) -> tuple[int, int]:
     """(heads, head dim) of a target whose source sets its head dim apart from
     its width (a config.json `head_dim`: Mistral-Nemo, Qwen3): the head dim is

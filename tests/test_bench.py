@@ -205,7 +205,7 @@ def test_bad_requests_are_one_line(ancestry, tmp_path, lg):
                 "-o", tmp_path / "r")
     assert result.code == 2 and "unknown" in result.stderr and len(result.stderr.splitlines()) == 1
     result = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", "1x32")
-    assert result.code == 1 and "-o DIR" in result.stderr
+    assert result.code == 2 and "-o DIR" in result.stderr  # a missing -o is a usage mistake
     assert parse_sizes("3x64, 3x64,6x128") == [(3, 64), (6, 128)]
     with pytest.raises(LgError):
         BenchSettings(sizes=[], probe=ProbeSettings(steps=1))

@@ -152,7 +152,9 @@ def test_a_model_built_from_a_learngene_says_what_condensing_measured(tmp_path, 
     teacher = write_plain(make_vit("cls-token", depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28,
                                    in_chans=1, num_classes=10), tmp_path / "teacher.safetensors")
     gene = tmp_path / "tleg.lg.safetensors"
-    condensed = lg("condense", teacher, "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "2",
+    # A plain timm file records no heads: --teacher-heads gives them (lg refuses to assume them).
+    condensed = lg("condense", teacher, "--method", "tleg", "--teacher-heads", "2", "--data", "fashion-mnist-mini",
+                   "--steps", "2",
                    "--batch-size", "16", "--subset", "64", "--test-subset", "32", "--device", "cpu", "-o", gene)
     assert condensed.code == 0, condensed.stderr
     out = tmp_path / "grown"
@@ -167,7 +169,8 @@ def test_a_fitted_descendant_says_how_its_fit_went(tmp_path, lg):
     teacher = write_plain(make_vit("cls-token", depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28,
                                    in_chans=1, num_classes=10), tmp_path / "teacher.safetensors")
     gene = tmp_path / "wave.lg.safetensors"
-    condensed = lg("condense", teacher, "--method", "wave", "--template-dim", "16", "--data", "fashion-mnist-mini",
+    condensed = lg("condense", teacher, "--method", "wave", "--teacher-heads", "2", "--template-dim", "16",
+                   "--data", "fashion-mnist-mini",
                    "--steps", "2", "--batch-size", "16", "--subset", "64", "--test-subset", "32", "--device", "cpu",
                    "-o", gene)
     assert condensed.code == 0, condensed.stderr

@@ -287,8 +287,8 @@ def test_a_home_matplotlib_cannot_write_says_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "MPLCONFIGDIR"}
     (tmp_path / "home").write_text("not a folder")
     env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME="", XDG_CACHE_HOME="")
-    done = subprocess.run([sys.executable, "-m", "lgcli", "eval", safetensors_file, "--test-subset", "20", "--steps",
-                           "2", "--batch-size", "8", "--subset", "16", "--plot", tmp_path / "c.png"],
+    done = subprocess.run([sys.executable, "-m", "lgcli", "eval", safetensors_file, "--heads", "2", "--test-subset",
+                           "20", "--steps", "2", "--batch-size", "8", "--subset", "16", "--plot", tmp_path / "c.png"],
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert "Matplotlib" not in done.stderr and "writable" not in done.stderr, done.stderr

@@ -205,6 +205,9 @@ def test_shell_completion_offers_the_commands_and_their_flags(typed, offered):
     proc = subprocess.run([sys.executable, "-m", "lgcli"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ([offered] if offered else [])
+    # With shellingham installed, --show-completion detects the shell from the
+    # parent processes, which a background or CI run may not show; typer's own
+    # switch makes it take the shell as its value instead.
     script = subprocess.run([sys.executable, "-m", "lgcli", "--show-completion", "bash"], capture_output=True,
-                            text=True, cwd=ROOT)
+                            text=True, cwd=ROOT, env={**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
     assert script.returncode == 0 and "_LG_COMPLETE=complete_bash" in script.stdout

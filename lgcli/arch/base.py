@@ -39,6 +39,10 @@ class FamilyAdapter(Protocol):
     # and how its users fine-tune one (the card's advice), in a sentence.
     library: str
     fine_tune: str
+    # Whether the family's written form may leave its head count out (a timm
+    # ViT file: its heads are then assumed when read, as the source's were);
+    # a Hugging Face config.json must state it.
+    heads_may_go_unrecorded: bool
     # BoT's `--wavelet auto` for this family, by direction (absent: haar).
     bot_wavelets: Mapping[str, str]
 
@@ -47,8 +51,10 @@ class FamilyAdapter(Protocol):
         """Whether these state-dict keys are this family's."""
 
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
-                 heads: int | None = None, reader: Reader | None = None) -> tuple[ArchSpec, Stack]:
-        """(spec, canonical stack); lazy when given a `reader` (roles read when asked)."""
+                 heads: int | None = None, reader: Reader | None = None,
+                 kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
+        """(spec, canonical stack); lazy when given a `reader` (roles read when asked).
+        `heads` or `kv_heads` give the heads a file does not record."""
 
     def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
         """(spec, a meta-device stack): the roles and shapes of that architecture, no data."""

@@ -229,6 +229,21 @@ def key_value_rows(layout: Layout, shapes: Mapping[str, tuple[int, ...]], q_rows
     return q_rows
 
 
+def heads_given(q_rows: int, kv_rows: int, heads: int | None, kv_heads: int | None) -> int | None:
+    """The query heads the caller gives: `heads`, or those `kv_heads` key/value
+    heads imply (their dimension, kv_rows / kv_heads, is every head's)."""
+    if kv_heads is None:
+        return heads
+    if kv_heads < 1 or kv_rows % kv_heads or q_rows % (kv_rows // kv_heads):
+        raise LgError(f"--source-kv-heads {kv_heads} does not split the weights' {kv_rows} key outputs into heads "
+                      f"whose dimension divides the {q_rows} query outputs")
+    implied = q_rows // (kv_rows // kv_heads)
+    if heads is not None and heads != implied:
+        raise LgError(f"--source-heads {heads} and --source-kv-heads {kv_heads} disagree: {kv_heads} key/value heads "
+                      f"of the weights make heads of dimension {kv_rows // kv_heads}, so {implied} query heads")
+    return implied
+
+
 def conventional_heads(q_rows: int, kv_rows: int) -> int:
     """The head count of dimension nearest 64 that divides the query outputs
     into whole heads (and the key/value outputs into whole heads of that
@@ -398,6 +413,7 @@ class DeclaredAdapter:
     are where a family says what its declaration cannot."""
 
     layout: Layout
+    heads_may_go_unrecorded = False  # `base.FamilyAdapter`
 
     @property
     def family(self) -> str:
@@ -411,7 +427,8 @@ class DeclaredAdapter:
 
     # ------------------------------------------------------------ reading
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
-                 heads: int | None = None, reader: Reader | None = None) -> tuple[ArchSpec, Stack]:
+                 heads: int | None = None, reader: Reader | None = None,
+                 kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
         """Split a state dict into (spec, canonical stack).
 
         With a `reader` (a Checkpoint's `read_into`), the stack is lazy: a
@@ -427,7 +444,8 @@ class DeclaredAdapter:
         self.check_required(stored)
         shapes = canonical_shapes(layout, stored.first)
         q_rows = query_rows(layout, shapes, self.not_family)
-        attention = self.heads(config, stored, q_rows, key_value_rows(layout, shapes, q_rows), heads)
+        kv_rows = key_value_rows(layout, shapes, q_rows)
+        attention = self.heads(config, stored, q_rows, kv_rows, heads_given(q_rows, kv_rows, heads, kv_heads))
         sources = role_sources(layout, shapes, attention.heads * attention.head_dim,
                                attention.kv_heads * attention.head_dim, self.not_family)
         read = reader or memory_reader(state_dict)

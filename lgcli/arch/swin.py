@@ -239,6 +239,7 @@ class SwinAdapter:
     family = FAMILY
     writes_folder = False
     library = "timm"
+    heads_may_go_unrecorded = False  # the heads are read from the position tables: never assumed
     fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
                  "images at the size and channels the line gives")
     bot_wavelets: dict[str, str] = {}
@@ -254,8 +255,11 @@ class SwinAdapter:
         return is_swin_hub_config(config)
 
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
-                 heads: int | None = None, reader: Reader | None = None) -> tuple[ArchSpec, Stack]:
-        """(spec with stages, stack with stages); lazy when given a `reader`."""
+                 heads: int | None = None, reader: Reader | None = None,
+                 kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
+        """(spec with stages, stack with stages); lazy when given a `reader`.
+        `heads` and `kv_heads` are not used: a Swin's heads are read from its
+        position tables, and it has no grouped-query attention."""
         config = check_config(config)
         if heads is not None:
             raise LgError("a Swin's heads are read from its relative position tables: --source-heads does not apply")

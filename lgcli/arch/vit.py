@@ -240,6 +240,16 @@ def check_recorded_size(args: Mapping[str, Any], where: str) -> None:
                       f"(depth {depth}, width {width}); lg reads at most {MAX_RECORDED_PARAMS:.3g}")
 
 
+def _shard_folder(spec: ArchSpec, path: str, folder: bool | None = None) -> bool:
+    """Whether `path` is a folder of shards (past --shard-size), not a timm
+    hub folder. `folder` says so for an output not yet written (its card is
+    made beside its weights); None asks the file system."""
+    import os
+
+    is_folder = os.path.isdir(path) if folder is None else folder
+    return TIMM_HUB_CONFIG not in spec.extras and is_folder
+
+
 def _positive_number(value: Any) -> bool:
     return type(value) in (int, float) and math.isfinite(value) and value > 0
 
@@ -264,6 +274,7 @@ class VitAdapter(DeclaredAdapter):
     library = "timm"
     fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
                  "images at the size and channels the line gives")
+    heads_may_go_unrecorded = True  # lg.config leaves out num_heads lg assumed (`config`)
     bot_wavelets: dict[str, str] = {}  # the BoT paper used haar for ViTs
 
     # ------------------------------------------------------------ detection
@@ -426,8 +437,13 @@ class VitAdapter(DeclaredAdapter):
         }
 
     def config(self, spec: ArchSpec) -> dict[str, Any]:
-        """What lg records in ``lg.config``: the timm name and model_args."""
-        return {"model_name": self.model_name(spec), **self.model_args(spec)}
+        """What lg records in ``lg.config``: the timm name and model_args,
+        less the head count when it was assumed (never recorded as fact: the
+        file is read with its heads assumed again)."""
+        args = self.model_args(spec)
+        if spec.heads_assumed:
+            del args[LAYOUT.size_fields["heads"]]
+        return {"model_name": self.model_name(spec), **args}
 
     def folder_config(self, spec: ArchSpec) -> dict[str, Any] | None:
         """The config.json of a timm hub folder of `spec`, when it was read
@@ -473,13 +489,15 @@ class VitAdapter(DeclaredAdapter):
 
     @staticmethod
     def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:
-        return "import timm"
+        return "import lgcli" if _shard_folder(spec, path, folder) else "import timm"
 
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         """The exact Python line that loads the file strictly in timm."""
-        folder = local_dir_call(spec, path)
-        if folder is not None:
-            return folder
+        hub_folder = local_dir_call(spec, path)
+        if hub_folder is not None:
+            return hub_folder
+        if _shard_folder(spec, path, folder):  # timm reads one file: lg joins the shards into timm's model, strictly
+            return f"lgcli.load_model({path!r})[0]"
         overlay = self.pretrained_cfg_overlay(spec, path)
         overlay_text = ", ".join(f"{k}={v!r}" for k, v in overlay.items())
         args = self.model_args(spec)

@@ -87,6 +87,11 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     dst = str(destination)
     as_folder = folder_files is not None and dst != STDIO
     shards = [entries] if dst == STDIO else shard_parts(entries, shard_size)
+    if len(shards) > 1 and Path(dst).suffix == ".safetensors" and not Path(dst).is_dir():
+        # Shards are a folder: a name that says "one file" would not load as one.
+        raise LgError(f"{shown(dst)}: at --shard-size {shard_size:,} bytes the output is {len(shards)} shards, "
+                      f"which lg writes as a folder: give a folder name (no .safetensors suffix), or a larger "
+                      f"--shard-size (0 never shards)")
     if final_metadata is not None and (dst == STDIO or len(shards) > 1 or as_folder):
         metadata, final_metadata = final_metadata(), None
     meta = {"format": "pt", **dict(metadata)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import LgError
+from ..errors import UsageError
 from . import peg, tleg, wave
 from .base import ExpandContext, Learngene, LearngeneKind
 
@@ -26,7 +26,7 @@ def get_kind(name: str | None) -> LearngeneKind:
     try:
         return KINDS[str(name)]
     except KeyError:
-        raise LgError(f"unknown learngene kind {name!r} (known: {', '.join(KINDS)})") from None
+        raise UsageError(f"unknown learngene kind {name!r} (known: {', '.join(KINDS)})") from None
 
 
 def __getattr__(name: str):

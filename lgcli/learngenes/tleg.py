@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from ..errors import LgError, UsageError, shown
 from ..lazy import torch
+from ..methods.clone import width_step
 from ..methods.tleg_fit import fit_line
 from ..options import Option
 from ..sizing import check_size
@@ -131,11 +132,13 @@ class Tleg(LearngeneKind):
     def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
         own = learngene.spec
         if (target.width, target.heads, target.mlp_dim) != (own.width, own.heads, own.mlp_dim):
+            step = width_step(own.with_sizes(depth=target.depth), target)
+            then = (f": lg grow LG --depth {target.depth} -o - | lg {step[0]} - {step[1]} -o OUT" if step
+                    else " (lg grow LG --depth N -o - | lg shrink - ... -o - | lg grow - ... -o OUT)")
             raise LgError(
                 f"a TLEG learngene builds models of its own width {own.width} ({own.heads} heads, MLP "
                 f"{own.mlp_dim}) at any depth; width {target.width}, {target.heads} heads, MLP {target.mlp_dim} "
-                f"was asked. Build --depth only, then change the width with a resize method: "
-                f"lg grow LG --depth N -o - | lg grow - --width W --method clone -o OUT")
+                f"was asked. Build --depth only, then change the width with a resize method{then}")
 
     def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
         expected = expected_globals(template)

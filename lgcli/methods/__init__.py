@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import LgError
+from ..errors import UsageError
 from ..options import resolve_options as resolve_declared
 from . import bot, clone, layers, select, tleg_fit
 from .common import GROW, SHRINK, Method, MethodContext, MethodResult
@@ -35,7 +35,7 @@ def get_method(name: str) -> Method:
     try:
         return METHODS[name]
     except KeyError:
-        raise LgError(f"unknown method '{name}' (known: {', '.join(METHODS)})") from None
+        raise UsageError(f"unknown method '{name}' (known: {', '.join(METHODS)})") from None
 
 
 def resolve_options(method: Method, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from ..errors import LgError
 from ..lazy import torch
 from ..stack import ATTN, KV, LAYER, ArchSpec, Named, Stack
 from ..options import Option
-from .common import (GROW, Method, MethodContext, MethodResult, as_compute, axis_changes,
+from .common import (GROW, SHRINK, Method, MethodContext, MethodResult, as_compute, axis_changes,
                      is_linear_weight, per_role)
 
 OPTIONS = (Option("insert", str, "interleave", "where new identity blocks go: spread between the "
@@ -64,6 +64,34 @@ def validate(source: ArchSpec, target: ArchSpec) -> None:
             valid = ", ".join(str(before["embed"] * k) for k in range(1, 5))
             raise LgError(f"clone grows width by whole multiples: {axis} {before[axis]} -> {size} is not "
                           f"one (valid widths: {valid}, ...)")
+
+
+def width_step(source: ArchSpec, target: ArchSpec) -> tuple[str, str] | None:
+    """(direction, flags) of the `lg grow` or `lg shrink` that gives a model of
+    `source` the width, heads and MLP of `target` (its depth kept), for hints
+    that must work as printed: every size stated, clone when it keeps the
+    function (a grow by whole multiples), else the direction's default
+    method. None when some of those sizes grow and others shrink."""
+    def sizes(spec: ArchSpec) -> tuple[int, ...]:
+        return spec.width, spec.heads, spec.key_value_heads, spec.head_dim, spec.mlp_dim
+
+    before, after = sizes(source), sizes(target)
+    if all(a >= b for a, b in zip(after, before)):
+        direction = GROW
+    elif all(a <= b for a, b in zip(after, before)):
+        direction = SHRINK
+    else:
+        return None
+    flags = f"--width {target.width} --heads {target.heads} --mlp-dim {target.mlp_dim}"
+    if source.kv_heads is not None or target.kv_heads is not None:
+        flags += f" --kv-heads {target.key_value_heads}"
+    if direction == GROW:
+        try:
+            validate(source.with_sizes(depth=target.depth), target)
+            flags += " --method clone"
+        except LgError:
+            pass  # not whole multiples: the default method
+    return direction, flags
 
 
 def insertion_plan(source_depth: int, target_depth: int, insert: str) -> list[tuple[int, bool]]:

@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import LgError
 from ..lazy import torch
 from ..stack import LAYER, ArchSpec, Named, Stack
+from .clone import width_step
 from .common import GROW, SHRINK, Method, MethodContext, MethodResult, as_compute, per_role
 
 
@@ -43,15 +44,27 @@ def fit_line(stacked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.T
     return slope.reshape(shape), base.reshape(shape), residual.reshape(stacked.shape)
 
 
+def _width_then_depth(source: ArchSpec, target: ArchSpec, direction: str) -> str:
+    """The commands that do what was asked: the width with another method,
+    then the depth with tleg-fit (a pipe), each as it will run."""
+    step = width_step(source, target)
+    if step is None:  # sizes that grow and shrink at once: no single command
+        return "change the width with another method first (lg grow, lg shrink), then the depth with tleg-fit"
+    width_direction, flags = step
+    if target.depth == source.depth:
+        return f"change the width with another method: `lg {width_direction} SRC {flags} -o OUT`"
+    return (f"change the width first with another method: `lg {width_direction} SRC {flags} -o - | "
+            f"lg {direction} - --depth {target.depth} --method tleg-fit -o OUT`")
+
+
 def tleg_fit(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
              context: MethodContext) -> MethodResult:
     widths = {axis: (size, target.axis_sizes()[axis]) for axis, size in source.axis_sizes().items()
               if axis != LAYER and size != target.axis_sizes()[axis]}
     if widths:
         axis, (before, after) = next(iter(widths.items()))
-        raise LgError(f"tleg-fit changes depth only ({axis} {before} -> {after} asked): change the width "
-                      f"first with another method, e.g. `lg grow SRC --width W --method clone -o - | "
-                      f"lg grow - --depth L --method tleg-fit -o OUT`")
+        raise LgError(f"tleg-fit changes depth only ({axis} {before} -> {after} asked): "
+                      f"{_width_then_depth(source, target, context.direction)}")
     x_target = depth_positions(target.depth)
     # Filled in as the writer makes each role (None until then): per-role fit
     # quality, and the whole model's relative residual over the roles made.
