@@ -1,4 +1,5 @@
-"""timm SwinTransformer  <->  (ArchSpec with stages, Stack with stages).
+"""timm SwinTransformer  <->  (ArchSpec with stages, Stack with stages); and
+`StagedAdapter`, what every form of a Swin shares (transformers' in hf_swin.py).
 
 A Swin is a sequence of stages (`stack.ArchSpec.stages`), each a canonical
 Stack of its own depth, width, heads and MLP, declared per stage as data
