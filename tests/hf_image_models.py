@@ -123,3 +123,14 @@ def assert_training_refused(lg, src: Path, command: tuple[str, ...], model_class
         result.stderr
     assert "Traceback" not in result.stderr
     assert not (workdir / "grown").is_file() and not list((workdir / "grown").glob("cells/*"))
+
+
+def assert_bare_weights_refused(lg, src: Path, workdir: Path, model_type: str) -> None:
+    """A folder's weights copied out without config.json are refused in one
+    line: the image size and the labels are in config.json alone."""
+    bare = workdir / "bare.safetensors"
+    bare.write_bytes((src / "model.safetensors").read_bytes())
+    result = lg("inspect", bare)
+    assert result.code == 1
+    assert result.stderr.strip() == (f"lg: error: {bare}: a Hugging Face {model_type} model is read with its "
+                                     f"config.json (a folder, or a file lg wrote); these weights come without one")

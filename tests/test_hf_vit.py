@@ -12,8 +12,8 @@ import torch
 import transformers
 
 import lgcli
-from hf_image_models import (assert_training_refused, folder_builder, load_strict, non_trivial, piped_config,
-                             resized_configs, resizes, training_commands, written_back)
+from hf_image_models import (assert_bare_weights_refused, assert_training_refused, folder_builder, load_strict,
+                             non_trivial, piped_config, resized_configs, resizes, training_commands, written_back)
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=16,
             patch_size=4, num_labels=10)
@@ -148,13 +148,7 @@ def test_a_pipe_between_folders_keeps_the_config(variant, built, lg, tmp_path):
 
 
 def test_weights_without_their_config_are_refused(built, lg, tmp_path):
-    src, _ = built("vit")
-    bare = tmp_path / "bare.safetensors"
-    bare.write_bytes((src / "model.safetensors").read_bytes())
-    result = lg("inspect", bare)
-    assert result.code == 1
-    assert result.stderr.strip() == (f"lg: error: {bare}: a Hugging Face vit model is read with its config.json "
-                                     f"(a folder, or a file lg wrote); these weights come without one")
+    assert_bare_weights_refused(lg, built("vit")[0], tmp_path, "vit")
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

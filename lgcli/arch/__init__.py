@@ -17,6 +17,7 @@ from .bert import BertAdapter
 from .gpt2 import Gpt2Adapter
 from .hf_clip import ClipVisionAdapter
 from .hf_dinov2 import Dinov2Adapter
+from .hf_swin import HfSwinAdapter
 from .hf_vit import HfDeitAdapter, HfVitAdapter
 from .llama import LlamaAdapter
 from .swin import SwinAdapter
@@ -40,7 +41,7 @@ def unregister(family: str) -> None:
 
 # Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config).
 for _adapter in (SwinAdapter(), VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(),
-                 HfDeitAdapter(), Dinov2Adapter(), ClipVisionAdapter()):
+                 HfDeitAdapter(), Dinov2Adapter(), ClipVisionAdapter(), HfSwinAdapter()):
     register(_adapter)
 
 

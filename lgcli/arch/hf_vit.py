@@ -154,8 +154,7 @@ class HfVitAdapter(HfAdapter):
                   read: Reader) -> tuple[ArchSpec, StoredTensors]:
         if not config:
             # The image size, and the labels' names, are in config.json alone.
-            raise LgError(f"a Hugging Face {self.layout.model_types[0]} model is read with its config.json "
-                          f"(a folder, or a file lg wrote); these weights come without one")
+            raise self.config_missing()
         architecture = self._architecture(config, stored.heads, stored.prefix)
         wanted = self.layout.architectures[architecture].head_keys
         if set(stored.heads) != set(wanted):
@@ -169,6 +168,10 @@ class HfVitAdapter(HfAdapter):
                         head_dim=attention.head_dim, mlp_dim=sources["fc1"][2][0] if "fc1" in sources else 0,
                         extras=extras, heads_assumed=attention.assumed, kv_heads=attention.kv_heads)
         return spec, stored
+
+    def config_missing(self) -> LgError:
+        return LgError(f"a Hugging Face {self.layout.model_types[0]} model is read with its config.json "
+                       f"(a folder, or a file lg wrote); these weights come without one")
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
         """config.json's sizes and image geometry must be the weights'."""
@@ -224,10 +227,14 @@ class HfVitAdapter(HfAdapter):
         """`_live_parts_of` a model of `spec` (cached: `model_state` runs on
         every forward pass of a learngene's model; the names depend on the
         class, the depth and which roles there are, not on the widths)."""
-        key = (spec.extras["architecture"], spec.depth, tuple(stack.layers), tuple(stack.globals))
+        key = self._names_key(spec, stack)
         if key not in self._live_names_cache:
             self._live_names_cache[key] = self._live_parts_of(self._meta_model(spec))
         return self._live_names_cache[key]
+
+    def _names_key(self, spec: ArchSpec, stack: Stack) -> tuple:
+        """What the saved and live names of a model of `spec` depend on."""
+        return spec.extras["architecture"], spec.depth, tuple(stack.layers), tuple(stack.globals)
 
     def _saved_shapes(self, model: nn.Module) -> dict[str, tuple[int, ...]]:
         return {name: tuple(tensor.shape) for name, tensor in self._saved_state(model, model.state_dict()).items()}
@@ -270,7 +277,7 @@ class HfVitAdapter(HfAdapter):
         # lg's image loop drives timm models (logits out, reset_classifier);
         # a transformers image model is read and resized, not yet trained.
         raise LgError(f"{type(model).__name__}: lg eval, bench and condense train timm image models; "
-                      f"a Hugging Face image model (ViT, DeiT, DINOv2, CLIP's vision tower) is read and resized, "
+                      f"a Hugging Face image model (ViT, DeiT, DINOv2, CLIP's vision tower, Swin) is read and resized, "
                       f"not yet trained or scored by lg (fine-tune it with transformers' Trainer)")
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:

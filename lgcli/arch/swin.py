@@ -1,4 +1,5 @@
-"""timm SwinTransformer  <->  (ArchSpec with stages, Stack with stages).
+"""timm SwinTransformer  <->  (ArchSpec with stages, Stack with stages); and
+`StagedAdapter`, what every form of a Swin shares (transformers' in hf_swin.py).
 
 A Swin is a sequence of stages (`stack.ArchSpec.stages`), each a canonical
 Stack of its own depth, width, heads and MLP, declared per stage as data
@@ -80,7 +81,6 @@ MERGE_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
 # Buffers timm computes (relative position indices, shifted windows' masks);
 # older checkpoints carry them and timm's loader drops them.
 IGNORED = (r"\.relative_position_index$", r"\.attn_mask$")
-STAGE_KEY = re.compile(r"^layers\.(0|[1-9][0-9]*)\.(.+)$", re.ASCII)
 
 # The timm constructor arguments lg records and passes (in this order).
 CONFIG_KEYS = ("embed_dim", "depths", "num_heads", "window_size", "img_size", "patch_size", "in_chans",
@@ -175,24 +175,32 @@ def check_config(config: Any) -> dict[str, Any]:
     return dict(config)
 
 
-class _StageAdapter(DeclaredAdapter):
-    """One stage read and written by `declared` (its blocks and the plain
-    globals on its width); the heads are exact, from the position tables."""
+class StageAdapter(DeclaredAdapter):
+    """One stage of a Swin (any form) read and written by `declared`: its
+    blocks and the plain globals on its width, under `prefix`; the heads
+    are exact, from the position tables."""
 
-    def __init__(self, index: int, count: int) -> None:
-        self.layout = stage_layout(index, count)
+    def __init__(self, layout: Layout, not_family, prefix: str = "") -> None:
+        self.layout, self._not_family, self._prefix = layout, not_family, prefix
+        self._table = next(k for k, role in layout.layer_keys.items() if role == "rel_pos_bias")
 
     def not_family(self, found: str) -> str:
-        return _not_swin(found)
+        return self._not_family(found)
+
+    def write_prefix(self, spec: ArchSpec) -> str:
+        return self._prefix
 
     def check_required(self, stored: StoredTensors) -> None:
-        first = stored.first
-        for suffix in (QKV_WEIGHT, "attn.proj.weight", "mlp.fc1.weight", "attn.relative_position_bias_table"):
-            if suffix not in first:
-                raise LgError(_not_swin(f"{self.layout.layers}.0 lacks {suffix}"))
+        roles = {self.layout.layer_keys.get(suffix) for suffix in stored.first}
+        roles |= {role for suffix, fused in self.layout.fused_keys.items() if suffix in stored.first for role in fused}
+        for role in ("q", "o", "fc1", "rel_pos_bias"):
+            if role not in roles:
+                suffix = next(k for k, r in [*self.layout.layer_keys.items(),
+                                             *((k, f[0]) for k, f in self.layout.fused_keys.items())] if r == role)
+                raise LgError(self._not_family(f"{stored.prefix}{self.layout.layers}.0 lacks {suffix}"))
 
     def exact_heads(self, stored: StoredTensors, q_rows: int) -> int | None:
-        return int(stored.first["attn.relative_position_bias_table"].shape[1])
+        return int(stored.first[self._table].shape[1])
 
 
 def _joined(first: RoleMap, second: RoleMap) -> RoleMap:
@@ -201,27 +209,29 @@ def _joined(first: RoleMap, second: RoleMap) -> RoleMap:
     return RoleMap(info, lambda role: (first if role in first else second)[role].data)
 
 
-def _merge_roles(index: int, stored: Mapping[str, torch.Tensor], width: int, previous: int,
-                 read: Reader) -> RoleMap:
-    """The patch merging before stage `index`, lazy, in its canonical shapes
-    (the 4C axis as 4 neighbours of C: timm concatenates the 2 x 2 patch's
-    features neighbour by neighbour, so each block of C is one neighbour)."""
+def _merge_roles(stage: str, keys: Mapping[str, str], stored: Mapping[str, torch.Tensor], width: int,
+                 previous: int, read: Reader, not_family) -> RoleMap:
+    """The patch merging before `stage`, lazy, in its canonical shapes (the
+    4C axis as 4 neighbours of C: timm and transformers both concatenate the
+    2 x 2 patch's features neighbour by neighbour, in the same order (row
+    offset fastest: (0, 0), (1, 0), (0, 1), (1, 1)), so each block of C is
+    one neighbour). `keys` maps a MERGE_KEYS suffix to its key in the file."""
     expected = {"downsample.norm.weight": (MERGED * previous,), "downsample.norm.bias": (MERGED * previous,),
                 "downsample.reduction.weight": (width, MERGED * previous)}
     for suffix, shape in expected.items():
         tensor = stored.get(suffix)
         if tensor is None:
-            raise LgError(_not_swin(f"stage {index} has no layers.{index}.{suffix}"))
+            raise LgError(not_family(f"{stage} has no {keys[suffix]}"))
         if tuple(tensor.shape) != shape or not tensor.is_floating_point():
-            raise LgError(_not_swin(f"layers.{index}.{suffix} is {tuple(tensor.shape)} {tensor.dtype}; "
-                                    f"a merging of width {previous} into {width} is {shape} floating point"))
+            raise LgError(not_family(f"{keys[suffix]} is {tuple(tensor.shape)} {tensor.dtype}; "
+                                     f"a merging of width {previous} into {width} is {shape} floating point"))
     info = {role: (axes, (*expected[suffix][:-1], MERGED, previous)) for suffix, (role, axes) in MERGE_KEYS.items()}
     suffix_of = {role: suffix for suffix, (role, _) in MERGE_KEYS.items()}
 
     def make(role: str) -> torch.Tensor:
         tensor = stored[suffix_of[role]]
         out = torch.empty(info[role][1], dtype=tensor.dtype, device=tensor.device)
-        read(f"layers.{index}.{suffix_of[role]}", out, 0)  # same elements, in the same order
+        read(keys[suffix_of[role]], out, 0)  # same elements, in the same order
         return out.to(compute_dtype(tensor.dtype))
 
     return RoleMap(info, make)
@@ -232,17 +242,187 @@ def _stored_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (*shape[:-2], shape[-2] * shape[-1])
 
 
-class SwinAdapter:
+class StagedAdapter:
+    """What every form of a Swin shares (timm's, `SwinAdapter`; transformers',
+    hf_swin.py): the stages read and written by `declared` (`StageAdapter`),
+    the patch merging between them, and the sizes. A form gives its stage
+    layouts, where its stages' keys sit, and its own configuration:
+
+    - `stage_layout(index, count)`, the `declared.Layout` of a stage;
+    - `stage_root`: stage i's keys are ``{prefix}{stage_root}.{i}.*``;
+    - `merge_offset`: the merging under ``{stage_root}.{i}.downsample`` is
+      the one before stage i + merge_offset (timm: 0, at the start of a
+      stage; transformers: 1, at the end of the stage before);
+    - `key_prefix` (the base model's prefix the state dict uses), `write_prefix` (the one it is written with),
+      `checked_config`, `stage_extras`, `check_agreement`, `windows`,
+      `misplaced_merge`, `not_family`."""
+
+    family: str
+    heads_may_go_unrecorded = False  # the heads are read from the position tables: never assumed
+    bot_wavelets: dict[str, str] = {}
+    stage_root: str
+    merge_offset: int
+
+    # ------------------------------------------------------------ reading
+    def key_prefix(self, state_dict: Mapping[str, torch.Tensor]) -> str:
+        return ""
+
+    def merge_key(self, index: int, suffix: str) -> str:
+        """The key (less the prefix) of a MERGE_KEYS suffix of the merging before stage `index`."""
+        return f"{self.stage_root}.{index - self.merge_offset}.{suffix}"
+
+    def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
+                 heads: int | None = None, reader: Reader | None = None,
+                 kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
+        """(spec with stages, stack with stages); lazy when given a `reader`.
+        `heads` and `kv_heads` are not used: a Swin's heads are read from its
+        position tables, and it has no grouped-query attention."""
+        config = self.checked_config(config)
+        if heads is not None:
+            raise LgError("a Swin's heads are read from its relative position tables: --source-heads does not apply")
+        prefix = self.key_prefix(state_dict)
+        parts, merges = self._split_stages(state_dict, prefix)
+        read = reader or memory_reader(state_dict)
+        specs: list[ArchSpec] = []
+        stacks: list[Stack] = []
+        for index, part in enumerate(parts):
+            layout = self.stage_layout(index, len(parts))
+            spec, stack = StageAdapter(layout, self.not_family).to_stack(part, reader=read)
+            if index:
+                spec = spec.with_sizes(stage_input=specs[-1].width)
+                keys = {suffix: prefix + self.merge_key(index, suffix) for suffix in MERGE_KEYS}
+                merged = _merge_roles(f"stage {index}", keys, merges[index], spec.width, specs[-1].width, read,
+                                      self.not_family)
+                stack = Stack(layers=stack.layers, globals=_joined(stack.globals, merged))
+            if spec.attn_dim != spec.width:
+                raise LgError(self.not_family(f"stage {index}'s attention is {spec.attn_dim} wide, its width "
+                                              f"{spec.width}"))
+            specs.append(spec)
+            stacks.append(stack)
+        for index, spec in enumerate(specs[1:], 1):
+            if spec.width != 2 * specs[index - 1].width:
+                raise LgError(self.not_family(f"stage {index} is {spec.width} wide, stage {index - 1} "
+                                              f"{specs[index - 1].width}: a Swin doubles the width per stage"))
+        ratio = specs[0].mlp_dim / specs[0].width
+        if any(int(spec.width * ratio) != spec.mlp_dim for spec in specs):
+            raise LgError(self.not_family(f"the stages' MLPs ({', '.join(str(s.mlp_dim) for s in specs)}) have no "
+                                          f"one ratio to their widths"))
+        spec = ArchSpec.of_stages(self.family, tuple(specs), self.stage_extras(state_dict, prefix, specs, config))
+        stack = Stack(stages=tuple(stacks))
+        try:
+            stack.check(spec)
+        except ValueError as exc:
+            raise LgError(self.not_family(str(exc))) from None
+        self.check_agreement(config, spec, stack)
+        return spec, (stack if reader is not None else stack.materialized())
+
+    def _split_stages(self, state_dict: Mapping[str, torch.Tensor],
+                      prefix: str) -> tuple[list[dict[str, torch.Tensor]], list[dict[str, torch.Tensor]]]:
+        """The state dict by stage: each stage's blocks and the globals on its
+        width (for `declared`), and the patch merging before it (by MERGE_KEYS suffix)."""
+        pattern = re.compile(rf"^{re.escape(prefix + self.stage_root)}\.(0|[1-9][0-9]*)\.(.+)$", re.ASCII)
+        indices = sorted({int(m.group(1)) for m in map(pattern.match, state_dict) if m})
+        if indices != list(range(len(indices))) or not indices:
+            raise LgError(self.not_family(f"stage indices are not 0..{len(indices) - 1} (found {indices[:6]})"))
+        count = len(indices)
+        last = self.stage_layout(count - 1, count)
+        last_keys = {last.key(key, prefix) for key in last.global_roles} - {
+            self.stage_layout(0, count).key(key, prefix) for key in self.stage_layout(0, count).global_roles}
+        parts: list[dict[str, torch.Tensor]] = [{} for _ in indices]
+        merges: list[dict[str, torch.Tensor]] = [{} for _ in indices]
+        for key, tensor in state_dict.items():
+            match = pattern.match(key)
+            if match and match.group(2) in MERGE_KEYS:
+                owner = int(match.group(1)) + self.merge_offset
+                if not 0 < owner < count:
+                    raise LgError(self.misplaced_merge(int(match.group(1))))
+                merges[owner][match.group(2)] = tensor
+            elif match:
+                parts[int(match.group(1))][key] = tensor  # `declared` refuses what no block has
+            elif key in last_keys:
+                parts[-1][key] = tensor
+            else:
+                parts[0][key] = tensor  # the patch embedding; `declared` refuses anything else
+        return parts, merges
+
+    def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
+        raise LgError("lg makes no learngene of a Swin yet (tleg, wave and peg expand one depth and width)")
+
+    # ------------------------------------------------------------ writing
+    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
+        """Each stage's blocks and globals as `declared` writes them, and the
+        patch merging before it in the form's shapes (4C, not (4, C))."""
+        stack.check(spec)
+        prefix = self.write_prefix(spec)
+        groups: list[TensorGroup] = []
+        count = len(spec.stages)
+        for index, (stage_spec, stage) in enumerate(zip(spec.stages, stack.stages)):
+            groups += StageAdapter(self.stage_layout(index, count), self.not_family,
+                                   prefix).write_plan(stage_spec, stage)
+            if not index:
+                continue
+            for suffix, (role, _) in MERGE_KEYS.items():
+                key = prefix + self.merge_key(index, suffix)
+                shape = _stored_shape(axes_and_shape(stage.globals, role)[1])
+                groups.append(TensorGroup([(key, shape)], lambda key=key, shape=shape, stage=stage, role=role:
+                                          iter([(key, stage.globals[role].data.reshape(shape))])))
+        return groups
+
+    def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
+        return {name: tensor for group in self.write_plan(spec, stack) for name, tensor in group.make()}
+
+    def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
+        return {}  # position indices and masks are not persistent: the library computes them
+
+    def global_role_axes(self) -> dict[str, tuple[str, ...]]:
+        return {role: axes for role, axes in
+                [*FIRST_STAGE_GLOBALS.values(), *LAST_STAGE_GLOBALS.values(), *MERGE_KEYS.values()]}
+
+    # ------------------------------------------------------------ sizes
+    def _role_sizes(self, spec: ArchSpec) -> tuple[list[tuple[int, list[int]]], list[int]]:
+        """Elements of every role, from sizes alone: per stage (depth, one
+        block's roles), and the tensors outside blocks."""
+        e = spec.extras
+        stages, others = [], []
+        for index, (stage, window) in enumerate(zip(spec.stages, self.windows(spec))):
+            width, attn, mlp = stage.width, stage.attn_dim, stage.mlp_dim
+            bias = attn if e["qkv_bias"] else 0
+            block = [width] * 4 + [(2 * window - 1) ** 2 * stage.heads, attn * width, attn * width, attn * width,
+                                   bias, bias, bias, width * attn, width, mlp * width, mlp, width * mlp, width]
+            stages.append((stage.depth, block))
+            if index:
+                previous = spec.stages[index - 1].width
+                others += [MERGED * previous] * 2 + [width * MERGED * previous]
+        first, last = spec.stages[0].width, spec.stages[-1].width
+        patch = int(e["patch_size"])
+        others += [first * int(e["in_chans"]) * patch * patch, first, first, first, last, last]
+        if e["num_classes"]:
+            others += [int(e["num_classes"]) * last, int(e["num_classes"])]
+        return stages, others
+
+    def parameter_count(self, spec: ArchSpec) -> int:
+        stages, others = self._role_sizes(spec)
+        return sum(depth * sum(block) for depth, block in stages) + sum(others)
+
+    def largest_role_elements(self, spec: ArchSpec) -> int:
+        stages, others = self._role_sizes(spec)
+        return max([depth * max(block) for depth, block in stages] + others)
+
+    def no_weight_decay_roles(self) -> frozenset[str]:
+        return frozenset({"rel_pos_bias"})  # timm's no_weight_decay keyword for Swin
+
+
+class SwinAdapter(StagedAdapter):
     """timm SwinTransformer state dicts (`lgcli.arch.base.FamilyAdapter`), as
     stages (see the module's docstring)."""
 
     family = FAMILY
     writes_folder = False
     library = "timm"
-    heads_may_go_unrecorded = False  # the heads are read from the position tables: never assumed
     fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
                  "images at the size and channels the line gives")
-    bot_wavelets: dict[str, str] = {}
+    stage_root = "layers"
+    merge_offset = 0  # timm merges at the start of a stage
 
     # ------------------------------------------------------------ reading
     @staticmethod
@@ -254,75 +434,42 @@ class SwinAdapter:
         """A folder's config.json read by this adapter: a timm hub folder's of a Swin."""
         return is_swin_hub_config(config)
 
-    def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
-                 heads: int | None = None, reader: Reader | None = None,
-                 kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
-        """(spec with stages, stack with stages); lazy when given a `reader`.
-        `heads` and `kv_heads` are not used: a Swin's heads are read from its
-        position tables, and it has no grouped-query attention."""
-        config = check_config(config)
-        if heads is not None:
-            raise LgError("a Swin's heads are read from its relative position tables: --source-heads does not apply")
-        parts, merges = _split_stages(state_dict)
-        read = reader or memory_reader(state_dict)
-        specs: list[ArchSpec] = []
-        stacks: list[Stack] = []
-        for index, part in enumerate(parts):
-            spec, stack = _StageAdapter(index, len(parts)).to_stack(part, reader=read)
-            if index:
-                spec = spec.with_sizes(stage_input=specs[-1].width)
-                stack = Stack(layers=stack.layers,
-                              globals=_joined(stack.globals, _merge_roles(index, merges[index], spec.width,
-                                                                          specs[-1].width, read)))
-            elif merges[0]:
-                raise LgError(_not_swin("layers.0 has a downsample: the original Microsoft layout (merging at the "
-                                        "end of a stage); load it in timm and save its state_dict first"))
-            if spec.attn_dim != spec.width:
-                raise LgError(_not_swin(f"stage {index}'s attention is {spec.attn_dim} wide, its width {spec.width}"))
-            specs.append(spec)
-            stacks.append(stack)
-        spec = ArchSpec.of_stages(FAMILY, tuple(specs), _extras(state_dict, specs, config))
-        stack = Stack(stages=tuple(stacks))
-        try:
-            stack.check(spec)
-        except ValueError as exc:
-            raise LgError(_not_swin(str(exc))) from None
-        _check_agreement(config, self.model_args(spec))
-        return spec, (stack if reader is not None else stack.materialized())
+    @staticmethod
+    def stage_layout(index: int, count: int) -> Layout:
+        return stage_layout(index, count)
 
-    def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
-        raise LgError("lg makes no learngene of a Swin yet (tleg, wave and peg expand one depth and width)")
+    @staticmethod
+    def not_family(found: str) -> str:
+        return _not_swin(found)
+
+    @staticmethod
+    def misplaced_merge(index: int) -> str:
+        return _not_swin(f"layers.{index} has a downsample: the original Microsoft layout (merging at the end of a "
+                         f"stage); load it in timm and save its state_dict first")
+
+    @staticmethod
+    def checked_config(config: Any) -> dict[str, Any]:
+        return check_config(config)
+
+    @staticmethod
+    def stage_extras(state_dict: Mapping[str, torch.Tensor], prefix: str, specs: list[ArchSpec],
+                     config: Mapping[str, Any]) -> dict:
+        return _extras(state_dict, specs, config)
+
+    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+        _check_agreement(config, self.model_args(spec))
+
+    @staticmethod
+    def windows(spec: ArchSpec) -> list[int]:
+        return stage_windows(spec.extras, len(spec.stages))
 
     # ------------------------------------------------------------ writing
-    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
-        """Each stage's blocks and globals as `declared` writes them, and its
-        patch merging in timm's shapes."""
-        stack.check(spec)
-        groups: list[TensorGroup] = []
-        count = len(spec.stages)
-        for index, (stage_spec, stage) in enumerate(zip(spec.stages, stack.stages)):
-            groups += _StageAdapter(index, count).write_plan(stage_spec, stage)
-            if not index:
-                continue
-            for suffix, (role, _) in MERGE_KEYS.items():
-                key, shape = f"layers.{index}.{suffix}", _stored_shape(axes_and_shape(stage.globals, role)[1])
-                groups.append(TensorGroup([(key, shape)], lambda key=key, shape=shape, stage=stage, role=role:
-                                          iter([(key, stage.globals[role].data.reshape(shape))])))
-        return groups
-
-    def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
-        return {name: tensor for group in self.write_plan(spec, stack) for name, tensor in group.make()}
+    @staticmethod
+    def write_prefix(spec: ArchSpec) -> str:
+        return ""
 
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         return self.from_stack(spec, stack)
-
-    @staticmethod
-    def model_buffers(spec: ArchSpec) -> dict[str, torch.Tensor]:
-        return {}  # position indices and masks are not persistent: timm computes them
-
-    def global_role_axes(self) -> dict[str, tuple[str, ...]]:
-        return {role: axes for role, axes in
-                [*FIRST_STAGE_GLOBALS.values(), *LAST_STAGE_GLOBALS.values(), *MERGE_KEYS.values()]}
 
     @staticmethod
     def model_args(spec: ArchSpec) -> dict[str, Any]:
@@ -363,38 +510,6 @@ class SwinAdapter:
         with torch.device("meta"):
             model = self.create_model(spec)
         refuse_unloadable({key: tuple(t.shape) for key, t in model.state_dict().items()}, state)
-
-    # ------------------------------------------------------------ sizes
-    @staticmethod
-    def _role_sizes(spec: ArchSpec) -> tuple[list[tuple[int, list[int]]], list[int]]:
-        """Elements of every role, from sizes alone: per stage (depth, one
-        block's roles), and the tensors outside blocks."""
-        e = spec.extras
-        windows = stage_windows(e, len(spec.stages))
-        stages, others = [], []
-        for index, (stage, window) in enumerate(zip(spec.stages, windows)):
-            width, attn, mlp = stage.width, stage.attn_dim, stage.mlp_dim
-            bias = attn if e["qkv_bias"] else 0
-            block = [width] * 4 + [(2 * window - 1) ** 2 * stage.heads, attn * width, attn * width, attn * width,
-                                   bias, bias, bias, width * attn, width, mlp * width, mlp, width * mlp, width]
-            stages.append((stage.depth, block))
-            if index:
-                previous = spec.stages[index - 1].width
-                others += [MERGED * previous] * 2 + [width * MERGED * previous]
-        first, last = spec.stages[0].width, spec.stages[-1].width
-        patch = int(e["patch_size"])
-        others += [first * int(e["in_chans"]) * patch * patch, first, first, first, last, last]
-        if e["num_classes"]:
-            others += [int(e["num_classes"]) * last, int(e["num_classes"])]
-        return stages, others
-
-    def parameter_count(self, spec: ArchSpec) -> int:
-        stages, others = self._role_sizes(spec)
-        return sum(depth * sum(block) for depth, block in stages) + sum(others)
-
-    def largest_role_elements(self, spec: ArchSpec) -> int:
-        stages, others = self._role_sizes(spec)
-        return max([depth * max(block) for depth, block in stages] + others)
 
     # ------------------------------------------------------------ timm's models
     @staticmethod
@@ -469,32 +584,6 @@ class SwinAdapter:
         e = spec.extras
         return (int(e["in_chans"]), int(e["img_size"]), int(e["img_size"]))
 
-    @staticmethod
-    def no_weight_decay_roles() -> frozenset[str]:
-        return frozenset({"rel_pos_bias"})  # timm's no_weight_decay keyword for Swin
-
-
-def _split_stages(state_dict: Mapping[str, torch.Tensor]) -> tuple[list[dict[str, torch.Tensor]],
-                                                                    list[dict[str, torch.Tensor]]]:
-    """The state dict by stage: each stage's blocks and the globals on its
-    width (for `declared`), and its patch merging (by suffix)."""
-    indices = sorted({int(m.group(1)) for m in map(STAGE_KEY.match, state_dict) if m})
-    if indices != list(range(len(indices))) or not indices:
-        raise LgError(_not_swin(f"stage indices are not 0..{len(indices) - 1} (found {indices[:6]})"))
-    parts: list[dict[str, torch.Tensor]] = [{} for _ in indices]
-    merges: list[dict[str, torch.Tensor]] = [{} for _ in indices]
-    for key, tensor in state_dict.items():
-        match = STAGE_KEY.match(key)
-        if match and match.group(2) in MERGE_KEYS:
-            merges[int(match.group(1))][match.group(2)] = tensor
-        elif match:
-            parts[int(match.group(1))][key] = tensor  # `declared` refuses what no block has
-        elif key in LAST_STAGE_GLOBALS:
-            parts[-1][key] = tensor
-        else:
-            parts[0][key] = tensor  # the patch embedding; `declared` refuses anything else
-    return parts, merges
-
 
 def _extras(state_dict: Mapping[str, torch.Tensor], specs: list[ArchSpec], config: Mapping[str, Any]) -> dict:
     """What a Swin is besides its stages' sizes: patches, channels, classes,
@@ -504,14 +593,6 @@ def _extras(state_dict: Mapping[str, torch.Tensor], specs: list[ArchSpec], confi
         raise LgError(_not_swin("no square patch embedding (patch_embed.proj.weight)"))
     if "patch_embed.norm.weight" not in state_dict:
         raise LgError(_not_swin("no patch_embed.norm (timm's Swin normalises its patches)"))
-    for index, spec in enumerate(specs[1:], 1):
-        if spec.width != 2 * specs[index - 1].width:
-            raise LgError(_not_swin(f"stage {index} is {spec.width} wide, stage {index - 1} {specs[index - 1].width}: "
-                                    f"timm's Swin doubles the width per stage"))
-    ratio = specs[0].mlp_dim / specs[0].width
-    if any(int(spec.width * ratio) != spec.mlp_dim for spec in specs):
-        raise LgError(_not_swin(f"the stages' MLPs ({', '.join(str(s.mlp_dim) for s in specs)}) have no one ratio "
-                                f"to their widths"))
     tables = [window_of_table(state_dict[f"layers.{i}.blocks.0.attn.relative_position_bias_table"].shape[0])
               for i in range(len(specs))]
     if None in tables:
