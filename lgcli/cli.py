@@ -634,6 +634,9 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
     if report.get("load_line"):
         note(f"load with: {report['load_line']}" + ("  (set the heads to the model's own)"
                                                     if report.get("heads_assumed") else ""))
+        # A resized model is a starting point, not a finished one (the card says so too).
+        note(f"this is an initialisation to fine-tune, not a finished model; score it with: "
+             f"lg eval {shlex.quote(report['output'])} --data D --steps N")
 
 
 def _resize_summary(report: dict[str, Any]) -> str:

@@ -47,6 +47,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from lgcli.arch.base import NORMALIZE_MEAN, NORMALIZE_STD
 from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, UsageError, one_line, os_reason, shown
 from lgcli.lazy import F, np, torch
@@ -78,8 +79,6 @@ MAX_PICKLE_BYTES = 2**30
 SEED_MAX = 2**32 - 1
 # Folder names timm and torchvision use for the held-out split, in order of preference.
 TEST_SPLIT_NAMES = ("val", "validation", "test")
-NORMALIZE_MEAN = 0.5
-NORMALIZE_STD = 0.5
 
 
 # ---- how user input appears in error messages, and settings checks ----

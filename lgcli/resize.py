@@ -26,7 +26,7 @@ from .learngenes import ExpandContext, Learngene, get_kind
 from .methods import GROW, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
-from .sizing import check_direction, check_heads_known, moves_heads, peak_memory, spec_sizes, target_spec
+from .sizing import MixedChange, check_direction, mixed_change_pipe, check_heads_known, moves_heads, peak_memory, spec_sizes, target_spec
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
@@ -236,7 +236,11 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads, kv_heads=source_kv_heads)
     shard_size = kwargs.pop("shard_size", None)
     # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
-    spec, stack, report = resize(loaded, direction=direction, method=method, **kwargs)
+    try:
+        spec, stack, report = resize(loaded, direction=direction, method=method, **kwargs)
+    except MixedChange as mixed:
+        hint = _mixed_change_hint(mixed, loaded, output, direction, method, source_heads, source_kv_heads)
+        raise LgError(f"{mixed}; {hint}") from None
     if dry_run:
         return dry_run_plan(report, output, spec, stack, source=loaded, source_spec=loaded.spec, force=force,
                             shard_size=shard_size)
@@ -282,3 +286,19 @@ def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: st
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     report["load_line"] = load_line(spec, output)
     return report
+
+
+def _mixed_change_hint(mixed: MixedChange, loaded: Loaded, output: str | os.PathLike, direction: str,
+                       method: str | None, source_heads: int | None, source_kv_heads: int | None) -> str:
+    """How to make a change that grows some axes and shrinks others: the
+    shrink piped into the grow, with this request's source, sizes and output."""
+    method_flag = (f"--method {method}",) if method is not None else ()
+    heads_flags = ((f"--source-heads {source_heads}",) if source_heads is not None else ()) + \
+        ((f"--source-kv-heads {source_kv_heads}",) if source_kv_heads is not None else ())
+    pipe = mixed_change_pipe(mixed.source, mixed.target, src=loaded.checkpoint.source, output=str(output),
+                             options={direction: method_flag}, source_options=heads_flags)
+    if pipe is None:
+        return "no shrink and grow piped together reach these sizes either"
+    if " | " not in pipe:
+        return f"run: {pipe}"
+    return f"for a mixed change pipe the two: {pipe}"

@@ -8,6 +8,7 @@ learngene kinds that check their own sizes, so each imports it from here.
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any
 
 from .arch import get_adapter
@@ -267,9 +268,72 @@ def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
         if (direction == GROW and smaller) or (direction == SHRINK and larger):
             other = SHRINK if direction == GROW else GROW
             word = "smaller" if direction == GROW else "larger"
-            raise LgError(f"{direction} cannot make {_axis_label(axis)} {word} ({before[axis]} -> "
-                          f"{after[axis]}): use `lg {other}`; for a mixed change pipe the two: "
-                          f"lg shrink SRC ... -o - | lg grow - ... -o OUT")
+            raise MixedChange(f"{direction} cannot make {_axis_label(axis)} {word} ({before[axis]} -> "
+                              f"{after[axis]}): use `lg {other}`", source, target)
+
+
+class MixedChange(LgError):
+    """A request that makes some axes larger and others smaller: one command
+    cannot, a shrink piped into a grow can (`mixed_change_pipe`)."""
+
+    def __init__(self, message: str, source: ArchSpec, target: ArchSpec):
+        super().__init__(message)
+        self.source, self.target = source, target
+
+
+def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
+                      options: dict[str, tuple[str, ...]] | None = None,
+                      source_options: tuple[str, ...] = ()) -> str | None:
+    """The command that turns `source` (read from `src`) into `target` at
+    `output`, every size written out: the other command alone when it can,
+    else a shrink piped into a grow (or a grow into a shrink, when only that
+    order keeps the head dim one way per step); None when none can.
+    `options`: each command's own (--method) by its name; `source_options`
+    (the source's heads) go to the command that reads `src`. Each step is checked
+    as the commands will check it."""
+    if source.stages:
+        return None  # a model of stages takes sizes per stage: no single pipe is written for it
+    options = options or {}
+    gqa = source.kv_heads is not None
+
+    def sizes_of(spec: ArchSpec) -> dict[str, int]:
+        return {"depth": spec.depth, "width": spec.width, "heads": spec.heads, "mlp_dim": spec.mlp_dim,
+                **({"kv_heads": spec.key_value_heads} if gqa else {})}
+
+    def step(command: str, src_text: str, sizes: dict[str, int], out: str) -> str:
+        given = source_options if src_text != "-" else ()
+        flags = [*given, *options.get(command, ()), *(f"--{k.replace('_', '-')} {v}" for k, v in sizes.items())]
+        return f"lg {command} {src_text} {' '.join(flags)} -o {out}"
+
+    def reaches(start: ArchSpec, sizes: dict[str, int], direction: str) -> ArchSpec | None:
+        try:
+            reached = target_spec(start, **sizes)
+            check_direction(start, reached, direction)
+        except LgError:
+            return None
+        return reached
+
+    final = sizes_of(target)
+    for direction in (SHRINK, GROW):
+        alone = reaches(source, final, direction)
+        if alone is not None and alone.axis_sizes() == target.axis_sizes():
+            return step(direction, shlex.quote(src), final, shlex.quote(output))
+    for first, then, pick in ((SHRINK, GROW, min), (GROW, SHRINK, max)):
+        width = pick(source.width, target.width)
+        heads_first = pick(source.heads, target.heads)
+        for heads in [heads_first] + [d for d in _divisors(width) if d != heads_first]:
+            kv_heads = pick(source.key_value_heads, target.key_value_heads)
+            if gqa and heads % kv_heads:
+                continue
+            sizes = {"depth": pick(source.depth, target.depth), "width": width, "heads": heads,
+                     "mlp_dim": pick(source.mlp_dim, target.mlp_dim), **({"kv_heads": kv_heads} if gqa else {})}
+            middle = reaches(source, sizes, first)
+            reached = middle and reaches(middle, final, then)
+            if reached is not None and reached.axis_sizes() == target.axis_sizes() \
+                    and reached.key_value_heads == target.key_value_heads:
+                return (f"{step(first, shlex.quote(src), sizes, '-')} | "
+                        f"{step(then, '-', final, shlex.quote(output))}")
+    return None
 
 
 def _axis_label(axis: str) -> str:

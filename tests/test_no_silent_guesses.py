@@ -242,6 +242,21 @@ def test_a_single_file_write_prints_a_load_line_that_works(known, tmp_path):
         torch.testing.assert_close(run_load_line(done.stderr)(x), model(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_write_says_it_is_an_initialisation_and_how_to_score_it(known, tmp_path):
+    _, src = known
+    out = tmp_path / "shrunk.safetensors"
+    done = lg_run("shrink", src, "--depth", "1", "-o", out)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 0 and lines[-2].startswith("load with: ")
+    assert lines[-1] == (f"this is an initialisation to fine-tune, not a finished model; score it with: "
+                         f"lg eval {shlex.quote(str(out))} --data D --steps N")
+    scored = run_hint(printed_command(lines[-1].replace(" D ", " fashion-mnist-mini ").replace(" N", " 2"),
+                                      "score it with: "))
+    assert scored.returncode == 0 and "shrunk" in scored.stdout, scored.stderr
+    quiet = lg_run("shrink", src, "--depth", "1", "--json", "-o", tmp_path / "json.safetensors")
+    assert quiet.returncode == 0 and "initialisation" not in quiet.stderr and json.loads(quiet.stdout)
+
+
 @pytest.mark.parametrize("command", [["shrink", "--depth", "1"], ["condense", "--method", "peg"]])
 def test_binary_to_a_terminal_is_refused(known, command):
     _, src = known
@@ -323,6 +338,38 @@ def test_tleg_learngene_width_hints_run(tleg_gene, tmp_path, direction, width):
     assert done.returncode == 0, (command, done.stderr)
     spec = lgcli.load(tmp_path / "m.safetensors").spec
     assert (spec.depth, spec.width) == (4, int(width))
+
+
+def printed_command(line: str, after: str) -> str:
+    """The command a refusal prints after `after`, as it is, to run in a shell with this lg."""
+    command = line.split(after, 1)[1]
+    return re.sub(r"(^|\| )lg ", lambda m: m.group(1) + shlex.join(LG) + " ", command)
+
+
+@pytest.mark.parametrize("direction, args, route", [
+    ("shrink", ["--depth", "1", "--width", "64", "--heads", "4"], "pipe the two: "),    # deeper is shrunk, wider grown
+    ("shrink", ["--depth", "3", "--width", "16", "--heads", "1", "--method", "bot"], "pipe the two: "),
+    ("grow", ["--depth", "1", "--width", "16", "--heads", "1"], "run: "),               # every axis smaller: a shrink
+])
+def test_a_mixed_change_hint_runs_as_printed(known, tmp_path, direction, args, route):
+    _, src = known
+    out = tmp_path / "hinted out.safetensors"  # a space: the printed command quotes it
+    refused = lg_run(direction, src, *args, "-o", out)
+    line = one_error_line(refused)
+    assert route in line and "..." not in line and not out.exists()
+    if "--method" in args:  # the method stays with the command that was asked for
+        assert f"lg {direction} {shlex.quote(str(src))} --method bot" in line
+    done = run_hint(printed_command(line, route))
+    assert done.returncode == 0, (line, done.stderr)
+    spec = lgcli.load(out).spec
+    asked = dict(zip(args[::2], args[1::2]))
+    assert (spec.depth, spec.width, spec.heads) == (int(asked["--depth"]), int(asked["--width"]), int(asked["--heads"]))
+
+
+def test_a_change_no_pipe_reaches_says_so(known, tmp_path):
+    _, src = known  # 2 heads of 16: 4 heads of 4 needs more heads (grow) and a smaller head dim (shrink) at once
+    line = one_error_line(lg_run("shrink", src, "--width", "16", "--heads", "4", "-o", tmp_path / "o.safetensors"))
+    assert "no shrink and grow piped together reach these sizes" in line and "..." not in line
 
 
 # ---- exit codes: 2 for a usage mistake, 1 for a file or data problem ----

@@ -29,8 +29,9 @@ from typing import Any, Mapping
 from ..errors import LgError
 from ..lazy import nn, torch
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
-from .base import IMAGE_CLASSIFICATION, Reader
+from .base import IMAGE_CLASSIFICATION, IMAGE_INTERPOLATION, NORMALIZE_MEAN, NORMALIZE_STD, Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
+from .timm_vit_names import registered_name
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
@@ -482,10 +483,16 @@ class VitAdapter(DeclaredAdapter):
 
     def pretrained_cfg_overlay(self, spec: ArchSpec, path: str) -> dict[str, Any]:
         # num_classes: timm drops the head (and loads non-strictly) when it
-        # differs from the pretrained config's; input_size: channels and size.
+        # differs from the pretrained config's; input_size: channels and size;
+        # the rest is lg's own preprocessing (arch.base), so that
+        # timm.data.resolve_data_config + create_transform feed the model as
+        # lg does: one mean and std per channel, squashed, not cropped.
         e = spec.extras
+        channels = e["in_chans"]
         return {"file": path, "num_classes": e["num_classes"],
-                "input_size": (e["in_chans"], e["img_size"], e["img_size"])}
+                "input_size": (channels, e["img_size"], e["img_size"]),
+                "mean": (NORMALIZE_MEAN,) * channels, "std": (NORMALIZE_STD,) * channels,
+                "interpolation": IMAGE_INTERPOLATION, "crop_pct": 1.0, "crop_mode": "squash"}
 
     @staticmethod
     def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:
@@ -500,11 +507,13 @@ class VitAdapter(DeclaredAdapter):
             return f"lgcli.load_model({path!r})[0]"
         overlay = self.pretrained_cfg_overlay(spec, path)
         overlay_text = ", ".join(f"{k}={v!r}" for k, v in overlay.items())
+        # The registered timm model this architecture is (vit_tiny_patch16_224
+        # for depth 12, width 192, 3 heads, ...), else the closest, with what differs.
         args = self.model_args(spec)
+        name, differ = registered_name(args, bool(spec.extras.get("distilled")), self.model_name(spec))
         shown = ", ".join(f"{k}={v!r}" for k, v in args.items()
-                          if k not in TIMM_DEFAULTS or TIMM_DEFAULTS[k] != v)
-        return (f"timm.create_model({self.model_name(spec)!r}, pretrained=True, "
-                f"pretrained_cfg_overlay=dict({overlay_text}), {shown})")
+                          if k in differ or k == "num_classes" or k == "in_chans" and v != TIMM_DEFAULTS[k])
+        return f"timm.create_model({name!r}, pretrained=True, pretrained_cfg_overlay=dict({overlay_text}), {shown})"
 
     @staticmethod
     def timm_shapes(spec: ArchSpec) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
