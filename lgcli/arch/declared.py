@@ -451,12 +451,7 @@ class DeclaredAdapter:
         read = reader or memory_reader(state_dict)
         spec, stored = self.spec_from(config, stored, sources, attention, read)
         stack = lazy_stack(layout, stored, sources, read)
-        try:
-            stack.check(spec)
-        except ValueError as exc:
-            raise LgError(self.not_family(str(exc))) from None
-        self.check_agreement(config, spec, stack)
-        return spec, (stack if reader is not None else stack.materialized())
+        return checked_reading(self, config, spec, stack, lazy=reader is not None)
 
     def not_family(self, found: str) -> str:
         """A refusal of a state dict that is not this family's."""
@@ -544,3 +539,16 @@ class DeclaredAdapter:
     def global_role_axes(self) -> dict[str, tuple[str, ...]]:
         """Every global role this family can have, with its axes."""
         return {role: axes for role, axes in self.layout.global_roles.values()}
+
+
+def checked_reading(adapter: Any, config: Mapping[str, Any], spec: ArchSpec, stack: Stack, *,
+                    lazy: bool) -> tuple[ArchSpec, Stack]:
+    """The last step of every reader (a declared family's, a model of
+    stages'): the stack checked against its spec and the recorded config,
+    then kept lazy (roles read when asked) or read now."""
+    try:
+        stack.check(spec)
+    except ValueError as exc:
+        raise LgError(adapter.not_family(str(exc))) from None
+    adapter.check_agreement(config, spec, stack)
+    return spec, (stack if lazy else stack.materialized())

@@ -44,7 +44,8 @@ from ..lazy import nn, torch
 from ..errors import LgError
 from ..stack import CLASSES, EMBED, FIXED, STAGE_IN, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape
 from .base import IMAGE_CLASSIFICATION, Reader
-from .declared import DeclaredAdapter, Layout, StoredTensors, compute_dtype, memory_reader
+from .declared import (DeclaredAdapter, Layout, StoredTensors, checked_reading, compute_dtype,
+                       memory_reader)
 from .vit import BLOCK_KEYS as VIT_BLOCK_KEYS
 from .vit import (QKV_BIAS, QKV_WEIGHT, TIMM_HUB_CONFIG, is_timm_hub_config, json_shown, local_dir_call,
                   refuse_unloadable, timm_hub_folder_config, timm_hub_meta_model)
@@ -309,12 +310,7 @@ class StagedAdapter:
                                           f"one ratio to their widths"))
         spec = ArchSpec.of_stages(self.family, tuple(specs), self.stage_extras(state_dict, prefix, specs, config))
         stack = Stack(stages=tuple(stacks))
-        try:
-            stack.check(spec)
-        except ValueError as exc:
-            raise LgError(self.not_family(str(exc))) from None
-        self.check_agreement(config, spec, stack)
-        return spec, (stack if reader is not None else stack.materialized())
+        return checked_reading(self, config, spec, stack, lazy=reader is not None)
 
     def _split_stages(self, state_dict: Mapping[str, torch.Tensor],
                       prefix: str) -> tuple[list[dict[str, torch.Tensor]], list[dict[str, torch.Tensor]]]:
