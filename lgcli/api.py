@@ -24,7 +24,7 @@ from .errors import LgError, notify_stderr, shown
 from .hub import hub_name_of_path
 from .lazy import nn, torch
 from .learngenes import Learngene, get_kind
-from .learngenes.base import check_tensors
+from .learngenes.base import check_tensors, is_global
 from .sizing import spec_sizes
 from .stack import ArchSpec, Stack
 
@@ -263,10 +263,11 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
         raise LgError(f"{checkpoint.label}: is a model checkpoint, not a learngene (make one with "
                       f"`lg condense TEACHER --method tleg|wave --data D -o OUT`)")
     try:
-        kind = get_kind(lg.get("method"))
+        get_kind(lg.get("method"))
     except LgError as exc:  # what the file says, not a mistyped flag: a refusal of the file (exit 1)
         raise LgError(f"{checkpoint.label}: refused: metadata lg.method: {exc}") from None
     spec, template = get_adapter(lg.get("family") or "").template_from_config(lg.get("config") or {})
+    kind = get_kind(lg.get("method"), spec)
     info = lg.get("learngene") or {}
     sizes, condensed = info.get("sizes", {}), info.get("condensed", {})
     if not isinstance(sizes, dict) or not isinstance(condensed, dict):
@@ -405,10 +406,12 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
     the teacher, the auxiliary model's accuracy, and the sizes it can become."""
     gene = load_learngene(checkpoint)
     spec = gene.spec
-    described = get_kind(gene.kind).describe(gene)
+    described = get_kind(gene.kind, gene.spec).describe(gene)
     chain = provenance_chain(checkpoint.lg)
     shown_path = _load_path(checkpoint)
-    per_layer = sum(t.numel() for name, t in gene.tensors.items() if not name.startswith("global."))
+    # A model of stages' learngene holds each stage's under stage<i>. (learngenes.stages).
+    per_layer = sum(t.numel() for name, t in gene.tensors.items() if not is_global(name.split(".", 1)[1]
+                                                                                 if spec.stages else name))
     return {
         "file": checkpoint.source,
         "sha256": checkpoint.sha256,
@@ -422,6 +425,7 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         "kv_heads": spec.key_value_heads,
         "head_dim": spec.head_dim,
         "mlp_dim": spec.mlp_dim,
+        "stages": spec_sizes(spec).get("stages"),  # a model of stages (Swin): its sizes per stage
         "num_classes": spec.extras.get("num_classes"),
         # What a descendant's model does, as its family says (a ViT classifies
         # images; a text family names its causal or masked LM, or encoder).

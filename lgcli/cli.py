@@ -221,6 +221,9 @@ def render_learngene(report: dict[str, Any]) -> None:
         ("kind", f"learngene ({report['learngene']})"),
         ("family", report["family"]),
         ("holds", report["holds"]),
+        ("auxiliary model", f"{_stages_text(report['stages'])}, "
+                            + (f"{report['num_classes']} classes" if report.get("num_classes") is not None
+                               else str(report.get("task")))) if report.get("stages") else
         ("auxiliary model", f"depth {report['aux_depth']}, width {report['width']}, {report['heads']} heads "
                             + (f"sharing {report['kv_heads']} key/value heads "
                                if report.get("kv_heads") not in (None, report["heads"]) else "")
@@ -253,6 +256,12 @@ def render_learngene(report: dict[str, Any]) -> None:
     sys.stdout.write(f"build a model with:\n  {report['expand_call']}\nin Python:\n  import lgcli\n"
                      f"  gene = {report['load_call']}\n")
     sys.stdout.flush()
+
+
+def _stages_text(stages: list[dict[str, Any]]) -> str:
+    """A model of stages' sizes on one line: depths 2,2,6,2, widths ..., heads ..."""
+    return ", ".join(f"{label} {','.join(str(stage[key]) for stage in stages)}"
+                     for label, key in (("depths", "depth"), ("widths", "width"), ("heads", "heads")))
 
 
 def _stage_rows(stages: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -866,15 +875,20 @@ def condense(
                            settings=settings, options=options, teacher_heads=teacher_heads, notify=note,
                            dry_run=dry_run)
     if dry_run:
-        _show_training_plan(f"condense {report['method']}: auxiliary model {report['auxiliary']['depth']} x "
-                            f"{report['auxiliary']['width']}, {report['parameters']['learngene']:,} learngene "
+        auxiliary = report["auxiliary"]
+        shape = (_stages_text(auxiliary["stages"]) if auxiliary.get("stages")
+                 else f"{auxiliary['depth']} x {auxiliary['width']}")
+        _show_training_plan(f"condense {report['method']}: auxiliary model {shape}, "
+                            f"{report['parameters']['learngene']:,} learngene "
                             f"parameters", report, as_json, f"of {report['seconds_per_step']:.3f} s")
         return
     if as_json:
         text = json.dumps(report, indent=2, default=str) + "\n"
         (sys.stderr if output == "-" else sys.stdout).write(text)
         return
-    shape = f"{report['auxiliary']['depth']} x {report['auxiliary']['width']}"
+    auxiliary = report["auxiliary"]
+    shape = (_stages_text(auxiliary["stages"]) if auxiliary.get("stages")
+             else f"{auxiliary['depth']} x {auxiliary['width']}")
     if report.get("sampled"):
         scored = f"; as a {shape} model {condensed_score(report, 'ancestry')}" if "data" in report else ""
         note(f"condensed {report['method']} (sampled, no training){scored}; "

@@ -34,6 +34,7 @@ from .learngenes import Learngene, get_kind
 from .learngenes.base import starts_from_ancestry
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
 from .sizing import check_heads_known, spec_sizes, target_spec
+from .stack import ArchSpec
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
 from .train import (StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, concrete_device,
                     distillation_loss, distributed_setup, evaluate_accuracy, model_input, seconds_per_step, train)
@@ -155,7 +156,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     # bad loss settings before any work.
     loss_fn = distillation_loss(resolved["alpha"], resolved["tau"])
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
-    loaded = _load_teacher(checkpoint, teacher_heads, "teacher", kind.name)
+    loaded = _load_teacher(checkpoint, teacher_heads, "teacher")
+    kind = get_kind(method, loaded.spec)  # per stage for a model of stages
     adapter = get_adapter(loaded.spec.family)
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
     generator = torch.Generator().manual_seed(settings.seed)
@@ -195,8 +197,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
         learngene_parameters = sum(t.numel() for t in kind.keep(model.trained_tensors()).values())
         return None, checkpoint, _plan(kind.name, spec_sizes(loaded.spec), spec_sizes(aux), steps, settings,
                                        learngene_parameters, loaded.stack.num_parameters(), per_step, timed)
-    notify(f"condense {kind.name}: teacher {loaded.spec.depth} x {loaded.spec.width}, auxiliary model "
-           f"{aux.depth} x {aux.width} ({aux.heads} heads), {steps} steps of {settings.batch_size}, "
+    notify(f"condense {kind.name}: teacher {_sizes(loaded.spec)}, auxiliary model {_sizes(aux)}"
+           f"{'' if aux.stages else f' ({aux.heads} heads)'}, {steps} steps of {settings.batch_size}, "
            f"{'started from the teacher' if warm else 'from random weights'}")
     if device_note:
         notify(device_note)
@@ -383,18 +385,38 @@ def _scores(model: torch.nn.Module, teacher: torch.nn.Module, data: ImageData | 
             "test_tokens": scores["tokens"]}
 
 
-def _load_teacher(checkpoint: Checkpoint, heads: int | None, role: str, kind: str):
-    """The model a learngene is condensed from; a model of stages (Swin) is
-    refused: the kinds expand one depth and width (docs/methods.md)."""
+def _load_teacher(checkpoint: Checkpoint, heads: int | None, role: str):
+    """The model a learngene is condensed from (a model of stages, Swin,
+    gives a learngene per stage: `learngenes.stages`)."""
     if is_learngene(checkpoint):
         raise LgError(f"the {role} must be a model checkpoint; this file is a learngene")
     loaded = load(checkpoint, heads=heads)
     check_heads_known(loaded.spec, because="the learngene would record them", flag="--teacher-heads",
                       where=checkpoint.label)
-    if loaded.spec.stages:
-        raise LgError(f"lg condenses no {kind} learngene from a {loaded.spec.family} yet: the learngene kinds "
-                      f"expand one depth and width, a {loaded.spec.family} has one per stage")
     return loaded
+
+
+def _sizes(spec: ArchSpec) -> str:
+    """A model's sizes in a message: depth x width, or per stage for a model of stages."""
+    if spec.stages:
+        return (f"depths {','.join(str(s.depth) for s in spec.stages)} x widths "
+                f"{','.join(str(s.width) for s in spec.stages)}")
+    return f"{spec.depth} x {spec.width}"
+
+
+def _own_shape(ancestry: ArchSpec, sizes: Mapping[str, Any]) -> ArchSpec:
+    """A PEG learngene as a model of its own shape: its FFN layers deep, its
+    heads wide (at the ancestry's head dim); stage by stage for a model of stages."""
+    if not ancestry.stages:
+        return target_spec(ancestry, depth=sizes["learngene_layers"],
+                           width=sizes["learngene_heads"] * ancestry.head_dim, heads=sizes["learngene_heads"])
+    stages: list[ArchSpec] = []
+    for stage, own in zip(ancestry.stages, sizes["stages"]):
+        width = own["learngene_heads"] * stage.head_dim
+        shaped = stage.with_sizes(depth=own["learngene_layers"], width=width, heads=own["learngene_heads"],
+                                  mlp_dim=round(stage.mlp_dim * width / stage.width))
+        stages.append(shaped.with_sizes(stage_input=stages[-1].width) if stages else shaped)
+    return ancestry.with_stages(tuple(stages))
 
 
 def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseSettings, *,
@@ -405,12 +427,12 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
     shape (its FFN layers deep, its heads wide, built by a fresh map φ) and
     the ancestry beside it."""
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
-    loaded = _load_teacher(checkpoint, teacher_heads, "ancestry", kind.name)
+    loaded = _load_teacher(checkpoint, teacher_heads, "ancestry")
+    kind = get_kind(kind.name, loaded.spec)  # per stage for a model of stages
     generator = torch.Generator().manual_seed(settings.seed)
     tensors, sizes = kind.sample(loaded.spec, loaded.stack, options, generator)
     learngene = Learngene(kind=kind.name, spec=loaded.spec, tensors=tensors, sizes=sizes)
-    own_shape = target_spec(loaded.spec, depth=sizes["learngene_layers"],
-                            width=sizes["learngene_heads"] * loaded.spec.head_dim, heads=sizes["learngene_heads"])
+    own_shape = _own_shape(loaded.spec, sizes)
     condensed: dict[str, Any] = {"sampled": True}
     report: dict[str, Any] = {"command": "condense", "method": kind.name,
                               "options": {**options, "seed": settings.seed}, "teacher": spec_sizes(loaded.spec),
@@ -418,11 +440,13 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
                               "parameters": {"teacher": loaded.stack.num_parameters(),
                                              "learngene": sum(t.numel() for n, t in tensors.items()
                                                               if not n.startswith("mix."))}}
-    notify(f"condense {kind.name}: sampled {sizes['learngene_heads']} heads per layer and "
-           f"{sizes['learngene_layers']} FFNs from the {loaded.spec.depth} x {loaded.spec.width} ancestry "
-           f"({sizes['mixture']} mixtures, seed {settings.seed}); no training")
+    stages = sizes.get("stages", [sizes])
+    notify(f"condense {kind.name}: sampled {','.join(str(s['learngene_heads']) for s in stages)} heads per layer "
+           f"and {','.join(str(s['learngene_layers']) for s in stages)} FFNs from the {_sizes(loaded.spec)} "
+           f"ancestry{' (per stage)' if loaded.spec.stages else ''} "
+           f"({stages[0]['mixture']} mixtures, seed {settings.seed}); no training")
     if data is not None:
-        model = kind.prepare(learngene, own_shape, settings.seed).eval()
+        model = kind.prepare(learngene, own_shape, {}, settings.seed).eval()
         dataset = _read_data(model, data, checkpoint, "the ancestry", settings, reading, notify)
         ancestry = get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack).float()
         condensed.update({"data": dataset.describe(), **_scores(model, ancestry, dataset, settings.device)})

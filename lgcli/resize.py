@@ -144,7 +144,7 @@ def expand(learngene: Learngene, *, depth: int | None = None, width: int | None 
     its Stack and a JSON-ready report."""
     started = time.perf_counter()
     notify = notify or notify_stderr
-    kind = get_kind(learngene.kind)
+    kind = get_kind(learngene.kind, learngene.spec)
     resolved, target = expand_target(learngene, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
                                      kv_heads=kv_heads, max_params=max_params, **options)
     context = ExpandContext(seed=seed, notify=notify, fit=partial(fit_or_say_why_not, seed=seed, notify=notify))
@@ -165,7 +165,7 @@ def expand_target(learngene: Learngene, *, depth: int | None = None, width: int 
                   max_params: float | None = None, **options: Any) -> tuple[dict[str, Any], ArchSpec]:
     """The kind's expand options resolved, and the model a request builds
     from `learngene`, checked as `expand` checks it (before any work)."""
-    kind = get_kind(learngene.kind)
+    kind = get_kind(learngene.kind, learngene.spec)
     resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
     if all(v is None for v in (depth, width, heads, mlp_dim)):
         raise UsageError("give the size to build: --depth (and --width where the learngene can change it)")

@@ -109,8 +109,27 @@ def stage_depths(source: ArchSpec, depth: int | tuple[int, ...] | list[int] | No
             _check_whole(depth=value)
         return tuple(int(v) for v in depth)
     _check_whole(depth=depth)
-    deepest = max(range(len(current)), key=lambda i: (current[i], i))
+    deepest = deepest_stage(source)
     return tuple(int(depth) if i == deepest else d for i, d in enumerate(current))
+
+
+def deepest_stage(spec: ArchSpec) -> int:
+    """The index of the stage one `--depth N` sets: the most blocks, the last of a tie."""
+    return max(range(len(spec.stages)), key=lambda i: (spec.stages[i].depth, i))
+
+
+def own_depth(spec: ArchSpec) -> int:
+    """The depth one `--depth N` means: a plain model's, a model of stages' deepest stage's."""
+    return spec.stages[deepest_stage(spec)].depth if spec.stages else spec.depth
+
+
+def spec_at_depth(spec: ArchSpec, depth: int) -> ArchSpec:
+    """`spec` at one `--depth N`: a plain model's depth, a model of stages'
+    deepest stage's (the others kept); nothing else checked."""
+    if not spec.stages:
+        return spec.with_sizes(depth=depth)
+    depths = stage_depths(spec, depth)
+    return spec.with_stages(tuple(stage.with_sizes(depth=d) for stage, d in zip(spec.stages, depths)))
 
 
 def staged_target_spec(source: ArchSpec, *, depth: int | tuple[int, ...] | list[int] | None = None,

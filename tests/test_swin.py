@@ -255,10 +255,12 @@ def test_cli_refusals_are_one_line(source, tmp_path, lg, args, message):
     assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
-def test_no_learngene_from_a_swin(source, tmp_path, lg):
+def test_no_wave_learngene_from_a_swin(source, tmp_path, lg):
+    """TLEG and PEG apply per stage (tests/test_swin_learngenes.py); WAVE's
+    templates do not define a tiling of the position tables."""
     _, path = source
-    result = lg("condense", path, "--method", "peg", "-o", tmp_path / "peg.safetensors")
-    assert result.code != 0 and "condenses no peg learngene from a swin" in result.stderr
+    result = lg("condense", path, "--method", "wave", "--data", "fashion-mnist-mini", "-o", tmp_path / "w.safetensors")
+    assert result.code != 0 and "no wave learngene of a model of stages" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 

@@ -170,6 +170,22 @@ class HfSwinAdapter(StagedAdapter, HfVitAdapter):
                 "img_size": config.get("image_size", 224),
                 "qkv_bias": any(key.endswith("attention.self.query.bias") for key in state_dict)}
 
+    def _bound_config(self, config: Mapping[str, Any]) -> None:
+        """A recorded config's rough size, before transformers builds it:
+        each stage's blocks at its width (doubling per stage)."""
+        width, depths = config.get("embed_dim"), config.get("depths")
+        if type(width) is not int or not isinstance(depths, list) or not all(type(d) is int for d in depths):
+            raise LgError("the file's lg.config gives no whole embed_dim and depths of a Swin")
+        rough = sum(depth * (width << index) ** 2 * 12 for index, depth in enumerate(depths))
+        if rough > MAX_CONFIG_PARAMS:
+            raise LgError(f"the config describes a model of about {rough:.3g} parameters; lg reads at most "
+                          f"{MAX_CONFIG_PARAMS:.3g}")
+
+    def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
+        """A recorded config.json's spec and meta-device stack, read from the
+        names save_pretrained writes (as for every transformers family)."""
+        return HfVitAdapter.template_from_config(self, config)
+
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
         """config.json must say what the weights say."""
         said = dict(config)

@@ -342,7 +342,19 @@ class StagedAdapter:
         return parts, merges
 
     def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
-        raise LgError("lg makes no learngene of a Swin yet (tleg, wave and peg expand one depth and width)")
+        """The spec a recorded ``lg.config`` describes, and its stack on the
+        meta device (every role's shape, no memory), read as a checkpoint's is
+        from the state dict of the model the family builds from it."""
+        try:
+            with torch.device("meta"):
+                model = self.model_from_config(config)
+        except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
+            raise LgError(f"the file's lg.config does not describe a {self.family} ({exc})".splitlines()[0]) from None
+        return self.to_stack(model.state_dict(), config=config)
+
+    def model_from_config(self, config: Mapping[str, Any]) -> nn.Module:
+        """The family's model a recorded configuration describes (built where the caller says)."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------ writing
     def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
@@ -368,7 +380,14 @@ class StagedAdapter:
         return {name: tensor for group in self.write_plan(spec, stack) for name, tensor in group.make()}
 
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
-        return {}  # position indices and masks are not persistent: the library computes them
+        """The position indices and attention masks the library computes
+        (not saved): from the model of `spec` built on the CPU (the masks are
+        per block, so the whole model; a learngene's generated model asks once
+        per depth it trains at)."""
+        with torch.device("cpu"):
+            model = self.create_model(spec)
+        saved = set(model.state_dict())
+        return {name: buffer.detach() for name, buffer in model.named_buffers() if name not in saved}
 
     def global_role_axes(self) -> dict[str, tuple[str, ...]]:
         return {role: axes for role, axes in
@@ -529,6 +548,15 @@ class SwinAdapter(StagedAdapter):
                 ("img_size_assumed", "image size assumed (the last stage one window)", assumed),
                 ("window_size", "window size", e["window_size"]), ("in_chans", "channels", e["in_chans"]),
                 ("num_classes", "classes", e["num_classes"])]
+
+    def model_from_config(self, config: Mapping[str, Any]) -> nn.Module:
+        import timm
+
+        config = check_config(config)
+        name = config.get("model_name", MODEL_NAME)
+        if name != MODEL_NAME:
+            raise LgError(f"the file's lg.config names model {name!r}, not the timm Swin lg builds")
+        return timm.create_model(MODEL_NAME, pretrained=False, **{k: config[k] for k in CONFIG_KEYS if k in config})
 
     def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
         import timm

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from . import peg, tleg, wave
+from ..stack import ArchSpec
 from .base import ExpandContext, Learngene, LearngeneKind
+from .stages import StagedKind
 
 if TYPE_CHECKING:
     from .generated import GeneratedModel
@@ -22,11 +24,14 @@ if TYPE_CHECKING:
 KINDS: dict[str, LearngeneKind] = {kind.name: kind for kind in (tleg.KIND, wave.KIND, peg.KIND)}
 
 
-def get_kind(name: str | None) -> LearngeneKind:
+def get_kind(name: str | None, spec: ArchSpec | None = None) -> LearngeneKind:
+    """The kind `name`; for a model of stages (`spec.stages`: Swin), the kind
+    applied stage by stage (`stages.StagedKind`)."""
     try:
-        return KINDS[str(name)]
+        kind = KINDS[str(name)]
     except KeyError:
         raise UsageError(f"unknown learngene kind {name!r} (known: {', '.join(KINDS)})") from None
+    return StagedKind(kind) if spec is not None and spec.stages else kind
 
 
 def __getattr__(name: str):

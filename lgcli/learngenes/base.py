@@ -87,6 +87,15 @@ class LearngeneKind:
     # False for a kind condensed without training (PEG samples its tensors):
     # `sample` replaces initial / build / keep / sizes while condensing.
     trains: bool = True
+    # A kind that fits part of each descendant on data (WAVE: its scalers;
+    # PEG: the map φ) names that part, says what a descendant built without
+    # data is, and implements `prepare` and `prepared_report`; None: the
+    # descendant is a formula of the learngene alone (TLEG).
+    fitted_part: str | None = None
+    unfitted_note: str = ""
+    # Why the kind has no meaning on each stage of a model of stages (Swin),
+    # or None: it is then applied stage by stage (`stages.StagedKind`).
+    not_per_stage: str | None = None
 
     def sample(self, ancestry: ArchSpec, stack: Stack, options: Mapping[str, Any],
                generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -123,6 +132,16 @@ class LearngeneKind:
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
+        raise NotImplementedError
+
+    def prepare(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+                seed: int = 0) -> "GeneratedModel":
+        """A fitting kind's descendant before fitting: the part it fits
+        trainable, the learngene frozen (`fitted_part`)."""
+        raise NotImplementedError
+
+    def prepared_report(self, model: "GeneratedModel") -> dict[str, Any]:
+        """What `expand` reports of a prepared descendant (its rule, the size of the fitted part)."""
         raise NotImplementedError
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:

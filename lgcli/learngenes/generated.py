@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ..arch import get_adapter
+from ..sizing import spec_at_depth
 from ..stack import ArchSpec, Named, Stack
 from .base import GLOBAL_PREFIX, is_global
 
@@ -56,16 +57,27 @@ class GeneratedModel(nn.Module):
             {_module_name(k): nn.Parameter(v.detach().float().clone()) for k, v in trainable.items()})
         for name, tensor in (frozen or {}).items():
             self.register_buffer(_module_name(name), tensor.detach().float().clone(), persistent=True)
+        # The spec each drawn depth builds: a model of stages (Swin) draws its
+        # deepest stage's depth, as `--depth N` sets it (sizing.stage_depths).
+        object.__setattr__(self, "_specs", {depth: spec_at_depth(spec, depth) for depth in self.depths})
         # Not registered submodules: their (meta) parameters are placeholders
         # that functional_call replaces, never trained or saved. The family's
-        # buffers (no depth changes them) are computed once, on first use.
+        # buffers are computed once per depth built, on first use.
         object.__setattr__(self, "_skeletons", {})
-        object.__setattr__(self, "_family_buffers", None)
+        object.__setattr__(self, "_family_buffers", {})
 
     @property
     def input_size(self) -> tuple[int, int, int]:
         """(channels, height, width) of an image family's input."""
         return self.adapter.input_size(self.spec)
+
+    def trainable_tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors trained (parameters), by role name."""
+        return {_tensor_name(k): v.detach() for k, v in self.learngene.items()}
+
+    def frozen_tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors held fixed (buffers), by role name."""
+        return {_tensor_name(k): v for k, v in self.named_buffers()}
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """Every learngene tensor, trainable and frozen, by its role name."""
@@ -78,7 +90,7 @@ class GeneratedModel(nn.Module):
 
     def _skeleton(self, spec: ArchSpec) -> nn.Module:
         """The family's model of `spec` on the meta device (no memory, no init)."""
-        if spec.depth not in self._skeletons:
+        if spec.depth not in self._skeletons:  # only the (deepest stage's) depth differs between specs
             with torch.device("meta"):
                 self._skeletons[spec.depth] = self.adapter.create_model(spec)
         skeleton = self._skeletons[spec.depth]
@@ -91,12 +103,12 @@ class GeneratedModel(nn.Module):
         included, for `input_ids=`)."""
         spec = self.spec
         if self.training and self.depths:
-            spec = spec.with_sizes(depth=self.depths[int(torch.randint(len(self.depths), ()))])
+            spec = self._specs[self.depths[int(torch.randint(len(self.depths), ()))]]
         state = self.adapter.model_state(spec, self.build_stack(spec))
-        if self._family_buffers is None:
-            object.__setattr__(self, "_family_buffers", self.adapter.model_buffers(self.spec))
+        if spec.depth not in self._family_buffers:
+            self._family_buffers[spec.depth] = self.adapter.model_buffers(spec)
         device = next(iter(state.values())).device
-        state.update({name: buffer.to(device) for name, buffer in self._family_buffers.items()})
+        state.update({name: buffer.to(device) for name, buffer in self._family_buffers[spec.depth].items()})
         return torch.func.functional_call(self._skeleton(spec), state, args, kwargs, strict=True)
 
     @property
@@ -122,10 +134,16 @@ class GeneratedModel(nn.Module):
     @torch.no_grad()
     def materialise(self) -> Stack:
         """The built weights as a plain Stack (detached, float32, on the CPU)."""
-        stack = self.build_stack()
-        return Stack(layers={r: Named(n.data.detach().cpu(), n.axes) for r, n in stack.layers.items()},
-                     globals={r: Named(n.data.detach().cpu(), n.axes) for r, n in stack.globals.items()})
+        return _detached(self.build_stack())
 
     def trained_tensors(self) -> dict[str, torch.Tensor]:
         return {name: tensor.detach().cpu().clone() for name, tensor in self.tensors().items()}
+
+
+
+def _detached(stack: Stack) -> Stack:
+    """`stack` detached on the CPU, stage by stage for a model of stages."""
+    return Stack(layers={r: Named(n.data.detach().cpu(), n.axes) for r, n in stack.layers.items()},
+                 globals={r: Named(n.data.detach().cpu(), n.axes) for r, n in stack.globals.items()},
+                 stages=tuple(_detached(stage) for stage in stack.stages))
 

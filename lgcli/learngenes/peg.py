@@ -94,7 +94,7 @@ from ..errors import LgError
 from ..lazy import torch
 from ..methods.common import axis_changes, is_linear_weight, uniform_indices
 from ..options import Option
-from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
+from ..stack import ATTN, EMBED, HEADS, KV, LAYER_ROLE_AXES, MLP, STAGE_IN, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, is_global)
 
@@ -104,6 +104,11 @@ if TYPE_CHECKING:
 # Per-head roles (rows of q, k, v and their biases; columns of o).
 HEAD_ROWS = ("q", "k", "v", "q_bias", "k_bias", "v_bias")
 HEAD_COLUMNS = ("o",)
+# Per-head tables with one entry per head (Swin's relative position bias,
+# axes (position, heads)): a head's part is its column, mixed with the same
+# weights as its q, k, v and o, since the bias belongs to that head's logits.
+HEAD_TABLES = ("rel_pos_bias",)
+HEAD_ROLES = HEAD_ROWS + HEAD_COLUMNS + HEAD_TABLES
 # Per-layer MSA-side roles inherited as they are.
 MSA_INHERITED = ("norm1_weight", "norm1_bias", "o_bias", "ls1", "q_norm_weight", "q_norm_bias",
                  "k_norm_weight", "k_norm_bias")
@@ -145,9 +150,14 @@ def mix_heads(tensor: torch.Tensor, weights: torch.Tensor, head_dim: int, axis: 
 
 
 def _role_axis(role: str) -> int:
-    """The attn (or kv) axis of a per-layer head role, within one layer's tensor."""
+    """The attn (or kv, or heads) axis of a per-layer head role, within one layer's tensor."""
     axes = LAYER_ROLE_AXES[role][1:]
-    return axes.index(ATTN) if ATTN in axes else axes.index(KV)
+    return next(axes.index(axis) for axis in (ATTN, KV, HEADS) if axis in axes)
+
+
+def _head_size(role: str, head_dim: int) -> int:
+    """Entries of one head along its role's head axis: the head dim, or 1 for a table."""
+    return 1 if role in HEAD_TABLES else head_dim
 
 
 def phi_features(positions: torch.Tensor) -> torch.Tensor:
@@ -245,7 +255,8 @@ def depth_interpolation(source: int, target: int, like: torch.Tensor) -> torch.T
 
 
 def width_map(stack: Stack, source: ArchSpec, target: ArchSpec) -> Stack:
-    """Reach the target's residual width and MLP size: selection when an axis
+    """Reach the target's residual width and MLP size (and a Swin stage's
+    input from the previous stage, `stage_in`): selection when an axis
     narrows, cyclic repetition (input-side copies divided by their count) when
     it widens."""
     def indices(change) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -256,7 +267,7 @@ def width_map(stack: Stack, source: ArchSpec, target: ArchSpec) -> Stack:
 
     def reach(role: str, named: Named) -> Named:
         data = named.data
-        changes = [c for c in axis_changes(named, source, target) if c.axis in (EMBED, MLP)]
+        changes = [c for c in axis_changes(named, source, target) if c.axis in (EMBED, MLP, STAGE_IN)]
         linear = is_linear_weight(named, role)
         for change in changes:
             index, counts = indices(change)
@@ -285,6 +296,9 @@ class Peg(LearngeneKind):
     # larger rate than WAVE's scalers. On the example 3e-2 fitted within a
     # point of 1e-2 (79 % and 78 % top-1 after 300 steps).
     expand_options = fit_options(lr=1e-2, batch_size=32)
+    fitted_part = "the map φ"
+    unfitted_note = ("peg: the map φ is a fresh seeded draw (no --data): the descendant is the sampled mixture, "
+                     "training-free; give --data D to train φ")
 
     # -------------------------------------------------------- sampling
     def sample(self, ancestry: ArchSpec, stack: Stack, options: Mapping[str, Any],
@@ -307,9 +321,9 @@ class Peg(LearngeneKind):
         ffn_weights = mixture_weights(layers_b, ancestry.depth, kind, generator)
         for role, named in stack.layers.items():
             data = named.data.float()
-            if role in HEAD_ROWS or role in HEAD_COLUMNS:
+            if role in HEAD_ROLES:
                 axis = _role_axis(role)
-                tensors[f"msa.{role}"] = torch.stack([mix_heads(data[a], head_weights[a], d, axis)
+                tensors[f"msa.{role}"] = torch.stack([mix_heads(data[a], head_weights[a], _head_size(role, d), axis)
                                                       for a in range(ancestry.depth)])
             elif role in MSA_INHERITED:
                 tensors[f"msa.{role}"] = data.clone()
@@ -337,10 +351,10 @@ class Peg(LearngeneKind):
             part, _, role = name.partition(".")
             if part == "msa":
                 sampled = torch.einsum("ja,a...->j...", depth_weights, data)
-                if role in HEAD_ROWS or role in HEAD_COLUMNS:
-                    axis = _role_axis(role)
-                    sampled = torch.stack([mix_heads(layer, head_weights, d, axis) for layer in sampled])
-                    learned = learned_correction(tensors, name, head_parts(data, d, axis))
+                if role in HEAD_ROLES:
+                    axis, size = _role_axis(role), _head_size(role, d)
+                    sampled = torch.stack([mix_heads(layer, head_weights, size, axis) for layer in sampled])
+                    learned = learned_correction(tensors, name, head_parts(data, size, axis))
                     if learned is not None:
                         learned = from_head_parts(learned, spec.depth, axis)
                 else:
@@ -353,10 +367,15 @@ class Peg(LearngeneKind):
             layers[role] = Named(sampled if learned is None else sampled + learned, LAYER_ROLE_AXES[role])
         globals_ = globals_from_tensors(tensors, spec.family)
         width = spec.heads * d
-        # The stack as built has the learngene's width and MLP; reach the target's.
-        built_spec = spec.with_sizes(width=layers["fc1"].data.shape[2], mlp_dim=layers["fc1"].data.shape[1])
+        # The stack as built has the learngene's width and MLP (and, in a
+        # stage of a Swin, its patch merging the ancestry's previous stage's
+        # width as input); reach the target's.
+        stage_in = next((named.data.shape[dim] for named in globals_.values()
+                         for dim, axis in enumerate(named.axes) if axis == STAGE_IN), None)
+        built_spec = spec.with_sizes(width=layers["fc1"].data.shape[2], mlp_dim=layers["fc1"].data.shape[1],
+                                     stage_input=stage_in)
         stack = Stack(layers=layers, globals=globals_)
-        if (built_spec.width, built_spec.mlp_dim) != (width, spec.mlp_dim):
+        if (built_spec.width, built_spec.mlp_dim, built_spec.stage_input) != (width, spec.mlp_dim, spec.stage_input):
             stack = width_map(stack, built_spec, spec)
         return stack
 
@@ -390,8 +409,8 @@ class Peg(LearngeneKind):
         expected = expected_globals(template)
         for role, named in template.layers.items():
             shape = list(named.data.shape[1:])
-            if role in HEAD_ROWS or role in HEAD_COLUMNS:
-                shape[_role_axis(role)] = heads_b * spec.head_dim
+            if role in HEAD_ROLES:
+                shape[_role_axis(role)] = heads_b * _head_size(role, spec.head_dim)
                 expected[f"msa.{role}"] = (msa_layers, *shape)
             elif role in MSA_INHERITED:
                 expected[f"msa.{role}"] = (msa_layers, *shape)
@@ -401,7 +420,8 @@ class Peg(LearngeneKind):
         expected["mix.ffn"] = (layers_b, msa_layers)
         return expected
 
-    def prepare(self, learngene: Learngene, target: ArchSpec, seed: int = 0) -> GeneratedModel:
+    def prepare(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any] | None = None,
+                seed: int = 0) -> GeneratedModel:
         """The descendant as φ over the frozen learngene: φ₀'s seeded draw of
         the sampled mixture (frozen) and the learned correction (trainable,
         zero at the start)."""
@@ -417,9 +437,9 @@ class Peg(LearngeneKind):
         for name in sorted(learngene.tensors):  # sorted: the draw does not depend on the file's order
             part, _, role = name.partition(".")
             data = learngene.tensors[name]
-            if part == "msa" and (role in HEAD_ROWS or role in HEAD_COLUMNS):
+            if part == "msa" and role in HEAD_ROLES:
                 learned.update(fresh_correction(name, msa_layers * heads_b, target.depth * target.heads,
-                                                learngene.spec.head_dim, generator))
+                                                _head_size(role, learngene.spec.head_dim), generator))
             elif part == "msa":
                 learned.update(fresh_correction(name, msa_layers, target.depth, data.shape[1], generator))
             elif part == "ffn":
@@ -428,14 +448,15 @@ class Peg(LearngeneKind):
 
         return GeneratedModel(target, self.build, learned, frozen)
 
+    def prepared_report(self, model: GeneratedModel) -> dict[str, Any]:
+        return {"rule": "PEG: descendant heads and FFNs are φ's mixtures of the learngene's",
+                "phi_parameters": sum(p.numel() for p in model.parameters())}
+
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
-        model = self.prepare(learngene, target, context.seed)
-        report: dict[str, Any] = {"rule": "PEG: descendant heads and FFNs are φ's mixtures of the learngene's",
-                                  "phi_parameters": sum(p.numel() for p in model.parameters())}
-        report.update(context.fit(model, learngene, options, "the map φ",
-                                  "peg: the map φ is a fresh seeded draw (no --data): the descendant is "
-                                  "the sampled mixture, training-free; give --data D to train φ"))
+        model = self.prepare(learngene, target, options, context.seed)
+        report = self.prepared_report(model)
+        report.update(context.fit(model, learngene, options, self.fitted_part, self.unfitted_note))
         return model.materialise(), report
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from ..lazy import torch
 from ..methods.clone import width_step
 from ..methods.tleg_fit import fit_line
 from ..options import Option
-from ..sizing import check_size
+from ..sizing import check_size, own_depth, spec_at_depth
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
                    globals_from_tensors, init_option, is_global)
@@ -72,17 +72,18 @@ class Tleg(LearngeneKind):
 
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         text = options.get("depths")
+        depth = own_depth(aux)  # a model of stages: its deepest stage's, which the range draws
         if not text:
             # docs/learngenes.md "--depths": drawing the depth costs ~1 point at
             # the auxiliary depth and gains up to 15 at 2 and 2L.
-            text = f"{min(2, aux.depth)}-{2 * aux.depth}"
+            text = f"{min(2, depth)}-{2 * depth}"
         match = re.fullmatch(r"([0-9]{1,9})(?:-([0-9]{1,9}))?", str(text), re.ASCII)
         if not match:
             raise UsageError(f"--depths takes a range MIN-MAX such as 3-12, not {shown(repr(str(text)))}")
         first, last = int(match.group(1)), int(match.group(2) or match.group(1))
         if not 1 <= first <= last:
             raise UsageError(f"--depths {text}: need 1 <= MIN <= MAX")
-        check_size(aux.with_sizes(depth=last))  # the deepest model a step trains
+        check_size(spec_at_depth(aux, last))  # the deepest model a step trains
         return tuple(range(first, last + 1))
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],

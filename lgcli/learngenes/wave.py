@@ -300,6 +300,14 @@ class Wave(LearngeneKind):
                "(roles: qkv, o, fc1, fc2, qkv_bias, o_bias, fc1_bias, fc2_bias, norm1_weight, ...)"),
         init_option(),
     )
+    # A Swin block's relative position table ((2W - 1)^2 positions x heads)
+    # has an axis of no width, which WAVE's templates (Table C.2: D0 x D0
+    # blocks tiling the width axes, Eq. 4) do not define a tiling of.
+    not_per_stage = ("WAVE's templates tile a layer's width axes (Eq. 4), and a Swin block's relative position "
+                     "table has an axis of window positions they do not define; use tleg or peg")
+    fitted_part = "the scalers"
+    unfitted_note = ("wave: scalers not fitted (no --data): the descendant is Eq. B.1's initialisation; "
+                     "give --data D to fit them")
     # 32, not the probe's 64: a fitting step costs a full training step of
     # the descendant (the backward pass must reach every layer's scalers), and
     # a few thousand scalers need no larger batch; this keeps 300 steps of a
@@ -443,16 +451,16 @@ class Wave(LearngeneKind):
 
         return GeneratedModel(target, self.build, trainable, frozen, self.no_weight_decay)
 
+    def prepared_report(self, model: GeneratedModel) -> dict[str, Any]:
+        return {"scalers": "WAVE Eq. B.1 (linear padding)",
+                "scaler_parameters": sum(t.numel() for name, t in model.tensors().items() if name.startswith("S."))}
+
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
         started = time.perf_counter()
         model = self.prepare(learngene, target, options, context.seed)
-        report: dict[str, Any] = {"scalers": "WAVE Eq. B.1 (linear padding)", "widen": options["widen"],
-                                  "scaler_parameters": sum(t.numel() for name, t in model.tensors().items()
-                                                           if name.startswith("S."))}
-        report.update(context.fit(model, learngene, options, "the scalers",
-                                  "wave: scalers not fitted (no --data): the descendant is Eq. B.1's "
-                                  "initialisation; give --data D to fit them"))
+        report: dict[str, Any] = {**self.prepared_report(model), "widen": options["widen"]}
+        report.update(context.fit(model, learngene, options, self.fitted_part, self.unfitted_note))
         report["seconds"] = round(time.perf_counter() - started, 3)
         return model.materialise(), report
 

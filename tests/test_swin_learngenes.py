@@ -1,0 +1,236 @@
+"""Learngenes of a Swin (issue 21, item 2): TLEG and PEG stage by stage
+(`lgcli.learngenes.stages`), as the PEG paper applies its mixtures to Swin;
+WAVE refused in one line. Formulas checked entry by entry on a tiny Swin,
+descendants loaded strictly by timm (and transformers) and run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import timm
+import torch
+
+import lgcli
+from lgcli.learngenes import GeneratedModel, get_kind
+from lgcli.learngenes.stages import StagedKind
+from lgcli.options import resolve_options
+from lgcli.sizing import spec_at_depth
+
+from test_swin import make_swin
+
+# A tiny Swin that takes the built-in Fashion-MNIST images (1 x 28 x 28, 10
+# classes): two stages of head dim 8, windows of 7 (stage 1 is one window).
+SWIN = dict(embed_dim=16, depths=(2, 2), num_heads=(2, 4), img_size=28, patch_size=2, window_size=7, in_chans=1,
+            num_classes=10)
+FAST = ["--data", "fashion-mnist-mini", "--batch-size", "16", "--subset", "64", "--test-subset", "32"]
+
+
+def images(batch: int = 2) -> torch.Tensor:
+    return torch.randn(batch, 1, 28, 28, generator=torch.Generator().manual_seed(1))
+
+
+def printed_model(path) -> torch.nn.Module:
+    """The model `lg inspect`'s load line builds and loads strictly, run as printed."""
+    report = lgcli.inspect_checkpoint(path)
+    scope: dict = {}
+    exec(report["load_imports"] + "\nmodel = " + report["load_call"], scope)
+    return scope["model"].eval()
+
+
+@pytest.fixture(scope="module")
+def swin(tmp_path_factory):
+    model = make_swin(**SWIN)  # every parameter random and non-trivial
+    path = tmp_path_factory.mktemp("swin") / "swin.safetensors"
+    lgcli.save_model(model, path)
+    return model, path
+
+
+@pytest.fixture(scope="module")
+def tleg_gene(swin, tmp_path_factory):
+    """A TLEG learngene condensed from the Swin through the CLI (from random
+    weights, so its A and B are what training made, not the teacher's line)."""
+    from conftest import run_lg_inproc
+
+    out = tmp_path_factory.mktemp("tleg") / "swin.tleg.safetensors"
+    result = run_lg_inproc("condense", swin[1], "--method", "tleg", "--init", "random", "--depths", "1-3",
+                           "--steps", "3", *FAST, "-o", out, "--json")
+    assert result.code == 0, result.stderr
+    return out, json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def peg_gene(swin, tmp_path_factory):
+    from conftest import run_lg_inproc
+
+    out = tmp_path_factory.mktemp("peg") / "swin.peg.safetensors"
+    result = run_lg_inproc("condense", swin[1], "--method", "peg", "--seed", "3", "-o", out)
+    assert result.code == 0, result.stderr
+    return out
+
+
+def test_tleg_warm_start_is_each_stages_line_and_keeps_the_logits(swin):
+    """--init ancestry per stage: A and B are the least-squares line through
+    the stage's blocks (TLEG Eq. 1 read backwards), which a stage of two
+    blocks fits exactly, so the auxiliary model, run through the generated
+    model (timm's forward with the stages' built weights), is the teacher."""
+    model, path = swin
+    loaded = lgcli.load(path)
+    kind = get_kind("tleg", loaded.spec)
+    assert isinstance(kind, StagedKind)
+    options = resolve_options("tleg", kind.condense_options, {})
+    stack = loaded.stack.materialized()
+    trainable, frozen = kind.initial(loaded.spec, stack, options, torch.Generator().manual_seed(0), ancestry=stack)
+    assert not frozen
+    for index, stage in enumerate(stack.stages):
+        q = stage.layers["q"].data.double()
+        # x_l = (l - 1) / L for L = 2: x = 0, 1/2; the line through two points.
+        slope, base = (q[1] - q[0]) / 0.5, q[0]
+        assert torch.allclose(trainable[f"stage{index}.A.q"].double(), slope, atol=1e-5)
+        assert torch.allclose(trainable[f"stage{index}.B.q"].double(), base, atol=1e-6)
+        for role, named in stage.globals.items():
+            assert torch.equal(trainable[f"stage{index}.global.{role}"], named.data.float())
+    generated = GeneratedModel(loaded.spec, kind.build, trainable, frozen).eval()
+    with torch.no_grad():
+        assert torch.allclose(generated(images()), model(images()), atol=1e-4)
+
+
+def test_a_drawn_depth_is_the_deepest_stages():
+    four = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, embed_dim=16, depths=(1, 1, 2, 1),
+                             num_heads=(2, 4, 8, 16), img_size=32, patch_size=2, window_size=4, num_classes=3)
+    from lgcli.arch import get_adapter
+
+    spec, _ = get_adapter("swin").to_stack(four.state_dict(), config={"img_size": 32})
+    assert [s.depth for s in spec_at_depth(spec, 4).stages] == [1, 1, 4, 1]
+    kind = get_kind("tleg", spec)
+    # The default range is 2 to twice the deepest stage's depth (2), not the model's 5 blocks.
+    assert kind.training_depths(spec, resolve_options("tleg", kind.condense_options, {})) == (2, 3, 4)
+
+
+def test_tleg_condensed_and_grown_per_stage(tleg_gene, tmp_path, lg):
+    """Each stage's descendant blocks are B_s + ((l - 1) / L_s) A_s, entry by
+    entry; the output loads strictly by the printed timm line and runs."""
+    path, report = tleg_gene
+    assert report["options"]["depths"] == "1-3" and report["auxiliary"]["stages"][1]["depth"] == 2
+    out = tmp_path / "grown.safetensors"
+    result = lg("grow", path, "--depth", "1,3", "-o", out)
+    assert result.code == 0, result.stderr
+    gene = lgcli.load_learngene(path)
+    grown = lgcli.load(out)
+    assert [s.depth for s in grown.spec.stages] == [1, 3]
+    for index, depth in enumerate((1, 3)):
+        a, b = gene.tensors[f"stage{index}.A.fc1"], gene.tensors[f"stage{index}.B.fc1"]
+        built = grown.stack.stages[index].layers["fc1"].data
+        for layer in range(depth):
+            expected = b + (layer / depth) * a
+            assert torch.allclose(built[layer].float(), expected, atol=1e-6), (index, layer)
+        for role in gene.tensors:
+            if role.startswith(f"stage{index}.global."):
+                name = role.split(".", 2)[2]
+                assert torch.equal(grown.stack.stages[index].globals[name].data.float(), gene.tensors[role])
+    model = printed_model(out)
+    assert model.layers[1].blocks.__len__() == 3 and torch.isfinite(model(images())).all()
+
+
+def test_peg_samples_each_stage_by_hand(swin, peg_gene):
+    """Stage s, ancestry layer a: learngene head h = sum_i p[a, h, i] head i
+    of q (rows) and o (columns), and of the relative position table (one
+    column per head, mixed with its head's weights); FFN l = sum_k p[l, k] FFN k."""
+    model, _ = swin
+    gene = lgcli.load_learngene(peg_gene)
+    assert [s["learngene_heads"] for s in gene.sizes["stages"]] == [1, 2]
+    d = 8
+    for index, stage in enumerate(model.layers):
+        heads_a = stage.blocks[0].attn.num_heads
+        mix = gene.tensors[f"stage{index}.mix.heads"]
+        assert mix.shape == (2, heads_a // 2, heads_a)
+        for a, block in enumerate(stage.blocks):
+            q = block.attn.qkv.weight.detach()[: heads_a * d]
+            table = block.attn.relative_position_bias_table.detach()
+            o = block.attn.proj.weight.detach()
+            for h in range(heads_a // 2):
+                want_q = sum(mix[a, h, i] * q[i * d:(i + 1) * d] for i in range(heads_a))
+                got_q = gene.tensors[f"stage{index}.msa.q"][a][h * d:(h + 1) * d]
+                assert torch.allclose(got_q, want_q, atol=1e-6)
+                want_table = sum(mix[a, h, i] * table[:, i] for i in range(heads_a))
+                assert torch.allclose(gene.tensors[f"stage{index}.msa.rel_pos_bias"][a][:, h], want_table, atol=1e-6)
+                want_o = sum(mix[a, h, i] * o[:, i * d:(i + 1) * d] for i in range(heads_a))
+                assert torch.allclose(gene.tensors[f"stage{index}.msa.o"][a][:, h * d:(h + 1) * d], want_o, atol=1e-6)
+        ffn = gene.tensors[f"stage{index}.mix.ffn"]
+        want_fc1 = sum(ffn[0, k] * stage.blocks[k].mlp.fc1.weight.detach() for k in range(2))
+        assert torch.allclose(gene.tensors[f"stage{index}.ffn.fc1"][0], want_fc1, atol=1e-6)
+
+
+@pytest.mark.parametrize("size", [["--depth", "3"], ["--depth", "1,3", "--width", "24"], ["--width", "8"]])
+def test_peg_descendants_load_strictly_in_timm(peg_gene, tmp_path, lg, size):
+    out = tmp_path / "grown.safetensors"
+    result = lg("grow", peg_gene, *size, "-o", out)
+    assert result.code == 0, result.stderr
+    model = printed_model(out)
+    width = int(size[size.index("--width") + 1]) if "--width" in size else 16
+    assert model.embed_dim == width and [b.attn.num_heads for b in (s.blocks[0] for s in model.layers)] == \
+        [width // 8, 2 * width // 8]
+    assert torch.isfinite(model(images())).all()
+
+
+def test_peg_phi_fitted_on_a_swin_leaves_the_learngene_unchanged(peg_gene, tmp_path, lg):
+    """φ is fitted through the whole Swin's forward pass, every stage's part
+    at once; the learngene file is untouched and the descendant differs
+    from the unfitted one."""
+    before = peg_gene.read_bytes()
+    fitted, unfitted = tmp_path / "fitted.safetensors", tmp_path / "unfitted.safetensors"
+    result = lg("grow", peg_gene, "--depth", "3", "--steps", "4", *FAST[:2], "--subset", "64", "-o", fitted, "--json")
+    assert result.code == 0, result.stderr
+    details = json.loads(result.stdout)["details"]
+    assert details["fitted"] is True and len(details["stages"]) == 2
+    assert lg("grow", peg_gene, "--depth", "3", "-o", unfitted).code == 0
+    assert peg_gene.read_bytes() == before
+    a, b = lgcli.load(fitted).stack.stages[1], lgcli.load(unfitted).stack.stages[1]
+    assert not torch.equal(a.layers["q"].data, b.layers["q"].data)
+    assert torch.isfinite(printed_model(fitted)(images())).all()
+
+
+def test_hf_swin_folder_gives_a_peg_learngene_transformers_loads(tmp_path, lg):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.SwinConfig(embed_dim=16, depths=[2, 2], num_heads=[2, 4], image_size=28, patch_size=2,
+                                     window_size=7, num_labels=10, num_channels=1)
+    folder = tmp_path / "hf-swin"
+    transformers.SwinForImageClassification(config).save_pretrained(folder)
+    gene, out = tmp_path / "peg.safetensors", tmp_path / "grown"
+    assert lg("condense", folder, "--method", "peg", "-o", gene).code == 0
+    result = lg("grow", gene, "--depth", "3", "--width", "24", "-o", out)
+    assert result.code == 0, result.stderr
+    model, info = transformers.SwinForImageClassification.from_pretrained(out, output_loading_info=True)
+    assert not (info["missing_keys"] or info["unexpected_keys"] or info["mismatched_keys"])
+    assert model.config.embed_dim == 24 and list(model.config.depths) == [2, 3]
+    with torch.no_grad():
+        assert model(pixel_values=images()).logits.shape == (2, 10)
+
+
+def test_tleg_width_change_refused_with_a_pipe_that_runs(tleg_gene, tmp_path, lg):
+    path, _ = tleg_gene
+    result = lg("grow", path, "--depth", "3", "--width", "24", "-o", tmp_path / "x.safetensors")
+    assert result.code == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert "lg grow LG --depth 2,3 -o - | lg grow - --width 24 -o OUT" in result.stderr
+    first = lg("grow", path, "--depth", "2,3", "-o", "-")
+    assert first.code == 0, first.stderr
+    out = tmp_path / "wide.safetensors"
+    assert lg("grow", "-", "--width", "24", "-o", out, stdin=first.stdout).code == 0
+    assert printed_model(out).embed_dim == 24
+
+
+def test_wave_on_a_swin_refused_in_one_line(swin, tmp_path, lg):
+    result = lg("condense", swin[1], "--method", "wave", *FAST, "--steps", "2", "-o", tmp_path / "w.safetensors")
+    assert result.code == 1 and "no wave learngene of a model of stages" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "w.safetensors").exists()
+
+
+def test_inspect_a_swin_learngene(tleg_gene, lg):
+    path, _ = tleg_gene
+    report = json.loads(lg("inspect", path, "--json").stdout)
+    assert [s["width"] for s in report["stages"]] == [16, 32] and report["family"] == "swin"
+    params = report["parameters"]
+    assert params["globals"] > 0 and params["learngene"] + params["globals"] == params["total"]
+    text = lg("inspect", path).stdout.decode()
+    assert "depths 2,2, widths 16,32, heads 2,4" in text
