@@ -92,6 +92,13 @@ def _sized_target(source: ArchSpec, new_depth: int, new_width: int, new_mlp: int
                              mlp_dim=new_mlp, kv_heads=new_kv_heads)
 
 
+def at_width(source: ArchSpec, width: int) -> ArchSpec:
+    """`source` at another width, heads and MLP following as `target_spec`
+    sets them, with no limit checked: for listing the widths a learngene can
+    build (one stage of a Swin included, whose size alone is not a model's)."""
+    return _sized_target(source, source.depth, width, round(source.mlp_dim * width / source.width), None, None)
+
+
 def stage_depths(source: ArchSpec, depth: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
     """The target depth of each stage of a hierarchical model: a list gives
     one per stage; one number is the depth of the deepest stage (the one with

@@ -255,12 +255,12 @@ def test_cli_refusals_are_one_line(source, tmp_path, lg, args, message):
     assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
-def test_no_wave_learngene_from_a_swin(source, tmp_path, lg):
-    """TLEG and PEG apply per stage (tests/test_swin_learngenes.py); WAVE's
-    templates do not define a tiling of the position tables."""
+def test_tleg_fit_refused_on_a_swin(source, tmp_path, lg):
+    """The learngene kinds apply per stage (tests/test_swin_learngenes.py);
+    tleg-fit's line over a stage of 2 blocks says nothing about a third."""
     _, path = source
-    result = lg("condense", path, "--method", "wave", "--data", "fashion-mnist-mini", "-o", tmp_path / "w.safetensors")
-    assert result.code != 0 and "no wave learngene of a model of stages" in result.stderr
+    result = lg("grow", path, "--depth", "3", "--method", "tleg-fit", "-o", tmp_path / "t.safetensors")
+    assert result.code != 0 and "not defined on a swin" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 

@@ -1,7 +1,7 @@
-"""Learngenes of a Swin (issue 21, item 2): TLEG and PEG stage by stage
-(`lgcli.learngenes.stages`), as the PEG paper applies its mixtures to Swin;
-WAVE refused in one line. Formulas checked entry by entry on a tiny Swin,
-descendants loaded strictly by timm (and transformers) and run."""
+"""Learngenes of a Swin (issue 21, item 2): TLEG, WAVE and PEG stage by
+stage (`lgcli.learngenes.stages`), as the PEG paper applies its mixtures to
+Swin. Formulas checked entry by entry on a tiny Swin, descendants loaded
+strictly by timm (and transformers) and run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import timm
 import torch
 
 import lgcli
+import lgcli.sizing
 from lgcli.learngenes import GeneratedModel, get_kind
 from lgcli.learngenes.stages import StagedKind
 from lgcli.options import resolve_options
@@ -220,10 +221,71 @@ def test_tleg_width_change_refused_with_a_pipe_that_runs(tleg_gene, tmp_path, lg
     assert printed_model(out).embed_dim == 24
 
 
-def test_wave_on_a_swin_refused_in_one_line(swin, tmp_path, lg):
-    result = lg("condense", swin[1], "--method", "wave", *FAST, "--steps", "2", "-o", tmp_path / "w.safetensors")
-    assert result.code == 1 and "no wave learngene of a model of stages" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "w.safetensors").exists()
+def test_wave_warm_start_per_stage_keeps_the_logits(swin):
+    """WAVE's least-squares templates under Eq. B.1 (templates as wide as the
+    stage: one at 1, one at l / L per block, TLEG's line, appendix Prop. 1)
+    rebuild a stage of two blocks exactly, the position tables included (their
+    window axis spanned whole by the templates): the auxiliary model is the
+    teacher up to Eq. B.1's noise (1e-6)."""
+    model, path = swin
+    loaded = lgcli.load(path)
+    kind = get_kind("wave", loaded.spec)
+    stack = loaded.stack.materialized()
+    options = resolve_options("wave", kind.condense_options, {})
+    trainable, frozen = kind.initial(loaded.spec, stack, options, torch.Generator().manual_seed(0), ancestry=stack)
+    assert trainable["stage1.T.rel_pos_bias"].shape[1:] == stack.stages[1].layers["rel_pos_bias"].data.shape[1:]
+    generated = GeneratedModel(loaded.spec, kind.build, trainable, frozen).eval()
+    with torch.no_grad():
+        assert torch.allclose(generated(images()), model(images()), atol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def wave_gene(swin, tmp_path_factory):
+    from conftest import run_lg_inproc
+
+    out = tmp_path_factory.mktemp("wave") / "swin.wave.safetensors"
+    result = run_lg_inproc("condense", swin[1], "--method", "wave", "--template-dim", "8", "--steps", "3", *FAST,
+                           "-o", out)
+    assert result.code == 0, result.stderr
+    return out
+
+
+def test_wave_grows_each_stage_by_eq_4(wave_gene):
+    """At twice the width, each stage's weights are Eq. 4's sum of templates
+    (x) scalers, the position table's heads tiled with the rest; the patch
+    merging's input (the previous stage's width) is widened as the globals'
+    `embed` axis is (interleave, a linear input divided by its copies)."""
+    from lgcli.learngenes.wave import kronecker_sum, widen_index
+
+    gene = lgcli.load_learngene(wave_gene)
+    target = lgcli.sizing.target_spec(gene.spec, depth=[1, 3], width=32)
+    kind = get_kind("wave", gene.spec)
+    options = resolve_options("wave", kind.expand_options, {})
+    model = kind.prepare(gene, target, options, seed=0)
+    built = model.materialise()
+    tensors = model.tensors()
+    for index in range(2):
+        table = kronecker_sum(tensors[f"stage{index}.T.rel_pos_bias"], tensors[f"stage{index}.S.rel_pos_bias"])
+        assert torch.equal(built.stages[index].layers["rel_pos_bias"].data, table)
+        assert table.shape[1:] == (169, target.stages[index].heads)  # (2 x 7 - 1)^2 positions
+    merge = gene.tensors["stage1.global.merge_weight"]  # (64 embed, 4 neighbours, 32 from stage 0)
+    embed, inputs = widen_index(32, 64, "interleave"), widen_index(16, 32, "interleave")
+    expected = merge[embed][:, :, inputs] / 2
+    assert torch.equal(built.stages[1].globals["merge_weight"].data, expected)
+
+
+def test_wave_descendants_load_strictly_in_timm(wave_gene, tmp_path, lg):
+    for size in (["--depth", "3"], ["--depth", "1,3", "--width", "24"]):
+        out = tmp_path / "grown.safetensors"
+        result = lg("grow", wave_gene, *size, "-o", out, "--force")
+        assert result.code == 0, result.stderr
+        assert torch.isfinite(printed_model(out)(images())).all()
+    fitted = tmp_path / "fitted.safetensors"
+    result = lg("grow", wave_gene, "--depth", "3", "--steps", "3", "--data", "fashion-mnist-mini", "--subset", "64",
+                "-o", fitted, "--json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["details"]["fitted"] is True
+    assert torch.isfinite(printed_model(fitted)(images())).all()
 
 
 def test_inspect_a_swin_learngene(tleg_gene, lg):

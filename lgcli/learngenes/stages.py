@@ -192,7 +192,15 @@ class StagedKind(LearngeneKind):
         first = described[0]
         return {"holds": "; ".join(f"stage {i}: {d['holds']}" for i, d in enumerate(described)),
                 "depths": f"per stage, {first['depths']} (--depth 2,2,6,2; one number sets the deepest stage)",
-                "widths": first["widths"],
+                # The first stage's widths at which every stage builds (the later ones at their ratio).
+                "widths": [width for width in first["widths"] if self._builds(learngene, width)],
                 "becomes": f"each stage as {self.name} builds a model: its first stage {first['becomes']}; "
                            f"--depth per stage or one number for the deepest, --width the first stage's (the "
                            f"others keep their ratio to it)"}
+
+    def _builds(self, learngene: Learngene, width: int) -> bool:
+        try:
+            self.check_target(learngene, target_spec(learngene.spec, width=width))
+        except LgError:
+            return False
+        return True

@@ -41,8 +41,8 @@ from ..errors import LgError
 from ..lazy import torch
 from ..methods.common import is_linear_weight
 from ..options import Option
-from ..sizing import DEFAULT_MAX_PARAMS, target_spec
-from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
+from ..sizing import DEFAULT_MAX_PARAMS, at_width
+from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, STAGE_IN, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
 
@@ -138,9 +138,16 @@ def role_axes(role: str) -> tuple[str, ...]:
     return LAYER_ROLE_AXES[FUSED[role][0] if role in FUSED else role][1:]
 
 
-def role_shape(role: str, spec: ArchSpec) -> tuple[int, ...]:
+def role_shape(role: str, spec: ArchSpec, fixed: tuple[int, ...] | list[int] | None = None) -> tuple[int, ...]:
+    """One layer's shape of a WAVE role in a model of `spec`. An axis no
+    size of the spec sets (a Swin block's window positions, FIXED) is never
+    resized: its length is taken from `fixed`, a shape of the role (the
+    auxiliary model's, or the templates', which span it whole)."""
     sizes = spec.axis_sizes()
-    shape = [sizes[axis] for axis in role_axes(role)]
+    shape = [sizes[axis] if axis != FIXED else (fixed or ())[index] if fixed else None
+             for index, axis in enumerate(role_axes(role))]
+    if None in shape:
+        raise LgError(f"WAVE needs the length of {role}'s fixed axis")
     if role in FUSED:
         shape[0] *= 3
     return tuple(shape)
@@ -180,8 +187,12 @@ def parse_templates(text: str | None) -> dict[str, tuple[tuple[int, ...], int]]:
 
 
 def template_config(aux: ArchSpec, roles: list[str], template_dim: int | None,
-                    overrides: Mapping[str, tuple[tuple[int, ...], int]]) -> dict[str, dict[str, Any]]:
-    """Table C.2 scaled to the auxiliary width: {role: {"shape", "count"}}."""
+                    overrides: Mapping[str, tuple[tuple[int, ...], int]],
+                    fixed: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, dict[str, Any]]:
+    """Table C.2 scaled to the auxiliary width: {role: {"shape", "count"}}.
+    `fixed`: the auxiliary model's shape of each role with an axis no size
+    sets (a Swin's position tables); the templates span that axis whole."""
+    fixed = fixed or {}
     dim = template_dim or aux.width
     unknown = sorted(set(overrides) - set(roles))
     if unknown:
@@ -198,9 +209,10 @@ def template_config(aux: ArchSpec, roles: list[str], template_dim: int | None,
             # Table C.2's D0 x D0 blocks; an axis D0 does not divide (an MLP
             # of 344 at width 128, GQA's k and v of 64 rows) gets a template
             # as long as the axis scaled by D0 / D, so it grows with the width.
-            full = role_shape(role, aux)
-            shape = tuple(dim if length % dim == 0 else _scaled(role, length, dim, aux.width, "W1xW2@2")
-                          for length in full)
+            full = role_shape(role, aux, fixed.get(role))
+            shape = tuple(length if axis == FIXED else dim if length % dim == 0
+                          else _scaled(role, length, dim, aux.width, "W1xW2@2")
+                          for axis, length in zip(axes, full))
             # Table C.2 gives every D0 x D0 block of the auxiliary model two
             # templates (one at weight 1, one at l / L under Eq. B.1) when
             # D0 = D; with smaller templates there are more blocks, and lg
@@ -209,7 +221,7 @@ def template_config(aux: ArchSpec, roles: list[str], template_dim: int | None,
             blocks = math.prod(m // w for m, w in zip(full, shape))
             count = max(MATRIX_COUNTS.get(role, OTHER_MATRIX_COUNT), 2 * blocks)
         else:
-            (length,) = role_shape(role, aux)
+            (length,) = role_shape(role, aux, fixed.get(role))
             if axes[0] in WIDTH_AXES:
                 length = _scaled(role, length, dim, aux.width, "W@4")
             shape, count = (length,), VECTOR_COUNT
@@ -240,7 +252,7 @@ def scales_at(config: Mapping[str, Mapping[str, Any]], spec: ArchSpec) -> dict[s
     """s = M / w per role at `spec`, or the first reason it is not whole."""
     scales = {}
     for role, entry in config.items():
-        shape = role_shape(role, spec)
+        shape = role_shape(role, spec, entry["shape"])
         if any(m % w for m, w in zip(shape, entry["shape"])):
             return (f"{role} of shape {'x'.join(map(str, shape))} is no whole multiple of its "
                     f"{'x'.join(map(str, entry['shape']))} templates")
@@ -263,22 +275,27 @@ def widen_index(source: int, target: int, layout: str) -> torch.Tensor:
     return (positions * source) // target
 
 
-def widen_globals(globals_: Mapping[str, Named], source: int, target: int, layout: str) -> dict[str, Named]:
+def widen_globals(globals_: Mapping[str, Named], source: int, target: int, layout: str,
+                  stage_in: tuple[int, int] | None = None) -> dict[str, Named]:
     """The globals at a new width: every `embed` axis re-indexed by
     `widen_index`; where `embed` is a linear layer's input (the head), the
     copies of a source column are divided by their number, so the head's
-    output is unchanged when the features are copies."""
-    if source == target:
+    output is unchanged when the features are copies. In a stage of a Swin,
+    `stage_in` (the previous stage's width, source and target) re-indexes
+    the patch merging's input axis by the same rule."""
+    widths = {EMBED: (source, target), **({STAGE_IN: stage_in} if stage_in else {})}
+    indices = {axis: widen_index(before, after, layout) for axis, (before, after) in widths.items() if before != after}
+    if not indices:
         return dict(globals_)
-    index = widen_index(source, target, layout)
-    copies = torch.bincount(index, minlength=source).float()
     out = {}
     for role, named in globals_.items():
         data = named.data.float()
         for dim, axis in enumerate(named.axes):
-            if axis == EMBED:
+            if axis in indices:
+                index = indices[axis]
                 data = data.index_select(dim, index)
                 if is_linear_weight(named, role) and dim == data.dim() - 1:
+                    copies = torch.bincount(index, minlength=widths[axis][0]).float()
                     data = data / copies[index]
         out[role] = Named(data, named.axes)
     return out
@@ -300,11 +317,6 @@ class Wave(LearngeneKind):
                "(roles: qkv, o, fc1, fc2, qkv_bias, o_bias, fc1_bias, fc2_bias, norm1_weight, ...)"),
         init_option(),
     )
-    # A Swin block's relative position table ((2W - 1)^2 positions x heads)
-    # has an axis of no width, which WAVE's templates (Table C.2: D0 x D0
-    # blocks tiling the width axes, Eq. 4) do not define a tiling of.
-    not_per_stage = ("WAVE's templates tile a layer's width axes (Eq. 4), and a Swin block's relative position "
-                     "table has an axis of window positions they do not define; use tleg or peg")
     fitted_part = "the scalers"
     unfitted_note = ("wave: scalers not fitted (no --data): the descendant is Eq. B.1's initialisation; "
                      "give --data D to fit them")
@@ -320,10 +332,11 @@ class Wave(LearngeneKind):
     )
 
     # -------------------------------------------------------- condensing
-    def template_config_for(self, aux: ArchSpec, layer_roles: list[str],
+    def template_config_for(self, aux: ArchSpec, aux_init: Stack,
                             options: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        config = template_config(aux, wave_roles(layer_roles, aux), options.get("template_dim"),
-                                 parse_templates(options.get("templates")))
+        roles = wave_roles(list(aux_init.layers), aux)
+        config = template_config(aux, roles, options.get("template_dim"), parse_templates(options.get("templates")),
+                                 fixed=fixed_shapes(aux_init, roles))
         scales = scales_at(config, aux)
         if isinstance(scales, str):
             raise LgError(f"the auxiliary model cannot be built from these templates: {scales}")
@@ -337,7 +350,7 @@ class Wave(LearngeneKind):
         family's initial value, or, from an `ancestry` (the teacher at this
         width), the least-squares templates under those scalers
         (`padding_templates`) and the teacher's globals."""
-        config = self.template_config_for(aux, list(aux_init.layers), options)
+        config = self.template_config_for(aux, aux_init, options)
         scales = scales_at(config, aux)
         assert not isinstance(scales, str)
         tensors: dict[str, torch.Tensor] = {}
@@ -399,7 +412,7 @@ class Wave(LearngeneKind):
         own, config, found = learngene.spec, self._config(learngene), []
         for width in range(own.head_dim, 16 * own.width + 1, own.head_dim):
             try:
-                spec = target_spec(own, width=width)
+                spec = at_width(own, width)
             except LgError:  # a head count the key/value heads do not divide
                 continue
             if not isinstance(scales_at(config, spec), str):
@@ -420,9 +433,11 @@ class Wave(LearngeneKind):
         that tiles the auxiliary model's tensor of that role (counts are the
         file's own: Table C.2 is a default, not a rule)."""
         expected = expected_globals(template)
-        for role in wave_roles(list(template.layers), learngene.spec):
+        roles = wave_roles(list(template.layers), learngene.spec)
+        fixed = fixed_shapes(template, roles)
+        for role in roles:
             found = learngene.tensors.get(f"T.{role}")
-            full = role_shape(role, learngene.spec)
+            full = role_shape(role, learngene.spec, fixed.get(role))
             shape = tuple(found.shape) if found is not None and found.dim() == 1 + len(full) else (1, *full)
             if found is not None and (shape[0] < 1 or any(w < 1 or m % w for m, w in zip(full, shape[1:]))):
                 shape = (max(shape[0], 1), *full)  # not a tiling: report the auxiliary model's own shape
@@ -441,8 +456,10 @@ class Wave(LearngeneKind):
         scalers = {f"S.{role}": linear_padding_scalers(target.depth, entry["count"], scales[role], generator)
                    for role, entry in config.items()}
         templates = {name: t.float() for name, t in learngene.tensors.items() if name.startswith("T.")}
-        globals_ = widen_globals(globals_from_tensors(learngene.tensors, learngene.spec.family),
-                                 learngene.spec.width, target.width, options["widen"])
+        own = learngene.spec
+        globals_ = widen_globals(globals_from_tensors(learngene.tensors, own.family), own.width, target.width,
+                                 options["widen"], stage_in=(own.stage_input, target.stage_input)
+                                 if own.stage_input is not None and target.stage_input is not None else None)
         global_tensors = globals_as_tensors(Stack(globals=globals_))
         fit_globals = options["fit_globals"]
         trainable = {**scalers, **(global_tensors if fit_globals else {})}
@@ -473,6 +490,13 @@ class Wave(LearngeneKind):
                 "depths": "any depth >= 1 (scalers initialised by Eq. B.1, fitted with --data)",
                 "widths": widths,
                 "becomes": f"any depth, widths {', '.join(map(str, widths))}, ..."}
+
+
+def fixed_shapes(stack: Stack, roles: list[str]) -> dict[str, tuple[int, ...]]:
+    """One layer's shape of each WAVE role with a FIXED axis (no size of the
+    spec sets it: a Swin block's window positions), read from `stack`."""
+    return {role: tuple(stack.layers[role].data.shape[1:]) for role in roles
+            if role not in FUSED and FIXED in role_axes(role)}
 
 
 def _fused(stack: Stack, role: str) -> torch.Tensor:
