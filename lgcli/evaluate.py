@@ -343,8 +343,10 @@ def add_steps_to_baseline(rows: list[dict], measure: Measure = TOP1) -> None:
         reference = steps_to_reach(baseline["curve"], target, measure)
         row["baseline"] = baseline["name"]
         row["steps_to_random_final"] = None if own is None else round(own, 1)
-        # No ratio when the row never gets there, or starts there (step 0).
-        row["speedup"] = None if not own or reference is None else round(reference / own, 2)
+        # No ratio when the row never gets there, or starts there (step 0), or
+        # when random itself is there at step 0 (a short or noisy run): 0 / n
+        # would read as a 0.00x speed-up.
+        row["speedup"] = None if not own or not reference else round(reference / own, 2)
 
 
 def probe_row(candidate: Candidate, data: ImageData | TextData, settings: ProbeSettings) -> dict:

@@ -265,3 +265,10 @@ def test_steps_to_reach_interpolates_on_a_hand_made_curve():
     assert fast["steps_to_random_final"] == 150.0 and fast["speedup"] == round(200 / 150, 2)
     assert slow["steps_to_random_final"] is None and slow["speedup"] is None
     assert "steps_to_random_final" not in other            # no baseline of its architecture
+
+    # Random at its final from step 0 (its curve falls back to it): a row
+    # that gets there later has steps but no ratio, not a 0.00x speed-up.
+    flat = {**random, "final": {"top1": 10.0}, "curve": [{"step": 0, "top1": 10.0}, {"step": 2, "top1": 10.0}]}
+    late = {**fast, "curve": [{"step": 0, "top1": 5.0}, {"step": 2, "top1": 12.0}]}
+    add_steps_to_baseline([late, flat])
+    assert late["steps_to_random_final"] == round(2 * 5 / 7, 1) and late["speedup"] is None
