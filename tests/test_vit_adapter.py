@@ -111,7 +111,10 @@ def test_heads_from_metadata_then_flag_then_assumed(tmp_path, lg):
     recorded = json.loads(lg("inspect", with_meta, "--json").stdout)
     assert recorded["heads"] == 4 and recorded["heads_assumed"] is False
     clash = lg("inspect", with_meta, "--heads", "2")
-    assert clash.code != 0 and "contradicts" in clash.stderr
+    assert clash.code != 0 and "says 4 heads; the 2 heads given contradict it" in clash.stderr
+    # Named by value, not by a flag the command does not have (shrink's is --source-heads).
+    clash = lg("shrink", with_meta, "--depth", "1", "--source-heads", "2", "-o", tmp_path / "x.safetensors")
+    assert clash.code != 0 and "the 2 heads given contradict it" in clash.stderr and "--heads 2" not in clash.stderr
 
 
 def test_qk_norm_gives_heads_exactly(tmp_path):

@@ -476,7 +476,9 @@ class DeclaredAdapter:
         field_name = self.layout.size_fields.get("heads")
         recorded = config.get(field_name) if field_name else None
         if recorded is not None and requested is not None and recorded != requested:
-            raise LgError(f"the file's metadata says {recorded} heads; --heads {requested} contradicts it")
+            # The flag has another name per command (--heads, --source-heads,
+            # --teacher-heads): the message names the value, not a flag.
+            raise LgError(f"the file's metadata says {recorded} heads; the {requested} heads given contradict it")
         chosen = recorded if recorded is not None else requested
         if chosen is None:
             chosen = self.exact_heads(stored, q_rows)

@@ -223,7 +223,7 @@ class HfAdapter(DeclaredAdapter):
         sizes = self.sizes(config) if config else None
         recorded = sizes.heads if sizes else None
         if recorded is not None and requested is not None and recorded != requested:
-            raise LgError(f"config.json says {recorded} heads; --source-heads {requested} contradicts it")
+            raise LgError(f"config.json says {recorded} heads; the {requested} heads given contradict it")
         chosen = recorded if recorded is not None else requested
         assumed = chosen is None
         if chosen is None:
