@@ -277,6 +277,10 @@ def test_plain_timm_file_without_metadata(tmp_path):
     x = images(model)
     with torch.no_grad():
         assert torch.equal(printed_model(path)(x), model(x))
+    # What lg writes from it still says the image size was assumed, not known.
+    out = tmp_path / "small.safetensors"
+    resize_file(path, out, direction="shrink", depth=[2, 1], method="select")
+    assert lgcli.inspect_checkpoint(out)["img_size_assumed"] is True
 
 
 def test_recorded_config_that_disagrees_is_refused(tmp_path):

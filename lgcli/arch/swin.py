@@ -169,8 +169,9 @@ def check_config(config: Any) -> dict[str, Any]:
             raise LgError(f"the file's lg.config field {key} must be a list of whole numbers of at least 1")
     if "mlp_ratio" in config and not _positive_number(config["mlp_ratio"]):
         raise LgError("the file's lg.config field mlp_ratio must be a positive number")
-    if "qkv_bias" in config and type(config["qkv_bias"]) is not bool:
-        raise LgError("the file's lg.config field qkv_bias must be true or false")
+    for key in ("qkv_bias", "img_size_assumed"):
+        if key in config and type(config[key]) is not bool:
+            raise LgError(f"the file's lg.config field {key} must be true or false")
     if "model_name" in config and config["model_name"] != MODEL_NAME:
         raise LgError(f"the file's lg.config names model {config['model_name']!r}, not {MODEL_NAME!r}")
     return dict(config)
@@ -501,7 +502,11 @@ class SwinAdapter(StagedAdapter):
     def config(self, spec: ArchSpec) -> dict[str, Any]:
         """What lg records in ``lg.config``: the timm name and its arguments."""
         args = self.model_args(spec)
-        return {"model_name": MODEL_NAME, **{k: list(v) if isinstance(v, tuple) else v for k, v in args.items()}}
+        # An image size lg assumed (no metadata said it) stays said to be
+        # assumed in what lg writes, rather than recorded as if known.
+        assumed = {"img_size_assumed": True} if spec.extras.get("img_size_assumed") else {}
+        return {"model_name": MODEL_NAME, **{k: list(v) if isinstance(v, tuple) else v for k, v in args.items()},
+                **assumed}
 
     def folder_config(self, spec: ArchSpec) -> dict[str, Any] | None:
         """The config.json of a timm hub folder of `spec` when it was read
@@ -627,7 +632,7 @@ def _extras(state_dict: Mapping[str, torch.Tensor], specs: list[ArchSpec], confi
               "window_size": config.get("window_size", max(tables)),
               "qkv_bias": f"layers.0.blocks.0.{QKV_BIAS}" in state_dict}
     extras["img_size"] = config.get("img_size", extras["patch_size"] * extras["window_size"] * 2 ** (len(specs) - 1))
-    extras["img_size_assumed"] = "img_size" not in config
+    extras["img_size_assumed"] = "img_size" not in config or config.get("img_size_assumed") is True
     if TIMM_HUB_CONFIG in config:
         extras[TIMM_HUB_CONFIG] = config[TIMM_HUB_CONFIG]
     expected = stage_windows(extras, len(specs))
