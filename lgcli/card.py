@@ -102,9 +102,12 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
     lines += ["- provenance, newest first:", *(f"  {n}. {step_text(step)}" for n, step in enumerate(chain, 1)), ""]
     lines += ["## Load", "", "```python", adapter.load_imports(spec, path, folder=folder),
               f"model = {adapter.load_call(spec, path, folder=folder)}", "```", "",
-              "## Fine-tune and evaluate", "",
-              f"Fine-tune it with {adapter.fine_tune}. lg scores it, and how fast it learns, on your data:", "",
-              "```sh", f"lg eval {shown_path} --data YOUR_DATA --steps 300", "```", ""]
+              "## Fine-tune and evaluate", ""]
+    if adapter.scored_by_lg:
+        lines += [f"Fine-tune it with {adapter.fine_tune}. lg scores it, and how fast it learns, on your data:", "",
+                  "```sh", f"lg eval {shown_path} --data YOUR_DATA --steps 300", "```", ""]
+    else:  # lg's training loop drives timm image models, not this family's
+        lines += [f"Fine-tune it with {adapter.fine_tune}.", ""]
     results = [*facts.results, *learngene_results(built_from)]
     if results:
         lines += ["## What lg measured", "", *(f"- {line}" for line in results), ""]

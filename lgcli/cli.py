@@ -644,8 +644,12 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
         note(f"load with: {report['load_line']}" + ("  (set the heads to the model's own)"
                                                     if report.get("heads_assumed") else ""))
         # A resized model is a starting point, not a finished one (the card says so too).
-        note(f"this is an initialisation to fine-tune, not a finished model; score it with: "
-             f"lg eval {shlex.quote(report['output'])} --data D --steps N")
+        if report.get("scored_by_lg", True):
+            note(f"this is an initialisation to fine-tune, not a finished model; score it with: "
+                 f"lg eval {shlex.quote(report['output'])} --data D --steps N")
+        else:
+            note(f"this is an initialisation to fine-tune, not a finished model: fine-tune it with "
+                 f"{report['fine_tune']} (lg eval does not train this family yet)")
 
 
 def _resize_summary(report: dict[str, Any]) -> str:

@@ -253,7 +253,15 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     report["sha256"] = sha256
     report["load_line"] = load_line(spec, output)
     report["heads_assumed"] = spec.heads_assumed
+    report.update(_next_step(spec))
     return report
+
+
+def _next_step(spec: ArchSpec) -> dict[str, Any]:
+    """What a user does with a written model: score it with lg eval, or, for
+    a family lg does not train, fine-tune it in its library."""
+    adapter = get_adapter(spec.family)
+    return {"scored_by_lg": adapter.scored_by_lg, "fine_tune": adapter.fine_tune}
 
 
 def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: str, force: bool,
@@ -285,6 +293,7 @@ def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: st
                             card=facts, card_file=card_file)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     report["load_line"] = load_line(spec, output)
+    report.update(_next_step(spec))
     return report
 
 

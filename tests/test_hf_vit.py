@@ -169,3 +169,17 @@ def test_training_a_hugging_face_image_model_is_refused_in_one_line(command, bui
     monkeypatch.chdir(tmp_path)
     src, _ = built("vit-grayscale")
     assert_training_refused(lg, src, command, "ViTForImageClassification", tmp_path)
+
+
+def test_the_advice_after_a_write_is_transformers_not_lg_eval(built, lg, tmp_path):
+    """lg eval refuses a transformers image model, so neither stderr nor the
+    model card sends the user there: they name transformers' Trainer and the
+    image processor (not tokenizer files, which an image model has none of)."""
+    src, _ = built("vit")
+    out = tmp_path / "out"
+    result = lg("shrink", src, "--depth", "1", "-o", out)
+    assert result.code == 0, result.stderr
+    assert "score it with: lg eval" not in result.stderr
+    assert "fine-tune it with transformers' `Trainer`" in result.stderr and "AutoImageProcessor" in result.stderr
+    card = (out / "README.md").read_text()
+    assert "lg eval" not in card and "tokenizer" not in card and "AutoImageProcessor" in card

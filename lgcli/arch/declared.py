@@ -414,6 +414,7 @@ class DeclaredAdapter:
 
     layout: Layout
     heads_may_go_unrecorded = False  # `base.FamilyAdapter`
+    scored_by_lg = True  # `base.FamilyAdapter`
 
     @property
     def family(self) -> str:

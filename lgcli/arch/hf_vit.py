@@ -113,6 +113,9 @@ class HfVitAdapter(HfAdapter):
 
     layout = VIT_LAYOUT
     bot_wavelets: dict[str, str] = {}  # as timm's ViTs: haar
+    scored_by_lg = False  # `model_input`: lg's image loop drives timm models
+    fine_tune = ("transformers' `Trainer` (or your own loop) on the model the load line builds, its images "
+                 "prepared by `AutoImageProcessor` from the preprocessor_config.json beside the weights")
 
     def __init__(self) -> None:
         # (architecture, depth, roles) -> saved parameter name -> its live

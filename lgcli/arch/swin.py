@@ -435,6 +435,7 @@ class SwinAdapter(StagedAdapter):
     family = FAMILY
     writes_folder = False
     library = "timm"
+    scored_by_lg = True
     fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
                  "images at the size and channels the line gives")
     stage_root = "layers"
