@@ -132,23 +132,39 @@ class StagedKind(LearngeneKind):
         return depth, width, heads, mlp_dim  # a model of stages is sized by --depth and --width alone
 
     def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
-        genes = self.stage_learngenes(learngene)
+        """Every stage can be built at its target size; else, when only the
+        width is out of reach, the first-stage widths that are not and the
+        pipe through the nearest (a resize method changes the width)."""
         try:
-            self.per_stage(self.inner.check_target, zip(genes, target.stages))
-        except LgError:
-            own = learngene.spec
+            self._check_stages(learngene, target)
+        except LgError as exc:
             depths = [stage.depth for stage in target.stages]
-            at_own_width = target_spec(own, depth=depths)
-            try:  # the learngene's own widths at the asked depths: is the width all it cannot build?
-                self.per_stage(self.inner.check_target, zip(genes, at_own_width.stages))
-            except LgError:
-                raise
-            direction = "grow" if target.width > own.width else "shrink"
+            widths = self.first_widths(learngene, depths)
+            if not widths:
+                raise exc from None
+            nearest = min(widths, key=lambda w: (abs(w - target.width), w))
             depth = ",".join(map(str, depths))
-            raise LgError(f"this {self.name} learngene builds its own stage widths "
-                          f"{','.join(str(s.width) for s in own.stages)} at any depths, not first width "
-                          f"{target.width}: build the depths, then change the width with a resize method: "
-                          f"lg grow LG --depth {depth} -o - | lg {direction} - --width {target.width} -o OUT") from None
+            build = f"lg grow LG --depth {depth}" + (f" --width {nearest}" if nearest != learngene.spec.width else "")
+            direction = "grow" if target.width > nearest else "shrink"
+            raise LgError(f"this {self.name} learngene builds first-stage widths {', '.join(map(str, widths))}, not "
+                          f"{target.width}: build one, then change the width with a resize method: "
+                          f"{build} -o - | lg {direction} - --width {target.width} -o OUT") from None
+
+    def _check_stages(self, learngene: Learngene, target: ArchSpec) -> None:
+        self.per_stage(self.inner.check_target, zip(self.stage_learngenes(learngene), target.stages))
+
+    def first_widths(self, learngene: Learngene, depths: list[int] | None = None) -> list[int]:
+        """The first-stage widths (each later stage at its ratio) every stage
+        of the learngene builds, from those its first stage builds alone."""
+        first = self.inner.describe(self.stage_learngenes(learngene)[0])["widths"]
+        found = []
+        for width in first:
+            try:
+                self._check_stages(learngene, target_spec(learngene.spec, depth=depths, width=width))
+            except LgError:
+                continue
+            found.append(width)
+        return found
 
     def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
         if len(template.stages) != len(learngene.spec.stages):
@@ -193,14 +209,8 @@ class StagedKind(LearngeneKind):
         return {"holds": "; ".join(f"stage {i}: {d['holds']}" for i, d in enumerate(described)),
                 "depths": f"per stage, {first['depths']} (--depth 2,2,6,2; one number sets the deepest stage)",
                 # The first stage's widths at which every stage builds (the later ones at their ratio).
-                "widths": [width for width in first["widths"] if self._builds(learngene, width)],
+                "widths": self.first_widths(learngene),
                 "becomes": f"each stage as {self.name} builds a model: its first stage {first['becomes']}; "
                            f"--depth per stage or one number for the deepest, --width the first stage's (the "
                            f"others keep their ratio to it)"}
 
-    def _builds(self, learngene: Learngene, width: int) -> bool:
-        try:
-            self.check_target(learngene, target_spec(learngene.spec, width=width))
-        except LgError:
-            return False
-        return True
