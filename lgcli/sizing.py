@@ -284,6 +284,8 @@ def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
     for index, (before, after) in enumerate(zip(source.stages, target.stages)):
         try:
             check_direction(before, after, direction)  # each stage one way (a stage has no stages)
+        except MixedChange as exc:  # the whole model's change, whose pipe `mixed_change_pipe` writes
+            raise MixedChange(f"stage {index}: {exc}", source, target) from None
         except LgError as exc:
             raise LgError(f"stage {index}: {exc}") from None
     before, after = source.axis_sizes(), target.axis_sizes()
@@ -317,9 +319,9 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
     `options`: each command's own (--method) by its name; `source_options`
     (the source's heads) go to the command that reads `src`. Each step is checked
     as the commands will check it."""
-    if source.stages:
-        return None  # a model of stages takes sizes per stage: no single pipe is written for it
     options = options or {}
+    if source.stages:
+        return _staged_pipe(source, target, src=src, output=output, options=options, source_options=source_options)
     gqa = source.kv_heads is not None
 
     def sizes_of(spec: ArchSpec) -> dict[str, int]:
@@ -359,6 +361,39 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
                     and reached.key_value_heads == target.key_value_heads:
                 return (f"{step(first, shlex.quote(src), sizes, '-')} | "
                         f"{step(then, '-', final, shlex.quote(output))}")
+    return None
+
+
+def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
+                 options: dict[str, tuple[str, ...]], source_options: tuple[str, ...]) -> str | None:
+    """`mixed_change_pipe` for a model of stages: sized by `--depth` per stage
+    and the first stage's `--width` (heads and MLP follow), so the step
+    between is every stage at its smaller depth and the smaller width (a
+    shrink, then a grow), or the larger ones (a grow, then a shrink)."""
+    final = ([stage.depth for stage in target.stages], target.width)
+
+    def step(command: str, src_text: str, sizes: tuple[list[int], int], out: str) -> str:
+        flags = [*(source_options if src_text != "-" else ()), *options.get(command, ()),
+                 f"--depth {','.join(map(str, sizes[0]))}", f"--width {sizes[1]}"]
+        return f"lg {command} {src_text} {' '.join(flags)} -o {out}"
+
+    def reaches(start: ArchSpec, sizes: tuple[list[int], int], direction: str) -> ArchSpec | None:
+        try:
+            reached = target_spec(start, depth=sizes[0], width=sizes[1])
+            check_direction(start, reached, direction)
+        except LgError:
+            return None
+        return reached
+
+    for direction in (SHRINK, GROW):
+        if reaches(source, final, direction) is not None:
+            return step(direction, shlex.quote(src), final, shlex.quote(output))
+    for first, then, pick in ((SHRINK, GROW, min), (GROW, SHRINK, max)):
+        sizes = ([pick(a.depth, b.depth) for a, b in zip(source.stages, target.stages)],
+                 pick(source.width, target.width))
+        middle = reaches(source, sizes, first)
+        if middle is not None and reaches(middle, final, then) is not None:
+            return f"{step(first, shlex.quote(src), sizes, '-')} | {step(then, '-', final, shlex.quote(output))}"
     return None
 
 
