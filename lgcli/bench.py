@@ -356,7 +356,12 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
     from .train import seconds_per_step
 
     settings, probe = context.settings, context.settings.probe
-    to_run = [cell for cell in cells if _saved_cell(cell, context) is None]
+    pending = [cell for cell in cells if _saved_cell(cell, context) is None]
+    # A resize method that cannot reach a size is n/a in the run, at no cost:
+    # found by the checks the resize makes first. (Whether a learngene kind
+    # reaches a size needs the learngene: those cells are counted.)
+    unreachable = [cell for cell in pending if _unreachable(cell, context, resize_methods)]
+    to_run = [cell for cell in pending if cell not in unreachable]
     per_size: dict[str, dict[str, Any]] = {}
     for depth, width in settings.sizes:
         cell = Cell(RANDOM, depth, width)
@@ -383,9 +388,31 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
     parts = [*per_size.values(), *condensing.values()]
     return {"dry_run": True, "command": "bench", "sizes": [f"{d}x{w}" for d, w in settings.sizes],
             "methods": methods, "cells": len(cells), "cells_to_run": len(to_run),
-            "cells_reused": len(cells) - len(to_run), "probe": per_size, "condense": condensing,
+            "cells_reused": len(cells) - len(pending), "cells_not_applicable": len(unreachable),
+            "probe": per_size, "condense": condensing,
             "steps": sum(part["steps"] for part in parts), "device": probe.device,
             "estimated_seconds": sum(part["steps"] * part["seconds_per_step"] for part in parts)}
+
+
+def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | None:
+    """Why a resize method's cell is n/a (what `_build` would raise), or None."""
+    if cell.method not in resize_methods:
+        return None
+    from .methods import get_method, resolve_options
+    from .resize import plan_resize
+    from .sizing import target_spec
+
+    try:
+        source = context.loaded.spec
+        direction = _direction(source, target_spec(source, depth=cell.depth, width=cell.width))
+        chosen = get_method(cell.method)
+        if direction not in chosen.directions:
+            return f"method '{cell.method}' cannot {direction}"
+        plan_resize(context.loaded, chosen, resolve_options(chosen, {}), direction=direction, depth=cell.depth,
+                    width=cell.width)
+    except LgError as exc:
+        return str(exc)
+    return None
 
 
 def _build(cell: Cell, context: _Context, resize_methods: dict):

@@ -1020,7 +1020,8 @@ def bench_command(
     if dry_run:
         _show_training_plan(f"bench: {report['cells']} cells ({len(report['sizes'])} sizes x "
                             f"{len(report['methods'])} methods), {report['cells_to_run']} to run, "
-                            f"{report['cells_reused']} saved before", report, as_json,
+                            f"{report['cells_reused']} saved before, {report['cells_not_applicable']} n/a (the "
+                            f"method cannot reach the size)", report, as_json,
                             "of each size's model and each condense run")
         return
     if as_json:

@@ -68,9 +68,8 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     options = resolve_options(chosen, method_options)
     loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
               else load(loaded_or_path, heads=source_heads, kv_heads=source_kv_heads, stdin=stdin))
-    plan = _plan(loaded, chosen, options, direction=direction, depth=depth, width=width, heads=heads,
-                 mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
-    source, target = plan
+    source, target = plan_resize(loaded, chosen, options, direction=direction, depth=depth, width=width,
+                                 heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
     adapter = get_adapter(source.family)
     context = MethodContext(direction=direction, seed=seed,
                             random_stack=lambda spec: adapter.random_stack(spec, seed=seed))
@@ -118,8 +117,10 @@ def on_device(stack: Stack, device: str) -> Stack:
     return moved_stack(stack)
 
 
-def _plan(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, depth, width, heads,
-          mlp_dim, kv_heads, max_params) -> tuple[ArchSpec, ArchSpec]:
+def plan_resize(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, depth, width, heads=None,
+                mlp_dim=None, kv_heads=None, max_params=None) -> tuple[ArchSpec, ArchSpec]:
+    """(source, target) of a resize, after every check the resize makes
+    before it computes anything (what `lg bench --dry-run` asks of a cell)."""
     if all(v is None for v in (depth, width, heads, mlp_dim, kv_heads)):
         raise UsageError(f"nothing to {direction}: give --depth, --width, --heads, --kv-heads or --mlp-dim")
     source = loaded.spec

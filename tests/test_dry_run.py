@@ -157,3 +157,12 @@ def test_a_bench_plan_counts_cells_and_steps_and_sees_saved_cells(tmp_path, lg):
     again = dry(lg, tmp_path, *args)
     assert (again["cells_to_run"], again["cells_reused"], again["steps"]) == (0, 3, 0)
     assert os.path.exists(out / "bench.json")
+    # A size select cannot reach (deeper than the ancestry: select only
+    # shrinks) is n/a in the run, and the plan neither counts its steps nor
+    # runs it: the run then marks it n/a, as the plan said.
+    deeper = [*args[:args.index("--sizes") + 1], "1x32,3x32", *args[args.index("--sizes") + 2:]]
+    plan = dry(lg, tmp_path, *deeper)
+    assert (plan["cells"], plan["cells_reused"], plan["cells_not_applicable"], plan["cells_to_run"]) == (6, 3, 1, 2)
+    assert plan["steps"] == 2 * 4  # tleg and random at 3 x 32; the learngene is saved
+    real = json.loads(lg(*deeper, "--json").stdout)
+    assert [c["status"] for c in real["cells"] if c["method"] == "select" and c["size"] == "3x32"] == ["n/a"]
