@@ -323,7 +323,10 @@ def descendant(spec: dict, cache: Path, results: Path) -> tuple[Path | None, lis
         spec["grown"] = {k: v for k, v in json.loads(done.stdout).get("details", {}).items()
                          if k in ("fitted", "steps", "lr", "loss_first", "loss_last", "seconds")}
         return path, [shown_command(direct[:-1])], None
-    # The kind builds only some widths (TLEG its own): its nearest width, then a resize.
+    # The kind builds only some widths (TLEG its own): its nearest width, then
+    # a resize. Why the direct build failed is kept with the result, so a
+    # pipe taken for another reason (a crash) is seen, not taken for a rule.
+    spec["direct_failed"] = (done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"])[-1]
     own = json.loads(lg("inspect", str(gene), "--json").stdout)
     own_width = int(own.get("auxiliary", {}).get("width") or own.get("width") or 128)
     first = ["grow", str(gene), "--depth", str(depth), "--width", str(own_width), *fit, "-o", "-"]
