@@ -1,4 +1,5 @@
-"""Hugging Face DINOv2 and CLIP vision folders in and out (issue 21): read into
+"""Hugging Face DINOv2 (with and without registers) and CLIP vision folders in
+and out (issue 21): read into
 the canonical Stack and written back bit for bit; the roles are the timm
 ViT's (layer scale, SwiGLU's gate and up, the grouped classifier, CLIP's
 projection) entry by entry; inspect reports their sizes and load line; the
@@ -33,6 +34,11 @@ VARIANTS = {
     "dinov2": ("Dinov2Config", DINOV2, "Dinov2Model", "hf-dinov2", ("last_hidden_state", "pooler_output")),
     "dinov2-swiglu-classifier": ("Dinov2Config", dict(DINOV2, use_swiglu_ffn=True, num_labels=10),
                                  "Dinov2ForImageClassification", "hf-dinov2", ("logits",)),
+    "dinov2-registers": ("Dinov2WithRegistersConfig", dict(DINOV2, num_register_tokens=3),
+                         "Dinov2WithRegistersModel", "hf-dinov2-registers", ("last_hidden_state", "pooler_output")),
+    "dinov2-registers-classifier": ("Dinov2WithRegistersConfig", dict(DINOV2, num_register_tokens=3, num_labels=10),
+                                    "Dinov2WithRegistersForImageClassification", "hf-dinov2-registers",
+                                    ("logits",)),
     "clip-vision": ("CLIPVisionConfig", CLIP, "CLIPVisionModel", "hf-clip", ("last_hidden_state", "pooler_output")),
     "clip-vision-projection": ("CLIPVisionConfig", CLIP, "CLIPVisionModelWithProjection", "hf-clip",
                                ("last_hidden_state", "image_embeds")),
@@ -145,6 +151,8 @@ def test_inspect_reports_sizes_and_the_load_line(variant, built, lg):
     else:
         assert report["swiglu_ffn"] == ("swiglu" in variant)
     auto = {"Dinov2Model": "AutoModel", "Dinov2ForImageClassification": "AutoModelForImageClassification",
+            "Dinov2WithRegistersModel": "AutoModel",
+            "Dinov2WithRegistersForImageClassification": "AutoModelForImageClassification",
             "CLIPVisionModel": "AutoModel", "CLIPVisionModelWithProjection": "CLIPVisionModelWithProjection"}
     assert report["load_call"] == f"transformers.{auto[model_class]}.from_pretrained({str(src)!r})"
     loaded = eval(report["load_call"], {"transformers": transformers})
@@ -208,6 +216,23 @@ def test_layer_scale_and_the_mask_token_are_resized_along_embed(built, lg, tmp_p
                 "embeddings.mask_token"):
         assert torch.equal(after[key], before[key][..., ::2]), key
     assert "encoder.layer.1.layer_scale1.lambda1" not in after
+
+
+def test_register_tokens_are_read_and_resized_along_embed(built, lg, tmp_path):
+    """DINOv2 with registers: the register tokens are the role `reg_token`
+    (timm's name), entry by entry, and a width change selects them along
+    their width as the class token is (select: every other unit)."""
+    src, model = built("dinov2-registers")
+    stack = lgcli.load(src).stack
+    saved = weights(src)
+    assert stack.globals["reg_token"].axes == ("-", "-", "embed")
+    assert torch.equal(stack.globals["reg_token"].data, saved["embeddings.register_tokens"])
+    assert torch.equal(saved["embeddings.register_tokens"], model.embeddings.register_tokens.detach())
+    out = tmp_path / "out"
+    assert lg("shrink", src, "--depth", "1", "--width", "24", "--method", "select", "-o", out).code == 0
+    after = weights(out)
+    for key in ("embeddings.register_tokens", "embeddings.cls_token"):
+        assert torch.equal(after[key], saved[key][..., ::2]), key
 
 
 def test_a_whole_clip_model_is_refused_with_the_way_to_its_vision_tower(built, lg, tmp_path):

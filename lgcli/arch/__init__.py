@@ -16,7 +16,7 @@ from .base import FamilyAdapter
 from .bert import BertAdapter
 from .gpt2 import Gpt2Adapter
 from .hf_clip import ClipVisionAdapter
-from .hf_dinov2 import Dinov2Adapter
+from .hf_dinov2 import Dinov2Adapter, Dinov2RegistersAdapter
 from .hf_swin import HfSwinAdapter
 from .hf_vit import HfDeitAdapter, HfVitAdapter
 from .llama import LlamaAdapter
@@ -41,7 +41,8 @@ def unregister(family: str) -> None:
 
 # Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config).
 for _adapter in (SwinAdapter(), VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(),
-                 HfDeitAdapter(), Dinov2Adapter(), ClipVisionAdapter(), HfSwinAdapter()):
+                 HfDeitAdapter(), Dinov2Adapter(), Dinov2RegistersAdapter(), ClipVisionAdapter(),
+                 HfSwinAdapter()):
     register(_adapter)
 
 

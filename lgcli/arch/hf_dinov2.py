@@ -1,5 +1,7 @@
 """Hugging Face DINOv2 folders (`Dinov2Model`, `Dinov2ForImageClassification`;
-model_type dinov2)  <->  (ArchSpec, Stack).
+model_type dinov2), and DINOv2 with registers (`Dinov2WithRegistersModel`,
+`Dinov2WithRegistersForImageClassification`; model_type
+dinov2_with_registers)  <->  (ArchSpec, Stack).
 
 Declared as data, with the timm ViT's role names as hf_vit.py does: a
 pre-LayerNorm ViT with layer scale (`layer_scale1.lambda1` is ls1,
@@ -18,6 +20,12 @@ sizes can be written; the two MLPs share their roles, and config.json's
 `use_swiglu_ffn` says which keys hold them; the classifier reads the class
 token and the mean patch token side by side (`classifier.weight` is
 (classes, 2·D): the role `head_weight` is (classes, 2, D), `grouped_inputs`).
+
+DINOv2 with registers is the same declaration under its own prefix, plus
+`embeddings.register_tokens` (1, R, D): R learned tokens after the class
+token that every layer attends to and no output reads (the classifier's
+mean runs over the patch tokens alone), the role timm's ViT calls
+`reg_token`, resized along `embed`.
 """
 
 from __future__ import annotations
@@ -78,6 +86,19 @@ LAYOUT = HfLayout(
     size_fields={"depth": "num_hidden_layers", "width": "hidden_size", "heads": "num_attention_heads"},
 )
 DEFAULT_MLP_RATIO = 4  # Dinov2Config's
+
+REGISTERS_LAYOUT = dataclasses.replace(
+    LAYOUT,
+    family="hf-dinov2-registers",
+    config_classes={"dinov2_with_registers": "Dinov2WithRegistersConfig"},
+    base_prefix="dinov2_with_registers.",
+    architectures={
+        "Dinov2WithRegistersModel": ImageArchitecture(IMAGE_CLASSIFICATION, "AutoModel", prefixed=False),
+        "Dinov2WithRegistersForImageClassification": ImageArchitecture(
+            IMAGE_CLASSIFICATION, "AutoModelForImageClassification", prefixed=True, head_keys=tuple(CLASSIFIER)),
+    },
+    base_globals={**EMBEDDING_KEYS, "embeddings.register_tokens": ("reg_token", (FIXED, FIXED, EMBED))},
+)
 
 
 def mlp_size(width: int, ratio: int, swiglu: bool) -> int:
@@ -151,3 +172,9 @@ class Dinov2Adapter(HfVitAdapter):
     def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
         config = spec.extras.get("config") or {}
         return [*super().inspect_fields(spec), ("swiglu_ffn", "SwiGLU MLP", bool(config.get("use_swiglu_ffn")))]
+
+
+class Dinov2RegistersAdapter(Dinov2Adapter):
+    """DINOv2 with registers: DINOv2's adapter on its own declaration."""
+
+    layout = REGISTERS_LAYOUT
