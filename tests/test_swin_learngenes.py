@@ -296,3 +296,16 @@ def test_inspect_a_swin_learngene(tleg_gene, lg):
     assert params["globals"] > 0 and params["learngene"] + params["globals"] == params["total"]
     text = lg("inspect", path).stdout.decode()
     assert "depths 2,2, widths 16,32, heads 2,4" in text
+
+
+def test_peg_scored_at_its_own_shape_on_a_swin(swin, tmp_path, lg):
+    """With --data, a PEG learngene of a Swin is scored as a Swin of its own
+    shape, stage by stage: each stage its sampled FFNs deep and its sampled
+    heads wide (at the stage's head dim)."""
+    result = lg("condense", swin[1], "--method", "peg", "--data", "fashion-mnist-mini", "--test-subset", "32",
+                "-o", tmp_path / "peg.safetensors", "--json")
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
+    shape = [(s["depth"], s["width"], s["heads"]) for s in report["auxiliary"]["stages"]]
+    assert shape == [(1, 8, 1), (1, 16, 2)]  # half of (2, 2) blocks and (2, 4) heads of dim 8
+    assert 0 <= report["accuracy"]["top1"] <= 100 and report["test_images"] == 32
