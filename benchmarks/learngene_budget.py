@@ -221,10 +221,13 @@ def jobs() -> list[Job]:
     for size in sizes[1:]:
         for gene in rungs:
             out += probes(gene, size)
+    # Every TLEG learngene's instinct at depths 2 to 12 (the fourth aim), then
+    # the levers' cells away from the headline size.
+    out += instincts
     for gene in levers:
         for size in sizes[1:]:
             out += probes(gene, size)
-    return out + instincts
+    return out
 
 
 # ---------------------------------------------------------------- running one job
