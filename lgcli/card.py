@@ -103,7 +103,7 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
     lines += ["## Load", "", "```python", adapter.load_imports(spec, path, folder=folder),
               f"model = {adapter.load_call(spec, path, folder=folder)}", "```", "",
               "## Fine-tune and evaluate", ""]
-    if adapter.scored_by_lg:
+    if adapter.scored_by_lg(spec):
         lines += [f"Fine-tune it with {adapter.fine_tune}. lg scores it, and how fast it learns, on your data:", "",
                   "```sh", f"lg eval {shown_path} --data YOUR_DATA --steps 300", "```", ""]
     else:  # lg's training loop drives timm image models, not this family's

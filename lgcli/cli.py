@@ -649,7 +649,7 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
                  f"lg eval {shlex.quote(report['output'])} --data D --steps N")
         else:
             note(f"this is an initialisation to fine-tune, not a finished model: fine-tune it with "
-                 f"{report['fine_tune']} (lg eval does not train this family yet)")
+                 f"{report['fine_tune']} (lg eval scores classifiers; this model has no head)")
 
 
 def _resize_summary(report: dict[str, Any]) -> str:

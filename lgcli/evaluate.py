@@ -33,7 +33,8 @@ from lgcli.lazy import torch
 from lgcli.sizing import check_heads_known
 from lgcli.stack import ArchSpec
 from lgcli.text import TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
-from lgcli.train import TrainConfig, auto_device_note, concrete_device, evaluate_accuracy, model_input, train
+from lgcli.train import (TrainConfig, auto_device_note, classes_of, concrete_device, evaluate_accuracy, model_input,
+                         reset_head, train)
 
 # Fine-tuning defaults for an already-initialised model, measured by
 # benchmarks/probe_lr.py (figures in docs/eval.md): at 1e-3 a well-initialised
@@ -199,12 +200,12 @@ def fit_head(candidate: Candidate, num_classes: int, seed: int) -> None:
     """Give the model a head for the data's classes. A head for another class
     set carries nothing over, so it is re-initialised (seeded: every row that
     needs one gets the same draw for the same width)."""
-    have = int(candidate.model.num_classes)
+    have = classes_of(candidate.model)
     if have == num_classes:
         return
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        candidate.model.reset_classifier(num_classes)
+        reset_head(candidate.model, num_classes)
     candidate.architecture["num_classes"] = num_classes
     candidate.notes.append(f"head re-initialised ({have} classes in the checkpoint, {num_classes} in the data)")
 
@@ -437,7 +438,7 @@ def check_fits_default_data(candidates: list[Candidate]) -> None:
     model is evaluated on the data named with --data (its own; or
     fashion-mnist-mini by name, to probe it there with a new head)."""
     for candidate in candidates:
-        classes = int(candidate.model.num_classes)
+        classes = classes_of(candidate.model)
         if classes != DEFAULT_DATA_CLASSES:
             raise UsageError(f"{candidate.where or candidate.name} has {classes} classes; the default data "
                              f"({DEFAULT_DATA}, for lg's example models) has {DEFAULT_DATA_CLASSES}: give its own "

@@ -262,7 +262,7 @@ def _next_step(spec: ArchSpec) -> dict[str, Any]:
     """What a user does with a written model: score it with lg eval, or, for
     a family lg does not train, fine-tune it in its library."""
     adapter = get_adapter(spec.family)
-    return {"scored_by_lg": adapter.scored_by_lg, "fine_tune": adapter.fine_tune}
+    return {"scored_by_lg": adapter.scored_by_lg(spec), "fine_tune": adapter.fine_tune}
 
 
 def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: str, force: bool,

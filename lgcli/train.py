@@ -190,6 +190,31 @@ def distillation_loss(alpha: float, tau: float = 1.0, label_smoothing: float = 0
     return loss
 
 
+def image_logits(output: Any) -> torch.Tensor:
+    """An image classifier's logits: what a timm model returns, or the
+    `logits` of a transformers model's output (`ImageClassifierOutput`)."""
+    return output if isinstance(output, torch.Tensor) else output.logits
+
+
+def classes_of(model: torch.nn.Module) -> int:
+    """How many classes an image classifier has: timm's `num_classes`, or a
+    transformers model's `config.num_labels`."""
+    if hasattr(model, "num_classes"):
+        return int(model.num_classes)
+    return int(model.config.num_labels)
+
+
+def reset_head(model: torch.nn.Module, num_classes: int) -> None:
+    """A new, randomly initialised head for `num_classes` classes: timm's
+    `reset_classifier`, or the family adapter's for a transformers model."""
+    if hasattr(model, "reset_classifier"):
+        model.reset_classifier(num_classes)
+        return
+    from .arch import adapter_of_model
+
+    adapter_of_model(model).reset_head(model, num_classes)
+
+
 def model_input(model: torch.nn.Module) -> tuple[int, int]:
     """(channels, image size) a model takes: a model built from a learngene
     says so in its `input_size` attribute; otherwise its family's adapter knows."""
@@ -367,7 +392,7 @@ class ImageBatches:
         return inputs, targets
 
     def logits(self, model: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
-        return model(inputs)
+        return image_logits(model(inputs))
 
 
 class TeacherLogits:
@@ -679,7 +704,7 @@ def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int
         images, labels = data.batch(indices[start:start + batch_size], image_size, channels)
         images, labels = images.to(target), labels.to(target)
         with autocast(target):
-            logits = model(images).float()
+            logits = image_logits(model(images)).float()
         k = min(5, logits.shape[-1])
         top = logits.topk(k, dim=-1).indices
         hits = top == labels[:, None]

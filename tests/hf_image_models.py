@@ -107,19 +107,37 @@ def piped_config(lg, src: Path, out: Path) -> dict:
 
 
 def training_commands(size: str) -> list[tuple[str, ...]]:
-    """lg eval, bench (at `size`, DEPTHxWIDTH) and condense, one step each."""
-    return [("eval", "--steps", "1"), ("bench", "--sizes", size, "--steps", "1", "-o", "grown"),
-            ("condense", "--method", "tleg", "--steps", "1", "-o", "grown")]
+    """lg eval, bench (at `size`, DEPTHxWIDTH) and condense, one step each, on a few images."""
+    few = ("--subset", "64", "--test-subset", "32")
+    return [("eval", "--steps", "1", *few), ("bench", "--sizes", size, "--steps", "1", *few, "-o", "grown"),
+            ("condense", "--method", "tleg", "--steps", "1", *few, "-o", "grown")]
 
 
-def assert_training_refused(lg, src: Path, command: tuple[str, ...], model_class: str, workdir: Path) -> None:
-    """`command` on `src` is refused in one line, having written nothing: lg's
-    image loop drives timm models; a transformers one would fail deep in it
-    (no reset_classifier, an output object instead of logits)."""
+def assert_trained(lg, src: Path, command: tuple[str, ...], workdir: Path) -> None:
+    """`command` runs on a transformers image classifier (its images in,
+    `output.logits` out, its head re-initialised for the data's classes)
+    and gives its figures: eval its table, bench its cells, condense a
+    learngene whose descendant is a folder of the family."""
+    result = lg(command[0], src, "--data", "fashion-mnist-mini", *command[1:], "--json")
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
+    if command[0] == "eval":
+        assert [row["source"] for row in report["rows"]] and "top1" in report["rows"][0]["final"]
+    elif command[0] == "bench":
+        assert all(cell["status"] in ("done", "n/a") for cell in report["cells"])
+        assert {"select", "random", "peg"} <= {cell["method"] for cell in report["cells"] if cell["status"] == "done"}
+        assert report["learngenes"]["tleg"]["steps"] >= 1  # condensed through the model's own forward pass
+    else:
+        assert report["accuracy"]["top1"] >= 0 and (workdir / "grown").is_file()
+
+
+def assert_features_refused(lg, src: Path, command: tuple[str, ...], model_class: str, workdir: Path) -> None:
+    """A model of features (no classification head) is refused in one line,
+    having written nothing: there is no head to score."""
     result = lg(command[0], src, "--data", "fashion-mnist-mini", *command[1:])
     assert result.code == 1
     lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith(f"lg: error: {model_class}: lg eval, bench and condense train timm image models"), \
+    assert lines[-1].startswith(f"lg: error: {model_class} is a model of features (no classification head)"), \
         result.stderr
     assert "Traceback" not in result.stderr
     assert not (workdir / "grown").is_file() and not list((workdir / "grown").glob("cells/*"))

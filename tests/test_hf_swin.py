@@ -17,7 +17,7 @@ import transformers
 from safetensors.torch import load_file, save_file
 
 import lgcli
-from hf_image_models import (assert_bare_weights_refused, assert_training_refused, folder_builder, load_strict,
+from hf_image_models import (assert_bare_weights_refused, assert_trained, folder_builder, load_strict,
                              non_trivial, resized_configs, training_commands, weights, written_back)
 from lgcli.resize import resize_file
 from test_swin import TWO_STAGES, make_swin
@@ -259,10 +259,12 @@ def test_a_config_that_disagrees_with_the_weights_is_refused(built, lg, tmp_path
 
 
 @pytest.mark.parametrize("command", training_commands("1x16"))
-def test_training_a_hugging_face_swin_is_refused_in_one_line(command, built, lg, tmp_path, monkeypatch):
-    """Condensing a TLEG learngene trains through the model's forward pass,
-    which lg's image loop runs for timm models only; a PEG learngene (sampled,
-    no training) is made from an HF Swin (tests/test_swin_learngenes.py)."""
+def test_eval_bench_and_condense_train_a_hugging_face_swin(command, built, lg, tmp_path, monkeypatch):
+    """Through transformers' own forward pass (images in, `logits` out); a
+    TLEG learngene of it is one per stage (tests/test_swin_learngenes.py)."""
     monkeypatch.chdir(tmp_path)
-    src, _ = built("classifier")
-    assert_training_refused(lg, src, command, "SwinForImageClassification", tmp_path)
+    # The data's 10 classes: condensing distils the model's logits, class for class.
+    src = tmp_path / "swin10"
+    torch.manual_seed(0)
+    transformers.SwinForImageClassification(transformers.SwinConfig(**{**TINY, "num_labels": 10})).save_pretrained(src)
+    assert_trained(lg, src, command, tmp_path)

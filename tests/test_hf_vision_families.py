@@ -19,7 +19,7 @@ import transformers
 from safetensors.torch import save_file
 
 import lgcli
-from hf_image_models import (assert_training_refused, folder_builder, load_strict, non_trivial, piped_config,
+from hf_image_models import (assert_features_refused, assert_trained, folder_builder, load_strict, non_trivial, piped_config,
                              resized_configs, resizes, training_commands, weights, written_back)
 
 IMAGE = dict(image_size=16, patch_size=4)
@@ -306,11 +306,28 @@ def test_an_mlp_size_a_dinov2_config_cannot_state_is_refused(built, lg, tmp_path
     load_model_of(out, "dinov2-swiglu-classifier")
 
 
-@pytest.mark.parametrize("variant", ["dinov2-swiglu-classifier", "clip-vision"])
+@pytest.mark.parametrize("variant", ["dinov2-swiglu-classifier", "dinov2-registers-classifier"])
 @pytest.mark.parametrize("command", training_commands("1x24"))
-def test_training_these_models_is_refused_in_one_line(command, variant, built, lg, tmp_path, monkeypatch):
-    """The same line as a Hugging Face ViT's; a model of features (no
-    classifier) too, before its classes are compared with the data's."""
+def test_eval_bench_and_condense_train_these_classifiers(command, variant, built, lg, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     src, _ = built(variant)
-    assert_training_refused(lg, src, command, VARIANTS[variant][2], tmp_path)
+    assert_trained(lg, src, command, tmp_path)
+
+
+@pytest.mark.parametrize("variant", ["dinov2", "clip-vision"])
+@pytest.mark.parametrize("command", training_commands("1x24"))
+def test_a_model_of_features_is_refused_in_one_line(command, variant, built, lg, tmp_path, monkeypatch):
+    """No head to score: refused before its classes are compared with the data's."""
+    monkeypatch.chdir(tmp_path)
+    src, _ = built(variant)
+    assert_features_refused(lg, src, command, VARIANTS[variant][2], tmp_path)
+
+
+def test_the_advice_after_writing_a_model_of_features(built, lg, tmp_path):
+    src, _ = built("dinov2")
+    out = tmp_path / "out"
+    result = lg("shrink", src, "--depth", "1", "-o", out)
+    assert result.code == 0, result.stderr
+    assert "score it with: lg eval" not in result.stderr
+    assert "fine-tune it with transformers' `Trainer`" in result.stderr and "AutoImageProcessor" in result.stderr
+    assert "lg eval" not in (out / "README.md").read_text()

@@ -12,7 +12,7 @@ import torch
 import transformers
 
 import lgcli
-from hf_image_models import (assert_bare_weights_refused, assert_training_refused, folder_builder, load_strict,
+from hf_image_models import (assert_bare_weights_refused, assert_trained, folder_builder, load_strict,
                              non_trivial, piped_config, resized_configs, resizes, training_commands, written_back)
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, image_size=16,
@@ -164,22 +164,51 @@ def test_a_config_alone_gives_the_model_its_sizes(variant, built):
     assert adapter.parameter_count(spec) == sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.parametrize("variant", ["vit-grayscale", "deit-with-teacher"])
 @pytest.mark.parametrize("command", training_commands("1x16"))
-def test_training_a_hugging_face_image_model_is_refused_in_one_line(command, built, lg, tmp_path, monkeypatch):
+def test_eval_bench_and_condense_train_a_hugging_face_classifier(command, variant, built, lg, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    src, _ = built(variant)
+    assert_trained(lg, src, command, tmp_path)
+
+
+def test_a_learngene_of_a_hugging_face_vit_grows_into_a_folder_transformers_loads(built, lg, tmp_path):
+    """TLEG condensed through the transformers model's own forward pass (its
+    saved names mapped to the live ones), grown into a ViT folder."""
     src, _ = built("vit-grayscale")
-    assert_training_refused(lg, src, command, "ViTForImageClassification", tmp_path)
+    gene, out = tmp_path / "tleg.safetensors", tmp_path / "grown"
+    condensed = lg("condense", src, "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "2", "--subset",
+                   "64", "--test-subset", "32", "-o", gene)
+    assert condensed.code == 0, condensed.stderr
+    assert lg("grow", gene, "--depth", "3", "-o", out).code == 0
+    model = load_vit(out, "vit-grayscale")
+    assert model.config.num_hidden_layers == 3
+    assert logits(model, images(1)).shape == (2, 10)
 
 
-def test_the_advice_after_a_write_is_transformers_not_lg_eval(built, lg, tmp_path):
-    """lg eval refuses a transformers image model, so neither stderr nor the
-    model card sends the user there: they name transformers' Trainer and the
-    image processor (not tokenizer files, which an image model has none of)."""
+def test_a_new_head_for_the_datas_classes(built):
+    """A classifier of other classes gets a new head (seeded), its config's
+    labels to match: the bench and eval figures are then of the data's classes."""
+    import copy
+
+    from lgcli.train import classes_of, reset_head
+
+    model = copy.deepcopy(built("deit-with-teacher")[1])  # the fixture's model stays as built
+    assert classes_of(model) == 10
+    reset_head(model, 4)
+    assert classes_of(model) == 4 and model.config.num_labels == 4
+    assert model.cls_classifier.out_features == model.distillation_classifier.out_features == 4
+    assert logits(model, images(3)).shape == (2, 4)
+
+
+def test_the_advice_after_a_write_names_the_image_processor(built, lg, tmp_path):
+    """A transformers image classifier is scored by lg eval (stderr and the
+    card say so), and fine-tuned with transformers' Trainer on images its
+    image processor prepares: not tokenizer files, which it has none of."""
     src, _ = built("vit")
     out = tmp_path / "out"
     result = lg("shrink", src, "--depth", "1", "-o", out)
     assert result.code == 0, result.stderr
-    assert "score it with: lg eval" not in result.stderr
-    assert "fine-tune it with transformers' `Trainer`" in result.stderr and "AutoImageProcessor" in result.stderr
+    assert "score it with: lg eval" in result.stderr
     card = (out / "README.md").read_text()
-    assert "lg eval" not in card and "tokenizer" not in card and "AutoImageProcessor" in card
+    assert "lg eval" in card and "tokenizer" not in card and "AutoImageProcessor" in card

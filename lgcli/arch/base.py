@@ -47,10 +47,11 @@ class FamilyAdapter(Protocol):
     # and how its users fine-tune one (the card's advice), in a sentence.
     library: str
     fine_tune: str
-    # Whether lg eval, bench and condense train and score the family's models
-    # (False for transformers image models: lg's image loop drives timm's),
-    # so the advice after a write names lg eval or the library's own loop.
-    scored_by_lg: bool
+
+    def scored_by_lg(self, spec: ArchSpec) -> bool:
+        """Whether lg eval, bench and condense train and score a model of
+        `spec` (not a transformers image model of features: it has no head),
+        so the advice after a write names lg eval or the library's own loop."""
     # Whether the family's written form may leave its head count out (a timm
     # ViT file: its heads are then assumed when read, as the source's were);
     # a Hugging Face config.json must state it.

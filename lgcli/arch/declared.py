@@ -414,7 +414,9 @@ class DeclaredAdapter:
 
     layout: Layout
     heads_may_go_unrecorded = False  # `base.FamilyAdapter`
-    scored_by_lg = True  # `base.FamilyAdapter`
+
+    def scored_by_lg(self, spec: ArchSpec) -> bool:  # `base.FamilyAdapter`
+        return True
 
     @property
     def family(self) -> str:

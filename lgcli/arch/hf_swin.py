@@ -95,8 +95,8 @@ def _config_error(found: str) -> LgError:
 
 class HfSwinAdapter(StagedAdapter, HfVitAdapter):
     """A Hugging Face Swin: read and written in stages by `StagedAdapter`, its
-    config.json, transformers' models and the refusal to train them by
-    `HfVitAdapter` (see the module's docstring)."""
+    config.json, transformers' models and their training by lg (a classifier:
+    images in, logits out) by `HfVitAdapter` (see the module's docstring)."""
 
     layout = LAYOUT
     stage_root = "encoder.layers"

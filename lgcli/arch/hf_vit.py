@@ -113,7 +113,6 @@ class HfVitAdapter(HfAdapter):
 
     layout = VIT_LAYOUT
     bot_wavelets: dict[str, str] = {}  # as timm's ViTs: haar
-    scored_by_lg = False  # `model_input`: lg's image loop drives timm models
     fine_tune = ("transformers' `Trainer` (or your own loop) on the model the load line builds, its images "
                  "prepared by `AutoImageProcessor` from the preprocessor_config.json beside the weights")
 
@@ -275,13 +274,32 @@ class HfVitAdapter(HfAdapter):
                 ("in_chans", "channels", config.get("num_channels")),
                 ("num_classes", "classes", spec.extras.get("num_classes"))]
 
+    # The heads transformers' image classifiers hold (DeiT with its teacher: two, averaged).
+    HEAD_MODULES = ("classifier", "cls_classifier", "distillation_classifier")
+
     def model_input(self, model: nn.Module) -> tuple[int, int]:
-        # Every command that trains or scores an image model asks this first.
-        # lg's image loop drives timm models (logits out, reset_classifier);
-        # a transformers image model is read and resized, not yet trained.
-        raise LgError(f"{type(model).__name__}: lg eval, bench and condense train timm image models; "
-                      f"a Hugging Face image model (ViT, DeiT, DINOv2, CLIP's vision tower, Swin) is read and resized, "
-                      f"not yet trained or scored by lg (fine-tune it with transformers' Trainer)")
+        """(channels, image size) of an image classifier lg trains and scores
+        (its images in, `output.logits` out: `train.image_logits`). A model
+        of features (Dinov2Model, CLIPVisionModel, SwinModel) has no head to
+        score: refused in one line, naming the class that has one."""
+        if not any(isinstance(getattr(model, name, None), nn.Linear) for name in self.HEAD_MODULES):
+            raise LgError(f"{type(model).__name__} is a model of features (no classification head): lg eval, bench "
+                          f"and condense train and score image classifiers; save the ...ForImageClassification "
+                          f"class of this family (transformers puts a new head on the same weights)")
+        return int(model.config.num_channels), int(model.config.image_size)
+
+    def scored_by_lg(self, spec: ArchSpec) -> bool:
+        """A classifier is trained and scored by lg; a model of features has no head (`model_input`)."""
+        return bool(self.architecture(spec).head_keys)
+
+    def reset_head(self, model: nn.Module, num_classes: int) -> None:
+        """Every head of `model` new (a Linear of its width to `num_classes`,
+        transformers' initialisation), and its config's labels to match."""
+        for name in self.HEAD_MODULES:
+            head = getattr(model, name, None)
+            if isinstance(head, nn.Linear):
+                setattr(model, name, nn.Linear(head.in_features, num_classes).to(head.weight.device))
+        model.config.num_labels = num_classes
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
         hf_config = self.hf_config(spec)

@@ -435,7 +435,6 @@ class SwinAdapter(StagedAdapter):
     family = FAMILY
     writes_folder = False
     library = "timm"
-    scored_by_lg = True
     fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
                  "images at the size and channels the line gives")
     stage_root = "layers"
@@ -594,6 +593,10 @@ class SwinAdapter(StagedAdapter):
     @staticmethod
     def model_task(model: nn.Module) -> str:
         return IMAGE_CLASSIFICATION
+
+    @staticmethod
+    def scored_by_lg(spec: ArchSpec) -> bool:
+        return True
 
     @staticmethod
     def model_input(model: nn.Module) -> tuple[int, int]:
