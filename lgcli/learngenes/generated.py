@@ -140,10 +140,8 @@ class GeneratedModel(nn.Module):
         return {name: tensor.detach().cpu().clone() for name, tensor in self.tensors().items()}
 
 
-
 def _detached(stack: Stack) -> Stack:
     """`stack` detached on the CPU, stage by stage for a model of stages."""
     return Stack(layers={r: Named(n.data.detach().cpu(), n.axes) for r, n in stack.layers.items()},
                  globals={r: Named(n.data.detach().cpu(), n.axes) for r, n in stack.globals.items()},
                  stages=tuple(_detached(stage) for stage in stack.stages))
-
