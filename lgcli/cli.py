@@ -264,6 +264,11 @@ def _stages_text(stages: list[dict[str, Any]]) -> str:
                      for label, key in (("depths", "depth"), ("widths", "width"), ("heads", "heads")))
 
 
+def _shape_text(sizes: dict[str, Any]) -> str:
+    """A report's sizes (`spec_sizes`) in a message: depth x width, or per stage."""
+    return _stages_text(sizes["stages"]) if sizes.get("stages") else f"{sizes['depth']} x {sizes['width']}"
+
+
 def _stage_rows(stages: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """A model of stages (Swin): its sizes per stage, in order."""
     return [("stages", str(len(stages))),
@@ -879,10 +884,7 @@ def condense(
                            settings=settings, options=options, teacher_heads=teacher_heads, notify=note,
                            dry_run=dry_run)
     if dry_run:
-        auxiliary = report["auxiliary"]
-        shape = (_stages_text(auxiliary["stages"]) if auxiliary.get("stages")
-                 else f"{auxiliary['depth']} x {auxiliary['width']}")
-        _show_training_plan(f"condense {report['method']}: auxiliary model {shape}, "
+        _show_training_plan(f"condense {report['method']}: auxiliary model {_shape_text(report['auxiliary'])}, "
                             f"{report['parameters']['learngene']:,} learngene "
                             f"parameters", report, as_json, f"of {report['seconds_per_step']:.3f} s")
         return
@@ -890,9 +892,7 @@ def condense(
         text = json.dumps(report, indent=2, default=str) + "\n"
         (sys.stderr if output == "-" else sys.stdout).write(text)
         return
-    auxiliary = report["auxiliary"]
-    shape = (_stages_text(auxiliary["stages"]) if auxiliary.get("stages")
-             else f"{auxiliary['depth']} x {auxiliary['width']}")
+    shape = _shape_text(report["auxiliary"])
     if report.get("sampled"):
         scored = f"; as a {shape} model {condensed_score(report, 'ancestry')}" if "data" in report else ""
         note(f"condensed {report['method']} (sampled, no training){scored}; "

@@ -93,9 +93,6 @@ class LearngeneKind:
     # descendant is a formula of the learngene alone (TLEG).
     fitted_part: str | None = None
     unfitted_note: str = ""
-    # Why the kind has no meaning on each stage of a model of stages (Swin),
-    # or None: it is then applied stage by stage (`stages.StagedKind`).
-    not_per_stage: str | None = None
 
     def sample(self, ancestry: ArchSpec, stack: Stack, options: Mapping[str, Any],
                generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -43,8 +43,6 @@ class StagedKind(LearngeneKind):
     """`inner`, a kind for models of one depth and width, applied per stage."""
 
     def __init__(self, inner: LearngeneKind):
-        if inner.not_per_stage is not None:
-            raise LgError(f"lg makes no {inner.name} learngene of a model of stages (Swin): {inner.not_per_stage}")
         self.inner = inner
         self.name, self.summary, self.trains = inner.name, inner.summary, inner.trains
         self.condense_options, self.expand_options = inner.condense_options, inner.expand_options
@@ -135,11 +133,12 @@ class StagedKind(LearngeneKind):
         """Every stage can be built at its target size; else, when only the
         width is out of reach, the first-stage widths that are not and the
         pipe through the nearest (a resize method changes the width)."""
+        genes = self.stage_learngenes(learngene)
         try:
-            self._check_stages(learngene, target)
+            self._check_stages(genes, target)
         except LgError as exc:
             depths = [stage.depth for stage in target.stages]
-            widths = self.first_widths(learngene, depths)
+            widths = self.first_widths(learngene, depths, genes)
             if not widths:
                 raise exc from None
             nearest = min(widths, key=lambda w: (abs(w - target.width), w))
@@ -150,17 +149,19 @@ class StagedKind(LearngeneKind):
                           f"{target.width}: build one, then change the width with a resize method: "
                           f"{build} -o - | lg {direction} - --width {target.width} -o OUT") from None
 
-    def _check_stages(self, learngene: Learngene, target: ArchSpec) -> None:
-        self.per_stage(self.inner.check_target, zip(self.stage_learngenes(learngene), target.stages))
+    def _check_stages(self, genes: list[Learngene], target: ArchSpec) -> None:
+        self.per_stage(self.inner.check_target, zip(genes, target.stages))
 
-    def first_widths(self, learngene: Learngene, depths: list[int] | None = None) -> list[int]:
+    def first_widths(self, learngene: Learngene, depths: list[int] | None = None,
+                     genes: list[Learngene] | None = None) -> list[int]:
         """The first-stage widths (each later stage at its ratio) every stage
-        of the learngene builds, from those its first stage builds alone."""
-        first = self.inner.describe(self.stage_learngenes(learngene)[0])["widths"]
+        of the learngene builds, from those its first stage builds alone;
+        `genes`: its stages' learngenes, when the caller has them."""
+        genes = genes or self.stage_learngenes(learngene)
         found = []
-        for width in first:
+        for width in self.inner.describe(genes[0])["widths"]:
             try:
-                self._check_stages(learngene, target_spec(learngene.spec, depth=depths, width=width))
+                self._check_stages(genes, target_spec(learngene.spec, depth=depths, width=width))
             except LgError:
                 continue
             found.append(width)
@@ -204,12 +205,13 @@ class StagedKind(LearngeneKind):
         return model
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
-        described = [self.inner.describe(gene) for gene in self.stage_learngenes(learngene)]
+        genes = self.stage_learngenes(learngene)
+        described = [self.inner.describe(gene) for gene in genes]
         first = described[0]
         return {"holds": "; ".join(f"stage {i}: {d['holds']}" for i, d in enumerate(described)),
                 "depths": f"per stage, {first['depths']} (--depth 2,2,6,2; one number sets the deepest stage)",
                 # The first stage's widths at which every stage builds (the later ones at their ratio).
-                "widths": self.first_widths(learngene),
+                "widths": self.first_widths(learngene, genes=genes),
                 "becomes": f"each stage as {self.name} builds a model: its first stage {first['becomes']}; "
                            f"--depth per stage or one number for the deepest, --width the first stage's (the "
                            f"others keep their ratio to it)"}
