@@ -198,10 +198,28 @@ def _provenance_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
         desc = step.get("method") or step.get("kind") or "?"
         if step.get("file"):
             desc = f"{step['file']}: {desc}"
-        if step.get("options"):
-            desc += " " + json.dumps(step["options"], sort_keys=True)
+        options = dict(step.get("options") or {})
+        chosen = options.pop("chosen", None)
+        if options:
+            desc += " " + json.dumps(options, sort_keys=True)
         rows.append((label, desc))
+        if isinstance(chosen, dict):
+            rows.append(("  chose", _chosen_text(chosen)))
     return rows
+
+
+def _chosen_text(chosen: dict[str, Any]) -> str:
+    """What a data-aware method kept, in a line (`lg inspect --json` has every index)."""
+    parts = []
+    if "kept_layers" in chosen:
+        parts.append(f"layers {chosen['kept_layers']}")
+    if "kept_heads" in chosen:
+        parts.append("heads per layer " + "; ".join(",".join(map(str, h)) for h in chosen["kept_heads"]))
+    if "kept_mlp" in chosen:
+        parts.append(f"{len(chosen['kept_mlp'][0]) if chosen['kept_mlp'] else 0} MLP neurons per layer")
+    if "kept_embed" in chosen:
+        parts.append(f"{len(chosen['kept_embed'])} embedding channels")
+    return "; ".join(parts) + " (every index: lg inspect --json)"
 
 
 def _print_rows(title: str, rows: list[tuple[str, Any]]) -> None:
@@ -700,7 +718,7 @@ def command_line() -> str:
 # The methods of each direction, as --method lists them (a test holds them to
 # the registry's directions).
 RESIZE_METHODS = {
-    "shrink": ("select", "bot", "heur-lg", "auto-lg", "tleg-fit"),
+    "shrink": ("select", "bot", "heur-lg", "auto-lg", "tleg-fit", "block-influence", "angular", "activation"),
     "grow": ("auto-lg", "bot", "heur-lg", "clone", "tleg-fit"),
 }
 

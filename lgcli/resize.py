@@ -72,7 +72,8 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
                                  heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
     adapter = get_adapter(source.family)
     context = MethodContext(direction=direction, seed=seed,
-                            random_stack=lambda spec: adapter.random_stack(spec, seed=seed))
+                            random_stack=lambda spec: adapter.random_stack(spec, seed=seed),
+                            calibration=measured(loaded, options, seed, device) if chosen.calibrated else None)
     # auto keeps the CPU's streamed path (one role in memory at a time): a
     # resize is bound by reading and writing, and a GPU copy would hold it all.
     stack = loaded.stack if device in (None, "cpu", "auto") else on_device(loaded.stack, device)
@@ -91,9 +92,30 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
         "parameters": {"source": loaded.stack.num_parameters(),
                        "target": result.stack.num_parameters()},
         "details": result.report,
+        **({"calibration_seconds": round(context.calibration.seconds, 3)} if context.calibration else {}),
         "seconds": round(time.perf_counter() - started, 3),
     }
     return target, result.stack, report
+
+
+def measured(loaded: Loaded, options: dict[str, Any], seed: int | None, device: str | None):
+    """The source's statistics on the calibration data the options name
+    (`lgcli.calibration`), for a data-aware method."""
+    from .calibration import DEFAULT_CALIBRATION_SAMPLES, calibrate, calibration_device, calibration_examples
+
+    if options["calibrate"] is None:
+        raise UsageError("a data-aware method measures the model on data: give --calibrate DATA (lg's datasets "
+                         "such as fashion-mnist-mini or kjv-mini, an image folder, or a text file)")
+    adapter = get_adapter(loaded.spec.family)
+    model = adapter.load_model(loaded.spec, loaded.stack).float()
+    examples, name = calibration_examples(model, loaded.spec, options["calibrate"], samples=options["calibrate_samples"] or DEFAULT_CALIBRATION_SAMPLES,
+                                          seed=seed or 0, seq_len=options["calibrate_seq_len"],
+                                          companions=loaded.checkpoint.companions, where=loaded.checkpoint.label)
+    statistics = calibrate(model, loaded.spec, examples, name=name, seed=seed or 0,
+                           device=calibration_device(device))
+    notify_stderr(f"calibrated on {statistics.samples} examples of {name} ({statistics.positions:,} positions) "
+                  f"in {statistics.seconds:.1f} s")
+    return statistics
 
 
 def on_device(stack: Stack, device: str) -> Stack:
@@ -248,6 +270,12 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     recorded = {"direction": direction, **report["options"]}
     if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
         recorded["seed"] = report["seed"]
+    if get_method(report["method"]).calibrated:
+        # What the statistics chose, so that a reader of the file can tell
+        # which layers, heads and channels of the source it holds.
+        recorded["calibration"] = report["details"]["calibration"]
+        recorded["chosen"] = {key: value for key, value in report["details"].items()
+                              if key.startswith(("kept_", "dropped_"))}
     sha256 = save(output, spec, stack, method=report["method"], options=recorded, source=loaded,
                   force=force, stdout=stdout, shard_size=shard_size, card=card, card_file=card_file)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("data",),                            # image data sets
     ("train",),                           # the one training loop
     ("text",),                            # text data and language-model evaluation
+    ("calibration",),                     # a model's statistics on data, for the data-aware methods
     ("fitting",),                         # training on data for what a learngene builds
     ("resize", "condense", "evaluate"),   # the commands, as library functions
     ("bench", "report"),                  # the ladder of commands, and rendering results

@@ -545,6 +545,23 @@ class DeclaredAdapter:
         """Every global role this family can have, with its axes."""
         return {role: axes for role, axes in self.layout.global_roles.values()}
 
+    def layer_modules(self, spec: ArchSpec) -> dict[str, list[str]]:
+        """Where the calibration pass looks inside the family's model of
+        `spec` (`load_model`'s module names, one per block): each block
+        ("block"), its attention's output projection ("o"), its MLP's down
+        projection ("fc2") and its two norms ("norm1", "norm2"). They follow
+        from the declaration: a module's name is its weight's key without
+        the parameter name."""
+        base = f"{self.write_prefix(spec)}{self.layout.layers}"
+        module_of = {}
+        for suffix, role in self.layout.layer_keys.items():
+            module_of.setdefault(role, suffix.rsplit(".", 1)[0])
+        modules = {"block": [f"{base}.{i}" for i in range(spec.depth)]}
+        for name, role in (("o", "o"), ("fc2", "fc2"), ("norm1", "norm1_weight"), ("norm2", "norm2_weight")):
+            if role in module_of:
+                modules[name] = [f"{base}.{i}.{module_of[role]}" for i in range(spec.depth)]
+        return modules
+
 
 def checked_reading(adapter: Any, config: Mapping[str, Any], spec: ArchSpec, stack: Stack, *,
                     lazy: bool) -> tuple[ArchSpec, Stack]:

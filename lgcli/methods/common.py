@@ -22,6 +22,9 @@ class MethodContext:
     direction: str
     seed: int | None = None
     random_stack: Callable[[ArchSpec], Stack] | None = None
+    # The source's statistics on calibration data (`lgcli.calibration`),
+    # gathered for the methods declared `calibrated`.
+    calibration: Any = None
 
 
 @dataclass
@@ -40,7 +43,8 @@ class Method:
     direction)` may refuse a request before any work, with an LgError.
     `not_per_stage` says why the method has no meaning on the stages of a
     hierarchical model (Swin), None when it runs on each stage
-    (`methods.stages`).
+    (`methods.stages`). `calibrated` methods read the source's statistics on
+    the user's data (`MethodContext.calibration`; `methods.calibrated`).
     """
 
     name: str
@@ -50,6 +54,7 @@ class Method:
     options: tuple[Option, ...] = ()
     validate: Callable[[dict[str, Any], ArchSpec, ArchSpec, str], None] | None = None
     not_per_stage: str | None = None
+    calibrated: bool = False
 
 
 @dataclass(frozen=True)

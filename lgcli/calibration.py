@@ -1,0 +1,285 @@
+"""What a model computes on the user's data: the statistics the data-aware
+resize methods read (SPEC.md "Data-aware resizing").
+
+One forward pass of the source model over `--calibrate-samples` examples of
+`--calibrate DATA`, through the family's own model (timm or transformers)
+with hooks on the modules the family's adapter names (`layer_modules`: each
+block, and per block the attention's output projection, the MLP's down
+projection and the two norms). Nothing is kept per example: every statistic
+is a running sum over positions, so memory is one batch's hidden states.
+
+- ``cosine[i, j]`` and ``angle[i, j]``: the mean over positions of
+  cos(h_i, h_j) and of arccos(cos(h_i, h_j)) / π, where h_l is the hidden
+  state entering block l and h_L the last block's output. Block influence
+  (ShortGPT) is ``1 - cosine[l, l + 1]``; the angular distance of the n
+  blocks from l (Gromov et al. 2024) is ``angle[l, l + n]``. Gromov et al.
+  take the last token of each sequence; lg averages over every position
+  (every token, every image patch), which uses all the calibration data and
+  serves encoders and image models alike.
+- ``mlp[l, f]``: the mean |activation| of MLP neuron f of block l, taken at
+  the down projection's input (for a gated MLP, gate·up: Minitron).
+- ``heads[l, h]``: the mean L2 norm of head h's output entering the output
+  projection (Minitron).
+- ``embed[c]``: the mean |value| of embedding channel c at the two norms'
+  outputs, summed over blocks (Minitron reads LayerNorm outputs).
+
+The same data, samples and seed give the same examples, in the same order,
+and so the same statistics (on one device, bit for bit).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .arch import get_adapter
+from .arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION
+from .errors import LgError, UsageError, notify_stderr
+from .lazy import torch
+from .stack import ArchSpec
+
+# Examples calibrated on when --calibrate-samples is not given: enough for
+# block influence to rank layers stably (ShortGPT and Minitron use a few
+# hundred to a thousand sequences; the issue's SmolLM2 study 32) and a
+# forward pass of a few seconds on a CPU.
+DEFAULT_CALIBRATION_SAMPLES = 64
+# Examples per forward pass: bounds memory (one batch's hidden states at
+# every block boundary are held at once).
+CALIBRATION_BATCH = {"images": 64, "windows": 4}
+
+
+@dataclass
+class Calibration:
+    """A model's statistics on calibration data (see the module docstring)."""
+
+    data: str
+    samples: int
+    seed: int
+    positions: int
+    cosine: torch.Tensor  # (L + 1, L + 1)
+    angle: torch.Tensor  # (L + 1, L + 1)
+    mlp: torch.Tensor  # (L, F)
+    heads: torch.Tensor  # (L, H)
+    embed: torch.Tensor  # (D,)
+    seconds: float = 0.0
+
+    @property
+    def depth(self) -> int:
+        return self.mlp.shape[0]
+
+    def block_influence(self) -> torch.Tensor:
+        """BI_l = 1 - E[cos(h_l, h_{l+1})] for each block l (ShortGPT)."""
+        return 1 - torch.diagonal(self.cosine, offset=1)
+
+    def angular_distance(self, n: int) -> torch.Tensor:
+        """d(l, n) = E[arccos(cos(h_l, h_{l+n}))] / π for l = 0..L-n (Gromov et al.)."""
+        return torch.diagonal(self.angle, offset=n)
+
+    def describe(self) -> dict[str, Any]:
+        # No wall time: what is recorded in a file must be the same for the
+        # same data and seed (the time is in the command's report).
+        return {"data": self.data, "samples": self.samples, "seed": self.seed, "positions": self.positions}
+
+
+def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, samples: int, seed: int,
+                         seq_len: int | None, companions: Mapping[str, Any], where: str,
+                         notify: Callable[[str], None] = notify_stderr) -> tuple[Any, str]:
+    """(a `Batches` of exactly `samples` examples, the data's name) of
+    `data` for `model`: images at its input size and channels, or token
+    windows of its tokenizer. The examples are a seeded draw from the train
+    split. Data of the wrong kind, or fewer examples than asked, is refused."""
+    from .data import ImageData, builtin_names, check_channels, load_data
+    from .text import TextData, builtin_texts, text_data_for
+    from .train import ImageBatches
+
+    adapter = get_adapter(spec.family)
+    task = adapter.model_task(model)
+    name = getattr(data, "name", None) or os.fspath(data)
+    generator = torch.Generator().manual_seed(seed)
+    if task == IMAGE_CLASSIFICATION or _takes_images(adapter, model):
+        if seq_len is not None:
+            raise UsageError("--calibrate-seq-len is for language models; this is an image model")
+        if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
+            raise LgError(f"--calibrate {name} is a text; this model takes images "
+                          f"(an image folder, fashion-mnist-mini, fashion-mnist, mnist)")
+        images = data if isinstance(data, ImageData) else load_data(data, seed=seed)
+        channels, size = adapter.model_input(model)
+        check_channels(images, channels)
+        pool = images.train
+        _enough(len(pool), samples, name, "images")
+        chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
+        return ImageBatches(pool.subset(chosen), size, channels), name
+    if isinstance(data, ImageData) or (isinstance(data, str) and data in builtin_names()):
+        raise LgError(f"--calibrate {name} is an image dataset; this model is a language model (give a text "
+                      f"file, a folder of .txt files, or kjv-mini)")
+    # Windows of plain token ids whatever the model's task: nothing is
+    # scored, so a masked LM needs no mask token here.
+    text = text_data_for([("the source", model, companions, where)], CAUSAL_LM, data, seq_len=seq_len, seed=seed,
+                         notify=notify)
+    pool = text.train
+    _enough(len(pool), samples, name, f"windows of {text.seq_len} tokens")
+    chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
+    return pool.subset(chosen), name
+
+
+def _takes_images(adapter, model) -> bool:
+    """A transformers vision model of features (no head) still takes images."""
+    try:
+        adapter.model_input(model)
+    except LgError:
+        return False
+    return True
+
+
+def _enough(available: int, samples: int, name: str, unit: str) -> None:
+    if available < samples:
+        raise LgError(f"--calibrate {name} has {available} {unit} to calibrate on, fewer than "
+                      f"--calibrate-samples {samples}: give more data or ask for fewer samples")
+
+
+def calibrate(model: torch.nn.Module, spec: ArchSpec, examples: Any, *, name: str, seed: int,
+              device: str = "cpu") -> Calibration:
+    """Run `examples` (a `Batches`) through `model` (the family's own model of
+    `spec`) and gather the statistics, on `device`."""
+    started = time.perf_counter()
+    adapter = get_adapter(spec.family)
+    modules = adapter.layer_modules(spec)
+    named = dict(model.named_modules())
+    missing = [m for names in modules.values() for m in names if m not in named]
+    if missing:  # a family declaration that does not match its library's model: lg's bug
+        raise RuntimeError(f"{spec.family}: the model has no module {missing[0]}")
+    depth = len(modules["block"])
+    where = torch.device(device)
+    model = model.to(where).eval()
+    sums = _Sums(depth, spec, where)
+    hooks = []
+
+    def capture_input(index: int):
+        def hook(module, args, kwargs):
+            sums.hidden[index] = _first_tensor(args, kwargs)
+        return hook
+
+    def capture_last(module, args, output):
+        sums.hidden[depth] = _first_tensor((output,) if torch.is_tensor(output) else output, {})
+
+    def capture_heads(index: int):
+        def hook(module, args, kwargs):
+            sums.add_heads(index, _first_tensor(args, kwargs))
+        return hook
+
+    def capture_mlp(index: int):
+        def hook(module, args, kwargs):
+            sums.add_mlp(index, _first_tensor(args, kwargs))
+        return hook
+
+    def capture_norm(module, args, output):
+        sums.add_embed(_first_tensor((output,) if torch.is_tensor(output) else output, {}))
+
+    try:
+        for index, block in enumerate(modules["block"]):
+            hooks.append(named[block].register_forward_pre_hook(capture_input(index), with_kwargs=True))
+        hooks.append(named[modules["block"][-1]].register_forward_hook(capture_last))
+        for index, module in enumerate(modules["o"]):
+            hooks.append(named[module].register_forward_pre_hook(capture_heads(index), with_kwargs=True))
+        for index, module in enumerate(modules["fc2"]):
+            hooks.append(named[module].register_forward_pre_hook(capture_mlp(index), with_kwargs=True))
+        for module in (*modules.get("norm1", ()), *modules.get("norm2", ())):
+            hooks.append(named[module].register_forward_hook(capture_norm))
+        per_batch = CALIBRATION_BATCH.get(examples.unit, 8)
+        with torch.inference_mode():
+            for start in range(0, len(examples), per_batch):
+                inputs, _ = examples.batch(range(start, min(start + per_batch, len(examples))))
+                if examples.unit == "images":
+                    model(inputs.to(where))
+                else:
+                    model(input_ids=inputs.to(where))
+                sums.add_hidden()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return sums.result(name=name, samples=len(examples), seed=seed, seconds=time.perf_counter() - started)
+
+
+def _first_tensor(args: tuple, kwargs: Mapping[str, Any]) -> torch.Tensor:
+    """The hidden states a module is called with (positionally or by name)."""
+    if args and torch.is_tensor(args[0]):
+        return args[0]
+    for key in ("hidden_states", "x", "input"):
+        if torch.is_tensor(kwargs.get(key)):
+            return kwargs[key]
+    raise RuntimeError("a hooked module was called without a tensor input")
+
+
+class _Sums:
+    """Running float64 sums of every statistic over positions."""
+
+    def __init__(self, depth: int, spec: ArchSpec, device: torch.device) -> None:
+        self.depth, self.heads_count, self.head_dim = depth, spec.heads, spec.head_dim
+        self.hidden: list[torch.Tensor | None] = [None] * (depth + 1)
+        double = dict(dtype=torch.float64, device=device)
+        self.cosine = torch.zeros(depth + 1, depth + 1, **double)
+        self.angle = torch.zeros(depth + 1, depth + 1, **double)
+        self.positions = 0
+        self.mlp = [None] * depth
+        self.heads = torch.zeros(depth, spec.heads, **double)
+        self.embed: torch.Tensor | None = None
+        self.mlp_positions = [0] * depth
+        self.head_positions = [0] * depth
+        self.embed_positions = 0
+
+    def add_hidden(self) -> None:
+        if any(h is None for h in self.hidden):
+            raise RuntimeError("a block was not run by the model's forward")
+        states = torch.stack([h.reshape(-1, h.shape[-1]).float() for h in self.hidden])  # (L+1, P, D)
+        states = torch.nn.functional.normalize(states, dim=-1)
+        cos = torch.einsum("ipd,jpd->ijp", states, states).clamp(-1, 1)  # per position
+        self.cosine += cos.sum(-1).double()
+        self.angle += (torch.arccos(cos) / math.pi).sum(-1).double()
+        self.positions += states.shape[1]
+        self.hidden = [None] * (self.depth + 1)
+
+    def add_mlp(self, index: int, activation: torch.Tensor) -> None:
+        flat = activation.reshape(-1, activation.shape[-1]).float()
+        total = flat.abs().sum(0).double()
+        self.mlp[index] = total if self.mlp[index] is None else self.mlp[index] + total
+        self.mlp_positions[index] += flat.shape[0]
+
+    def add_heads(self, index: int, output: torch.Tensor) -> None:
+        flat = output.reshape(-1, self.heads_count, self.head_dim).float()
+        self.heads[index] += flat.norm(dim=-1).sum(0).double()
+        self.head_positions[index] += flat.shape[0]
+
+    def add_embed(self, output: torch.Tensor) -> None:
+        flat = output.reshape(-1, output.shape[-1]).float()
+        total = flat.abs().sum(0).double()
+        self.embed = total if self.embed is None else self.embed + total
+        self.embed_positions += flat.shape[0]
+
+    def result(self, *, name: str, samples: int, seed: int, seconds: float) -> Calibration:
+        if self.positions == 0 or any(m is None for m in self.mlp):
+            raise RuntimeError("the calibration pass saw no data")
+        cpu = dict(device="cpu", dtype=torch.float64)
+        mlp = torch.stack([m / n for m, n in zip(self.mlp, self.mlp_positions)]).to(**cpu)
+        heads = (self.heads / torch.tensor(self.head_positions, dtype=torch.float64,
+                                           device=self.heads.device)[:, None]).to(**cpu)
+        # The mean over every norm's every position: the sum over blocks of
+        # each norm's mean, over 2L (the ranking is the same).
+        embed = (self.embed / self.embed_positions).to(**cpu) if self.embed is not None else torch.zeros(0, **cpu)
+        return Calibration(data=name, samples=samples, seed=seed, positions=self.positions,
+                           cosine=(self.cosine / self.positions).to(**cpu),
+                           angle=(self.angle / self.positions).to(**cpu), mlp=mlp, heads=heads, embed=embed,
+                           seconds=seconds)
+
+
+def calibration_device(device: str | None) -> str:
+    """Where the calibration pass runs: a GPU when there is one (auto)."""
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+__all__ = ["Calibration", "calibrate", "calibration_examples", "calibration_device",
+           "DEFAULT_CALIBRATION_SAMPLES"]

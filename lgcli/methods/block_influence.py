@@ -1,0 +1,31 @@
+"""Block influence (ShortGPT, Men et al. 2024; SPEC.md "Data-aware
+resizing"): drop the blocks that change their input least.
+
+BI_l = 1 - E[cos(h_l, h_{l+1})] over the calibration positions, h_l the
+hidden state entering block l. The D blocks of largest BI are kept, in their
+order. Any width change keeps weight selection's uniform elements: this
+method measures depth only (`activation` measures width).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..stack import ArchSpec, Stack
+from .calibrated import CALIBRATION_OPTIONS, NOT_PER_STAGE, most_important, selected_stack, uniform
+from .common import SHRINK, Method, MethodContext, MethodResult
+
+
+def block_influence(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
+                    context: MethodContext) -> MethodResult:
+    influence = context.calibration.block_influence().float()
+    kept = most_important(influence, target.depth).tolist()
+    report = {"calibration": context.calibration.describe(),
+              "block_influence": [round(v, 6) for v in influence.tolist()],
+              "kept_layers": kept, "dropped_layers": sorted(set(range(source.depth)) - set(kept))}
+    return MethodResult(selected_stack(stack, source, target, kept, uniform), report)
+
+
+METHOD = Method("block-influence", block_influence, (SHRINK,),
+                "ShortGPT: keep the blocks that change their input most on calibration data",
+                options=CALIBRATION_OPTIONS, not_per_stage=NOT_PER_STAGE, calibrated=True)
