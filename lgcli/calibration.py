@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .arch import get_adapter
-from .arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION
+from .arch.base import CAUSAL_LM
 from .errors import LgError, UsageError, notify_stderr
 from .lazy import torch
 from .stack import ArchSpec
@@ -96,17 +96,17 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     from .train import ImageBatches
 
     adapter = get_adapter(spec.family)
-    task = adapter.model_task(model)
     name = getattr(data, "name", None) or os.fspath(data)
     generator = torch.Generator().manual_seed(seed)
-    if task == IMAGE_CLASSIFICATION or _takes_images(adapter, model):
+    image_input = _image_input(adapter, spec)
+    if image_input is not None:
         if seq_len is not None:
             raise UsageError("--calibrate-seq-len is for language models; this is an image model")
         if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
             raise LgError(f"--calibrate {name} is a text; this model takes images "
                           f"(an image folder, fashion-mnist-mini, fashion-mnist, mnist)")
         images = data if isinstance(data, ImageData) else load_data(data, seed=seed)
-        channels, size = adapter.model_input(model)
+        channels, size = image_input
         check_channels(images, channels)
         pool = images.train
         _enough(len(pool), samples, name, "images")
@@ -125,13 +125,14 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     return pool.subset(chosen), name
 
 
-def _takes_images(adapter, model) -> bool:
-    """A transformers vision model of features (no head) still takes images."""
+def _image_input(adapter, spec: ArchSpec) -> tuple[int, int] | None:
+    """(channels, image size) of an image model, classifier or model of
+    features alike; None for a language model."""
     try:
-        adapter.model_input(model)
+        channels, height, _ = adapter.input_size(spec)
     except LgError:
-        return False
-    return True
+        return None
+    return channels, height
 
 
 def _enough(available: int, samples: int, name: str, unit: str) -> None:
@@ -146,11 +147,12 @@ def calibrate(model: torch.nn.Module, spec: ArchSpec, examples: Any, *, name: st
     `spec`) and gather the statistics, on `device`."""
     started = time.perf_counter()
     adapter = get_adapter(spec.family)
-    modules = adapter.layer_modules(spec)
+    modules = adapter.layer_modules(spec, model)
     named = dict(model.named_modules())
-    missing = [m for names in modules.values() for m in names if m not in named]
+    missing = [m for m in ("block", "o", "fc2") if m not in modules] + \
+        [m for names in modules.values() for m in names if m not in named]
     if missing:  # a family declaration that does not match its library's model: lg's bug
-        raise RuntimeError(f"{spec.family}: the model has no module {missing[0]}")
+        raise RuntimeError(f"{spec.family}: no module for {missing[0]} in the model")
     depth = len(modules["block"])
     where = torch.device(device)
     model = model.to(where).eval()

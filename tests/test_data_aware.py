@@ -245,3 +245,29 @@ def test_grouped_query_targets_that_split_a_group_are_refused(tmp_path, lg):
     result = lg("shrink", source, "--heads", "3", "--kv-heads", "3", "--width", "24", "--method", "activation",
                 "--calibrate", text_file(tmp_path / "c.txt"), "-o", tmp_path / "o")
     assert result.code != 0 and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("variant", ["dinov2", "dinov2-swiglu-classifier", "dinov2-registers", "clip-vision"])
+@pytest.mark.parametrize("method, sizes", [("block-influence", ("--depth", "1")),
+                                           ("activation", ("--width", "24"))])
+def test_transformers_vision_models_are_calibrated_and_load_strictly(tmp_path, lg, variant, method, sizes):
+    """The calibration pass hooks the modules each declaration names (a
+    SwiGLU DINOv2's down projection is mlp.weights_out, CLIP's blocks are
+    encoder.layers): every transformers vision family, classifier or not."""
+    import transformers
+
+    from hf_image_models import load_strict as load_image_model
+    from test_hf_vision_families import VARIANTS, make_model as make_image_model
+
+    source = tmp_path / "src"
+    make_image_model(variant).save_pretrained(source)
+    transformers.BitImageProcessor(size={"height": 16, "width": 16}).save_pretrained(source)
+    out = tmp_path / "out"
+    result = lg("shrink", source, *sizes, "--method", method, "--calibrate", IMAGES, "--calibrate-samples", "4",
+                "-o", out, "--json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["details"]["calibration"]["positions"] > 0
+    model = load_image_model(out, VARIANTS[variant][2])
+    with torch.no_grad():
+        output = model(pixel_values=torch.randn(1, 3, 16, 16))
+    assert all(bool(torch.isfinite(v).all()) for v in output.values() if torch.is_tensor(v))

@@ -150,8 +150,8 @@ class FamilyAdapter(Protocol):
 
     def no_weight_decay_roles(self) -> frozenset[str]: ...
 
-    def layer_modules(self, spec: ArchSpec) -> dict[str, list[str]]:
-        """Module names in `load_model`'s model, one per block, that the
+    def layer_modules(self, spec: ArchSpec, model: nn.Module) -> dict[str, list[str]]:
+        """Module names in `model` (`load_model`'s), one per block, that the
         data-aware methods' calibration pass hooks: "block", "o" (attention
         output projection), "fc2" (MLP down projection), "norm1", "norm2"."""
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import LgError, shown
-from ..lazy import torch
+from ..lazy import nn, torch
 from ..stack import (ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
                      copy_elements)
 from .base import Reader
@@ -545,22 +545,42 @@ class DeclaredAdapter:
         """Every global role this family can have, with its axes."""
         return {role: axes for role, axes in self.layout.global_roles.values()}
 
-    def layer_modules(self, spec: ArchSpec) -> dict[str, list[str]]:
-        """Where the calibration pass looks inside the family's model of
-        `spec` (`load_model`'s module names, one per block): each block
+    def layer_modules(self, spec: ArchSpec, model: nn.Module) -> dict[str, list[str]]:
+        """Where the calibration pass looks inside `model`, the family's model
+        of `spec` (`load_model`), one module name per block: each block
         ("block"), its attention's output projection ("o"), its MLP's down
         projection ("fc2") and its two norms ("norm1", "norm2"). They follow
-        from the declaration: a module's name is its weight's key without
-        the parameter name."""
+        from the declaration: the module that holds a role's weight, by the
+        key the declaration names for it as the library's model calls it
+        (`live_keys`), of the declared keys for the role the one this model
+        has (DINOv2's down projection is mlp.fc2 or, SwiGLU, mlp.weights_out)."""
         base = f"{self.write_prefix(spec)}{self.layout.layers}"
-        module_of = {}
-        for suffix, role in self.layout.layer_keys.items():
-            module_of.setdefault(role, suffix.rsplit(".", 1)[0])
-        modules = {"block": [f"{base}.{i}" for i in range(spec.depth)]}
+        parameters = {name for name, _ in model.named_parameters()}
+        modules: dict[str, list[str]] = {}
         for name, role in (("o", "o"), ("fc2", "fc2"), ("norm1", "norm1_weight"), ("norm2", "norm2_weight")):
-            if role in module_of:
-                modules[name] = [f"{base}.{i}.{module_of[role]}" for i in range(spec.depth)]
+            for suffix, declared in self.layout.layer_keys.items():
+                if declared != role:
+                    continue
+                keys = self.live_keys(model, [f"{base}.{i}.{suffix}" for i in range(spec.depth)])
+                if all(key in parameters for key in keys):
+                    modules[name] = [key.rsplit(".", 1)[0] for key in keys]
+                    break
+        if "o" in modules:  # a block is the module of its layer index, as the model names it
+            modules["block"] = [_block_of(module, index) for index, module in enumerate(modules["o"])]
         return modules
+
+    def live_keys(self, model: nn.Module, keys: list[str]) -> list[str]:
+        """The names `model` gives the parameters stored under `keys` (the
+        same, unless its library renames keys when it loads them)."""
+        return keys
+
+
+def _block_of(module: str, index: int) -> str:
+    """The block of a module inside block `index`: its name up to the index
+    (``model.layers.3.self_attn.o_proj`` -> ``model.layers.3``)."""
+    parts = module.split(".")
+    at = max(i for i, part in enumerate(parts) if part == str(index))
+    return ".".join(parts[:at + 1])
 
 
 def checked_reading(adapter: Any, config: Mapping[str, Any], spec: ArchSpec, stack: Stack, *,

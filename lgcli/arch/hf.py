@@ -492,6 +492,19 @@ class HfAdapter(DeclaredAdapter):
         state = {k: v.detach() for k, v in model.state_dict().items()}
         return self.to_stack(state, config=self.config(spec))[1]
 
+    def live_keys(self, model: nn.Module, keys: list[str]) -> list[str]:
+        """Checkpoint keys as the model names its parameters: transformers 5
+        renames some families' keys when it loads them (DINOv2's
+        attention.output.dense is attention.o_proj in the model), by the
+        conversion mapping it keeps per model type; lg asks it, not a copy."""
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+        transforms = get_model_conversion_mapping(model)
+        renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+        converters = [t for t in transforms if not isinstance(t, WeightRenaming)]
+        return [rename_source_key(key, renamings, converters)[0] for key in keys]
+
     def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
         """A transformers model holding these weights, every key loaded (the
         tied head follows the token embedding)."""
