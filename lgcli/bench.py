@@ -61,6 +61,16 @@ class BenchSettings:
     subset: str | None = None
     test_subset: str | None = None
     force: bool = False
+    # Each cell is run once per seed (seed, seed + 1, ...): the table gives
+    # the mean and a 95 % t-interval; one seed, a bootstrap over test examples.
+    seeds: int = 1
+    # Equal compute (SPEC.md "Measuring an initialisation"): every path gets
+    # `budget` training steps of `lg distill`'s batch on the bench's data
+    # before the probe: a resize distilled from the ancestry, a learngene
+    # condensed (once for every size). None: resizes cost nothing and each
+    # learngene its condense_steps, as before.
+    budget: int | None = None
+    calibrate_samples: int | None = None  # the data-aware methods' (their default when None)
 
     def __post_init__(self) -> None:
         from .data import check_whole
@@ -78,13 +88,19 @@ class BenchSettings:
         else:
             check_whole(self.condense_steps, "--condense-steps", 1)
         check_whole(self.condense_batch_size, "--condense-batch-size", 1)
+        check_whole(self.seeds, "--seeds", 1)
+        if self.budget is not None:
+            check_whole(self.budget, "--budget", 0)
         if self.condense_until is not None:
             from .data import check_real
 
             check_real(self.condense_until, "--condense-until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
 
     def condense_budget(self, kind: str) -> int:
-        """The condense steps of `kind` (the most it runs, with condense_until)."""
+        """The condense steps of `kind` (the most it runs, with condense_until):
+        the bench's budget when it has one."""
+        if self.budget is not None:
+            return self.budget
         if isinstance(self.condense_steps, dict):
             return self.condense_steps.get(kind, DEFAULT_CONDENSE_STEPS)
         return self.condense_steps
@@ -145,6 +161,7 @@ class Cell:
     method: str
     depth: int
     width: int
+    seed: int | None = None  # None: the bench's one seed (the file names of a bench of one seed)
 
     @property
     def size(self) -> str:
@@ -152,7 +169,7 @@ class Cell:
 
     @property
     def name(self) -> str:
-        return f"{self.method}@{self.size}"
+        return f"{self.method}@{self.size}" + (f"~seed{self.seed}" if self.seed is not None else "")
 
 
 @dataclass
@@ -168,6 +185,15 @@ class _Context:
     notify: Notify
     learngenes: dict[str, Any] = field(default_factory=dict)
     condensed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tag: str = ""  # a learngene file's suffix: each seed of a bench of several condenses its own
+
+    def seeded(self, seed: int) -> "_Context":
+        """The context of one seed of a bench of several: the probe, the
+        methods and the condense runs seeded with it."""
+        settings = dataclasses.replace(self.settings, probe=dataclasses.replace(self.settings.probe, seed=seed))
+        return _Context(loaded=self.loaded, data=self.data, data_name=self.data_name, settings=settings,
+                        out=self.out, key={**self.key, "probe": {**self.key["probe"], "seed": seed}},
+                        notify=self.notify, tag=f"-seed{seed}")
 
 
 def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settings: BenchSettings, *,
@@ -190,6 +216,14 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
         raise UsageError(f"--methods {unfitted[0]} fits a part per size: give --fit-steps N")
     if RANDOM not in methods:
         methods = [*methods, RANDOM]  # every cell is measured against it
+    if settings.budget == 0:
+        from .learngenes import get_kind
+
+        trained = [m for m in methods if _is_kind(m.removesuffix(FIT)) and get_kind(m.removesuffix(FIT)).trains]
+        if trained and settings.methods:
+            raise UsageError(f"--budget 0 gives no training steps, and {trained[0]} needs them to condense: give "
+                             f"--budget N, or leave the learngene kinds out of --methods")
+        methods = [m for m in methods if m not in trained]
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LgError(f"{shown(out)}: exists and is not a folder; -o takes a results folder")
@@ -210,20 +244,30 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     dataset = _read_data(loaded, data, settings, notify)
     if device_note:
         notify(device_note)
-    probe_settings = {k: v for k, v in asdict(settings.probe).items() if k != "progress"}
-    key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings}
+    # Every cell keeps its final model's figure per test example: one seed's
+    # interval is a bootstrap over them (`lgcli.intervals`).
+    settings.probe = dataclasses.replace(settings.probe, keep_examples=True)
+    probe_settings = {k: v for k, v in asdict(settings.probe).items() if k not in ("progress", "keep_examples")}
+    key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings,
+           **({"budget": settings.budget} if settings.budget is not None else {})}
     context = _Context(loaded=loaded, data=dataset, data_name=data, settings=settings, out=out, key=key, notify=notify)
+    seeds = [settings.probe.seed + index for index in range(settings.seeds)]
+    contexts = {seed: context.seeded(seed) for seed in seeds} if settings.seeds > 1 else {None: context}
 
-    cells = [Cell(method, depth, width) for depth, width in settings.sizes for method in methods]
+    cells = [Cell(method, depth, width, seed) for seed in contexts for depth, width in settings.sizes
+             for method in methods]
     if dry_run:
-        return _plan(cells, methods, context, METHODS)
+        return _plan([c for c in cells if c.seed == next(iter(contexts))], methods, context, METHODS,
+                     seeds=settings.seeds)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     results = []
     for number, cell in enumerate(cells, 1):
-        notify(f"bench: cell {number} of {len(cells)}: {cell.method} at {cell.depth} x {cell.width}")
-        results.append(_run_cell(cell, context, METHODS))
+        seeded = f", seed {cell.seed}" if cell.seed is not None else ""
+        notify(f"bench: cell {number} of {len(cells)}: {cell.method} at {cell.depth} x {cell.width}{seeded}")
+        results.append({**_run_cell(cell, contexts[cell.seed], METHODS),
+                        "seed": cell.seed if cell.seed is not None else settings.probe.seed})
 
-    report = _report(ancestry, context, methods, results)
+    report = _report(ancestry, context, methods, results, list(contexts.values()))
     for depth, width in settings.sizes:
         rows = [r["row"] for r in results if r["size"] == f"{depth}x{width}" and r.get("row")]
         if rows:
@@ -345,7 +389,8 @@ def _candidate(cell: Cell, model, context: _Context):
     return candidate
 
 
-def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_methods: dict) -> dict[str, Any]:
+def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_methods: dict,
+          seeds: int = 1) -> dict[str, Any]:
     """What `lg bench --dry-run` reports: the cells (those an earlier run
     saved are reused), the training steps still to run, and their time, from
     a few timed steps of each size's random model (the probe; a fitting is
@@ -365,7 +410,9 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
     per_size: dict[str, dict[str, Any]] = {}
     for depth, width in settings.sizes:
         cell = Cell(RANDOM, depth, width)
+        # A fit, and with a budget a resize's distillation, counted at the probe's rate.
         steps = sum(probe.steps * len(probe.rates()) + (settings.fit_steps if c.method.endswith(FIT) else 0)
+                    + (settings.budget or 0 if c.method in resize_methods else 0)
                     for c in to_run if c.size == cell.size)
         if not steps:
             per_size[cell.size] = {"steps": 0, "seconds_per_step": 0.0}
@@ -386,12 +433,14 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
                                                          seed=probe.seed, device=probe.device, progress=False))
         condensing[kind] = {"steps": budget, "seconds_per_step": timed["seconds_per_step"]}
     parts = [*per_size.values(), *condensing.values()]
+    # Every seed runs the same cells (the first seed's reuse stands for all).
     return {"dry_run": True, "command": "bench", "sizes": [f"{d}x{w}" for d, w in settings.sizes],
-            "methods": methods, "cells": len(cells), "cells_to_run": len(to_run),
-            "cells_reused": len(cells) - len(pending), "cells_not_applicable": len(unreachable),
+            "methods": methods, "seeds": seeds, "budget": settings.budget, "cells": len(cells) * seeds,
+            "cells_to_run": len(to_run) * seeds,
+            "cells_reused": (len(cells) - len(pending)) * seeds, "cells_not_applicable": len(unreachable) * seeds,
             "probe": per_size, "condense": condensing,
-            "steps": sum(part["steps"] for part in parts), "device": probe.device,
-            "estimated_seconds": sum(part["steps"] * part["seconds_per_step"] for part in parts)}
+            "steps": seeds * sum(part["steps"] for part in parts), "device": probe.device,
+            "estimated_seconds": seeds * sum(part["steps"] * part["seconds_per_step"] for part in parts)}
 
 
 def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | None:
@@ -432,10 +481,17 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
     if cell.method in resize_methods:
         direction = _direction(source, target)
         check_direction(source, target, direction)
+        calibration = ({"calibrate": context.data_name, "calibrate_samples": context.settings.calibrate_samples}
+                       if resize_methods[cell.method].calibrated else {})
         spec, stack, report = resize(context.loaded, direction=direction, depth=cell.depth, width=cell.width,
-                                     method=cell.method, seed=seed)
-        return adapter.load_model(spec, stack), context.loaded.stack.num_parameters(), {
-            "direction": direction, "options": report["options"]}
+                                     method=cell.method, seed=seed, **calibration)
+        details = {"direction": direction, "options": report["options"]}
+        if calibration:
+            details["chosen"] = {k: v for k, v in report["details"].items() if k in ("kept_layers", "dropped_layers")}
+        model = adapter.load_model(spec, stack)
+        if context.settings.budget:  # equal compute: the resize healed by distillation for the budget
+            model, details["distill"] = _distilled(model, context)
+        return model, context.loaded.stack.num_parameters(), details
     kind = cell.method.removesuffix(FIT)
     learngene = _learngene(kind, context)
     fitting = {}
@@ -451,6 +507,19 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
     # What the learngene stores, as its condense run counted it (PEG's record of
     # its draws, mix.*, is not a parameter), so every row of a kind agrees.
     return adapter.load_model(spec, stack), context.condensed[kind]["parameters"], details
+
+
+def _distilled(model, context: _Context):
+    """`lg distill` of a cell's model from the ancestry for the bench's
+    budget, on the bench's train split (the probe's batch size and seed)."""
+    from .distill import DistillSettings, distill
+
+    probe = context.settings.probe
+    settings = DistillSettings(steps=context.settings.budget, batch_size=probe.batch_size, seed=probe.seed,
+                               device=probe.device, progress=probe.progress)
+    trained, report = distill(model, context.loaded, context.data, settings=settings, notify=lambda message: None)
+    return trained, {"steps": report["steps"], "seconds": report["seconds"],
+                     "loss_first": report["loss_first"], "loss_last": report["loss_last"]}
 
 
 def _direction(source, target) -> str:
@@ -505,7 +574,7 @@ def _learngene_paths(kind: str, context: _Context) -> tuple[Path, Path, str]:
     folder = context.out / "learngenes"
     key = hashlib.sha256(json.dumps({**context.key, "learngene": kind, "condense": _condense_key(kind, context)},
                                     sort_keys=True, default=str).encode()).hexdigest()
-    return folder / f"{kind}.lg.safetensors", folder / f"{kind}.json", key
+    return folder / f"{kind}{context.tag}.lg.safetensors", folder / f"{kind}{context.tag}.json", key
 
 
 def _saved_learngene(kind: str, context: _Context) -> dict[str, Any]:
@@ -518,20 +587,28 @@ def _saved_learngene(kind: str, context: _Context) -> dict[str, Any]:
     return info if isinstance(info, dict) and info.get("key") == key else {}
 
 
-def _report(ancestry, context: _Context, methods: list[str], results: list[dict]) -> dict[str, Any]:
+def _report(ancestry, context: _Context, methods: list[str], results: list[dict],
+            seeded: list[_Context] | None = None) -> dict[str, Any]:
     from .arch.base import IMAGE_CLASSIFICATION
     from .evaluate import add_steps_to_baseline, measure_of
     from .learngenes import KINDS
 
-    for method in methods:  # learngenes whose every cell was reused were not loaded this run
-        kind = method.removesuffix(FIT)
-        info = _saved_learngene(kind, context) if kind in KINDS and kind not in context.condensed else {}
-        if info:
-            context.condensed[kind] = {k: info[k] for k in ("steps", "seconds", "parameters", "score")}
+    seeded = seeded or [context]
+    for each in seeded:
+        for method in methods:  # learngenes whose every cell was reused were not loaded this run
+            kind = method.removesuffix(FIT)
+            info = _saved_learngene(kind, each) if kind in KINDS and kind not in each.condensed else {}
+            if info:
+                each.condensed[kind] = {k: info[k] for k in ("steps", "seconds", "parameters", "score")}
+    # The first seed's condense runs stand for the row's cost (each seed condenses its own).
+    context.condensed = seeded[0].condensed
 
-    for depth, width in context.settings.sizes:
-        rows = [r["row"] for r in results if r["size"] == f"{depth}x{width}" and r.get("row")]
-        add_steps_to_baseline(rows, measure_of(context.data))
+    measure = measure_of(context.data)
+    for seed in dict.fromkeys(r["seed"] for r in results):
+        for depth, width in context.settings.sizes:
+            rows = [r["row"] for r in results if r["size"] == f"{depth}x{width}" and r.get("row") and r["seed"] == seed]
+            add_steps_to_baseline(rows, measure)
+    summary, verdicts = _intervals(methods, context.settings, results, measure)
     spec = context.loaded.spec
     return {
         "version": BENCH_VERSION,
@@ -550,9 +627,54 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
         "sizes": [f"{d}x{w}" for d, w in context.settings.sizes],
         "methods": methods,
         "learngenes": context.condensed,
-        "costs": _costs(methods, results, context.condensed),
-        "cells": [{k: v for k, v in r.items() if k != "key"} for r in results],
+        "costs": _costs(methods, [r for r in results if r["seed"] == results[0]["seed"]], context.condensed),
+        "seeds": sorted(dict.fromkeys(r["seed"] for r in results)),
+        "budget": context.settings.budget,
+        "summary": summary,
+        "verdicts": verdicts,
+        "cells": [_without_examples({k: v for k, v in r.items() if k != "key"}) for r in results],
     }
+
+
+def _without_examples(cell: dict[str, Any]) -> dict[str, Any]:
+    """A cell as the report keeps it: the per-example figures stay in OUT/cells."""
+    if "row" not in cell or "final_examples" not in cell["row"]:
+        return cell
+    return {**cell, "row": {k: v for k, v in cell["row"].items() if k != "final_examples"}}
+
+
+def _intervals(methods: list[str], settings: BenchSettings, results: list[dict],
+               measure) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Each row's figure at each size with its 95 % interval (`lgcli.intervals`):
+    over the seeds (a t-interval) when there are several, else a bootstrap over
+    the test examples of its one run; and each size's verdict: the best row and
+    the rows that tie with it (overlapping intervals)."""
+    from .intervals import bootstrap_interval, t_interval, verdict
+
+    summary: dict[str, dict[str, Any]] = {}
+    verdicts: dict[str, Any] = {}
+    for depth, width in settings.sizes:
+        size = f"{depth}x{width}"
+        at_size: dict[str, dict[str, Any]] = {}
+        for method in methods:
+            runs = [r for r in results if r["method"] == method and r["size"] == size and r.get("status") == "done"]
+            if not runs:
+                continue
+            finals = [r["row"]["final"][measure.key] for r in runs]
+            if len(runs) > 1:
+                interval = t_interval(finals)
+            elif runs[0]["row"].get("final_examples"):
+                examples = runs[0]["row"]["final_examples"]
+                values = [e[0] if isinstance(e, list) else e for e in examples]
+                weights = [e[1] for e in examples] if isinstance(examples[0], list) else None
+                interval = bootstrap_interval(values, weights, seed=runs[0]["seed"])
+            else:
+                interval = t_interval(finals)
+            instincts = [r["row"]["instinct"][measure.key] for r in runs]
+            at_size[method] = {**interval, "finals": finals, "instinct": sum(instincts) / len(instincts)}
+            summary.setdefault(method, {})[size] = at_size[method]
+        verdicts[size] = verdict({m: v for m, v in at_size.items()}, measure.higher_is_better)
+    return summary, verdicts
 
 
 def _costs(methods: list[str], results: list[dict], condensed: dict[str, dict]) -> dict[str, dict[str, Any]]:
@@ -608,9 +730,21 @@ def cell_text(cell: dict[str, Any], measure: str = "top1") -> str:
     return " ".join(cell_parts(cell, measure))
 
 
+def interval_parts(summary: dict[str, Any], measure: str = "top1") -> tuple[str, ...]:
+    """('83.1 ± 0.6 (71.2)',): the mean final figure, its 95 % interval's
+    half-width, the mean instinct."""
+    shown_as = ".3f" if measure == "loss" else ".1f"
+    half = (summary["high"] - summary["low"]) / 2
+    spread = f" ± {half:{shown_as}}" if summary["kind"] != "none" else ""
+    return (f"{summary['mean']:{shown_as}}{spread} ({summary['instinct']:{shown_as}})",)
+
+
 def table_rows(report: dict[str, Any]) -> list[list[Cell]]:
     """Methods x sizes, with what each method stores and cost to make."""
-    by = {(c["method"], c["size"]): c for c in report["cells"]}
+    seed = (report.get("seeds") or [None])[0]
+    by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("seed", seed) == seed}
+    summary = report.get("summary") or {}
+    several = len(report.get("seeds") or []) > 1
     rows: list[list[Cell]] = []
     for method in report["methods"]:
         stored = next((c.get("stores") for c in report["cells"] if c["method"] == method and c.get("stores")), 0)
@@ -620,10 +754,22 @@ def table_rows(report: dict[str, Any]) -> list[list[Cell]]:
             cost += f", + {report['settings'].get('fit_steps')} fit steps per size"
         total = report.get("costs", {}).get(method)
         every = f"{total['total_seconds']:.0f} s" if total and total["sizes"] else "-"
-        rows.append([method, *[cell_parts(by.get((method, size), {}), _measure(report)[0])
+        measure = _measure(report)[0]
+        rows.append([method, *[(interval_parts(summary[method][size], measure) + _verdict_mark(report, method, size)
+                                if several and size in summary.get(method, {})
+                                else cell_parts(by.get((method, size), {}), measure)
+                                + (_verdict_mark(report, method, size) if size in summary.get(method, {}) else ()))
                                for size in report["sizes"]],
                      f"{stored / 1e6:.2f}M" if stored else "-", cost, every])
     return rows
+
+
+def _verdict_mark(report: dict[str, Any], method: str, size: str) -> tuple[str, ...]:
+    """'best' or 'tie' under the size's best row and those its interval cannot tell apart."""
+    verdict = (report.get("verdicts") or {}).get(size) or {}
+    if verdict.get("best") == method:
+        return ("best" if not verdict.get("tied") else "best (tie)",)
+    return ("tie",) if method in verdict.get("tied", ()) else ()
 
 
 def headers(report: dict[str, Any]) -> list[str]:
@@ -636,9 +782,27 @@ def markdown_table(report: dict[str, Any]) -> str:
     lines += ["| " + " | ".join(joined(cell, stacked=False) for cell in row) + " |" for row in table_rows(report)]
     name = _measure(report)[1]
     caption = (f"Final {name} after {report['settings']['steps']} steps (instinct at step 0) · steps to "
-               f"random's final {name} (speed-up); {report['data']['name']}, seed {report['settings']['seed']}. "
-               f"All sizes cost: {ALL_SIZES_COST}.")
+               f"random's final {name} (speed-up); {report['data']['name']}, {_seeds_text(report)}. "
+               f"{INTERVALS_LEGEND} {_budget_text(report)}All sizes cost: {ALL_SIZES_COST}.")
     return "\n".join(lines) + "\n\n" + caption + "\n"
+
+
+INTERVALS_LEGEND = ("± : the 95 % interval (a t-interval over the seeds; for one seed, a bootstrap over the test "
+                    "examples, in bench.json); best: the size's best mean; tie: a row whose interval overlaps the "
+                    "best's (the data cannot tell them apart).")
+
+
+def _seeds_text(report: dict[str, Any]) -> str:
+    seeds = report.get("seeds") or [report["settings"]["seed"]]
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {seeds[0]}-{seeds[-1]}"
+
+
+def _budget_text(report: dict[str, Any]) -> str:
+    budget = report.get("budget")
+    if budget is None:
+        return ""
+    return (f"Equal compute: every path had {budget} training steps before the probe (a resize: lg distill from "
+            f"the ancestry; a learngene: its condense run, shared by every size; random: none). ")
 
 
 # What the last column of the bench's table adds up.
@@ -657,11 +821,12 @@ def print_bench_table(report: dict[str, Any], console) -> None:
     columns = [Column("method", "left"), *(Column(size) for size in report["sizes"]),
                Column("stores", group=1), Column("made in", wrap=True, group=1), Column("all\nsizes", group=1)]
     legend = (f"Each cell: final {name} after {steps} steps (instinct: at step 0) · steps to random's final {name} "
-              f"(speed-up over random); n/a: the method cannot reach that size (bench.json says why). Sizes: "
+              f"(speed-up over random); n/a: the method cannot reach that size (bench.json says why). "
+              f"{INTERVALS_LEGEND} {_budget_text(report)}Sizes: "
               f"depth x width. stores: parameters kept to make every size, millions (the ancestry, or the "
               f"learngene); made in: the learngene's condense run; all sizes: {ALL_SIZES_COST}.")
     print_table(console, f"lg bench on {report['data']['name']}: final {name} after {steps} steps (instinct) · "
-                         f"steps to random's final (speed-up), seed {report['settings']['seed']}",
+                         f"steps to random's final (speed-up), {_seeds_text(report)}",
                 columns, table_rows(report), legend=legend)
 
 

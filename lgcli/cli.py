@@ -1008,6 +1008,17 @@ def bench_command(
     fit_steps: int = typer.Option(0, "--fit-steps", min=0, metavar="N", rich_help_panel=LEARNGENES,
                                   help="Also bench each learngene kind that fits a part per size (WAVE's scalers, "
                                        "PEG's map) with that part fitted for N steps first: rows KIND+fit."),
+    budget: Optional[int] = typer.Option(
+        None, "--budget", min=0, metavar="N", rich_help_panel=PROBE,
+        help="Equal compute: every path gets N training steps before the probe (a resize is distilled from the "
+             "ancestry for N steps with lg distill; a learngene is condensed for N, shared by every size)."),
+    seeds: int = typer.Option(1, "--seeds", min=1, metavar="K", rich_help_panel=PROBE,
+                              help="Run every cell with seeds SEED..SEED+K-1: the mean and a 95 % t-interval "
+                                   "(one seed: a bootstrap over test examples); rows whose intervals overlap tie."),
+    calibrate_samples: Optional[int] = typer.Option(
+        None, "--calibrate-samples", min=1, metavar="N", rich_help_panel=PROBE,
+        help="Examples of --data the data-aware methods (block-influence, angular, activation) measure the "
+             "ancestry on [default: 64]."),
     output: Optional[str] = typer.Option(None, "-o", "--output", metavar="DIR", rich_help_panel=OUTPUT,
                                          help="Results folder: bench.json, cells/, learngenes/, curve plots and "
                                               "summary.png."),
@@ -1033,7 +1044,8 @@ def bench_command(
                              methods=[m.strip() for m in methods.split(",") if m.strip()] if methods else None,
                              probe=probe, condense_steps=parse_condense_steps(condense_steps),
                              condense_until=condense_until, fit_steps=fit_steps, subset=subset,
-                             test_subset=test_subset, force=force)
+                             test_subset=test_subset, force=force, seeds=seeds, budget=budget,
+                             calibrate_samples=calibrate_samples)
     report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
     if dry_run:
         _show_training_plan(f"bench: {report['cells']} cells ({len(report['sizes'])} sizes x "

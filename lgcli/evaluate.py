@@ -101,6 +101,9 @@ class ProbeSettings:
     seed: int = 0
     device: str = "auto"  # CUDA when present, else the CPU
     progress: bool = True
+    # Keep the final model's figure per test example (a row's
+    # `final_examples`): what `lg bench` bootstraps over for one seed.
+    keep_examples: bool = False
 
     def __post_init__(self) -> None:
         self.check()
@@ -254,12 +257,16 @@ def _row_name(path: str, existing: list[Candidate]) -> str:
     return name if name not in taken else str(path)
 
 
-def score(model: torch.nn.Module, data: ImageData | TextData, settings: ProbeSettings) -> dict[str, float]:
+def score(model: torch.nn.Module, data: ImageData | TextData, settings: ProbeSettings,
+          examples: list | None = None) -> dict[str, float]:
     """The model's figures on the test split: top-1, top-5 and loss on
-    images; loss and perplexity on text."""
+    images; loss and perplexity on text (with `examples`, each test
+    example's too: `evaluate_accuracy`, `evaluate_text`)."""
     if isinstance(data, ImageData):
-        return evaluate_accuracy(model, data.test, batch_size=settings.eval_batch_size, device=settings.device)
-    return evaluate_text(model, data.test, batch_size=settings.eval_batch_size, device=settings.device)
+        return evaluate_accuracy(model, data.test, batch_size=settings.eval_batch_size, device=settings.device,
+                                 examples=examples)
+    return evaluate_text(model, data.test, batch_size=settings.eval_batch_size, device=settings.device,
+                         examples=examples)
 
 
 def probe_config(settings: ProbeSettings, lr: float, description: str) -> TrainConfig:
@@ -276,9 +283,11 @@ def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSetti
     model = copy.deepcopy(candidate.model)
     measure = measure_of(data)
     curve: list[dict] = []
+    examples: list = []
 
     def record(step: int, trained: torch.nn.Module) -> None:
-        scores = score(trained, data, settings)
+        examples.clear()  # the last point's are the final model's
+        scores = score(trained, data, settings, examples if settings.keep_examples else None)
         curve.append({"step": step, **{k: scores[k] for k in measure.scores}})
 
     if settings.steps == 0:
@@ -291,7 +300,7 @@ def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSetti
             window = losses[previous["step"]:point["step"]]
             point["train_loss"] = sum(window) / len(window)
     final, key = curve[-1], measure.key
-    return {"lr": lr, "curve": curve,
+    return {"lr": lr, "curve": curve, **({"final_examples": list(examples)} if settings.keep_examples else {}),
             "final": {k: final[k] for k in measure.scores},
             "instinct": {k: curve[0][k] for k in measure.scores},
             f"mean_{key}": sum(p[key] for p in curve) / len(curve),
@@ -362,7 +371,8 @@ def probe_row(candidate: Candidate, data: ImageData | TextData, settings: ProbeS
     mean = f"mean_{measure.key}"
     row = {"name": candidate.name, "source": candidate.source, "architecture": candidate.architecture,
            "notes": candidate.notes, "lr": best["lr"], "instinct": best["instinct"], "final": best["final"],
-           mean: best[mean], "dip": best["dip"], "curve": best["curve"]}
+           mean: best[mean], "dip": best["dip"], "curve": best["curve"],
+           **({"final_examples": best["final_examples"]} if "final_examples" in best else {})}
     if len(runs) > 1:
         row["sweep"] = [{k: r[k] for k in ("lr", "final", mean, "dip", "curve")} for r in runs]
     return row

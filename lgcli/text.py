@@ -603,11 +603,13 @@ def text_sizes(model: torch.nn.Module) -> tuple[int | None, int | None]:
 
 @no_grad
 def evaluate_text(model: torch.nn.Module, data: TokenWindows, *, batch_size: int = 256,
-                  device: str = "cpu") -> dict[str, float]:
+                  device: str = "cpu", examples: list | None = None) -> dict[str, float]:
     """Mean cross-entropy per scored token over all of `data` (a causal
     LM's next tokens, a masked LM's masked tokens), and perplexity, its
     exponential. Under DDP each process scores a share and the totals are
-    summed, so every process returns the same figures."""
+    summed, so every process returns the same figures. `examples`, a list,
+    gets each window's [loss sum, scored tokens] of this process's share:
+    what a bootstrap over test windows resamples (`lgcli.intervals`)."""
     distributed = distributed_setup(device)
     target = resolve_device(device, distributed)
     vocabulary = text_sizes(model)[0] or 1
@@ -622,6 +624,11 @@ def evaluate_text(model: torch.nn.Module, data: TokenWindows, *, batch_size: int
         inputs, targets = inputs.to(target), targets.to(target)
         with autocast(target):
             logits = text_logits(model, inputs).float()
+        if examples is not None:
+            per_token = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=IGNORE,
+                                        reduction="none").view(targets.shape).double()
+            examples.extend([float(l), int(n)] for l, n in zip(per_token.sum(-1).tolist(),
+                                                                 (targets != IGNORE).sum(-1).tolist()))
         loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=IGNORE, reduction="sum")
         totals += torch.tensor([loss.item(), (targets != IGNORE).sum().item()], dtype=torch.float64)
     totals = distributed.sum(totals)

@@ -686,10 +686,13 @@ def _progress(config: TrainConfig, distributed: Distributed):
 
 @no_grad
 def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int = 256, device: str = "cpu",
-                      image_size: int | None = None, channels: int | None = None) -> dict[str, float]:
+                      image_size: int | None = None, channels: int | None = None,
+                      examples: list | None = None) -> dict[str, float]:
     """Top-1, top-5 (top-k for k = min(5, classes)) and mean cross-entropy on
     all of `data`. Under DDP each process scores a share and the totals are
-    summed, so every process returns the same figures."""
+    summed, so every process returns the same figures. `examples`, a list,
+    gets each image's top-1 (100 or 0) of this process's share, in order:
+    what a bootstrap over test examples resamples (`lgcli.intervals`)."""
     batch_size = check_whole(batch_size, "the evaluation batch size", 1)
     distributed = distributed_setup(device)
     target = resolve_device(device, distributed)
@@ -708,6 +711,8 @@ def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int
         k = min(5, logits.shape[-1])
         top = logits.topk(k, dim=-1).indices
         hits = top == labels[:, None]
+        if examples is not None:
+            examples.extend((100.0 * hits[:, 0].double()).tolist())
         totals += torch.tensor([hits[:, 0].sum().item(), hits.any(-1).sum().item(),
                                 F.cross_entropy(logits, labels, reduction="sum").item(), len(labels)],
                                dtype=torch.float64)

@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lgcli"
 # package with everything in it (`arch` is lgcli/arch/*); "lgcli" is the
 # package's own __init__.py (the version; see FACADE).
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "lazy", "tables"),          # one-line errors; torch & co. imported on first use; tables that fit
+    ("errors", "lazy", "tables", "intervals"),  # one-line errors; torch & co. imported on first use; tables
+                                                # that fit; 95 % intervals and ties
     ("lgcli", "options", "header", "stack", "hub"),  # the version, declared options, the safetensors header,
                                                      # ArchSpec/Stack, hub ids to cache paths
     ("checkpoint",),                      # bytes: files, pipes, shards, metadata and provenance
