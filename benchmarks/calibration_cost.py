@@ -1,0 +1,94 @@
+"""What the data-aware methods' calibration pass costs, against training
+steps of the same model on the same machine, in one run (issue 28's aim: at
+most the cost of 20 training steps).
+
+For each case: the seconds of `lgcli.calibration.calibrate` on N examples
+(the default 64, or the case's own), and the seconds of 20 steps of lg's
+training loop (AdamW, the case's batch) on the same data; the ratio is the
+calibration over the 20 steps. Each is the median of --repeats runs.
+
+    OMP_NUM_THREADS=2 python benchmarks/calibration_cost.py            # the example ViT and Llama
+    python benchmarks/calibration_cost.py --smollm2 ~/.cache/lg-real/smollm2-135m --kjv ~/.cache/lg-real/kjv/calibrate.txt
+
+Results are appended to benchmarks/calibration_cost.json as they land.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).with_suffix(".json")
+
+
+def measure(name: str, source: str, data: str, samples: int, seq_len: int | None, batch: int, repeats: int,
+            device: str) -> dict:
+    import torch
+
+    from lgcli.api import load
+    from lgcli.arch import get_adapter
+    from lgcli.calibration import calibrate, calibration_examples
+    from lgcli.train import TrainConfig, cross_entropy_loss, train
+
+    loaded = load(source)
+    adapter = get_adapter(loaded.spec.family)
+    model = adapter.load_model(loaded.spec, loaded.stack).float()
+    examples, label = calibration_examples(model, loaded.spec, data, samples=samples, seed=0, seq_len=seq_len,
+                                           companions=loaded.checkpoint.companions, where=source,
+                                           notify=lambda m: None)
+    calibration = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        calibrate(model, loaded.spec, examples, name=label, seed=0, device=device)
+        calibration.append(time.perf_counter() - started)
+    # 20 steps of the same model on the same examples (with their targets),
+    # after one untimed step (the optimiser's first allocation).
+    steps = []
+    for _ in range(repeats):
+        trained = adapter.load_model(loaded.spec, loaded.stack).float()
+        config = TrainConfig(steps=21, batch_size=batch, lr=1e-4, seed=0, device=device, progress=False,
+                             callback_every=1)
+        marks = {}
+
+        def on_step(step, _model):
+            if step in (1, 21):
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                marks[step] = time.perf_counter()
+
+        train(trained, examples, config, loss_fn=cross_entropy_loss(), on_step=on_step)
+        steps.append(marks[21] - marks[1])
+    result = {"case": name, "examples": samples, "batch": batch, "device": device,
+              "calibration_seconds": statistics.median(calibration), "twenty_steps_seconds": statistics.median(steps),
+              "machine": f"{platform.node()} {platform.processor() or platform.machine()}",
+              "threads": torch.get_num_threads()}
+    result["ratio"] = result["calibration_seconds"] / result["twenty_steps_seconds"]
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--smollm2", help="a SmolLM2 folder (benchmarks/real/fetch.py)")
+    parser.add_argument("--kjv", help="calibration text for SmolLM2")
+    args = parser.parse_args()
+    cases = [("example ViT 6x128, 64 images", str(REPO / "examples/fmnist_vit.safetensors"), "fashion-mnist-mini",
+              64, None, 64),
+             ("example Llama 4x128, 64 windows of 128", str(REPO / "examples/kjv_llama"), "kjv-mini", 64, 128, 32)]
+    if args.smollm2:
+        cases.append(("SmolLM2-135M, 32 windows of 128", args.smollm2, args.kjv or "kjv-mini", 32, 128, 4))
+    for case in cases:
+        result = measure(*case, repeats=args.repeats, device=args.device)
+        print(json.dumps(result), flush=True)
+        with RESULTS.open("a") as out:
+            out.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
