@@ -701,7 +701,7 @@ def command_line() -> str:
 # the registry's directions).
 RESIZE_METHODS = {
     "shrink": ("select", "bot", "heur-lg", "auto-lg", "tleg-fit"),
-    "grow": ("auto-lg", "bot", "heur-lg", "clone", "tleg-fit"),
+    "grow": ("auto-lg", "bot", "heur-lg", "clone", "tleg-fit", "depth-upscale", "identity-insert", "stack"),
 }
 
 RESIZE_SUMMARIES = {

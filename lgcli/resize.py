@@ -23,10 +23,12 @@ from .errors import LgError, UsageError, notify_stderr
 from .fitting import fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, get_kind
-from .methods import GROW, SHRINK, MethodContext, default_method, get_method, resolve_options
+from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
-from .sizing import MixedChange, check_direction, mixed_change_pipe, check_heads_known, moves_heads, peak_memory, spec_sizes, target_spec
+from .sizing import (MixedChange, WidthKept, at_depths_of, check_direction, check_heads_known, depth_then_width_pipe,
+                     keeps_width,
+                     mixed_change_pipe, moves_heads, peak_memory, spec_sizes, target_spec)
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
@@ -131,6 +133,8 @@ def plan_resize(loaded: Loaded, chosen, options: dict[str, Any], *, direction: s
                          max_params=max_params)
     check_direction(source, target, direction)
     validate_per_stage(chosen, options, source, target, direction)
+    if chosen.depth_only and not keeps_width(source, target):
+        raise WidthKept(chosen.name, source, target)  # resize_file adds the pipe that makes it
     return source, target
 
 
@@ -242,6 +246,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     except MixedChange as mixed:
         hint = _mixed_change_hint(mixed, loaded, output, direction, method, source_heads, source_kv_heads)
         raise LgError(f"{mixed}; {hint}") from None
+    except WidthKept as kept:
+        raise LgError(f"{kept}; {_width_kept_hint(kept, loaded, output, source_heads, source_kv_heads)}") from None
     if dry_run:
         return dry_run_plan(report, output, spec, stack, source=loaded, source_spec=loaded.spec, force=force,
                             shard_size=shard_size)
@@ -298,13 +304,35 @@ def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: st
     return report
 
 
+def _width_kept_hint(kept: WidthKept, loaded: Loaded, output: str | os.PathLike, source_heads: int | None,
+                     source_kv_heads: int | None) -> str:
+    """The pipe that makes what a depth-only method was asked: the method
+    for the depth, then clone for the width where it keeps the function (a
+    grow by whole multiples of every size), else the grow default."""
+    clone = METHODS["clone"]
+    middle = at_depths_of(kept.source, kept.target)
+    try:
+        validate_per_stage(clone, resolve_options(clone, {}), middle, kept.target, GROW)
+        width_method = clone.name
+    except LgError:
+        width_method = None
+    pipe = depth_then_width_pipe(kept, src=loaded.checkpoint.source, output=str(output), width_method=width_method,
+                                 source_options=_source_flags(source_heads, source_kv_heads))
+    return f"run: {pipe}" if pipe else "no width step reaches these sizes"
+
+
+def _source_flags(source_heads: int | None, source_kv_heads: int | None) -> tuple[str, ...]:
+    """The flags that tell a command the source's heads, as the user gave them."""
+    return (((f"--source-heads {source_heads}",) if source_heads is not None else ())
+            + ((f"--source-kv-heads {source_kv_heads}",) if source_kv_heads is not None else ()))
+
+
 def _mixed_change_hint(mixed: MixedChange, loaded: Loaded, output: str | os.PathLike, direction: str,
                        method: str | None, source_heads: int | None, source_kv_heads: int | None) -> str:
     """How to make a change that grows some axes and shrinks others: the
     shrink piped into the grow, with this request's source, sizes and output."""
     method_flag = (f"--method {method}",) if method is not None else ()
-    heads_flags = ((f"--source-heads {source_heads}",) if source_heads is not None else ()) + \
-        ((f"--source-kv-heads {source_kv_heads}",) if source_kv_heads is not None else ())
+    heads_flags = _source_flags(source_heads, source_kv_heads)
     pipe = mixed_change_pipe(mixed.source, mixed.target, src=loaded.checkpoint.source, output=str(output),
                              options={direction: method_flag}, source_options=heads_flags)
     if pipe is None:

@@ -309,6 +309,65 @@ class MixedChange(LgError):
         self.source, self.target = source, target
 
 
+class WidthKept(LgError):
+    """A request to a method that changes depth only (`Method.depth_only`)
+    that changes the width, heads or MLP too: the method at the target depth
+    piped into a width step can (`depth_then_width_pipe`)."""
+
+    def __init__(self, method: str, source: ArchSpec, target: ArchSpec):
+        changed = ", ".join(f"{label} {a} -> {b}" for label, a, b in _width_sizes(source, target) if a != b)
+        then = ("grow the depth with it, then the width with another method"
+                if at_depths_of(source, target) != source else "change the width with another method")
+        super().__init__(f"method '{method}' changes the depth only, keeping the width, heads and MLP "
+                         f"({changed} asked): {then}")
+        self.method, self.source, self.target = method, source, target
+
+
+def _width_sizes(source: ArchSpec, target: ArchSpec) -> list[tuple[str, int, int]]:
+    """(label, source size, target size) of every size but depth, per stage of a Swin."""
+    sizes = []
+    for index, (a, b) in enumerate(zip(source.stages or (source,), target.stages or (target,))):
+        where = f"stage {index} " if source.stages else ""
+        names = [("width", "width"), ("heads", "heads"), ("MLP", "mlp_dim")]
+        if a.kv_heads is not None or b.kv_heads is not None:
+            names.insert(2, ("key/value heads", "key_value_heads"))
+        sizes += [(where + label, getattr(a, name), getattr(b, name)) for label, name in names]
+    return sizes
+
+
+def keeps_width(source: ArchSpec, target: ArchSpec) -> bool:
+    """Whether every stage's width, heads and MLP are the source's."""
+    return all(a == b for _, a, b in _width_sizes(source, target))
+
+
+def at_depths_of(source: ArchSpec, target: ArchSpec) -> ArchSpec:
+    """`source` at `target`'s depth (each stage's), its width kept."""
+    if not source.stages:
+        return source.with_sizes(depth=target.depth)
+    return source.with_stages(tuple(a.with_sizes(depth=b.depth) for a, b in zip(source.stages, target.stages)))
+
+
+def depth_then_width_pipe(refused: WidthKept, *, src: str, output: str, width_method: str | None,
+                          source_options: tuple[str, ...] = ()) -> str | None:
+    """The commands that make what a depth-only method was asked: `lg grow`
+    with that method at the target depth (the width kept), piped into the
+    command that changes the width (`mixed_change_pipe`), with `width_method`
+    when given; the width step alone when the depth does not change. None
+    when no command changes the width that way."""
+    source, target = refused.source, refused.target
+    middle = at_depths_of(source, target)
+    width_options = {GROW: ("--method", width_method)} if width_method else {}
+    if middle.depth == source.depth and all(a.depth == b.depth for a, b in zip(middle.stages, source.stages)):
+        return mixed_change_pipe(source, target, src=src, output=output, options=width_options,
+                                 source_options=source_options)
+    width_step = mixed_change_pipe(middle, target, src="-", output=output, options=width_options)
+    if width_step is None:
+        return None
+    depth = ",".join(str(stage.depth) for stage in middle.stages) if middle.stages else str(middle.depth)
+    flags = " ".join([*source_options, "--method", refused.method, "--depth", depth])
+    return f"lg grow {shlex.quote(src)} {flags} -o - | {width_step}"
+
+
 def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
                       options: dict[str, tuple[str, ...]] | None = None,
                       source_options: tuple[str, ...] = ()) -> str | None:

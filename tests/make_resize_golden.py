@@ -39,6 +39,8 @@ SHRINK = [(2, 32), (4, 32), (2, 64), (3, 48)]
 GROW = [(6, 128), (8, 64), (4, 128), (5, 96)]
 METHODS = {"shrink": ["bot", "select", "heur-lg", "auto-lg", "tleg-fit"],
            "grow": ["bot", "heur-lg", "auto-lg", "clone", "tleg-fit"]}
+# Methods that change depth only, at the one size above that keeps the width (8 x 64), which each reaches.
+DEPTH_ONLY = {"grow": ["depth-upscale", "identity-insert", "stack"]}
 # Non-default options, on the plain source only.
 EXTRA = [("shrink", (2, 32), "bot", dict(wavelet="db2", rescale="std")),
          ("shrink", (3, 48), "bot", dict(fit="crop", qkv_axis="flat")),
@@ -83,7 +85,8 @@ def cases():
     for name in [*SOURCES, "plain-bf16"]:
         for direction, sizes in (("shrink", SHRINK), ("grow", GROW)):
             for size in sizes:
-                for method in METHODS[direction]:
+                depth_only = DEPTH_ONLY.get(direction, []) if size[1] == 64 else []
+                for method in METHODS[direction] + depth_only:
                     yield name, direction, size, method, {}
     for direction, size, method, options in EXTRA:
         yield "plain", direction, size, method, options

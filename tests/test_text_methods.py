@@ -31,14 +31,22 @@ CHANGES = {
 CLONE_CHANGES = {"depth": dict(depth=6), "width": dict(width=128), "both": dict(depth=6, width=128)}
 
 
+# The methods that change depth only (tests/test_llm_growth.py tests their
+# refusals) at a depth each reaches: stack grows by whole copies of 4 layers.
+DEPTH_ONLY_CHANGES = {"stack": dict(depth=8)}
+
+
 def cases():
     for method, m in METHODS.items():
         for direction in m.directions:
             changes = CLONE_CHANGES if method == "clone" else CHANGES[direction]
             for what, sizes in changes.items():
-                if method == "tleg-fit" and what != "depth":
+                if (method == "tleg-fit" or m.depth_only) and what != "depth":
                     continue  # depth only: its refusal of a width is tested below
+                sizes = DEPTH_ONLY_CHANGES.get(method, sizes)
                 for family in FAMILIES:
+                    if method == "identity-insert" and family == "bert":
+                        continue  # post-norm: refused (tests/test_llm_growth.py)
                     yield pytest.param(method, direction, family, sizes, id=f"{method}-{direction}-{what}-{family}")
 
 

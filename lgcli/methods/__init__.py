@@ -14,11 +14,12 @@ from typing import Any, Mapping
 
 from ..errors import UsageError
 from ..options import resolve_options as resolve_declared
-from . import bot, clone, layers, select, tleg_fit
+from . import bot, clone, depth_upscale, identity_insert, layers, select, stacking, tleg_fit
 from .common import GROW, SHRINK, Method, MethodContext, MethodResult
 
 METHODS: dict[str, Method] = {m.name: m for m in (
-    bot.METHOD, select.METHOD, layers.HEUR_LG, layers.AUTO_LG, clone.METHOD, tleg_fit.METHOD)}
+    bot.METHOD, select.METHOD, layers.HEUR_LG, layers.AUTO_LG, clone.METHOD, tleg_fit.METHOD,
+    depth_upscale.METHOD, identity_insert.METHOD, stacking.METHOD)}
 
 
 # The methods `lg shrink` and `lg grow` use when --method is not given, chosen
