@@ -26,9 +26,9 @@ from .learngenes import ExpandContext, Learngene, get_kind
 from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
-from .sizing import (MixedChange, WidthKept, at_depths_of, check_direction, check_heads_known, depth_then_width_pipe,
-                     keeps_width,
-                     mixed_change_pipe, moves_heads, peak_memory, spec_sizes, target_spec)
+from .sizing import (BUDGET_FILL, BudgetShape, MixedChange, WidthKept, at_depths_of, check_direction,
+                     check_heads_known, depth_then_width_pipe, keeps_width, mixed_change_pipe, moves_heads,
+                     peak_memory, shape_for_budget, spec_sizes, target_spec)
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
@@ -38,6 +38,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
            kv_heads: int | None = None, method: str | None = None, seed: int | None = None,
            source_heads: int | None = None, source_kv_heads: int | None = None,
            stdin: BinaryIO | None = None, max_params: float | None = None, device: str | None = None,
+           params: int | None = None, memory: int | None = None,
            **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Resize a model checkpoint to a new depth / width with a training-free
     method. Returns the target spec, the target Stack and a JSON-ready report.
@@ -60,7 +61,12 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     resize that depends on heads the file does not give is refused
     (`sizing.check_heads_known`). `device`
     (cuda) is where the transforms run; the files are read and written on
-    the CPU."""
+    the CPU.
+
+    `params` (a count) or `memory` (bytes of the written weights, at the
+    source's dtype) is a budget instead of sizes: a shrink picks the depth
+    and width by `sizing.shape_for_budget`'s rule, and the report's
+    "budget" says what it chose."""
     started = time.perf_counter()
     if method is None and direction in (GROW, SHRINK):
         method = default_method(direction)  # measured by lg bench (docs/methods.md "Defaults")
@@ -70,6 +76,11 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     options = resolve_options(chosen, method_options)
     loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
               else load(loaded_or_path, heads=source_heads, kv_heads=source_kv_heads, stdin=stdin))
+    budget = None
+    if params is not None or memory is not None:
+        budget = budget_shape(loaded, direction=direction, params=params, memory=memory,
+                              sizes=(depth, width, heads, mlp_dim, kv_heads))
+        depth, width = budget.depth, budget.width
     source, target = plan_resize(loaded, chosen, options, direction=direction, depth=depth, width=width,
                                  heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
     adapter = get_adapter(source.family)
@@ -95,7 +106,40 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
         "details": result.report,
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if budget is not None:
+        report["budget"] = budget_report(budget)
     return target, result.stack, report
+
+
+def budget_shape(loaded: Loaded, *, direction: str, params: int | None, memory: int | None,
+                 sizes: tuple) -> BudgetShape:
+    """The shape a `--params` or `--memory` budget buys (`sizing.shape_for_budget`),
+    after the checks that the request is one."""
+    flag = "--params" if params is not None else "--memory"
+    if params is not None and memory is not None:
+        raise UsageError("give --params or --memory, not both: each is the whole budget")
+    if direction != SHRINK:
+        raise UsageError(f"{flag} picks the shape of a smaller model: use lg shrink")
+    if any(size is not None for size in sizes):
+        raise UsageError(f"{flag} picks the depth and width itself: leave out --depth, --width, --heads, "
+                         f"--kv-heads and --mlp-dim (or give those and no {flag})")
+    check_heads_known(loaded.spec, moves_heads=True, where=loaded.checkpoint.label)
+    if params is not None:
+        return shape_for_budget(loaded.spec, params)
+    return shape_for_budget(loaded.spec, memory, unit="bytes", bytes_per_parameter=loaded.dtype.itemsize)
+
+
+def budget_report(shape: BudgetShape) -> dict[str, Any]:
+    """What a budget chose, for the report and the line lg prints."""
+    report = {"budget": shape.budget, "unit": shape.unit, "depth": shape.depth, "width": shape.width,
+              "parameters": shape.parameters}
+    if shape.unit == "bytes":
+        report["bytes"] = shape.used
+    report["used"] = round(shape.used / shape.budget, 4)
+    report["rule"] = (f"narrow first, as Minitron found width pruning better than depth pruning after distillation; "
+                      f"fewer layers only where that uses at least {BUDGET_FILL:.0%} of the budget; "
+                      f"lg has not measured this rule")
+    return report
 
 
 def on_device(stack: Stack, device: str) -> Stack:
@@ -189,7 +233,8 @@ def dry_run_plan(report: dict[str, Any], output: str | os.PathLike, spec: ArchSp
     sizes and parameters, the output's form and tensor bytes, and the peak
     memory of making it one role at a time (`sizing.peak_memory`)."""
     plan = plan_output(output, spec, stack, source=source, force=force, shard_size=shard_size)
-    return {"dry_run": True, **{k: report[k] for k in ("command", "method", "options", "seed", "source", "target")},
+    return {"dry_run": True, **{k: report[k] for k in ("command", "method", "options", "seed", "source", "target",
+                                                       "budget") if k in report},
             "parameters": {"source": report["parameters"]["source"], "target": stack.num_parameters()},
             "output": {"path": "<stdout>" if str(output) == STDIO else str(output), "form": plan.form(output),
                        "safetensors_files": plan.shards, "tensor_bytes": plan.tensor_bytes,
@@ -233,6 +278,10 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
             raise UsageError(f"a learngene is built by its own rule ({learngene.kind}): --method does not apply "
                              f"(resize the model it builds instead: lg {direction} LG ... -o - | lg {then} - "
                              f"--method {method} ... -o OUT)")
+        budget = next((flag for flag in ("params", "memory") if kwargs.get(flag) is not None), None)
+        if budget is not None:
+            raise UsageError(f"--{budget} picks the shape of a model to shrink; a learngene builds the sizes it is "
+                             f"given: --depth and --width")
         if source_heads is not None or source_kv_heads is not None:
             flag = "--source-heads" if source_heads is not None else "--source-kv-heads"
             raise UsageError(f"{flag} does not apply to a learngene: it records its own heads")
@@ -254,6 +303,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     recorded = {"direction": direction, **report["options"]}
     if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
         recorded["seed"] = report["seed"]
+    if "budget" in report:  # the shape was chosen for a budget: the file says which
+        recorded["memory" if report["budget"]["unit"] == "bytes" else "params"] = report["budget"]["budget"]
     sha256 = save(output, spec, stack, method=report["method"], options=recorded, source=loaded,
                   force=force, stdout=stdout, shard_size=shard_size, card=card, card_file=card_file)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from .arch import get_adapter
@@ -454,6 +455,101 @@ def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
         if middle is not None and reaches(middle, final, then) is not None:
             return f"{step(first, shlex.quote(src), sizes, '-')} | {step(then, '-', final, shlex.quote(output))}"
     return None
+
+
+# `lg shrink --params N` / `--memory BYTES` (docs/methods.md "Sizes as
+# budgets"): narrow first, since Minitron (Muralidharan et al. 2024) found
+# width pruning better than depth pruning once the pruned model is
+# distilled; drop layers only where a width that fits would leave more than
+# 1 - BUDGET_FILL of the budget unused (widths come in whole heads, so their
+# steps are coarse). lg's own choice, not measured by lg.
+BUDGET_FILL = 0.9
+
+
+@dataclass(frozen=True)
+class BudgetShape:
+    """The shape `shape_for_budget` chose: the `--depth` and `--width` a
+    shrink is then asked for (a Swin's depth: its deepest stage's), its
+    parameters, and the budget in the unit it was given."""
+
+    depth: int
+    width: int
+    parameters: int
+    budget: int
+    unit: str  # "parameters" or "bytes"
+    bytes_per_parameter: int
+
+    @property
+    def used(self) -> int:
+        return self.parameters * (self.bytes_per_parameter if self.unit == "bytes" else 1)
+
+
+def shape_for_budget(source: ArchSpec, budget: int, *, unit: str = "parameters",
+                     bytes_per_parameter: int = 4) -> BudgetShape:
+    """The depth and width of the shrink of `source` that a budget of
+    `budget` parameters (or bytes of weights at `bytes_per_parameter`)
+    buys, by lg's rule:
+
+    1. Shapes: every depth up to the source's, and every width of whole heads
+       at the source's head dim (a Swin: its first stage's) whose heads keep
+       the grouped-query group, the MLP at the source's ratio: what `lg
+       shrink --depth D --width W` builds (`target_spec` decides).
+    2. At each depth, the widest width within the budget.
+    3. Of those, the deepest whose parameters are at least BUDGET_FILL of the
+       most any of them has (narrow before dropping layers).
+
+    A budget the source already meets, or that no shape meets, is refused."""
+    scale = bytes_per_parameter if unit == "bytes" else 1
+    adapter = get_adapter(source.family)
+    top = own_depth(source)
+    source_count = adapter.parameter_count(source)
+    given = f"--memory {_count_text(budget, unit)}" if unit == "bytes" else f"--params {_short_count(budget)}"
+    if source_count * scale <= budget:
+        raise LgError(f"{given}: the source has {_count_text(source_count * scale, unit)} already; nothing to shrink")
+    widest_at_depth: dict[int, tuple[int, int]] = {}  # depth -> (width, parameters)
+    smallest: tuple[int, int, int] | None = None     # (parameters, depth 1, width)
+    for heads in range(source.heads, 0, -1):
+        if (source.width * heads) % source.heads:
+            continue
+        width = source.width * heads // source.heads
+        try:
+            one = adapter.parameter_count(target_spec(source, depth=1, width=width))
+            # Every block of a depth has one size: the count is affine in it.
+            per_layer = adapter.parameter_count(target_spec(source, depth=2, width=width)) - one if top > 1 else 0
+        except LgError:
+            continue  # no such shape (heads that break the key/value groups, a Swin stage of no whole width)
+        if smallest is None or one < smallest[0]:
+            smallest = (one, 1, width)
+        for depth in range(1, top + 1):
+            count = one + (depth - 1) * per_layer
+            if count * scale <= budget and depth not in widest_at_depth:
+                widest_at_depth[depth] = (width, count)
+    if not widest_at_depth:
+        low = f"; the smallest, depth 1 at width {smallest[2]}, has {_count_text(smallest[0] * scale, unit)}" \
+            if smallest else ""
+        raise LgError(f"{given}: no shape lg can shrink this {source.family} to is that small{low}")
+    most = max(count for _, count in widest_at_depth.values())
+    depth = max(d for d, (_, count) in widest_at_depth.items() if count >= BUDGET_FILL * most)
+    width, count = widest_at_depth[depth]
+    exact = adapter.parameter_count(target_spec(source, depth=depth, width=width))
+    if exact != count:  # a family whose blocks differ in size: not affine after all
+        raise RuntimeError(f"{source.family}: {exact} parameters at depth {depth}, {count} extrapolated")
+    return BudgetShape(depth, width, count, budget, unit, bytes_per_parameter)
+
+
+def _short_count(count: int) -> str:
+    """1234567 -> '1.23M' (K, M and B as `--params` takes them)."""
+    for size, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if count >= size:
+            return f"{count / size:.3g}{suffix}"
+    return str(count)
+
+
+def _count_text(count: int, unit: str) -> str:
+    """A count of parameters ('1.23M parameters') or bytes ('1.23MB')."""
+    if unit != "bytes":
+        return f"{_short_count(count)} parameters"
+    return f"{_short_count(count).replace('B', 'G')}B"
 
 
 def _axis_label(axis: str) -> str:
