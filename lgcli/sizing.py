@@ -318,7 +318,7 @@ class WidthKept(LgError):
     def __init__(self, method: str, source: ArchSpec, target: ArchSpec):
         changed = ", ".join(f"{label} {a} -> {b}" for label, a, b in _width_sizes(source, target) if a != b)
         then = ("grow the depth with it, then the width with another method"
-                if at_depths_of(source, target) != source else "change the width with another method")
+                if _depths(target) != _depths(source) else "change the width with another method")
         super().__init__(f"method '{method}' changes the depth only, keeping the width, heads and MLP "
                          f"({changed} asked): {then}")
         self.method, self.source, self.target = method, source, target
@@ -341,6 +341,11 @@ def keeps_width(source: ArchSpec, target: ArchSpec) -> bool:
     return all(a == b for _, a, b in _width_sizes(source, target))
 
 
+def _depths(spec: ArchSpec) -> tuple[int, ...]:
+    """Each stage's depth (a plain model: its one depth)."""
+    return tuple(stage.depth for stage in spec.stages) or (spec.depth,)
+
+
 def at_depths_of(source: ArchSpec, target: ArchSpec) -> ArchSpec:
     """`source` at `target`'s depth (each stage's), its width kept."""
     if not source.stages:
@@ -358,14 +363,13 @@ def depth_then_width_pipe(refused: WidthKept, *, src: str, output: str, width_me
     source, target = refused.source, refused.target
     middle = at_depths_of(source, target)
     width_options = {GROW: ("--method", width_method)} if width_method else {}
-    if middle.depth == source.depth and all(a.depth == b.depth for a, b in zip(middle.stages, source.stages)):
+    if _depths(target) == _depths(source):
         return mixed_change_pipe(source, target, src=src, output=output, options=width_options,
                                  source_options=source_options)
     width_step = mixed_change_pipe(middle, target, src="-", output=output, options=width_options)
     if width_step is None:
         return None
-    depth = ",".join(str(stage.depth) for stage in middle.stages) if middle.stages else str(middle.depth)
-    flags = " ".join([*source_options, "--method", refused.method, "--depth", depth])
+    flags = " ".join([*source_options, "--method", refused.method, "--depth", ",".join(map(str, _depths(middle)))])
     return f"lg grow {shlex.quote(src)} {flags} -o - | {width_step}"
 
 

@@ -367,3 +367,24 @@ def test_bench_runs_them_and_says_why_a_size_is_out_of_reach(tmp_path):
         assert cells[method, "4x32"]["status"] == "done"
         assert cells[method, "4x64"]["status"] == "n/a"
         assert f"method '{method}' changes the depth only" in cells[method, "4x64"]["reason"]
+
+
+def test_a_swins_width_change_is_refused_with_a_pipe_of_stage_depths(tmp_path, lg):
+    """Per stage: the pipe writes every stage's depth; identity-insert (one block on top
+    of each stage) then clone's doubled width keep the Swin's logits."""
+    from test_swin import images, make_swin, printed_model
+
+    model = make_swin()
+    src, out = tmp_path / "swin.safetensors", tmp_path / "out.safetensors"
+    lgcli.save_model(model, src)
+    refused = lg("grow", src, "--depth", "3,3", "--width", "32", "--method", "identity-insert", "-o", out)
+    assert refused.code != 0 and len(refused.stderr.strip().splitlines()) == 1 and not out.exists()
+    assert "stage 0 width 16 -> 32" in refused.stderr
+    pipe = re.search(r"; run: (lg .*)$", refused.stderr.strip()).group(1)
+    assert "--method identity-insert --depth 3,3 -o - | lg grow - --method clone --depth 3,3 --width 32" in pipe
+    run_printed(pipe, lg)
+    grown_model = printed_model(out)
+    assert [len(stage.blocks) for stage in grown_model.layers] == [3, 3]
+    x = images(model)
+    with torch.no_grad():
+        torch.testing.assert_close(grown_model(x), model(x), atol=1e-5, rtol=0)
