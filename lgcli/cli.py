@@ -34,7 +34,7 @@ from . import __version__
 from .card import condensed_score
 from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
 from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
-                      parse_byte_size, parse_depth)
+                      parse_byte_size, parse_count, parse_depth)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -653,6 +653,8 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
     refuse_binary_on_terminal(output)
     report = resize_file(src, output, direction=direction, force=force, notify=note, dry_run=dry_run,
                          card=CardFacts(command=command_line()), card_file=card, **kwargs)
+    if report.get("budget"):
+        note(_budget_summary(report))
     if dry_run:
         _show_plan(report, as_json)
         return
@@ -673,6 +675,17 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
         else:
             note(f"this is an initialisation to fine-tune, not a finished model: fine-tune it with "
                  f"{report['fine_tune']} (lg eval scores classifiers; this model has no head)")
+
+
+def _budget_summary(report: dict[str, Any]) -> str:
+    """The shape a --params or --memory budget chose, in words."""
+    budget, t = report["budget"], report["target"]
+    flag = "--memory" if budget["unit"] == "bytes" else "--params"
+    used = f"{budget['parameters']:,} parameters" + (f", {budget['bytes']:,} bytes" if "bytes" in budget else "")
+    kv = f", {t['kv_heads']} key/value heads" if t["kv_heads"] != t["heads"] else ""
+    depth = ",".join(str(s["depth"]) for s in t["stages"]) if "stages" in t else t["depth"]
+    return (f"{flag} {budget['budget']:,}: chose depth {depth}, width {t['width']} ({t['heads']} heads{kv}, "
+            f"mlp {t['mlp_dim']}): {used}, {budget['used']:.0%} of the budget ({budget['rule']})")
 
 
 def _resize_summary(report: dict[str, Any]) -> str:
@@ -719,7 +732,7 @@ def command_line() -> str:
 # the registry's directions).
 RESIZE_METHODS = {
     "shrink": ("select", "bot", "heur-lg", "auto-lg", "tleg-fit", "block-influence", "angular", "activation"),
-    "grow": ("auto-lg", "bot", "heur-lg", "clone", "tleg-fit"),
+    "grow": ("auto-lg", "bot", "heur-lg", "clone", "tleg-fit", "depth-upscale", "identity-insert", "stack"),
 }
 
 RESIZE_SUMMARIES = {
@@ -756,6 +769,14 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         max_params: Optional[float] = typer.Option(
             None, "--max-params", min=1, metavar="N", rich_help_panel=TARGET,
             help="Refuse a target with more parameters than this [default: 20e9]; raise it for larger models."),
+        params: Optional[str] = typer.Option(
+            None, "--params", metavar="N", rich_help_panel=TARGET,
+            help="A budget instead of sizes: the depth and width with at most N parameters (60M, 1.5B), by the "
+                 "rule of docs/methods.md \"Sizes as budgets\" (narrow first, then fewer layers)."),
+        memory: Optional[str] = typer.Option(
+            None, "--memory", metavar="SIZE", rich_help_panel=TARGET,
+            help="A budget instead of sizes: the depth and width whose weights take at most SIZE bytes at the "
+                 "source's dtype (200MB, 1GiB), by the rule --params follows."),
         method: Optional[str] = typer.Option(
             None, "--method", metavar="METHOD", rich_help_panel=METHOD,
             help=f"{RESIZE_METHODS[direction][0]} (the default), {', '.join(RESIZE_METHODS[direction][1:])} "
@@ -789,9 +810,37 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
                         heads=heads, source_heads=source_heads, source_kv_heads=source_kv_heads, mlp_dim=mlp_dim,
                         kv_heads=kv_heads, method=method,
                         seed=seed, max_params=max_params, shard_size=parse_byte_size(shard_size, "--shard-size"),
-                        allow_nonfinite=allow_nonfinite, **options)
+                        allow_nonfinite=allow_nonfinite, params=parse_count(params, "--params"),
+                        memory=None if memory is None else _memory_budget(memory), **options)
 
+    if direction != "shrink":  # a budget picks the shape of a smaller model: lg shrink's flags only
+        command = _without_flags(command, BUDGET_FLAGS)
     app.command(name=direction, help=summary, cls=LgCommand)(command)
+
+
+def _without_flags(command: Callable[..., None], names: Sequence[str]) -> Callable[..., None]:
+    """`command` with the parameters `names` left out of its flags (typer
+    reads the signature), called with None for them."""
+    def trimmed(**kwargs: Any) -> None:
+        command(**kwargs, **{name: None for name in names})
+
+    signature = pyinspect.signature(command)
+    trimmed.__signature__ = signature.replace(
+        parameters=[p for p in signature.parameters.values() if p.name not in names])
+    trimmed.__annotations__ = {k: v for k, v in command.__annotations__.items() if k not in names}
+    trimmed.__doc__ = command.__doc__
+    return trimmed
+
+
+# lg shrink's flags that give a budget instead of sizes (`resize.budget_shape`).
+BUDGET_FLAGS = ("params", "memory")
+
+
+def _memory_budget(text: str) -> int:
+    size = parse_byte_size(text, "--memory")
+    if size == 0:
+        raise UsageError("--memory takes a size such as 200MB or 1GiB, not 0")
+    return size
 
 
 # ---- lg condense ----

@@ -115,9 +115,11 @@ def merge_declarations(owners: Mapping[str, Sequence[Option]]) -> dict[str, list
     return merged
 
 
-__all__ = ["Option", "resolve_options", "defaults", "merge_declarations", "parse_byte_size", "parse_depth"]
+__all__ = ["Option", "resolve_options", "defaults", "merge_declarations", "parse_byte_size", "parse_count",
+           "parse_depth"]
 
 
+_COUNT_UNITS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9}
 _BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
                "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
@@ -136,6 +138,22 @@ def parse_byte_size(text: str | int, flag: str) -> int:
     if not match or unit not in _BYTE_UNITS:
         raise UsageError(f"{flag} takes a size such as 5GB, 500MB or 2GiB (or 0 for no limit), not {text!r}")
     return int(float(match[1]) * _BYTE_UNITS[unit])
+
+
+def parse_count(text: str | float | int | None, flag: str) -> int | None:
+    """``60M`` (10^6), ``1.5B`` (10^9), ``500K``, ``6e7`` or a plain count ->
+    a whole count of at least 1 (None stays None)."""
+    import re
+
+    from .errors import UsageError
+
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?(?:[eE][0-9]+)?)\s*([KkMmBbGg]?)\s*", str(text), re.ASCII)
+    count = int(float(match[1]) * _COUNT_UNITS[match[2].upper()]) if match else 0
+    if count < 1:
+        raise UsageError(f"{flag} takes a count such as 60M, 1.5B or 500K, not {str(text)!r}")
+    return count
 
 
 def parse_depth(text: str | int | None) -> int | tuple[int, ...] | None:

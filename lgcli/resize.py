@@ -23,10 +23,12 @@ from .errors import LgError, UsageError, notify_stderr
 from .fitting import fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, get_kind
-from .methods import GROW, SHRINK, MethodContext, default_method, get_method, resolve_options
+from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
-from .sizing import MixedChange, check_direction, mixed_change_pipe, check_heads_known, moves_heads, peak_memory, spec_sizes, target_spec
+from .sizing import (BUDGET_FILL, BudgetShape, MixedChange, WidthKept, at_depths_of, check_direction,
+                     check_heads_known, depth_then_width_pipe, keeps_width, mixed_change_pipe, moves_heads,
+                     peak_memory, shape_for_budget, spec_sizes, target_spec)
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
@@ -36,6 +38,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
            kv_heads: int | None = None, method: str | None = None, seed: int | None = None,
            source_heads: int | None = None, source_kv_heads: int | None = None,
            stdin: BinaryIO | None = None, max_params: float | None = None, device: str | None = None,
+           params: int | None = None, memory: int | None = None, notify: Callable[[str], None] | None = None,
            **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Resize a model checkpoint to a new depth / width with a training-free
     method. Returns the target spec, the target Stack and a JSON-ready report.
@@ -58,7 +61,12 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     resize that depends on heads the file does not give is refused
     (`sizing.check_heads_known`). `device`
     (cuda) is where the transforms run; the files are read and written on
-    the CPU."""
+    the CPU.
+
+    `params` (a count) or `memory` (bytes of the written weights, at the
+    source's dtype) is a budget instead of sizes: a shrink picks the depth
+    and width by `sizing.shape_for_budget`'s rule, and the report's
+    "budget" says what it chose."""
     started = time.perf_counter()
     if method is None and direction in (GROW, SHRINK):
         method = default_method(direction)  # measured by lg bench (docs/methods.md "Defaults")
@@ -68,12 +76,18 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     options = resolve_options(chosen, method_options)
     loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
               else load(loaded_or_path, heads=source_heads, kv_heads=source_kv_heads, stdin=stdin))
+    budget = None
+    if params is not None or memory is not None:
+        budget = budget_shape(loaded, direction=direction, params=params, memory=memory,
+                              sizes=(depth, width, heads, mlp_dim, kv_heads))
+        depth, width = budget.depth, budget.width
     source, target = plan_resize(loaded, chosen, options, direction=direction, depth=depth, width=width,
                                  heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
     adapter = get_adapter(source.family)
     context = MethodContext(direction=direction, seed=seed,
                             random_stack=lambda spec: adapter.random_stack(spec, seed=seed),
-                            calibration=measured(loaded, options, seed, device) if chosen.calibrated else None)
+                            calibration=measured(loaded, options, seed, device, notify or notify_stderr)
+                            if chosen.calibrated else None)
     # auto keeps the CPU's streamed path (one role in memory at a time): a
     # resize is bound by reading and writing, and a GPU copy would hold it all.
     stack = loaded.stack if device in (None, "cpu", "auto") else on_device(loaded.stack, device)
@@ -95,10 +109,13 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
         **({"calibration_seconds": round(context.calibration.seconds, 3)} if context.calibration else {}),
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if budget is not None:
+        report["budget"] = budget_report(budget)
     return target, result.stack, report
 
 
-def measured(loaded: Loaded, options: dict[str, Any], seed: int | None, device: str | None):
+def measured(loaded: Loaded, options: dict[str, Any], seed: int | None, device: str | None,
+             notify: Callable[[str], None] = notify_stderr):
     """The source's statistics on the calibration data the options name
     (`lgcli.calibration`), for a data-aware method."""
     from .calibration import DEFAULT_CALIBRATION_SAMPLES, calibrate, calibration_device, calibration_examples
@@ -113,9 +130,40 @@ def measured(loaded: Loaded, options: dict[str, Any], seed: int | None, device: 
                                           companions=loaded.checkpoint.companions, where=loaded.checkpoint.label)
     statistics = calibrate(model, loaded.spec, examples, name=name, seed=seed or 0,
                            device=calibration_device(device))
-    notify_stderr(f"calibrated on {statistics.samples} examples of {name} ({statistics.positions:,} positions) "
+    notify(f"calibrated on {statistics.samples} examples of {name} ({statistics.positions:,} positions) "
                   f"in {statistics.seconds:.1f} s")
     return statistics
+
+
+def budget_shape(loaded: Loaded, *, direction: str, params: int | None, memory: int | None,
+                 sizes: tuple) -> BudgetShape:
+    """The shape a `--params` or `--memory` budget buys (`sizing.shape_for_budget`),
+    after the checks that the request is one."""
+    flag = "--params" if params is not None else "--memory"
+    if params is not None and memory is not None:
+        raise UsageError("give --params or --memory, not both: each is the whole budget")
+    if direction != SHRINK:
+        raise UsageError(f"{flag} picks the shape of a smaller model: use lg shrink")
+    if any(size is not None for size in sizes):
+        raise UsageError(f"{flag} picks the depth and width itself: leave out --depth, --width, --heads, "
+                         f"--kv-heads and --mlp-dim (or give those and no {flag})")
+    check_heads_known(loaded.spec, moves_heads=True, where=loaded.checkpoint.label)
+    if params is not None:
+        return shape_for_budget(loaded.spec, params)
+    return shape_for_budget(loaded.spec, memory, unit="bytes", bytes_per_parameter=loaded.dtype.itemsize)
+
+
+def budget_report(shape: BudgetShape) -> dict[str, Any]:
+    """What a budget chose, for the report and the line lg prints."""
+    report = {"budget": shape.budget, "unit": shape.unit, "depth": shape.depth, "width": shape.width,
+              "parameters": shape.parameters}
+    if shape.unit == "bytes":
+        report["bytes"] = shape.used
+    report["used"] = round(shape.used / shape.budget, 4)
+    report["rule"] = (f"narrow first, as Minitron found width pruning better than depth pruning after distillation; "
+                      f"fewer layers only where that uses at least {BUDGET_FILL:.0%} of the budget; "
+                      f"lg has not measured this rule")
+    return report
 
 
 def on_device(stack: Stack, device: str) -> Stack:
@@ -153,6 +201,8 @@ def plan_resize(loaded: Loaded, chosen, options: dict[str, Any], *, direction: s
                          max_params=max_params)
     check_direction(source, target, direction)
     validate_per_stage(chosen, options, source, target, direction)
+    if chosen.depth_only and not keeps_width(source, target):
+        raise WidthKept(chosen.name, source, target)  # resize_file adds the pipe that makes it
     return source, target
 
 
@@ -207,7 +257,8 @@ def dry_run_plan(report: dict[str, Any], output: str | os.PathLike, spec: ArchSp
     sizes and parameters, the output's form and tensor bytes, and the peak
     memory of making it one role at a time (`sizing.peak_memory`)."""
     plan = plan_output(output, spec, stack, source=source, force=force, shard_size=shard_size)
-    return {"dry_run": True, **{k: report[k] for k in ("command", "method", "options", "seed", "source", "target")},
+    return {"dry_run": True, **{k: report[k] for k in ("command", "method", "options", "seed", "source", "target",
+                                                       "budget") if k in report},
             "parameters": {"source": report["parameters"]["source"], "target": stack.num_parameters()},
             "output": {"path": "<stdout>" if str(output) == STDIO else str(output), "form": plan.form(output),
                        "safetensors_files": plan.shards, "tensor_bytes": plan.tensor_bytes,
@@ -251,6 +302,10 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
             raise UsageError(f"a learngene is built by its own rule ({learngene.kind}): --method does not apply "
                              f"(resize the model it builds instead: lg {direction} LG ... -o - | lg {then} - "
                              f"--method {method} ... -o OUT)")
+        budget = next((flag for flag in ("params", "memory") if kwargs.get(flag) is not None), None)
+        if budget is not None:
+            raise UsageError(f"--{budget} picks the shape of a model to shrink; a learngene builds the sizes it is "
+                             f"given: --depth and --width")
         if source_heads is not None or source_kv_heads is not None:
             flag = "--source-heads" if source_heads is not None else "--source-kv-heads"
             raise UsageError(f"{flag} does not apply to a learngene: it records its own heads")
@@ -260,10 +315,12 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     shard_size = kwargs.pop("shard_size", None)
     # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
     try:
-        spec, stack, report = resize(loaded, direction=direction, method=method, **kwargs)
+        spec, stack, report = resize(loaded, direction=direction, method=method, notify=notify, **kwargs)
     except MixedChange as mixed:
         hint = _mixed_change_hint(mixed, loaded, output, direction, method, source_heads, source_kv_heads)
         raise LgError(f"{mixed}; {hint}") from None
+    except WidthKept as kept:
+        raise LgError(f"{kept}; {_width_kept_hint(kept, loaded, output, source_heads, source_kv_heads)}") from None
     if dry_run:
         return dry_run_plan(report, output, spec, stack, source=loaded, source_spec=loaded.spec, force=force,
                             shard_size=shard_size)
@@ -276,6 +333,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
         recorded["calibration"] = report["details"]["calibration"]
         recorded["chosen"] = {key: value for key, value in report["details"].items()
                               if key.startswith(("kept_", "dropped_"))}
+    if "budget" in report:  # the shape was chosen for a budget: the file says which
+        recorded["memory" if report["budget"]["unit"] == "bytes" else "params"] = report["budget"]["budget"]
     sha256 = save(output, spec, stack, method=report["method"], options=recorded, source=loaded,
                   force=force, stdout=stdout, shard_size=shard_size, card=card, card_file=card_file)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
@@ -326,13 +385,35 @@ def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: st
     return report
 
 
+def _width_kept_hint(kept: WidthKept, loaded: Loaded, output: str | os.PathLike, source_heads: int | None,
+                     source_kv_heads: int | None) -> str:
+    """The pipe that makes what a depth-only method was asked: the method
+    for the depth, then clone for the width where it keeps the function (a
+    grow by whole multiples of every size), else the grow default."""
+    clone = METHODS["clone"]
+    middle = at_depths_of(kept.source, kept.target)
+    try:
+        validate_per_stage(clone, resolve_options(clone, {}), middle, kept.target, GROW)
+        width_method = clone.name
+    except LgError:
+        width_method = None
+    pipe = depth_then_width_pipe(kept, src=loaded.checkpoint.source, output=str(output), width_method=width_method,
+                                 source_options=_source_flags(source_heads, source_kv_heads))
+    return f"run: {pipe}" if pipe else "no width step reaches these sizes"
+
+
+def _source_flags(source_heads: int | None, source_kv_heads: int | None) -> tuple[str, ...]:
+    """The flags that tell a command the source's heads, as the user gave them."""
+    return (((f"--source-heads {source_heads}",) if source_heads is not None else ())
+            + ((f"--source-kv-heads {source_kv_heads}",) if source_kv_heads is not None else ()))
+
+
 def _mixed_change_hint(mixed: MixedChange, loaded: Loaded, output: str | os.PathLike, direction: str,
                        method: str | None, source_heads: int | None, source_kv_heads: int | None) -> str:
     """How to make a change that grows some axes and shrinks others: the
     shrink piped into the grow, with this request's source, sizes and output."""
     method_flag = (f"--method {method}",) if method is not None else ()
-    heads_flags = ((f"--source-heads {source_heads}",) if source_heads is not None else ()) + \
-        ((f"--source-kv-heads {source_kv_heads}",) if source_kv_heads is not None else ())
+    heads_flags = _source_flags(source_heads, source_kv_heads)
     pipe = mixed_change_pipe(mixed.source, mixed.target, src=loaded.checkpoint.source, output=str(output),
                              options={direction: method_flag}, source_options=heads_flags)
     if pipe is None:

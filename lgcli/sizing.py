@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from .arch import get_adapter
@@ -309,6 +310,69 @@ class MixedChange(LgError):
         self.source, self.target = source, target
 
 
+class WidthKept(LgError):
+    """A request to a method that changes depth only (`Method.depth_only`)
+    that changes the width, heads or MLP too: the method at the target depth
+    piped into a width step can (`depth_then_width_pipe`)."""
+
+    def __init__(self, method: str, source: ArchSpec, target: ArchSpec):
+        changed = ", ".join(f"{label} {a} -> {b}" for label, a, b in _width_sizes(source, target) if a != b)
+        then = ("grow the depth with it, then the width with another method"
+                if _depths(target) != _depths(source) else "change the width with another method")
+        super().__init__(f"method '{method}' changes the depth only, keeping the width, heads and MLP "
+                         f"({changed} asked): {then}")
+        self.method, self.source, self.target = method, source, target
+
+
+def _width_sizes(source: ArchSpec, target: ArchSpec) -> list[tuple[str, int, int]]:
+    """(label, source size, target size) of every size but depth, per stage of a Swin."""
+    sizes = []
+    for index, (a, b) in enumerate(zip(source.stages or (source,), target.stages or (target,))):
+        where = f"stage {index} " if source.stages else ""
+        names = [("width", "width"), ("heads", "heads"), ("MLP", "mlp_dim")]
+        if a.kv_heads is not None or b.kv_heads is not None:
+            names.insert(2, ("key/value heads", "key_value_heads"))
+        sizes += [(where + label, getattr(a, name), getattr(b, name)) for label, name in names]
+    return sizes
+
+
+def keeps_width(source: ArchSpec, target: ArchSpec) -> bool:
+    """Whether every stage's width, heads and MLP are the source's."""
+    return all(a == b for _, a, b in _width_sizes(source, target))
+
+
+def _depths(spec: ArchSpec) -> tuple[int, ...]:
+    """Each stage's depth (a plain model: its one depth)."""
+    return tuple(stage.depth for stage in spec.stages) or (spec.depth,)
+
+
+def at_depths_of(source: ArchSpec, target: ArchSpec) -> ArchSpec:
+    """`source` at `target`'s depth (each stage's), its width kept."""
+    if not source.stages:
+        return source.with_sizes(depth=target.depth)
+    return source.with_stages(tuple(a.with_sizes(depth=b.depth) for a, b in zip(source.stages, target.stages)))
+
+
+def depth_then_width_pipe(refused: WidthKept, *, src: str, output: str, width_method: str | None,
+                          source_options: tuple[str, ...] = ()) -> str | None:
+    """The commands that make what a depth-only method was asked: `lg grow`
+    with that method at the target depth (the width kept), piped into the
+    command that changes the width (`mixed_change_pipe`), with `width_method`
+    when given; the width step alone when the depth does not change. None
+    when no command changes the width that way."""
+    source, target = refused.source, refused.target
+    middle = at_depths_of(source, target)
+    width_options = {GROW: ("--method", width_method)} if width_method else {}
+    if _depths(target) == _depths(source):
+        return mixed_change_pipe(source, target, src=src, output=output, options=width_options,
+                                 source_options=source_options)
+    width_step = mixed_change_pipe(middle, target, src="-", output=output, options=width_options)
+    if width_step is None:
+        return None
+    flags = " ".join([*source_options, "--method", refused.method, "--depth", ",".join(map(str, _depths(middle)))])
+    return f"lg grow {shlex.quote(src)} {flags} -o - | {width_step}"
+
+
 def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
                       options: dict[str, tuple[str, ...]] | None = None,
                       source_options: tuple[str, ...] = ()) -> str | None:
@@ -395,6 +459,101 @@ def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
         if middle is not None and reaches(middle, final, then) is not None:
             return f"{step(first, shlex.quote(src), sizes, '-')} | {step(then, '-', final, shlex.quote(output))}"
     return None
+
+
+# `lg shrink --params N` / `--memory BYTES` (docs/methods.md "Sizes as
+# budgets"): narrow first, since Minitron (Muralidharan et al. 2024) found
+# width pruning better than depth pruning once the pruned model is
+# distilled; drop layers only where a width that fits would leave more than
+# 1 - BUDGET_FILL of the budget unused (widths come in whole heads, so their
+# steps are coarse). lg's own choice, not measured by lg.
+BUDGET_FILL = 0.9
+
+
+@dataclass(frozen=True)
+class BudgetShape:
+    """The shape `shape_for_budget` chose: the `--depth` and `--width` a
+    shrink is then asked for (a Swin's depth: its deepest stage's), its
+    parameters, and the budget in the unit it was given."""
+
+    depth: int
+    width: int
+    parameters: int
+    budget: int
+    unit: str  # "parameters" or "bytes"
+    bytes_per_parameter: int
+
+    @property
+    def used(self) -> int:
+        return self.parameters * (self.bytes_per_parameter if self.unit == "bytes" else 1)
+
+
+def shape_for_budget(source: ArchSpec, budget: int, *, unit: str = "parameters",
+                     bytes_per_parameter: int = 4) -> BudgetShape:
+    """The depth and width of the shrink of `source` that a budget of
+    `budget` parameters (or bytes of weights at `bytes_per_parameter`)
+    buys, by lg's rule:
+
+    1. Shapes: every depth up to the source's, and every width of whole heads
+       at the source's head dim (a Swin: its first stage's) whose heads keep
+       the grouped-query group, the MLP at the source's ratio: what `lg
+       shrink --depth D --width W` builds (`target_spec` decides).
+    2. At each depth, the widest width within the budget.
+    3. Of those, the deepest whose parameters are at least BUDGET_FILL of the
+       most any of them has (narrow before dropping layers).
+
+    A budget the source already meets, or that no shape meets, is refused."""
+    scale = bytes_per_parameter if unit == "bytes" else 1
+    adapter = get_adapter(source.family)
+    top = own_depth(source)
+    source_count = adapter.parameter_count(source)
+    given = f"--memory {_count_text(budget, unit)}" if unit == "bytes" else f"--params {_short_count(budget)}"
+    if source_count * scale <= budget:
+        raise LgError(f"{given}: the source has {_count_text(source_count * scale, unit)} already; nothing to shrink")
+    widest_at_depth: dict[int, tuple[int, int]] = {}  # depth -> (width, parameters)
+    smallest: tuple[int, int, int] | None = None     # (parameters, depth 1, width)
+    for heads in range(source.heads, 0, -1):
+        if (source.width * heads) % source.heads:
+            continue
+        width = source.width * heads // source.heads
+        try:
+            one = adapter.parameter_count(target_spec(source, depth=1, width=width))
+            # Every block of a depth has one size: the count is affine in it.
+            per_layer = adapter.parameter_count(target_spec(source, depth=2, width=width)) - one if top > 1 else 0
+        except LgError:
+            continue  # no such shape (heads that break the key/value groups, a Swin stage of no whole width)
+        if smallest is None or one < smallest[0]:
+            smallest = (one, 1, width)
+        for depth in range(1, top + 1):
+            count = one + (depth - 1) * per_layer
+            if count * scale <= budget and depth not in widest_at_depth:
+                widest_at_depth[depth] = (width, count)
+    if not widest_at_depth:
+        low = f"; the smallest, depth 1 at width {smallest[2]}, has {_count_text(smallest[0] * scale, unit)}" \
+            if smallest else ""
+        raise LgError(f"{given}: no shape lg can shrink this {source.family} to is that small{low}")
+    most = max(count for _, count in widest_at_depth.values())
+    depth = max(d for d, (_, count) in widest_at_depth.items() if count >= BUDGET_FILL * most)
+    width, count = widest_at_depth[depth]
+    exact = adapter.parameter_count(target_spec(source, depth=depth, width=width))
+    if exact != count:  # a family whose blocks differ in size: not affine after all
+        raise RuntimeError(f"{source.family}: {exact} parameters at depth {depth}, {count} extrapolated")
+    return BudgetShape(depth, width, count, budget, unit, bytes_per_parameter)
+
+
+def _short_count(count: int) -> str:
+    """1234567 -> '1.23M' (K, M and B as `--params` takes them)."""
+    for size, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if count >= size:
+            return f"{count / size:.3g}{suffix}"
+    return str(count)
+
+
+def _count_text(count: int, unit: str) -> str:
+    """A count of parameters ('1.23M parameters') or bytes ('1.23MB')."""
+    if unit != "bytes":
+        return f"{_short_count(count)} parameters"
+    return f"{_short_count(count).replace('B', 'G')}B"
 
 
 def _axis_label(axis: str) -> str:

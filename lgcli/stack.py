@@ -140,6 +140,12 @@ class ArchSpec:
     norm whose output a tied LM head reads (the head being the token
     embedding, transposed), empty when there is no tied head: a method that
     keeps the function scales them when it tiles the width (clone).
+
+    `post_norm` says the family's blocks normalise after the residual sum
+    (BERT: x <- LN(x + f(x))) rather than before the branch (x <- x + f(LN x),
+    every other family lg reads): a block whose output projections are zero
+    is then not the identity, so a method that inserts identity blocks
+    (identity-insert) refuses it. The adapter declares it.
     """
 
     family: str
@@ -154,6 +160,7 @@ class ArchSpec:
     tied_head_input: tuple[str, ...] = ()
     stages: tuple["ArchSpec", ...] = ()
     stage_input: int | None = None
+    post_norm: bool = False
 
     def __post_init__(self) -> None:
         if self.kv_heads is not None and self.kv_heads == self.heads:

@@ -2,7 +2,8 @@
 rewrite of the reading / writing path can be held to bitwise-identical outputs
 (tests/test_resize_golden.py).
 
-    .venv/bin/python tests/make_resize_golden.py   # rewrites tests/data/resize_golden.json
+    .venv/bin/python tests/make_resize_golden.py         # rewrites tests/data/resize_golden.json
+    .venv/bin/python tests/make_resize_golden.py --add   # adds the cases it lacks, keeps the others
 
 Run it only when a change is *meant* to change what a method computes, and
 say so in the commit.
@@ -39,6 +40,11 @@ SHRINK = [(2, 32), (4, 32), (2, 64), (3, 48)]
 GROW = [(6, 128), (8, 64), (4, 128), (5, 96)]
 METHODS = {"shrink": ["bot", "select", "heur-lg", "auto-lg", "tleg-fit"],
            "grow": ["bot", "heur-lg", "auto-lg", "clone", "tleg-fit"]}
+# Methods that change depth only, at the one size above that keeps the width (8 x 64), which each reaches.
+DEPTH_ONLY = {"grow": ["depth-upscale", "identity-insert", "stack"]}
+# The data-aware methods, calibrated on the embedded images, on the plain source.
+CALIBRATED = {"shrink": ["block-influence", "angular", "activation"]}
+CALIBRATION = dict(calibrate="fashion-mnist-mini", calibrate_samples=8)
 # Non-default options, on the plain source only.
 EXTRA = [("shrink", (2, 32), "bot", dict(wavelet="db2", rescale="std")),
          ("shrink", (3, 48), "bot", dict(fit="crop", qkv_axis="flat")),
@@ -83,10 +89,15 @@ def cases():
     for name in [*SOURCES, "plain-bf16"]:
         for direction, sizes in (("shrink", SHRINK), ("grow", GROW)):
             for size in sizes:
-                for method in METHODS[direction]:
+                depth_only = DEPTH_ONLY.get(direction, []) if size[1] == 64 else []
+                for method in METHODS[direction] + depth_only:
                     yield name, direction, size, method, {}
     for direction, size, method, options in EXTRA:
         yield "plain", direction, size, method, options
+    for direction, methods in CALIBRATED.items():
+        for size in SHRINK:
+            for method in methods:
+                yield "plain", direction, size, method, CALIBRATION
 
 
 def case_name(name, direction, size, method, options) -> str:
@@ -95,12 +106,15 @@ def case_name(name, direction, size, method, options) -> str:
 
 
 def main() -> None:
-    golden = {}
+    adding = "--add" in sys.argv[1:]
+    golden = json.loads(GOLDEN.read_text()) if adding else {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         paths = sources(folder)
         for case in cases():
             name, direction, size, method, options = case
+            if case_name(*case) in golden:
+                continue
             golden[case_name(*case)] = run_case(paths[name], folder / "out.safetensors", direction, size,
                                                 method, options)
         # A PEG learngene (training-free) grown without data.
@@ -109,7 +123,7 @@ def main() -> None:
         learngene = folder / "peg.lg.safetensors"
         condense_file(paths["plain"], learngene, method="peg", settings=CondenseSettings(seed=1),
                       notify=lambda m: None)
-        for size in [(6, 96), (2, 32)]:
+        for size in [(6, 96), (2, 32)] if not adding else []:
             golden[f"peg {size[0]}x{size[1]}"] = run_case(learngene, folder / "out.safetensors", "grow", size,
                                                          None, {})
     GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")

@@ -27,6 +27,8 @@ CASES = (
     + [("grow", m, name, sizes) for m in ("bot", "heur-lg", "auto-lg") for name, sizes in GROW_PAIRS.items()]
     + [("grow", "clone", name, sizes) for name, sizes in CLONE_PAIRS.items()]
     + [("shrink", "tleg-fit", "depth 4->3", dict(depth=3)), ("grow", "tleg-fit", "depth 4->6", dict(depth=6))]
+    + [("grow", "depth-upscale", "depth 4->6", dict(depth=6)), ("grow", "identity-insert", "depth 4->7", dict(depth=7)),
+       ("grow", "stack", "depth 4->12", dict(depth=12))]
 )
 
 

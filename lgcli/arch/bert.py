@@ -65,6 +65,7 @@ LAYOUT = HfLayout(
     size_fields={"depth": "num_hidden_layers", "width": "hidden_size", "heads": "num_attention_heads",
                  "mlp_dim": "intermediate_size", "vocab": "vocab_size", "positions": "max_position_embeddings"},
     tied_head_input=("head_norm_weight", "head_norm_bias"),  # the transform's LayerNorm feeds the decoder
+    post_norm=True,  # LayerNorm after each residual sum (attention.output.LayerNorm, output.LayerNorm)
 )
 # sentence-transformers' pooling module states the width it pools.
 POOLING_CONFIG_SUFFIX = "_Pooling/config.json"

@@ -54,7 +54,8 @@ class Layout:
     base class is saved without it). `size_fields` names the field of the
     family's configuration (timm's model_args, config.json) that holds each
     size: depth, width, heads, kv_heads, head_dim, mlp_dim, and a text
-    model's vocab and positions."""
+    model's vocab and positions. `post_norm`: the blocks normalise after
+    the residual sum (`ArchSpec.post_norm`)."""
 
     family: str
     layers: str
@@ -67,6 +68,7 @@ class Layout:
     transposed: frozenset[str] = frozenset()
     ignored: tuple[str, ...] = ()
     size_fields: Mapping[str, str] = field(default_factory=dict)
+    post_norm: bool = False
 
     @property
     def global_roles(self) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -510,7 +512,7 @@ class DeclaredAdapter:
 
         return ArchSpec(family=self.family, depth=stored.depth, width=size(EMBED), heads=attention.heads,
                         head_dim=attention.head_dim, mlp_dim=size(MLP), heads_assumed=attention.assumed,
-                        kv_heads=attention.kv_heads), stored
+                        kv_heads=attention.kv_heads, post_norm=self.layout.post_norm), stored
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
         """Refuse a recorded configuration that says other than the tensors."""

@@ -158,7 +158,8 @@ class HfAdapter(DeclaredAdapter):
         spec = ArchSpec(family=self.family, depth=stored.depth, width=width, heads=attention.heads,
                         head_dim=attention.head_dim, mlp_dim=mlp_dim, extras=extras,
                         heads_assumed=attention.assumed, kv_heads=attention.kv_heads,
-                        tied_head_input=self.layout.tied_head_input if tied else ())
+                        tied_head_input=self.layout.tied_head_input if tied else (),
+                        post_norm=self.layout.post_norm)
         return spec, stored
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:

@@ -168,7 +168,8 @@ class HfVitAdapter(HfAdapter):
                   "num_classes": int(stored.heads[classifier].shape[0]) if classifier else None}
         spec = ArchSpec(family=self.family, depth=stored.depth, width=sources["o"][2][0], heads=attention.heads,
                         head_dim=attention.head_dim, mlp_dim=sources["fc1"][2][0] if "fc1" in sources else 0,
-                        extras=extras, heads_assumed=attention.assumed, kv_heads=attention.kv_heads)
+                        extras=extras, heads_assumed=attention.assumed, kv_heads=attention.kv_heads,
+                        post_norm=self.layout.post_norm)
         return spec, stored
 
     def config_missing(self) -> LgError:

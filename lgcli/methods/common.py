@@ -4,7 +4,7 @@ view of a size change (methods resize axes by name, never by key names)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from ..lazy import torch
 from ..options import Option
@@ -45,6 +45,10 @@ class Method:
     hierarchical model (Swin), None when it runs on each stage
     (`methods.stages`). `calibrated` methods read the source's statistics on
     the user's data (`MethodContext.calibration`; `methods.calibrated`).
+    `depth_only`: the method keeps the width, heads and
+    MLP (it copies whole layers); a request that changes them too is refused
+    with the pipe that makes it, this method for the depth then another for
+    the width (`sizing.WidthKept`).
     """
 
     name: str
@@ -55,6 +59,7 @@ class Method:
     validate: Callable[[dict[str, Any], ArchSpec, ArchSpec, str], None] | None = None
     not_per_stage: str | None = None
     calibrated: bool = False
+    depth_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,25 @@ def per_role(stack: Stack, target: ArchSpec, compute: Callable[[str, Named, bool
         return RoleMap(info, lambda role: compute(role, SourceRole(roles, role), per_layer))
 
     return Stack(layers=lazy(stack.layers, True), globals=lazy(stack.globals, False))
+
+
+def copy_layers(stack: Stack, target: ArchSpec, plan: Sequence[int], zero_roles: Collection[str] = (),
+                zeroed: Sequence[int] = ()) -> Stack:
+    """The target stack whose layer i is the source's layer plan[i] (a
+    depth-only method's whole rule: which source layer each target layer
+    copies), the roles `zero_roles` set to zero in the layers `zeroed`
+    (identity blocks), the globals kept. Only the layers named are read."""
+    plan = [int(layer) for layer in plan]
+
+    def copy(role: str, named: Named, per_layer: bool) -> torch.Tensor:
+        if not per_layer:
+            return release(named)
+        data = named.layers(plan)
+        if role in zero_roles and zeroed:
+            data[list(zeroed)] = 0
+        return data
+
+    return per_role(stack, target, copy)
 
 
 def release(named: SourceRole) -> torch.Tensor:
