@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .api import Loaded, check_card_file, is_learngene, load, load_line, save, spec_of_model
+from .api import Loaded, check_card_file, is_learngene, load, load_line, plan_output, save, spec_of_model
 from .arch import adapter_of_model, get_adapter
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .card import CardFacts
@@ -131,6 +131,7 @@ class Party:
     role: str  # "student" or "teacher"
     model: nn.Module
     spec: ArchSpec
+    stack: Stack  # as read (lazy for a file): what the output is planned from before any training
     task: str
     where: str  # the file or folder, as messages show it
     loaded: Loaded | None  # None for a live model handed in
@@ -154,9 +155,9 @@ def read_party(source: Any, role: str, heads: int | None = None, stdin: BinaryIO
     if isinstance(source, torch.nn.Module):
         adapter = adapter_of_model(source)
         dtype = next(source.parameters()).dtype
-        spec = spec_of_model(source)[0]
+        spec, stack = spec_of_model(source)
         model = copy.deepcopy(source).float()
-        return Party(role, model, spec, adapter.model_task(model), f"the {role} model", None, dtype)
+        return Party(role, model, spec, stack, adapter.model_task(model), f"the {role} model", None, dtype)
     if isinstance(source, Loaded):
         loaded = source
     else:
@@ -170,7 +171,7 @@ def read_party(source: Any, role: str, heads: int | None = None, stdin: BinaryIO
                       where=loaded.checkpoint.label)
     adapter = get_adapter(loaded.spec.family)
     model = adapter.load_model(loaded.spec, loaded.stack).float()
-    return Party(role, model, loaded.spec, adapter.model_task(model), loaded.checkpoint.label, loaded,
+    return Party(role, model, loaded.spec, loaded.stack, adapter.model_task(model), loaded.checkpoint.label, loaded,
                  loaded.dtype or torch.float32)
 
 
@@ -326,10 +327,12 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         settings: DistillSettings | None = None, student_heads: int | None = None,
         teacher_heads: int | None = None, subset: Any = None, test_subset: Any = None,
         test_fraction: float | None = None, seq_len: int | None = None, notify: Notify = notify_stderr,
-        on_step: StepCallback | None = None, stdin: BinaryIO | None = None,
-        dry_run: bool = False) -> tuple[Party, nn.Module | None, dict[str, Any]]:
+        on_step: StepCallback | None = None, stdin: BinaryIO | None = None, dry_run: bool = False,
+        check_student: Callable[[Party], None] | None = None) -> tuple[Party, nn.Module | None, dict[str, Any]]:
     """`distill`, returning the student as read (`Party`: what `save` chains
-    the output to) before the trained model and the report."""
+    the output to) before the trained model and the report. `check_student`
+    is called on the student once it is read, before any data or training
+    (`distill_file` plans its output there)."""
     started = time.perf_counter()
     settings = settings or DistillSettings()
     settings.check()  # again: a settings object's fields can be changed after it was made
@@ -345,6 +348,8 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     device_note = auto_device_note(settings.device)
     settings = dataclasses.replace(settings, device=concrete_device(settings.device))
     pupil = read_party(student, "student", student_heads, stdin)
+    if check_student is not None:
+        check_student(pupil)
     master = read_party(teacher, "teacher", teacher_heads, stdin)
     check_pair(pupil, master)
     dataset = read_data(pupil, master, data, subset=subset, test_subset=test_subset, test_fraction=test_fraction,
@@ -434,7 +439,10 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
     check_output(output, force=force, inputs=inputs)
     if card_file is not None:
         check_card_file(card_file, output, force=force, inputs=inputs)
-    pupil, model, report = run(student, teacher, data, **kwargs)
+    def plan(pupil: Party) -> None:  # an output the student's form cannot take is refused before training
+        plan_output(output, pupil.spec, pupil.stack, source=pupil.loaded, force=force)
+
+    pupil, model, report = run(student, teacher, data, check_student=plan, **kwargs)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     if model is None:  # a dry run
         return report
