@@ -380,11 +380,12 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         check_checkpoint_path(config)
         per_step, timed = seconds_per_step(copy.deepcopy(pupil.model), dataset.train, config, loss_fn=loss_fn,
                                            teacher=master.model)
-        return pupil, None, {"dry_run": True, "command": "distill", "student": pupil.sizes(), "teacher": master.sizes(),
-                      "parameters": {"student": _parameters(pupil.model), "teacher": _parameters(master.model)},
-                      "data": dataset.describe(), "steps": settings.steps, "batch_size": settings.batch_size,
-                      "until": settings.until, "device": settings.device, "timed_steps": timed,
-                      "seconds_per_step": per_step, "estimated_seconds": per_step * settings.steps}
+        plan = {"dry_run": True, "command": "distill", "student": pupil.sizes(), "teacher": master.sizes(),
+                "parameters": {"student": _parameters(pupil.model), "teacher": _parameters(master.model)},
+                "data": dataset.describe(), "steps": settings.steps, "batch_size": settings.batch_size,
+                "until": settings.until, "device": settings.device, "timed_steps": timed,
+                "seconds_per_step": per_step, "estimated_seconds": per_step * settings.steps}
+        return pupil, None, plan
     notify(f"distill: student {_shape(pupil.spec)} from teacher {_shape(master.spec)} on {dataset.name}, "
            f"{settings.steps} steps of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}")
     if device_note:

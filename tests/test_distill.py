@@ -1,5 +1,5 @@
 """lg distill: the KL from the teacher falls on a fixed batch (a timm ViT, a
-Llama with grouped-query attention, a GPT-2); the output loads strictly in
+Llama with grouped-query attention, a GPT-2, a BERT masked LM); the output loads strictly in
 its ecosystem in the student's form and computes what the trained model
 computes; a resumed run writes the same bytes as an uninterrupted one; a
 shrink piped into a distill works; bad input is one line and writes nothing."""
@@ -31,7 +31,10 @@ TEXT_FAMILIES = {
     "llama-gqa": dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
                       intermediate_size=44),
     "gpt2-lm": dict(n_layer=3, n_embd=32, n_head=4),
+    "bert-mlm": dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64),
 }
+# The tiny tokenizer's words are w1..w95; a masked LM takes w4 as its mask token.
+MASK_WORD = "w4"
 QUIET = dict(notify=lambda message: None)
 
 
@@ -81,6 +84,8 @@ def texts(tmp_path_factory):
     def pair(variant: str):
         if variant not in made:
             teacher, _ = built(variant, **TEXT_FAMILIES[variant])
+            if variant == "bert-mlm":
+                (teacher / "tokenizer_config.json").write_text(json.dumps({"mask_token": MASK_WORD}))
             student = tmp_path_factory.mktemp("student") / variant
             resize_file(teacher, student, direction="shrink", depth=2, notify=lambda m: None)
             made[variant] = teacher, student
