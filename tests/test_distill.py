@@ -157,6 +157,9 @@ def test_distilling_a_language_model_lowers_the_kl_and_writes_a_folder_that_load
         assert kl(healed(input_ids=ids).logits, target) < 0.9 * kl(before(input_ids=ids).logits, target)
     assert (out / "tokenizer.json").read_bytes() == (teacher_path / "tokenizer.json").read_bytes()
     assert healed.config.num_hidden_layers == 2
+    card = (out / "README.md").read_text()
+    assert "distilled from a teacher" in card and "resized" not in card
+    assert f"distilled from `{teacher_path}` on words.txt for 8 steps: held-out perplexity" in card
     assert {"loss", "perplexity", "kl", "agreement"} <= set(report["held_out"]["after"])
     assert report["held_out"]["after"]["kl"] < report["held_out"]["before"]["kl"]
 
