@@ -310,3 +310,13 @@ def test_labels_of_other_classes_are_refused_for_the_cross_entropy_but_not_for_p
         distill(five, five, images, settings=fast(alpha=0.5), **QUIET)
     _, report = distill(five, five, images, settings=fast(steps=1), **QUIET)
     assert "top1" not in report["held_out"]["after"] and report["held_out"]["before"]["kl"] == 0.0
+
+
+def test_until_stops_at_the_first_check_that_reaches_the_fraction(vits, images):
+    teacher_path, student_path = vits
+    messages = []
+    _, report = distill(student_path, teacher_path, images, settings=fast(steps=20, until=0.01, until_every=2),
+                        notify=messages.append)
+    assert report["steps"] == 2 and report["until"]["stopped"] == "reached 0.01 of the teacher"
+    assert [check["step"] for check in report["until"]["checks"]] == [0, 2]
+    assert any(m.startswith("distill: stopping at step 2") for m in messages)
