@@ -979,7 +979,7 @@ def distill_command(
 ) -> None:
     """Heal a model (a resized one, say) by distillation from a teacher of its family: the output in the student's form."""
     from .card import CardFacts
-    from .distill import DistillSettings, distill_file
+    from .distill import DistillSettings, distill_file, is_main_process
 
     if output is None:
         raise UsageError("give an output: -o OUT, or -o - to write the model to stdout")
@@ -997,6 +997,8 @@ def distill_command(
                           subset=subset, test_subset=test_subset, seq_len=seq_len, student_heads=student_heads,
                           teacher_heads=teacher_heads, notify=note, dry_run=dry_run,
                           card=CardFacts(command=command_line()), card_file=card)
+    if not is_main_process():  # under torchrun, rank 0 reports
+        return
     if dry_run:
         _show_training_plan(f"distill: student {_shape_text(report['student'])} "
                             f"({report['parameters']['student']:,} parameters) from teacher "

@@ -334,6 +334,8 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     is called on the student once it is read, before any data or training
     (`distill_file` plans its output there)."""
     started = time.perf_counter()
+    if not is_main_process():  # under torchrun, one process speaks for all
+        notify = _silent
     settings = settings or DistillSettings()
     settings.check()  # again: a settings object's fields can be changed after it was made
     paths = [s for s in (student, teacher) if isinstance(s, (str, os.PathLike))]
@@ -449,7 +451,7 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
         return report
     spec, stack = materialise(pupil, model)
     settings = kwargs.get("settings") or DistillSettings()
-    if distributed_setup(concrete_device(settings.device)).rank == 0:  # under torchrun, one process writes
+    if is_main_process():  # under torchrun, one process writes
         facts = CardFacts(command=card.command if card else None,
                           results=(*(card.results if card else ()), *distill_results(report)))
         report["sha256"] = save(output, spec, stack, method="distill", options=report["options"],
@@ -457,6 +459,16 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
                                 dtype=None if pupil.loaded is not None else pupil.dtype)
     report["load_line"] = load_line(spec, output)
     return report
+
+
+def is_main_process() -> bool:
+    """Whether this process writes and reports: the only one, or rank 0 of
+    the processes torchrun started (the others train their share only)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _silent(message: str) -> None:
+    """The notify of a process that is not the main one."""
 
 
 def materialise(party: Party, model: nn.Module) -> tuple[ArchSpec, Stack]:
