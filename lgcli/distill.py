@@ -378,8 +378,8 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
                          checkpoint_every=settings.checkpoint_every, resume=settings.resume, force=settings.force,
                          progress=settings.progress, description="distilling",
                          callback_every=1 if on_step is not None else settings.until_every)
+    check_checkpoint_path(config)  # a training checkpoint in the way is said before any work
     if dry_run:
-        check_checkpoint_path(config)
         per_step, timed = seconds_per_step(copy.deepcopy(pupil.model), dataset.train, config, loss_fn=loss_fn,
                                            teacher=master.model)
         plan = {"dry_run": True, "command": "distill", "student": pupil.sizes(), "teacher": master.sizes(),

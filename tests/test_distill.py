@@ -320,3 +320,13 @@ def test_until_stops_at_the_first_check_that_reaches_the_fraction(vits, images):
     assert report["steps"] == 2 and report["until"]["stopped"] == "reached 0.01 of the teacher"
     assert [check["step"] for check in report["until"]["checks"]] == [0, 2]
     assert any(m.startswith("distill: stopping at step 2") for m in messages)
+
+
+def test_a_training_checkpoint_in_the_way_is_refused_without_resume_or_force(vits, lg, tmp_path):
+    teacher_path, student_path = vits
+    out = tmp_path / "out.safetensors"
+    (tmp_path / "out.safetensors.train.pt").write_bytes(b"an earlier run")
+    result = lg("distill", student_path, "--teacher", teacher_path, "--data", "fashion-mnist-mini", *IMAGES,
+                "--steps", "2", "--checkpoint-every", "1", "-o", out)
+    assert result.code != 0 and result.stderr.count("\n") == 1 and "--resume" in result.stderr, result.stderr
+    assert not out.exists() and (tmp_path / "out.safetensors.train.pt").read_bytes() == b"an earlier run"
