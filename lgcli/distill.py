@@ -476,7 +476,7 @@ def materialise(party: Party, model: nn.Module) -> tuple[ArchSpec, Stack]:
     (its form: a timm hub folder's config, a Hugging Face architecture), and
     the stack its family's adapter reads from the model's state dict."""
     adapter = get_adapter(party.spec.family)
-    state = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+    state = {name: tensor.cpu() for name, tensor in adapter.saved_state(model).items()}
     _, stack = adapter.to_stack(state, config=adapter.config(party.spec))
     return party.spec, stack
 

@@ -330,3 +330,32 @@ def test_a_training_checkpoint_in_the_way_is_refused_without_resume_or_force(vit
                 "--steps", "2", "--checkpoint-every", "1", "-o", out)
     assert result.code != 0 and result.stderr.count("\n") == 1 and "--resume" in result.stderr, result.stderr
     assert not out.exists() and (tmp_path / "out.safetensors.train.pt").read_bytes() == b"an earlier run"
+
+
+def test_a_hugging_face_image_classifier_is_healed_into_a_folder_of_its_own(images, tmp_path):
+    import transformers
+
+    from hf_image_models import load_strict as load_hf, non_trivial
+
+    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                    image_size=16, patch_size=4, num_labels=10, num_channels=1)
+    torch.manual_seed(0)
+    teacher = tmp_path / "teacher"
+    non_trivial(transformers.ViTForImageClassification(config)).save_pretrained(teacher)
+    transformers.ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(teacher)
+    student, out = tmp_path / "student", tmp_path / "healed"
+    resize_file(teacher, student, direction="shrink", depth=1, notify=lambda m: None)
+    report = distill_file(student, out, teacher=teacher, data=images, settings=fast(steps=2), **QUIET)
+    healed = load_hf(out, "ViTForImageClassification")
+    assert healed.config.num_hidden_layers == 1 and report["steps"] == 2
+    assert (out / "preprocessor_config.json").read_bytes() == (teacher / "preprocessor_config.json").read_bytes()
+    pixels = torch.randn(2, 1, 16, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.isfinite(healed(pixel_values=pixels).logits).all()
+    # A live transformers model (its live names are not its saved ones) is written back as the family's folder.
+    model, _ = distill(healed, teacher, images, settings=fast(steps=1), **QUIET)
+    again = tmp_path / "again"
+    lgcli.save_model(model, again)
+    with torch.no_grad():
+        assert torch.equal(load_hf(again, "ViTForImageClassification")(pixel_values=pixels).logits,
+                           model(pixel_values=pixels).logits)

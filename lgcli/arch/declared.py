@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import LgError, shown
-from ..lazy import torch
+from ..lazy import nn, torch
 from ..stack import (ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
                      copy_elements)
 from .base import Reader
@@ -540,6 +540,9 @@ class DeclaredAdapter:
 
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
         return {}  # nothing computed when the model is built
+
+    def saved_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return {name: tensor.detach() for name, tensor in model.state_dict().items()}
 
     def global_role_axes(self) -> dict[str, tuple[str, ...]]:
         """Every global role this family can have, with its axes."""
