@@ -33,8 +33,9 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from . import __version__
 from .card import condensed_score
 from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
-from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
-                      parse_byte_size, parse_depth)
+from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_DISTILL_ALPHA,
+                      DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU,
+                      Option, merge_declarations, parse_byte_size, parse_depth)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -931,12 +932,12 @@ def distill_command(
                                                 help="The student's heads, when its file does not record them."),
     teacher_heads: Optional[int] = typer.Option(None, "--teacher-heads", min=1, metavar="N", rich_help_panel=SOURCE,
                                                 help="The teacher's heads, when its file does not record them."),
-    steps: int = typer.Option(300, "--steps", metavar="N", rich_help_panel=TRAINING,
+    steps: int = typer.Option(DEFAULT_DISTILL_STEPS, "--steps", metavar="N", rich_help_panel=TRAINING,
                               help="Optimiser steps; with --until, the most it runs."),
-    alpha: float = typer.Option(1.0, "--alpha", metavar="X", rich_help_panel=TRAINING,
+    alpha: float = typer.Option(DEFAULT_DISTILL_ALPHA, "--alpha", metavar="X", rich_help_panel=TRAINING,
                                 help="Weight of the teacher's soft targets; 1 - X goes to the labels' cross-entropy "
                                      "(1: pure distillation, as Minitron heals pruned models)."),
-    tau: float = typer.Option(1.0, "--tau", metavar="X", rich_help_panel=TRAINING,
+    tau: float = typer.Option(DEFAULT_DISTILL_TAU, "--tau", metavar="X", rich_help_panel=TRAINING,
                               help="Softmax temperature of the distillation term (scaled by tau^2)."),
     until: Optional[float] = typer.Option(None, "--until", metavar="F", rich_help_panel=TRAINING,
                                           help="Stop once the student scores this fraction of the teacher (top-1; "
@@ -944,9 +945,9 @@ def distill_command(
                                                "train data, or stops improving."),
     until_every: int = typer.Option(100, "--until-every", min=1, metavar="N", rich_help_panel=TRAINING,
                                     help="Steps between the checks of --until."),
-    batch_size: int = typer.Option(64, "--batch-size", min=1, metavar="N", rich_help_panel=TRAINING,
-                                   help="Global batch size (images, or windows of text)."),
-    lr: float = typer.Option(3e-4, "--lr", metavar="RATE", rich_help_panel=TRAINING,
+    batch_size: int = typer.Option(DEFAULT_DISTILL_BATCH_SIZE, "--batch-size", min=1, metavar="N",
+                                   rich_help_panel=TRAINING, help="Global batch size (images, or windows of text)."),
+    lr: float = typer.Option(DEFAULT_DISTILL_LR, "--lr", metavar="RATE", rich_help_panel=TRAINING,
                              help="Peak learning rate (AdamW, cosine decay)."),
     warmup: Optional[int] = typer.Option(None, "--warmup", min=0, metavar="N", rich_help_panel=TRAINING,
                                          help="Warm-up steps [default: 10% of the steps]."),
@@ -977,7 +978,7 @@ def distill_command(
                                        help="Also write the model card (README.md text) to this file; a folder "
                                             "output holds its own."),
 ) -> None:
-    """Heal a model (a resized one, say) by distillation from a teacher of its family: the output in the student's form."""
+    """Heal a model (a resized one, say) by distillation from a teacher of its family, written in the student's form."""
     from .card import CardFacts
     from .distill import DistillSettings, distill_file, is_main_process
 

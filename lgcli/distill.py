@@ -52,6 +52,8 @@ from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_chec
 from .data import (ImageData, builtin_names, check_channels, check_real, check_seed, check_whole, load_data)
 from .errors import LgError, UsageError, notify_stderr
 from .lazy import F, no_grad, nn, torch
+from .options import (DEFAULT_DISTILL_ALPHA, DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS,
+                      DEFAULT_DISTILL_TAU)
 from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
 from .text import MAX_LOGIT_ELEMENTS, TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
@@ -60,16 +62,8 @@ from .train import (IGNORE, ImageBatches, StepCallback, TrainConfig, auto_device
                     evaluate_accuracy, model_input, resolve_device, seconds_per_step, train)
 
 Notify = Callable[[str], None]
-# An already-initialised model's fine-tuning rate (lgcli.evaluate.DEFAULT_LR,
-# measured by benchmarks/probe_lr.py: 1e-3 undid shrunk models' head start,
-# 3e-4 kept it), with its warm-up over the first 10 % of the steps.
-DEFAULT_DISTILL_LR = 3e-4
+# The warm-up of an already-initialised model's fine-tuning (as lg eval's probe).
 DEFAULT_WARMUP_FRACTION = 0.1
-DEFAULT_DISTILL_STEPS = 300
-DEFAULT_DISTILL_BATCH_SIZE = 64
-# Pure distillation by default: see the module's docstring.
-DEFAULT_ALPHA = 1.0
-DEFAULT_TAU = 1.0
 # Images held out to score the models before and after, when --test-fraction is not given.
 DEFAULT_IMAGE_TEST_FRACTION = 0.2
 # Images scored at once on the held-out split.
@@ -86,8 +80,8 @@ class DistillSettings:
     lr: float = DEFAULT_DISTILL_LR
     warmup: int | None = None  # None: 10 % of the steps
     weight_decay: float = 0.05
-    alpha: float = DEFAULT_ALPHA
-    tau: float = DEFAULT_TAU
+    alpha: float = DEFAULT_DISTILL_ALPHA  # pure distillation: see the module's docstring
+    tau: float = DEFAULT_DISTILL_TAU
     seed: int = 0
     device: str = "auto"  # CUDA when present, else the CPU
     checkpoint: str | None = None  # a training checkpoint to write (and --resume from)
