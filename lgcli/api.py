@@ -316,7 +316,7 @@ def spec_of_model(model: nn.Module, family: str | None = None) -> tuple[ArchSpec
 
     adapter = get_adapter(family) if family is not None else adapter_of_model(model)
     config = adapter.spec_of_model(model)
-    return adapter.to_stack({k: v.detach() for k, v in model.state_dict().items()}, config=config)
+    return adapter.to_stack(adapter.saved_state(model), config=config)
 
 
 def save_model(model: nn.Module, destination: str | os.PathLike, *, method: str | None = None,

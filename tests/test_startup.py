@@ -27,7 +27,7 @@ from text_models import make_model, save_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "fmnist_vit.safetensors"
-COMMANDS = ("inspect", "eval", "bench", "shrink", "grow", "condense")
+COMMANDS = ("inspect", "eval", "bench", "shrink", "grow", "condense", "distill")
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +111,9 @@ def test_help_usage_errors_path_errors_and_inspect_do_not_import_torch(sources, 
         ["condense", str(EXAMPLE), "--method", "tleg", "--data", "missing-data", "-o", out],
         ["bench", "missing.safetensors", "--data", "fashion-mnist-mini", "--sizes", "2x64", "-o", str(tmp_path / "b")],
         ["bench", str(EXAMPLE), "--data", "missing-data", "--sizes", "2x64", "-o", str(tmp_path / "b")],
+        ["distill", "missing.safetensors", "--teacher", str(EXAMPLE), "--data", "fashion-mnist-mini", "-o", out],
+        ["distill", str(EXAMPLE), "--teacher", "missing.safetensors", "--data", "fashion-mnist-mini", "-o", out],
+        ["distill", str(EXAMPLE), "--teacher", str(EXAMPLE), "--data", "missing-data", "-o", out],
         ["inspect", "missing.safetensors"],
         ["inspect", str(EXAMPLE)], ["inspect", str(EXAMPLE), "--json"],
         ["inspect", str(sources["llama folder"])], ["inspect", str(sources["gpt2-lm"])],

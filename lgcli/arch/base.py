@@ -83,6 +83,11 @@ class FamilyAdapter(Protocol):
         """Every parameter of the family's model of `spec` (a tied head's
         included, as the same tensor): what `torch.func.functional_call` takes."""
 
+    def saved_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """A live model's tensors under the names its files hold (what
+        `to_stack` reads): its state dict, renamed where the library's live
+        names differ from its saved ones (transformers 5's image models)."""
+
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
         """The buffers the family's model of `spec` computes when it is built
         (none on the meta device): functional_call takes them beside `model_state`."""

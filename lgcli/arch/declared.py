@@ -543,6 +543,9 @@ class DeclaredAdapter:
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
         return {}  # nothing computed when the model is built
 
+    def saved_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return {name: tensor.detach() for name, tensor in model.state_dict().items()}
+
     def global_role_axes(self) -> dict[str, tuple[str, ...]]:
         """Every global role this family can have, with its axes."""
         return {role: axes for role, axes in self.layout.global_roles.values()}

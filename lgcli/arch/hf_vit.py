@@ -214,6 +214,9 @@ class HfVitAdapter(HfAdapter):
             return state
         return revert_weight_conversion(model, state)
 
+    def saved_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return self._saved_state(model, {live: tensor.detach() for live, tensor in model.state_dict().items()})
+
     def _live_parts_of(self, model: nn.Module) -> dict[str, list[str]]:
         """Saved parameter name -> the live names it holds, in order: one for
         a renamed tensor, several for a fused one, which transformers splits

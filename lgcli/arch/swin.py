@@ -487,6 +487,9 @@ class SwinAdapter(StagedAdapter):
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         return self.from_stack(spec, stack)
 
+    def saved_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return {name: tensor.detach() for name, tensor in model.state_dict().items()}
+
     @staticmethod
     def model_args(spec: ArchSpec) -> dict[str, Any]:
         """timm's SwinTransformer arguments for `spec` (timm doubles the width

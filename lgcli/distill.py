@@ -1,0 +1,508 @@
+"""Heal a model by distillation from a teacher of its family: what `lg distill` does, as functions.
+
+    >>> from lgcli.distill import DistillSettings, distill_file
+    >>> report = distill_file("small.safetensors", "healed.safetensors", teacher="big.safetensors",
+    ...                       data="fashion-mnist-mini", settings=DistillSettings(steps=300))
+
+The student (any model lg reads or wrote: a resized model, typically) trains
+through the one loop, `lgcli.train.train`, on the loss of SPEC.md
+"Distillation (`lg distill`)":
+
+    L = alpha tau^2 KL(softmax(z_t / tau) || softmax(z_s / tau)) + (1 - alpha) CE(z_s, y)
+
+over the classes of an image, or over the vocabulary at every scored
+position of a token window (a causal LM's next tokens: the targets are
+shifted as the model's own loss shifts them, `lgcli.text.causal_targets`;
+a masked LM's masked tokens). The teacher is frozen, in eval mode; its
+logits are kept per image where the images are not augmented
+(`train.TeacherLogits`). The written model takes the student's own form (a
+timm file or hub folder, a Hugging Face folder with its tokenizer), the
+student's dtypes, and provenance chained to the student with the teacher's
+sha256 in the options.
+
+The default alpha is 1 (pure distillation): healing a resized model is
+recovering its source's function, and the teacher's soft targets carry
+what the labels do and more; Minitron (Muralidharan et al. 2024, the
+pruning-then-distillation recipe the issue follows) found logit-only KD
+better than mixing in the labels' loss when retraining pruned models, and
+TLEG's reference condense uses alpha = 1 too. It also needs no labels of
+the models' classes, so an image classifier of other classes than the data
+can still be distilled on them.
+
+SPEC.md's optional hidden-state term is not implemented: the one loop's loss
+sees logits only (`train.LossFn`), and feeding it hidden states of both
+models would need hooks that outlive DDP's wrapper and bypass the teacher's
+logit cache; it is left for a loop that returns them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Callable, Mapping
+
+from .api import Loaded, check_card_file, is_learngene, load, load_line, plan_output, save, spec_of_model
+from .arch import adapter_of_model, get_adapter
+from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
+from .card import CardFacts
+from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
+from .data import (ImageData, builtin_names, check_channels, check_real, check_seed, check_whole, load_data)
+from .errors import LgError, UsageError, notify_stderr
+from .lazy import F, no_grad, nn, torch
+from .options import (DEFAULT_DISTILL_ALPHA, DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS,
+                      DEFAULT_DISTILL_TAU)
+from .sizing import check_heads_known, spec_sizes
+from .stack import ArchSpec, Stack
+from .text import MAX_LOGIT_ELEMENTS, TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
+from .train import (IGNORE, ImageBatches, StepCallback, TrainConfig, auto_device_note, autocast,
+                    check_checkpoint_path, classes_of, concrete_device, distillation_loss, distributed_setup,
+                    evaluate_accuracy, model_input, resolve_device, seconds_per_step, train)
+
+Notify = Callable[[str], None]
+# The warm-up of an already-initialised model's fine-tuning (as lg eval's probe).
+DEFAULT_WARMUP_FRACTION = 0.1
+# Images held out to score the models before and after, when --test-fraction is not given.
+DEFAULT_IMAGE_TEST_FRACTION = 0.2
+# Images scored at once on the held-out split.
+SCORE_BATCH_SIZE = 256
+
+
+@dataclass
+class DistillSettings:
+    """A distillation run's settings, checked when constructed (and again by
+    `distill`) with the messages the CLI's flags would get."""
+
+    steps: int = DEFAULT_DISTILL_STEPS
+    batch_size: int = DEFAULT_DISTILL_BATCH_SIZE
+    lr: float = DEFAULT_DISTILL_LR
+    warmup: int | None = None  # None: 10 % of the steps
+    weight_decay: float = 0.05
+    alpha: float = DEFAULT_DISTILL_ALPHA  # pure distillation: see the module's docstring
+    tau: float = DEFAULT_DISTILL_TAU
+    seed: int = 0
+    device: str = "auto"  # CUDA when present, else the CPU
+    checkpoint: str | None = None  # a training checkpoint to write (and --resume from)
+    checkpoint_every: int = 0
+    resume: bool = False
+    force: bool = False
+    progress: bool = True
+    # The stopping rule (None: run every step), as lg condense --until: stop
+    # once the student scores `until` of the teacher's figure on a split
+    # held out of the train data, or stops improving; --steps is the most it runs.
+    until: float | None = None
+    until_every: int = 100
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        check_whole(self.steps, "--steps", 1)
+        check_whole(self.batch_size, "--batch-size", 1)
+        check_real(self.lr, "--lr", "a positive finite number", lambda v: v > 0)
+        if self.warmup is not None:
+            check_whole(self.warmup, "--warmup", 0)
+        check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
+        check_real(self.alpha, "--alpha", "a number in [0, 1]", lambda v: 0 <= v <= 1)
+        check_real(self.tau, "--tau", "a positive finite number", lambda v: v > 0)
+        check_seed(self.seed)
+        check_whole(self.checkpoint_every, "--checkpoint-every", 0)
+        if self.until is not None:
+            check_real(self.until, "--until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
+        check_whole(self.until_every, "--until-every", 1)
+
+    def warmup_steps(self) -> int:
+        return int(self.steps * DEFAULT_WARMUP_FRACTION) if self.warmup is None else self.warmup
+
+
+@dataclass
+class Party:
+    """The student or the teacher, read: a float32 model lg may train or run
+    (its own copy), and what it was read from."""
+
+    role: str  # "student" or "teacher"
+    model: nn.Module
+    spec: ArchSpec
+    stack: Stack  # as read (lazy for a file): what the output is planned from before any training
+    task: str
+    where: str  # the file or folder, as messages show it
+    loaded: Loaded | None  # None for a live model handed in
+    dtype: torch.dtype  # the dominant dtype of its weights, as read
+
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        return self.loaded.checkpoint if self.loaded is not None else None
+
+    @property
+    def companions(self) -> Mapping[str, Any]:
+        return self.checkpoint.companions if self.checkpoint is not None else {}
+
+    def sizes(self) -> dict[str, Any]:
+        return spec_sizes(self.spec)
+
+
+def read_party(source: Any, role: str, heads: int | None = None, stdin: BinaryIO | None = None) -> Party:
+    """The student or teacher from a path ('-': stdin), a read `Checkpoint`,
+    a `Loaded`, or a live model of a family lg knows (copied, never changed)."""
+    if isinstance(source, torch.nn.Module):
+        adapter = adapter_of_model(source)
+        dtype = next(source.parameters()).dtype
+        spec, stack = spec_of_model(source)
+        model = copy.deepcopy(source).float()
+        return Party(role, model, spec, stack, adapter.model_task(model), f"the {role} model", None, dtype)
+    if isinstance(source, Loaded):
+        loaded = source
+    else:
+        checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
+        if is_learngene(checkpoint):
+            raise LgError(f"the {role} must be a model; {checkpoint.label} is a learngene (build a model from it "
+                          f"with lg grow {checkpoint.label} --depth N -o OUT)")
+        loaded = load(checkpoint, heads=heads)
+    check_heads_known(loaded.spec, because="the model's outputs depend on them",
+                      flag="--student-heads" if role == "student" else "--teacher-heads",
+                      where=loaded.checkpoint.label)
+    adapter = get_adapter(loaded.spec.family)
+    model = adapter.load_model(loaded.spec, loaded.stack).float()
+    return Party(role, model, loaded.spec, loaded.stack, adapter.model_task(model), loaded.checkpoint.label, loaded,
+                 loaded.dtype or torch.float32)
+
+
+def check_pair(student: Party, teacher: Party) -> None:
+    """The teacher must do what the student does over the same outputs: the
+    same family and task, the same classes and input (images) or vocabulary
+    (text). Refused in one line naming what differs."""
+    if teacher.spec.family != student.spec.family:
+        raise LgError(f"the teacher ({teacher.where}) is a {teacher.spec.family} model and the student "
+                      f"({student.where}) a {student.spec.family} model: distil from a teacher of the student's "
+                      f"family")
+    if teacher.task != student.task:
+        raise LgError(f"the teacher ({teacher.where}) is a {teacher.task} model and the student ({student.where}) a "
+                      f"{student.task} model: their logits do not compare")
+    if student.task == TEXT_ENCODER:
+        raise LgError(f"{student.where} is a text encoder without a language-model head: it has no logits to "
+                      f"distil (give its masked-LM checkpoint, e.g. BertForMaskedLM)")
+    if student.task == IMAGE_CLASSIFICATION:
+        ours, theirs = classes_of(student.model), classes_of(teacher.model)
+        if ours != theirs:
+            raise LgError(f"the teacher has {theirs} classes and the student {ours}: distil from a teacher of the "
+                          f"student's classes")
+        ours, theirs = model_input(student.model), model_input(teacher.model)
+        if ours != theirs:
+            raise LgError(f"the teacher takes {theirs[0]}-channel {theirs[1]}-pixel images and the student "
+                          f"{ours[0]}-channel {ours[1]}-pixel ones: distil from a teacher of the student's input")
+        return
+    ours, theirs = _vocabulary(student.model), _vocabulary(teacher.model)
+    if ours != theirs:
+        raise LgError(f"the teacher's vocabulary has {theirs} tokens and the student's {ours}: distil from a "
+                      f"teacher of the student's vocabulary")
+
+
+def _vocabulary(model: nn.Module) -> int | None:
+    embeddings = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if embeddings is not None and getattr(embeddings, "weight", None) is not None:
+        return int(embeddings.weight.shape[0])  # the logits' size, whatever the config says
+    return getattr(getattr(model, "config", None), "vocab_size", None)
+
+
+def read_data(student: Party, teacher: Party, data: Any, *, subset: Any = None, test_subset: Any = None,
+              test_fraction: float | None = None, seq_len: int | None = None, seed: int = 0,
+              notify: Notify = notify_stderr) -> ImageData | TextData:
+    """The data the student takes: images of its input (an `ImageData`, an
+    image folder or built-in name; 20 % held out by default), or text windows
+    for a language model, tokenized with the tokenizer the student and the
+    teacher share (refused when they do not)."""
+    name = getattr(data, "name", data)
+    if student.task == IMAGE_CLASSIFICATION:
+        if seq_len is not None:
+            raise UsageError("--seq-len is for language models; the student is an image classifier")
+        if isinstance(data, TextData) or (isinstance(data, (str, os.PathLike)) and os.fspath(data) in builtin_texts()):
+            raise LgError(f"--data {name} is a text; the student is an image classifier (give an image folder or "
+                          f"{', '.join(builtin_names())})")
+        if not isinstance(data, ImageData):
+            data = load_data(data, subset=subset, test_subset=test_subset, seed=seed,
+                             test_fraction=DEFAULT_IMAGE_TEST_FRACTION if test_fraction is None else test_fraction)
+        check_channels(data, model_input(student.model)[0])
+        return data
+    if isinstance(data, ImageData) or (isinstance(data, (str, os.PathLike)) and os.fspath(data) in builtin_names()):
+        raise LgError(f"--data {name} is an image dataset; the student is a language model (give a text file, a "
+                      f"folder of .txt files or {', '.join(builtin_texts())})")
+    if seq_len is not None:
+        check_whole(seq_len, "--seq-len", 1)
+    return text_data_for([("the student", student.model, student.companions, student.where),
+                          ("the teacher", teacher.model, teacher.companions, teacher.where)], student.task, data,
+                         seq_len=seq_len, subset=subset, test_subset=test_subset, test_fraction=test_fraction,
+                         seed=seed, notify=notify)
+
+
+def labels_fit(student: Party, data: ImageData | TextData) -> bool:
+    """Whether the data's labels are the model's outputs: text's next (or
+    masked) tokens always are; images' when their classes are the model's."""
+    return not isinstance(data, ImageData) or data.num_classes == classes_of(student.model)
+
+
+def _held_out_batches(model: nn.Module, data: ImageData | TextData):
+    if isinstance(data, ImageData):
+        channels, size = model_input(model)
+        return ImageBatches(data.test, size, channels)
+    return data.test
+
+
+@no_grad
+def agreement(student: nn.Module, teacher: nn.Module, data: ImageData | TextData, *, tau: float = 1.0,
+              device: str = "cpu") -> dict[str, float]:
+    """How far the student is from the teacher on the held-out split: the
+    mean KL(softmax(z_t / tau) || softmax(z_s / tau)) per scored position
+    (an image; a scored token) and the share of positions where their
+    top-1 agree (%)."""
+    batches = _held_out_batches(student, data)
+    target = resolve_device(device, distributed_setup(device))
+    was = student.training, teacher.training
+    student.to(target).eval()
+    teacher.to(target).eval()
+    if isinstance(data, ImageData):
+        size = SCORE_BATCH_SIZE
+    else:
+        outputs = _vocabulary(student) or 1
+        size = max(1, min(SCORE_BATCH_SIZE, MAX_LOGIT_ELEMENTS // (data.test.inputs.shape[1] * outputs)))
+    kl_sum, agree, count = 0.0, 0, 0
+    for first in range(0, len(batches), size):
+        inputs, targets = batches.batch(list(range(first, min(first + size, len(batches)))))
+        inputs, targets = inputs.to(target), targets.to(target)
+        with autocast(target):
+            student_logits = batches.logits(student, inputs).float()
+            teacher_logits = batches.logits(teacher, inputs).float()
+        scored = (targets != IGNORE).flatten()
+        s = student_logits.flatten(0, -2)[scored]
+        t = teacher_logits.flatten(0, -2)[scored]
+        kl_sum += float(F.kl_div(F.log_softmax(s / tau, -1), F.log_softmax(t / tau, -1), reduction="sum",
+                                 log_target=True))
+        agree += int((s.argmax(-1) == t.argmax(-1)).sum())
+        count += int(scored.sum())
+    student.train(was[0])
+    teacher.train(was[1])
+    count = max(count, 1)
+    return {"kl": kl_sum / count, "agreement": 100.0 * agree / count}
+
+
+def score(model: nn.Module, teacher: nn.Module | None, data: ImageData | TextData, *, with_labels: bool,
+          tau: float, device: str) -> dict[str, float]:
+    """A model's figures on the held-out split: top-1, top-5 and loss on
+    images of its classes, loss and perplexity on text; and, beside a
+    teacher, its KL from the teacher and their agreement."""
+    figures: dict[str, float] = {}
+    if with_labels:
+        scored = (evaluate_accuracy(model, data.test, device=device) if isinstance(data, ImageData)
+                  else evaluate_text(model, data.test, device=device))
+        figures.update({k: round(v, 4) for k, v in scored.items() if k not in ("images", "tokens")})
+    if teacher is not None:
+        figures.update({k: round(v, 4) for k, v in agreement(model, teacher, data, tau=tau, device=device).items()})
+    return figures
+
+
+def distill(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLike | None,
+            **kwargs: Any) -> tuple[nn.Module | None, dict[str, Any]]:
+    """Distil `teacher` into `student` on `data`. Returns the trained student
+    (a float32 model on the CPU, in eval mode; the student given is never
+    changed) and a JSON-ready report: the held-out figures of the teacher and
+    of the student before and after, the steps, the losses and the time.
+
+    `student` and `teacher` are paths ('-': stdin, for one of them), read
+    `Checkpoint`s, `Loaded`s, or live models of a family lg knows. `data`
+    is what the student takes (`read_data`). `dry_run`: everything is read
+    and checked, a few steps are timed on a copy, and the plan comes back
+    in place of the model, which is None. The keywords are `run`'s."""
+    _, model, report = run(student, teacher, data, **kwargs)
+    return model, report
+
+
+def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLike | None, *,
+        settings: DistillSettings | None = None, student_heads: int | None = None,
+        teacher_heads: int | None = None, subset: Any = None, test_subset: Any = None,
+        test_fraction: float | None = None, seq_len: int | None = None, notify: Notify = notify_stderr,
+        on_step: StepCallback | None = None, stdin: BinaryIO | None = None, dry_run: bool = False,
+        check_student: Callable[[Party], None] | None = None) -> tuple[Party, nn.Module | None, dict[str, Any]]:
+    """`distill`, returning the student as read (`Party`: what `save` chains
+    the output to) before the trained model and the report. `check_student`
+    is called on the student once it is read, before any data or training
+    (`distill_file` plans its output there)."""
+    started = time.perf_counter()
+    if not is_main_process():  # under torchrun, one process speaks for all
+        notify = _silent
+    settings = settings or DistillSettings()
+    settings.check()  # again: a settings object's fields can be changed after it was made
+    paths = [s for s in (student, teacher) if isinstance(s, (str, os.PathLike))]
+    if sum(os.fspath(p) == STDIO for p in paths) > 1:
+        raise UsageError("stdin ('-') can be read only once: give the teacher as a file or folder")
+    for path in paths:  # a mistyped path is said before torch or a model is paid for
+        check_source(path)
+    if data is None:
+        raise UsageError("give the data to distil on: --data D")
+    check_data_source(data)
+    loss_fn = distillation_loss(settings.alpha, settings.tau)
+    device_note = auto_device_note(settings.device)
+    settings = dataclasses.replace(settings, device=concrete_device(settings.device))
+    pupil = read_party(student, "student", student_heads, stdin)
+    if check_student is not None:
+        check_student(pupil)
+    master = read_party(teacher, "teacher", teacher_heads, stdin)
+    check_pair(pupil, master)
+    dataset = read_data(pupil, master, data, subset=subset, test_subset=test_subset, test_fraction=test_fraction,
+                        seq_len=seq_len, seed=settings.seed, notify=notify)
+    with_labels = labels_fit(pupil, dataset)
+    if not with_labels:
+        for flag, given in (("--alpha below 1", settings.alpha < 1), ("--until", settings.until is not None)):
+            if given:
+                raise LgError(f"{flag} needs labels of the models' classes: they have {classes_of(pupil.model)} and "
+                              f"{dataset.name} has {dataset.num_classes} (distil with --alpha 1 alone, or give "
+                              f"data of their classes)")
+    held_out = None
+    if settings.until is not None:
+        from .condense import hold_out
+
+        dataset, held_out = hold_out(dataset, settings.seed)
+    unit = "images" if isinstance(dataset, ImageData) else "windows"
+    if len(dataset.train) < settings.batch_size:
+        raise LgError(f"the train split has {len(dataset.train)} {unit}, fewer than one batch of "
+                      f"{settings.batch_size} (lower --batch-size)")
+    config = TrainConfig(steps=settings.steps, batch_size=settings.batch_size, lr=settings.lr,
+                         weight_decay=settings.weight_decay, warmup_steps=settings.warmup_steps(), seed=settings.seed,
+                         device=settings.device, checkpoint_path=settings.checkpoint,
+                         checkpoint_every=settings.checkpoint_every, resume=settings.resume, force=settings.force,
+                         progress=settings.progress, description="distilling",
+                         callback_every=1 if on_step is not None else settings.until_every)
+    check_checkpoint_path(config)  # a training checkpoint in the way is said before any work
+    if dry_run:
+        per_step, timed = seconds_per_step(copy.deepcopy(pupil.model), dataset.train, config, loss_fn=loss_fn,
+                                           teacher=master.model)
+        plan = {"dry_run": True, "command": "distill", "student": pupil.sizes(), "teacher": master.sizes(),
+                "parameters": {"student": _parameters(pupil.model), "teacher": _parameters(master.model)},
+                "data": dataset.describe(), "steps": settings.steps, "batch_size": settings.batch_size,
+                "until": settings.until, "device": settings.device, "timed_steps": timed,
+                "seconds_per_step": per_step, "estimated_seconds": per_step * settings.steps}
+        return pupil, None, plan
+    notify(f"distill: student {_shape(pupil.spec)} from teacher {_shape(master.spec)} on {dataset.name}, "
+           f"{settings.steps} steps of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}")
+    if device_note:
+        notify(device_note)
+    figures = {"teacher": score(master.model, None, dataset, with_labels=with_labels, tau=settings.tau,
+                                device=settings.device),
+               "before": score(pupil.model, master.model, dataset, with_labels=with_labels, tau=settings.tau,
+                               device=settings.device)}
+    rule = None
+    if held_out is not None:
+        from .condense import StoppingRule
+
+        rule = StoppingRule(settings.until, settings.until_every, held_out, master.model, settings.device, notify,
+                            command="distill")
+    callback = on_step if rule is None else rule.wrap(on_step)
+    result = train(pupil.model, dataset.train, config, loss_fn=loss_fn, teacher=master.model, on_step=callback)
+    figures["after"] = score(pupil.model, master.model, dataset, with_labels=with_labels, tau=settings.tau,
+                             device=settings.device)
+    pupil.model.cpu().eval()
+    master.model.cpu()
+    window = max(1, min(20, len(result.losses) // 5))
+    teacher_record = {"file": master.where, "sha256": master.checkpoint.sha256 if master.checkpoint else None}
+    # What the written file records is what the run computed: no wall time
+    # nor resume point, so the same command and seed write the same bytes.
+    recorded = {"teacher": teacher_record["file"], "teacher_sha256": teacher_record["sha256"],
+                "data": dataset.name, "alpha": settings.alpha, "tau": settings.tau, "steps": settings.steps,
+                "batch_size": settings.batch_size, "lr": settings.lr, "warmup": config.warmup_steps,
+                "weight_decay": settings.weight_decay, "seed": settings.seed,
+                **({"until": settings.until, "until_every": settings.until_every} if rule is not None else {})}
+    report = {"command": "distill", "student": pupil.sizes(), "teacher": master.sizes(),
+              "teacher_file": teacher_record, "data": dataset.describe(), "options": recorded,
+              "steps": result.steps, "resumed_from": result.resumed_from,
+              "loss_first": sum(result.losses[:window]) / window if result.losses else None,
+              "loss_last": sum(result.losses[-window:]) / window if result.losses else None,
+              "held_out": figures, "seconds": round(time.perf_counter() - started, 1)}
+    if rule is not None:
+        report["until"] = rule.report(result.steps, settings.steps)
+    return pupil, pupil.model, report
+
+
+def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
+                 data: ImageData | TextData | str | os.PathLike | None, force: bool = False,
+                 stdout: BinaryIO | None = None, card: CardFacts | None = None, card_file: str | None = None,
+                 **kwargs: Any) -> dict[str, Any]:
+    """`distill`, then write the student to `output` ('-' for stdout) in its
+    own form (a timm file or hub folder, a Hugging Face folder with the
+    student's tokenizer files) and dtypes, with provenance chained to the
+    student and the teacher's sha256 in its options; `card` and `card_file`
+    as `lgcli.api.save` takes them. The output is checked before any work.
+    Returns the report, with the output's name, sha256 and load line."""
+    inputs = tuple(os.fspath(s) for s in (student, teacher) if isinstance(s, (str, os.PathLike)))
+    check_output(output, force=force, inputs=inputs)
+    if card_file is not None:
+        check_card_file(card_file, output, force=force, inputs=inputs)
+    def plan(pupil: Party) -> None:  # an output the student's form cannot take is refused before training
+        plan_output(output, pupil.spec, pupil.stack, source=pupil.loaded, force=force)
+
+    pupil, model, report = run(student, teacher, data, check_student=plan, **kwargs)
+    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
+    if model is None:  # a dry run
+        return report
+    spec, stack = materialise(pupil, model)
+    settings = kwargs.get("settings") or DistillSettings()
+    if is_main_process():  # under torchrun, one process writes
+        facts = CardFacts(command=card.command if card else None,
+                          results=(*(card.results if card else ()), *distill_results(report)))
+        report["sha256"] = save(output, spec, stack, method="distill", options=report["options"],
+                                source=pupil.loaded, force=force, stdout=stdout, card=facts, card_file=card_file,
+                                dtype=None if pupil.loaded is not None else pupil.dtype)
+    report["load_line"] = load_line(spec, output)
+    return report
+
+
+def is_main_process() -> bool:
+    """Whether this process writes and reports: the only one, or rank 0 of
+    the processes torchrun started (the others train their share only)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _silent(message: str) -> None:
+    """The notify of a process that is not the main one."""
+
+
+def materialise(party: Party, model: nn.Module) -> tuple[ArchSpec, Stack]:
+    """A trained model as (spec, stack) for `save`: the student's own spec
+    (its form: a timm hub folder's config, a Hugging Face architecture), and
+    the stack its family's adapter reads from the model's state dict."""
+    adapter = get_adapter(party.spec.family)
+    state = {name: tensor.cpu() for name, tensor in adapter.saved_state(model).items()}
+    _, stack = adapter.to_stack(state, config=adapter.config(party.spec))
+    return party.spec, stack
+
+
+def distill_results(report: Mapping[str, Any]) -> list[str]:
+    """What a distillation measured, as the model card's lines."""
+    figures = report["held_out"]
+
+    def text(scores: Mapping[str, float]) -> str:
+        parts = []
+        if "top1" in scores:
+            parts.append(f"top-1 {scores['top1']:.2f} %")
+        if "perplexity" in scores:
+            parts.append(f"perplexity {scores['perplexity']:.2f}")
+        if "kl" in scores:
+            parts.append(f"KL from the teacher {scores['kl']:.4f}, agreement {scores['agreement']:.1f} %")
+        return ", ".join(parts)
+
+    teacher = report["options"]["teacher"]
+    line = (f"distilled from `{teacher}` on {report['data']['name']} for {report['steps']} steps: held-out "
+            f"{text(figures['before'])} before, {text(figures['after'])} after")
+    if figures["teacher"]:
+        line += f" (the teacher: {text(figures['teacher'])})"
+    return [line]
+
+
+def _parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _shape(spec: ArchSpec) -> str:
+    if spec.stages:
+        return (f"depths {','.join(str(s.depth) for s in spec.stages)} x widths "
+                f"{','.join(str(s.width) for s in spec.stages)}")
+    return f"{spec.depth} x {spec.width}"

@@ -1,0 +1,361 @@
+"""lg distill: the KL from the teacher falls on a fixed batch (a timm ViT, a
+Llama with grouped-query attention, a GPT-2, a BERT masked LM); the output loads strictly in
+its ecosystem in the student's form and computes what the trained model
+computes; a resumed run writes the same bytes as an uninterrupted one; a
+shrink piped into a distill works; bad input is one line and writes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+
+import pytest
+import timm
+import torch
+import torch.nn.functional as F
+from safetensors import safe_open
+
+import lgcli
+from lgcli.data import load_data
+from lgcli.distill import DistillSettings, distill, distill_file
+from lgcli.resize import resize_file
+from lgcli.train import TrainConfig, train
+
+from conftest import run_lg
+from text_models import Sources, load_strict
+
+VIT = dict(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
+IMAGES = ["--subset", "64", "--test-subset", "32", "--batch-size", "16"]
+TEXT_FAMILIES = {
+    "llama-gqa": dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                      intermediate_size=44),
+    "gpt2-lm": dict(n_layer=3, n_embd=32, n_head=4),
+    "bert-mlm": dict(num_hidden_layers=3, hidden_size=32, num_attention_heads=2, intermediate_size=64),
+}
+# The tiny tokenizer's words are w1..w95; a masked LM takes w4 as its mask token.
+MASK_WORD = "w4"
+QUIET = dict(notify=lambda message: None)
+
+
+def fast(**overrides) -> DistillSettings:
+    return DistillSettings(**{"steps": 6, "batch_size": 16, "lr": 2e-3, "progress": False, "device": "cpu",
+                              **overrides})
+
+
+@pytest.fixture(scope="module")
+def images():
+    return load_data(subset=64, test_subset=32, seed=0)
+
+
+@pytest.fixture(scope="module")
+def vits(tmp_path_factory, images):
+    """A teacher (a tiny ViT trained a few steps, its head sharpened so that
+    its logits are far from uniform) and its shrink to one block, the student."""
+    folder = tmp_path_factory.mktemp("vits")
+    torch.manual_seed(0)
+    model = timm.create_model("vit_base_patch16_224", **VIT)
+    train(model, images.train, TrainConfig(steps=8, batch_size=16, lr=2e-3, progress=False))
+    with torch.no_grad():
+        model.head.weight.mul_(20.0)
+    teacher = folder / "teacher.safetensors"
+    lgcli.save_model(model.eval(), teacher)
+    student = folder / "student.safetensors"
+    resize_file(teacher, student, direction="shrink", depth=1, notify=lambda m: None)
+    return teacher, student
+
+
+@pytest.fixture(scope="module")
+def words(tmp_path_factory):
+    """A text of the tiny tokenizer's words (w5..w95), 250 windows of 12 tokens."""
+    path = tmp_path_factory.mktemp("text") / "words.txt"
+    rng = random.Random(0)
+    path.write_text("\n".join(" ".join(f"w{rng.randrange(5, 96)}" for _ in range(10)) for _ in range(300)) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    """Per family: the teacher's Hugging Face folder (with its tokenizer) and
+    its shrink to 2 layers, a folder too."""
+    built = Sources(tmp_path_factory)
+    made = {}
+
+    def pair(variant: str):
+        if variant not in made:
+            teacher, _ = built(variant, **TEXT_FAMILIES[variant])
+            if variant == "bert-mlm":
+                (teacher / "tokenizer_config.json").write_text(json.dumps({"mask_token": MASK_WORD}))
+            student = tmp_path_factory.mktemp("student") / variant
+            resize_file(teacher, student, direction="shrink", depth=2, notify=lambda m: None)
+            made[variant] = teacher, student
+        return made[variant]
+
+    return pair
+
+
+def kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor) -> float:
+    """Mean KL(softmax(teacher) || softmax(student)) over the rows."""
+    return float(F.kl_div(F.log_softmax(student_logits.flatten(0, -2), -1),
+                          F.log_softmax(teacher_logits.flatten(0, -2), -1), reduction="batchmean", log_target=True))
+
+
+def load_timm(path) -> torch.nn.Module:
+    """The exact line `lg inspect` prints, evaluated: a strict timm load."""
+    report = lgcli.inspect_checkpoint(path)
+    return eval(report["load_call"].replace("'" + str(path) + "'", repr(str(path))), {"timm": timm}).eval()
+
+
+# ---- the KL falls, the output loads and runs
+
+def test_distilling_a_vit_lowers_the_kl_on_a_fixed_batch_and_writes_a_strict_timm_file(vits, images, tmp_path):
+    teacher_path, student_path = vits
+    out = tmp_path / "healed.safetensors"
+    report = distill_file(student_path, out, teacher=teacher_path, data=images, settings=fast(steps=8), **QUIET)
+    batch, _ = images.train.batch(list(range(32)), 28, 1)
+    teacher = load_timm(teacher_path)
+    before, healed = load_timm(student_path), load_timm(out)  # strict timm loads, by the printed line
+    with torch.no_grad():
+        target = teacher(batch)
+        assert kl(healed(batch), target) < 0.8 * kl(before(batch), target)
+    # The report's held-out figures say the same, and the file is the student's shape.
+    assert report["held_out"]["after"]["kl"] < report["held_out"]["before"]["kl"]
+    assert report["steps"] == 8 and report["student"]["depth"] == 1 and report["teacher"]["depth"] == 2
+    assert {"top1", "loss", "kl", "agreement"} <= set(report["held_out"]["after"])
+    lg = lgcli.inspect_checkpoint(out)
+    assert lg["depth"] == 1 and lg["provenance"][0]["method"] == "distill"
+    options = lg["provenance"][0]["options"]
+    assert options["teacher_sha256"] == hashlib.sha256(teacher_path.read_bytes()).hexdigest()
+    assert options["alpha"] == 1.0 and options["steps"] == 8
+    assert lg["provenance"][1]["method"] == "select"  # chained to the student's own provenance
+
+
+def test_the_returned_model_is_what_the_file_holds_and_the_student_given_is_kept(vits, images, tmp_path):
+    teacher_path, student_path = vits
+    student = load_timm(student_path)
+    kept = {k: v.clone() for k, v in student.state_dict().items()}
+    model, report = distill(student, teacher_path, images, settings=fast(steps=2), **QUIET)
+    assert all(torch.equal(kept[k], v) for k, v in student.state_dict().items())  # a live student is copied
+    out = tmp_path / "from_live.safetensors"
+    distill_file(student, out, teacher=teacher_path, data=images, settings=fast(steps=2), **QUIET)
+    batch, _ = images.train.batch(list(range(8)), 28, 1)
+    with torch.no_grad():
+        assert torch.equal(load_timm(out)(batch), model(batch))
+
+
+@pytest.mark.parametrize("variant", sorted(TEXT_FAMILIES))
+def test_distilling_a_language_model_lowers_the_kl_and_writes_a_folder_that_loads(variant, texts, words,
+                                                                                  tmp_path):
+    teacher_path, student_path = texts(variant)
+    out = tmp_path / "healed"
+    report = distill_file(student_path, out, teacher=teacher_path, data=words, seq_len=12,
+                          settings=fast(steps=8, batch_size=8), test_subset=8, **QUIET)
+    ids = torch.randint(5, 96, (4, 12), generator=torch.Generator().manual_seed(1))
+    teacher, before, healed = (load_strict(path, variant) for path in (teacher_path, student_path, out))
+    with torch.no_grad():
+        target = teacher(input_ids=ids).logits
+        assert kl(healed(input_ids=ids).logits, target) < 0.9 * kl(before(input_ids=ids).logits, target)
+    assert (out / "tokenizer.json").read_bytes() == (teacher_path / "tokenizer.json").read_bytes()
+    assert healed.config.num_hidden_layers == 2
+    card = (out / "README.md").read_text()
+    assert "distilled from a teacher" in card and "resized" not in card
+    assert f"distilled from `{teacher_path}` on words.txt for 8 steps: held-out perplexity" in card
+    assert {"loss", "perplexity", "kl", "agreement"} <= set(report["held_out"]["after"])
+    assert report["held_out"]["after"]["kl"] < report["held_out"]["before"]["kl"]
+
+
+def test_the_output_keeps_the_students_dtype(vits, images, tmp_path):
+    teacher_path, student_path = vits
+    half = tmp_path / "bf16.safetensors"
+    lgcli.save_model(load_timm(student_path), half, dtype=torch.bfloat16)
+    out = tmp_path / "out.safetensors"
+    distill_file(half, out, teacher=teacher_path, data=images, settings=fast(steps=1), **QUIET)
+    with safe_open(str(out), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
+
+
+# ---- resume
+
+class Stop(Exception):
+    pass
+
+
+def test_a_resumed_run_writes_the_same_bytes_as_an_uninterrupted_one(vits, images, tmp_path):
+    teacher_path, student_path = vits
+    whole = tmp_path / "whole.safetensors"
+    distill_file(student_path, whole, teacher=teacher_path, data=images, settings=fast(), **QUIET)
+
+    def stop_at_4(step, model):
+        if step == 4:
+            raise Stop  # a run killed right after its step-4 checkpoint
+
+    resumed = tmp_path / "resumed.safetensors"
+    checkpoint = str(tmp_path / "run.pt")
+    with pytest.raises(Stop):
+        distill_file(student_path, resumed, teacher=teacher_path, data=images, on_step=stop_at_4, **QUIET,
+                     settings=fast(checkpoint=checkpoint, checkpoint_every=2))
+    assert not resumed.exists()
+    report = distill_file(student_path, resumed, teacher=teacher_path, data=images, **QUIET,
+                          settings=fast(checkpoint=checkpoint, resume=True))
+    assert report["resumed_from"] == 4
+    assert resumed.read_bytes() == whole.read_bytes()
+
+
+# ---- pipes and the command line
+
+def test_a_shrink_piped_into_a_distill_heals_the_shrunk_model(vits, tmp_path):
+    teacher_path, _ = vits
+    shrunk = run_lg("shrink", teacher_path, "--depth", "1", "-o", "-")
+    assert shrunk.code == 0, shrunk.stderr
+    out = tmp_path / "small.safetensors"
+    healed = run_lg("distill", "-", "--teacher", teacher_path, "--data", "fashion-mnist-mini", "--steps", "3",
+                    *IMAGES, "--device", "cpu", "-o", out, "--json", stdin=shrunk.stdout)
+    assert healed.code == 0, healed.stderr
+    report = json.loads(healed.stdout)
+    assert report["steps"] == 3 and report["output"] == str(out)
+    chain = lgcli.inspect_checkpoint(out)["provenance"]
+    assert [step.get("method") for step in chain[:2]] == ["distill", "select"]
+    assert load_timm(out) is not None
+
+
+def test_a_language_model_piped_through_distill_keeps_its_tokenizer(texts, words, tmp_path):
+    teacher_path, _ = texts("llama-gqa")
+    shrunk = run_lg("shrink", teacher_path, "--depth", "2", "-o", "-")
+    assert shrunk.code == 0, shrunk.stderr
+    out = tmp_path / "small"
+    healed = run_lg("distill", "-", "--teacher", teacher_path, "--data", words, "--seq-len", "12", "--steps", "2",
+                    "--batch-size", "4", "--test-subset", "4", "--device", "cpu", "-o", out, stdin=shrunk.stdout)
+    assert healed.code == 0, healed.stderr
+    assert "perplexity" in healed.stderr and "wrote" in healed.stderr
+    load_strict(out, "llama-gqa")
+    assert (out / "tokenizer.json").read_bytes() == (teacher_path / "tokenizer.json").read_bytes()
+
+
+def test_a_dry_run_plans_and_writes_nothing(vits, lg, tmp_path):
+    teacher_path, student_path = vits
+    out = tmp_path / "planned.safetensors"
+    result = lg("distill", student_path, "--teacher", teacher_path, "--data", "fashion-mnist-mini", *IMAGES,
+                "--steps", "40", "--device", "cpu", "-o", out, "--dry-run", "--json")
+    assert result.code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["dry_run"] and plan["steps"] == 40 and plan["estimated_seconds"] > 0
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory, texts):
+    """Teachers that do not fit a student: another family, another vocabulary, other classes."""
+    folder = tmp_path_factory.mktemp("foreign")
+    llama, _ = texts("llama-gqa")
+    small_vocabulary = Sources(tmp_path_factory)("llama-gqa", vocab_size=80, **TEXT_FAMILIES["llama-gqa"])[0]
+    torch.manual_seed(0)
+    five = folder / "five.safetensors"
+    lgcli.save_model(timm.create_model("vit_base_patch16_224", **{**VIT, "num_classes": 5}).eval(), five)
+    return {"llama": llama, "llama-80": small_vocabulary, "vit-5": five}
+
+
+BAD = {
+    "another family": (("vits", 1), ("llama",), [], "is a llama model and the student"),
+    "another vocabulary": (("texts",), ("llama-80",), ["--seq-len", "12"], "vocabulary has 80 tokens"),
+    "other classes": (("vits", 1), ("vit-5",), [], "the teacher has 5 classes and the student 10"),
+    "text for an image model": (("vits", 1), ("vits", 0), ["--data", "kjv-mini"], "kjv-mini is a text"),
+    "images for a language model": (("texts",), ("texts",), ["--data", "fashion-mnist-mini"],
+                                    "is an image dataset"),
+    "no steps": (("vits", 1), ("vits", 0), ["--steps", "0"], "--steps must be a whole number >= 1"),
+    "negative steps": (("vits", 1), ("vits", 0), ["--steps", "-2"], "--steps must be a whole number >= 1"),
+    "alpha out of range": (("vits", 1), ("vits", 0), ["--alpha", "1.5"], "--alpha must be"),
+    "both from stdin": (("stdin",), ("stdin",), [], "stdin ('-') can be read only once"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_and_nothing_is_written(case, vits, texts, foreign, words, lg, tmp_path):
+    student_of, teacher_of, extra, message = BAD[case]
+
+    def path(which):
+        if which[0] == "vits":
+            return vits[which[1]]
+        if which[0] == "texts":
+            return texts("llama-gqa")[1 if which is student_of else 0]
+        if which[0] == "stdin":
+            return "-"
+        return foreign[which[0]]
+
+    student, teacher = path(student_of), path(teacher_of)
+    data = ["--data", words if student_of == ("texts",) else "fashion-mnist-mini"]
+    out = tmp_path / "out"
+    result = lg("distill", student, "--teacher", teacher, *data, *IMAGES[:4], "--steps", "2", *extra, "-o", out)
+    assert result.code != 0
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("lg: error: "), result.stderr
+    assert message in result.stderr, result.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_output_is_kept_without_force(vits, lg, tmp_path):
+    teacher_path, student_path = vits
+    out = tmp_path / "out.safetensors"
+    out.write_bytes(b"mine")
+    args = ["distill", student_path, "--teacher", teacher_path, "--data", "fashion-mnist-mini", *IMAGES,
+            "--steps", "1", "--device", "cpu", "-o", out]
+    refused = lg(*args)
+    assert refused.code != 0 and refused.stderr.count("\n") == 1 and "--force" in refused.stderr
+    assert out.read_bytes() == b"mine"
+    assert lg(*args, "--force").code == 0 and out.read_bytes() != b"mine"
+
+
+def test_labels_of_other_classes_are_refused_for_the_cross_entropy_but_not_for_pure_distillation(foreign, images,
+                                                                                                  tmp_path):
+    five = foreign["vit-5"]  # 5 classes; the data have 10: a teacher of the student's own 5 still teaches
+    with pytest.raises(lgcli.LgError, match="--alpha below 1 needs labels of the models' classes"):
+        distill(five, five, images, settings=fast(alpha=0.5), **QUIET)
+    _, report = distill(five, five, images, settings=fast(steps=1), **QUIET)
+    assert "top1" not in report["held_out"]["after"] and report["held_out"]["before"]["kl"] == 0.0
+
+
+def test_until_stops_at_the_first_check_that_reaches_the_fraction(vits, images):
+    teacher_path, student_path = vits
+    messages = []
+    _, report = distill(student_path, teacher_path, images, settings=fast(steps=20, until=0.01, until_every=2),
+                        notify=messages.append)
+    assert report["steps"] == 2 and report["until"]["stopped"] == "reached 0.01 of the teacher"
+    assert [check["step"] for check in report["until"]["checks"]] == [0, 2]
+    assert any(m.startswith("distill: stopping at step 2") for m in messages)
+
+
+def test_a_training_checkpoint_in_the_way_is_refused_without_resume_or_force(vits, lg, tmp_path):
+    teacher_path, student_path = vits
+    out = tmp_path / "out.safetensors"
+    (tmp_path / "out.safetensors.train.pt").write_bytes(b"an earlier run")
+    result = lg("distill", student_path, "--teacher", teacher_path, "--data", "fashion-mnist-mini", *IMAGES,
+                "--steps", "2", "--checkpoint-every", "1", "-o", out)
+    assert result.code != 0 and result.stderr.count("\n") == 1 and "--resume" in result.stderr, result.stderr
+    assert not out.exists() and (tmp_path / "out.safetensors.train.pt").read_bytes() == b"an earlier run"
+
+
+def test_a_hugging_face_image_classifier_is_healed_into_a_folder_of_its_own(images, tmp_path):
+    import transformers
+
+    from hf_image_models import load_strict as load_hf, non_trivial
+
+    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                    image_size=16, patch_size=4, num_labels=10, num_channels=1)
+    torch.manual_seed(0)
+    teacher = tmp_path / "teacher"
+    non_trivial(transformers.ViTForImageClassification(config)).save_pretrained(teacher)
+    transformers.ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(teacher)
+    student, out = tmp_path / "student", tmp_path / "healed"
+    resize_file(teacher, student, direction="shrink", depth=1, notify=lambda m: None)
+    report = distill_file(student, out, teacher=teacher, data=images, settings=fast(steps=2), **QUIET)
+    healed = load_hf(out, "ViTForImageClassification")
+    assert healed.config.num_hidden_layers == 1 and report["steps"] == 2
+    assert (out / "preprocessor_config.json").read_bytes() == (teacher / "preprocessor_config.json").read_bytes()
+    pixels = torch.randn(2, 1, 16, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.isfinite(healed(pixel_values=pixels).logits).all()
+    # A live transformers model (its live names are not its saved ones) is written back as the family's folder.
+    model, _ = distill(healed, teacher, images, settings=fast(steps=1), **QUIET)
+    again = tmp_path / "again"
+    lgcli.save_model(model, again)
+    with torch.no_grad():
+        assert torch.equal(load_hf(again, "ViTForImageClassification")(pixel_values=pixels).logits,
+                           model(pixel_values=pixels).logits)
