@@ -94,6 +94,8 @@ def main() -> None:
     if wanted("original"):
         land("original", perplexity=model_ppl(args.source), layers=30, width=576)
 
+    args.work.mkdir(parents=True, exist_ok=True)
+    long_methods = args.long.split(",") if args.long_steps else []
     students = {}
     for kind, methods, sizes in (("d20", DEPTH_METHODS, dict(depth=20)),
                                  ("w384", WIDTH_METHODS, dict(width=384, kv_heads=2))):
@@ -101,6 +103,10 @@ def main() -> None:
             row = f"{method}-{kind}"
             folder = args.work / row
             students[row] = folder
+            needed = [row, f"{row}+distill{args.steps}"] + \
+                ([f"{row}+distill{args.long_steps}"] if kind == "d20" and method in long_methods else [])
+            if not any(wanted(name) for name in needed):
+                continue
             if not folder.exists():
                 calibration = (dict(calibrate=str(args.kjv / "calibrate.txt"),
                                     calibrate_samples=args.calibrate_samples, calibrate_seq_len=128)
@@ -141,11 +147,13 @@ def main() -> None:
 
     report_at = [int(s) for s in args.report_at.split(",")]
     for row in students:
-        heal(row, args.steps, report_at)
+        if students[row].exists():
+            heal(row, args.steps, report_at)
     if args.long_steps:
         long_at = sorted({*report_at, *(int(s) for s in args.long_report_at.split(","))})
-        for method in args.long.split(","):
-            heal(f"{method}-d20", args.long_steps, long_at)
+        for method in long_methods:
+            if students[f"{method}-d20"].exists():
+                heal(f"{method}-d20", args.long_steps, long_at)
 
 
 if __name__ == "__main__":
