@@ -32,7 +32,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
 from .card import condensed_score
-from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
+from .errors import Interrupted, LgError, UsageError, debugging, one_line, os_reason, received_signals, shown
 from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
                       parse_byte_size, parse_depth)
 
@@ -344,7 +344,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     if _signalled:  # a signal that came as lg was returning
-        _fail(_interrupted_message(), 128 + _signalled[0])
+        _fail(interrupted_message(), 128 + _signalled[0])
     if isinstance(result, int) and result:
         sys.exit(result)
 
@@ -380,13 +380,8 @@ class _ClosedStdout:
         return False
 
 
-class Interrupted(BaseException):
-    """A signal of INTERRUPTS, raised where lg is, so that `finally` blocks
-    clean up. Not an Exception (no `except Exception` swallows it) nor a
-    KeyboardInterrupt (click would print a blank line and abort silently)."""
-
-
-_signalled: list[int] = []
+# The signals received (lgcli.errors: kept there, where the writer checks them too).
+_signalled = received_signals
 # The command line being run, and what an interrupted command can add about
 # continuing it (lg condense: the training checkpoint and --resume).
 _invocation: list[str] = []
@@ -403,9 +398,10 @@ def _on_signal(signum: int, frame: Any) -> None:
     atomic.raise_or_defer(Interrupted(signum))  # after the rename, if an output is being put in place
 
 
-def _interrupted_message() -> str:
-    from .checkpoint.atomic import committed_outputs
-
+def interrupted_message() -> str:
+    """The one line an interrupted run ends with: what was written, if anything."""
+    atomic = sys.modules.get("lgcli.checkpoint.atomic")  # not imported: nothing was written
+    committed_outputs = atomic.committed_outputs if atomic is not None else []
     name = signal.Signals(_signalled[0]).name
     if committed_outputs:  # the signal came after the output was renamed into place
         return f"interrupted ({name}) after {shown(committed_outputs[-1])} was written in full"
@@ -425,7 +421,7 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
         _fail(str(exc), 1)
     except typer.Abort:
         if _signalled:
-            _fail(_interrupted_message(), 128 + _signalled[0])
+            _fail(interrupted_message(), 128 + _signalled[0])
         _fail("aborted", 130)
     except _click_errors.ClickException as exc:
         if debug:
@@ -440,7 +436,7 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except Interrupted:
-        _fail(_interrupted_message(), 128 + _signalled[0])
+        _fail(interrupted_message(), 128 + _signalled[0])
     except KeyboardInterrupt:  # raised before lg's handler was in place, or by a library
         _fail("interrupted; nothing written", 130)
     except OSError as exc:  # a file lg was asked to read or write, refused by the system

@@ -14,6 +14,29 @@ class LgError(Exception):
     """
 
 
+class Interrupted(BaseException):
+    """A signal (SIGINT, SIGTERM, SIGHUP) raised where lg is, so that
+    `finally` blocks clean up. Not an Exception (no `except Exception`
+    swallows it) nor a KeyboardInterrupt (click would print a blank line and
+    abort silently)."""
+
+
+# The interrupting signals this process received while lg ran, in order
+# (the `lg` command's handlers record them).
+received_signals: list[int] = []
+
+
+def check_interrupted() -> None:
+    """Raise `Interrupted` again for a signal received earlier, in case a
+    library swallowed the exception lg's handler raised: torch's import
+    catches whatever its own import of numpy raises, so a Ctrl-C at that
+    moment would otherwise be lost and the job run to its end. Called when
+    a heavy library has been imported and before an output is put in place:
+    an interrupt at any moment leaves the destination as it was."""
+    if received_signals:
+        raise Interrupted(received_signals[0])
+
+
 class UsageError(LgError):
     """A malformed command line (a flag's value out of its range, flags that
     exclude each other): exit status 2, as the shell's tools do."""

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import LgError, shown
+from ..errors import LgError, check_interrupted, shown
 
 
 @contextlib.contextmanager
@@ -91,6 +91,9 @@ def _put_in_place(tmp: Path, path: Path, output: bool = False) -> None:
     """Rename `tmp` over `path`; an existing folder (or, for a folder, any
     existing output) is moved aside first and removed once the new one is in
     place. Signals wait until the output is in place."""
+    # A signal received before this point (its exception swallowed by a
+    # library on the way) stops the output from being put in place at all.
+    check_interrupted()
     trash = None
     try:
         with _signals_held():
