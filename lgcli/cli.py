@@ -895,8 +895,11 @@ def condense(
              f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
     else:
         stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
-        note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, training "
-             f"loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps{stopped}, "
+        # A --resume of a finished run trains no step: its learngene is the run's own.
+        trained = (f"training loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} "
+                   f"steps{stopped}" if report.get("loss_first") is not None else
+                   f"resumed at step {report['resumed_from']} of {report['steps']}: no step left to train")
+        note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, {trained}, "
              f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
     if output != "-":
         note(f"build a model with: lg grow {output} --depth N -o OUT")

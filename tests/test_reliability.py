@@ -88,3 +88,110 @@ def test_a_signal_as_lg_exits_is_one_line_and_its_status(small_vit, tmp_path, na
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"lg: error: interrupted ({name}) as lg was exiting"
     assert len(safetensors.torch.load_file(str(output))) > 0  # written before: whole
+
+
+# ---- 3. A command that fails writes nothing ----
+
+def _unwritable_folder() -> Path:
+    """A folder no file can be made in, even by root (sysfs)."""
+    folder = Path("/sys")
+    try:
+        probe = os.open(folder / "lg-probe", os.O_CREAT | os.O_WRONLY, 0o600)
+    except OSError:
+        return folder
+    os.close(probe)
+    os.unlink(folder / "lg-probe")
+    pytest.skip("/sys accepts new files here")
+
+
+def test_a_card_that_cannot_be_written_leaves_no_model(lg, small_vit, tmp_path):
+    output = tmp_path / "o.safetensors"
+    card = _unwritable_folder() / "card.md"
+    done = lg("shrink", small_vit, "--depth", "2", "-o", output, "--card", card)
+    assert done.code == 1
+    assert done.stderr.strip().splitlines() == [f"lg: error: {card}: cannot be written (permission denied)"]
+    assert os.listdir(tmp_path) == []  # the model was written anyway, before
+
+
+CONDENSE = ["--teacher-heads", "2", "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "2",
+            "--batch-size", "8", "--depths", "2-3"]
+
+
+@pytest.fixture(scope="module")
+def finished_run(small_vit, tmp_path_factory):
+    """A condense run of 2 steps, its training checkpoint and its learngene."""
+    from conftest import run_lg_inproc
+
+    folder = tmp_path_factory.mktemp("run")
+    done = run_lg_inproc("condense", small_vit, *CONDENSE, "--checkpoint", folder / "train.pt",
+                         "-o", folder / "first.lg.safetensors")
+    assert done.code == 0, done.stderr
+    return folder
+
+
+def test_resuming_a_finished_run_writes_its_own_learngene(lg, small_vit, finished_run, tmp_path):
+    """It used to fail on an internal error after writing the learngene."""
+    output = tmp_path / "again.lg.safetensors"
+    done = lg("condense", small_vit, *CONDENSE, "--checkpoint", finished_run / "train.pt", "--resume", "-o", output)
+    assert done.code == 0, done.stderr
+    assert "internal error" not in done.stderr and "no step left to train" in done.stderr
+    first = safetensors.torch.load_file(str(finished_run / "first.lg.safetensors"))
+    again = safetensors.torch.load_file(str(output))
+    assert first.keys() == again.keys() and all(first[k].equal(again[k]) for k in first)
+
+
+# ---- 5. --resume checks what the training checkpoint was made from ----
+
+@pytest.fixture(scope="module")
+def other_teacher(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("other")
+    return write_plain(make_vit(seed=7, depth=3, embed_dim=32, num_heads=2, in_chans=1, img_size=28, patch_size=7,
+                                num_classes=10), folder / "w.safetensors")
+
+
+@pytest.mark.parametrize("change,names", [
+    ("teacher", ["teacher_sha256"]),
+    ("data", ["data train", "reading subset"]),
+    ("depths", ["options depths"]),
+])
+def test_resuming_another_run_is_refused_saying_what_differs(lg, small_vit, other_teacher, finished_run, tmp_path,
+                                                             change, names):
+    teacher, args = small_vit, list(CONDENSE)
+    if change == "teacher":
+        teacher = other_teacher
+    elif change == "data":
+        args += ["--subset", "512"]
+    else:
+        args[args.index("2-3")] = "2-4"
+    output = tmp_path / "o.lg.safetensors"
+    done = lg("condense", teacher, *args, "--checkpoint", finished_run / "train.pt", "--resume", "-o", output)
+    assert done.code == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lg: error: cannot resume "), done.stderr
+    assert all(name in lines[0] for name in names), lines[0]
+    assert os.listdir(tmp_path) == []
+
+
+# ---- 9. A bad --resume file: one line that says what is wrong with it ----
+
+def test_a_bad_resume_file_is_one_line(lg, small_vit, finished_run, tmp_path):
+    import pickle
+
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes((finished_run / "train.pt").read_bytes()[:3000])
+    ran = tmp_path / "the pickle ran"
+
+    class RunsCode:
+        def __reduce__(self):
+            return (os.mkdir, (str(ran),))
+
+    with_code = tmp_path / "code.pt"
+    with_code.write_bytes(pickle.dumps({"model": RunsCode()}))
+    for state, says in ((truncated, "damaged or truncated"), (with_code, "lg never unpickles")):
+        output = tmp_path / "o.lg.safetensors"
+        done = lg("condense", small_vit, *CONDENSE, "--checkpoint", state, "--resume", "-o", output)
+        assert done.code == 1
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0], done.stderr  # no plan or device line before it
+        assert "weights_only" not in lines[0] and "index out of range" not in lines[0]
+        assert not output.exists() and not ran.exists()
