@@ -993,7 +993,8 @@ def bench_command(
                                          help="Results folder: bench.json, cells/, learngenes/, curve plots and "
                                               "summary.png."),
     force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT,
-                               help="Recompute every cell (and learngene) even if saved."),
+                               help="Recompute every cell (and learngene) even if saved, and write into a folder "
+                                    "holding files lg bench did not write (they are left as they are)."),
     as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT, help="Print bench.json instead of the table."),
     markdown: bool = typer.Option(False, "--markdown", rich_help_panel=OUTPUT, help="Print the table as Markdown."),
     dry_run: bool = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,

@@ -195,3 +195,59 @@ def test_a_bad_resume_file_is_one_line(lg, small_vit, finished_run, tmp_path):
         assert len(lines) == 1 and says in lines[0], done.stderr  # no plan or device line before it
         assert "weights_only" not in lines[0] and "index out of range" not in lines[0]
         assert not output.exists() and not ran.exists()
+
+
+# ---- 2. lg bench -o: a folder lg did not make is not lg's to write into ----
+
+@pytest.fixture(scope="module")
+def ancestry(tmp_path_factory) -> Path:
+    """A ViT whose file records its heads (a bench builds every cell from them)."""
+    import lgcli
+
+    path = tmp_path_factory.mktemp("ancestry") / "ancestry.safetensors"
+    lgcli.save_model(make_vit(depth=2, embed_dim=32, num_heads=2, in_chans=1, img_size=28, patch_size=7,
+                              num_classes=10).eval(), path)
+    return path
+
+
+def _tiny_bench(force: bool = False):
+    from lgcli.bench import BenchSettings
+    from lgcli.evaluate import ProbeSettings
+
+    return BenchSettings(sizes=[(1, 32)], methods=["select"], subset="64", test_subset="40", condense_steps=1,
+                         probe=ProbeSettings(steps=1, eval_every=1, batch_size=16, progress=False), force=force)
+
+
+@pytest.mark.parametrize("layout", ["own summary", "cells and notes"])
+def test_bench_refuses_a_folder_holding_files_it_did_not_write(lg, ancestry, tmp_path, layout):
+    out = tmp_path / "results"
+    out.mkdir()
+    if layout == "own summary":  # a figure the user made, named as lg's
+        mine, name = out / "summary.png", "summary.png"
+    else:  # a bench folder the user added notes to
+        (out / "cells").mkdir()
+        mine, name = out / "notes.txt", "notes.txt"
+    mine.write_bytes(b"the user's own")
+    done = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", "1x32", "--methods", "select",
+              "--steps", "1", "--condense-steps", "1", "-o", out)
+    assert done.code == 1
+    assert done.stderr.strip().splitlines() == [
+        f"lg: error: {out}: holds {name}, which lg bench did not write; give a new or empty folder, or pass --force "
+        f"to write into it anyway (lg replaces only the files it names as its own there and leaves every other "
+        f"file as it is)"]
+    assert mine.read_bytes() == b"the user's own"
+    assert sorted(os.listdir(out)) == sorted({name, "cells"} if layout != "own summary" else {name})
+
+
+def test_bench_with_force_leaves_the_users_other_files(ancestry, tmp_path):
+    from lgcli.bench import bench
+
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "notes.txt").write_bytes(b"the user's own")
+    bench(ancestry, "fashion-mnist-mini", out, _tiny_bench(force=True), notify=lambda message: None)
+    assert (out / "notes.txt").read_bytes() == b"the user's own"
+    assert (out / "bench.json").is_file()
+    # lg's own folder, run again without --force: its cells are reused, nothing refused
+    (out / "notes.txt").unlink()
+    bench(ancestry, "fashion-mnist-mini", out, _tiny_bench(), notify=lambda message: None)
