@@ -251,3 +251,134 @@ def test_bench_with_force_leaves_the_users_other_files(ancestry, tmp_path):
     # lg's own folder, run again without --force: its cells are reused, nothing refused
     (out / "notes.txt").unlink()
     bench(ancestry, "fashion-mnist-mini", out, _tiny_bench(), notify=lambda message: None)
+
+
+# ---- 4. The hub cache is never left ----
+
+COMMIT = "c" * 40
+REF_TEXTS = [COMMIT, COMMIT + "\n", "../../../elsewhere", "{elsewhere}", "", "  ", "main", "../snapshots/" + COMMIT,
+             "d" * 40, "C" * 40, COMMIT + "/../../../elsewhere"]
+SNAPSHOT_KINDS = ["folder", "link to elsewhere", "link to the other repo's", "link with .. to itself", "missing"]
+FILE_KINDS = ["blob, relative", "blob, absolute", "blob through ..", "plain file", "elsewhere", "elsewhere through ..",
+              "other repo's blob", "missing blob", "folder link"]
+
+
+def _tensors_file(path: Path, name: str) -> bytes:
+    import torch
+
+    safetensors.torch.save_file({name: torch.zeros(2)}, str(path))
+    return path.read_bytes()
+
+
+def _lay_out_cache(root: Path, ref_text: str, snapshot_kind: str, file_kind: str) -> tuple[Path, Path]:
+    """A cache holding org/name (whose one weights file has the tensor
+    'inside') and org/other, with a folder elsewhere (tensor 'outside');
+    refs/main, the snapshot folder and its model.safetensors as drawn.
+    Returns (cache, elsewhere)."""
+    import shutil
+
+    if root.exists():
+        shutil.rmtree(root)
+    cache, elsewhere = root / "cache", root / "elsewhere"
+    elsewhere.mkdir(parents=True)
+    outside = _tensors_file(elsewhere / "model.safetensors", "outside")
+    repos = {}
+    for repo in ("name", "other"):
+        repo_folder = cache / f"models--org--{repo}"
+        (repo_folder / "blobs").mkdir(parents=True)
+        (repo_folder / "refs").mkdir()
+        blob = repo_folder / "blobs" / ("1" * 64)
+        blob.write_bytes(_tensors_file(root / "t.safetensors", "inside" if repo == "name" else "other"))
+        (repo_folder / "snapshots" / COMMIT).mkdir(parents=True)
+        os.symlink(os.path.relpath(blob, repo_folder / "snapshots" / COMMIT),
+                   repo_folder / "snapshots" / COMMIT / "model.safetensors")
+        (repo_folder / "refs" / "main").write_text(COMMIT)
+        repos[repo] = repo_folder
+    repo_folder, other = repos["name"], repos["other"]
+    (repo_folder / "refs" / "main").write_text(ref_text.format(elsewhere=elsewhere))
+    snapshot = repo_folder / "snapshots" / COMMIT
+    weights = snapshot / "model.safetensors"
+    blob = repo_folder / "blobs" / ("1" * 64)
+    if file_kind != "blob, relative":
+        weights.unlink()
+        target = {"blob, absolute": str(blob), "blob through ..": f"../../../models--org--name/blobs/{blob.name}",
+                  "elsewhere": str(elsewhere / "model.safetensors"),
+                  "elsewhere through ..": os.path.relpath(elsewhere / "model.safetensors", snapshot),
+                  "other repo's blob": os.path.relpath(other / "blobs" / blob.name, snapshot),
+                  "missing blob": "../../blobs/" + "2" * 64, "folder link": str(elsewhere)}.get(file_kind)
+        if target is None:  # a plain file: a cache made without links
+            weights.write_bytes(blob.read_bytes())
+        else:
+            os.symlink(target, weights)
+    if snapshot_kind != "folder":
+        shutil.rmtree(snapshot)
+        target = {"link to elsewhere": str(elsewhere), "link to the other repo's": str(other / "snapshots" / COMMIT),
+                  "link with .. to itself": f"../../models--org--other/snapshots/{COMMIT}"}.get(snapshot_kind)
+        if target is not None:
+            os.symlink(target, snapshot)
+    return cache, elsewhere
+
+
+def test_hub_cache_layouts_are_read_only_inside_the_repository(tmp_path, monkeypatch):
+    """Property (hypothesis): whatever refs/main holds and whatever the
+    snapshot folder and its weights file are (links anywhere, '..' in every
+    component), lg reads org/name's own weights from inside its repository
+    folder, or refuses in one line (an LgError) naming a path."""
+    import huggingface_hub.constants
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from lgcli.checkpoint import read_checkpoint
+    from lgcli.errors import LgError
+    from lgcli.hub import resolve_source
+
+    root = tmp_path / "layout"
+    refusals: list[str] = []
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.sampled_from(REF_TEXTS), st.sampled_from(SNAPSHOT_KINDS), st.sampled_from(FILE_KINDS))
+    def check(ref_text, snapshot_kind, file_kind):
+        cache, elsewhere = _lay_out_cache(root, ref_text, snapshot_kind, file_kind)
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+        repo_folder = os.path.realpath(cache / "models--org--name")
+        try:
+            path = resolve_source("org/name")
+            checkpoint = read_checkpoint(path, header_only=True)
+        except LgError as refused:
+            assert "\n" not in str(refused) and (str(cache) in str(refused) or "org/name" in str(refused))
+            refusals.append(str(refused))
+            return
+        assert list(checkpoint.tensors) == ["inside"], (ref_text, snapshot_kind, file_kind)
+        assert os.path.realpath(path).startswith(repo_folder + os.sep)
+        for entry in Path(path if os.path.isdir(path) else os.path.dirname(path)).iterdir():
+            real = os.path.realpath(entry)
+            assert real.startswith(os.path.join(repo_folder, "blobs") + os.sep) or not os.path.islink(entry)
+        expected_good = (ref_text.strip() == COMMIT and snapshot_kind == "folder"
+                         and file_kind in ("blob, relative", "blob, absolute", "blob through ..", "plain file"))
+        assert expected_good, (ref_text, snapshot_kind, file_kind)
+
+    check()
+    assert refusals  # the layouts that lead elsewhere were met, and refused
+
+
+@pytest.mark.parametrize("ref_text,says", [
+    ("", "refs/main: is empty, where the commit of revision main belongs (a download cut short?)"),
+    ("d" * 40, f"org/name: revision main names commit {'d' * 40}, whose snapshot is not in the local Hugging Face "
+               f"cache"),
+    ("../../../elsewhere", "refs/main: holds ../../../elsewhere, not a 40-hex commit hash"),
+])
+def test_a_broken_ref_is_said_for_what_it_is(tmp_path, monkeypatch, ref_text, says):
+    """10: an empty refs/main was reported as '.../snapshots: a folder must
+    hold a Hugging Face model', a ref naming a missing snapshot as 'revision
+    main is not in the cache ... it holds main'."""
+    import huggingface_hub.constants
+
+    from lgcli.errors import LgError
+    from lgcli.hub import resolve_source
+
+    cache, _ = _lay_out_cache(tmp_path / "layout", ref_text, "folder", "blob, relative")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    with pytest.raises(LgError) as refused:
+        resolve_source("org/name")
+    assert says in str(refused.value)
+    assert "it holds main" not in str(refused.value) and "a folder must hold" not in str(refused.value)
