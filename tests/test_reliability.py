@@ -382,3 +382,41 @@ def test_a_broken_ref_is_said_for_what_it_is(tmp_path, monkeypatch, ref_text, sa
         resolve_source("org/name")
     assert says in str(refused.value)
     assert "it holds main" not in str(refused.value) and "a folder must hold" not in str(refused.value)
+
+
+# ---- 7. float8 weights: read, checked, and kept in their dtype ----
+
+@pytest.mark.parametrize("dtype_name,stored", [("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2")])
+def test_float8_weights_are_resized_in_their_own_dtype(lg, small_vit, tmp_path, dtype_name, stored):
+    """It was 'internal error ... isfinite not implemented for Float8_e4m3fn'.
+    select copies weights: the float8 output is exactly the float32 resize
+    of the same values, in float8 again."""
+    import torch
+    from safetensors import safe_open
+
+    dtype = getattr(torch, dtype_name)
+    source = safetensors.torch.load_file(str(small_vit))
+    with safe_open(str(small_vit), "pt") as f:
+        metadata = f.metadata()
+    low = {k: v.to(dtype) for k, v in source.items()}
+    safetensors.torch.save_file(low, str(tmp_path / "f8.safetensors"), metadata=metadata)
+    safetensors.torch.save_file({k: v.float() for k, v in low.items()}, str(tmp_path / "f32.safetensors"),
+                                metadata=metadata)
+    args = ["--source-heads", "2", "--depth", "2", "--width", "16", "--heads", "1", "--method", "select"]
+    done = lg("shrink", tmp_path / "f8.safetensors", *args, "-o", tmp_path / "o8.safetensors")
+    assert done.code == 0, done.stderr
+    assert lg("shrink", tmp_path / "f32.safetensors", *args, "-o", tmp_path / "o32.safetensors").code == 0
+    with safe_open(str(tmp_path / "o8.safetensors"), "pt") as f:
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {stored}
+    resized, reference = (safetensors.torch.load_file(str(tmp_path / name)) for name in ("o8.safetensors",
+                                                                                         "o32.safetensors"))
+    assert resized.keys() == reference.keys()
+    for key in resized:
+        assert resized[key].view(torch.uint8).equal(reference[key].to(dtype).view(torch.uint8)), key
+    # A NaN among float8 weights is refused as any non-finite weight is, naming the tensor.
+    key = next(k for k in low if k.endswith("fc1.weight"))
+    low[key][0, 0] = float("nan")
+    safetensors.torch.save_file(low, str(tmp_path / "nan.safetensors"), metadata=metadata)
+    done = lg("shrink", tmp_path / "nan.safetensors", *args, "-o", tmp_path / "nan-out.safetensors")
+    assert done.code == 1 and len(done.stderr.splitlines()) == 1
+    assert f"tensor {key} holds 1 non-finite value (NaN or Inf)" in done.stderr
