@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import sys
 import time
 import warnings
@@ -268,11 +269,25 @@ def distributed_setup(device: str) -> Distributed:
     return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
+# The devices lg trains and scores on: `--device` takes these (cuda:N, one GPU of several).
+DEVICE_NAMES = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?", re.ASCII)
+
+
 def concrete_device(device: str) -> str:
-    """`--device auto`: "cuda" when torch sees a CUDA device, else "cpu"; any
-    other value as given (checked where it is used)."""
+    """`--device auto`: "cuda" when torch sees a CUDA device, else "cpu";
+    cpu, cuda or cuda:N as given. Anything else (meta, a device that holds
+    no data; a device torch has but lg does not train on), or cuda where
+    there is none, is refused in one line here, as a command starts: not
+    after its plan, nor as an internal error."""
+    if not isinstance(device, str) or not DEVICE_NAMES.fullmatch(device):
+        holds_no_data = " (it holds no data: lg trains and scores real numbers)" if str(device).startswith(
+            "meta") else ""
+        raise LgError(f"--device {shown(device)}: not a device lg runs on{holds_no_data}; give auto, cpu, cuda "
+                      f"or cuda:N")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise LgError(f"--device {device}: no CUDA device is available here (use --device cpu)")
     return device
 
 

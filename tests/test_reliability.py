@@ -420,3 +420,19 @@ def test_float8_weights_are_resized_in_their_own_dtype(lg, small_vit, tmp_path, 
     done = lg("shrink", tmp_path / "nan.safetensors", *args, "-o", tmp_path / "nan-out.safetensors")
     assert done.code == 1 and len(done.stderr.splitlines()) == 1
     assert f"tensor {key} holds 1 non-finite value (NaN or Inf)" in done.stderr
+
+
+# ---- 8. --device meta (a device that holds no data): one line, before any work ----
+
+@pytest.mark.parametrize("command", ["condense", "bench", "eval"])
+def test_a_device_holding_no_data_is_one_line_before_any_work(lg, ancestry, tmp_path, command):
+    args = {"condense": ["--method", "tleg", "--steps", "1", "-o", tmp_path / "o.lg.safetensors"],
+            "bench": ["--sizes", "1x32", "--methods", "select", "--steps", "1", "--condense-steps", "1",
+                      "-o", tmp_path / "results"],
+            "eval": ["--steps", "1"]}[command]
+    done = lg(command, ancestry, "--data", "fashion-mnist-mini", *args, "--device", "meta")
+    assert done.code == 1
+    assert done.stderr.strip().splitlines() == [
+        "lg: error: --device meta: not a device lg runs on (it holds no data: lg trains and scores real numbers); "
+        "give auto, cpu, cuda or cuda:N"]
+    assert os.listdir(tmp_path) == []  # bench made its cells/ folder first
