@@ -33,8 +33,8 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from . import __version__
 from .card import condensed_score
 from .errors import Interrupted, LgError, UsageError, debugging, one_line, os_reason, received_signals, shown
-from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, Option, merge_declarations,
-                      parse_byte_size, parse_depth)
+from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_SHARD_SIZE, Option,
+                      merge_declarations, parse_byte_size, parse_depth)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -751,7 +751,7 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         output: Optional[str] = typer.Option(None, "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
                                              help="Output file or folder, or '-' for stdout."),
         shard_size: str = typer.Option(
-            "5GB", "--shard-size", metavar="SIZE", rich_help_panel=OUTPUT,
+            DEFAULT_SHARD_SIZE, "--shard-size", metavar="SIZE", rich_help_panel=OUTPUT,
             help="An output larger than this is a folder of shards with a Hugging Face index (as save_pretrained "
                  "writes); 0 never shards. E.g. 500MB, 2GiB."),
         force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT, help="Overwrite an existing output."),

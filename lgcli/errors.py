@@ -42,6 +42,32 @@ class UsageError(LgError):
     exclude each other): exit status 2, as the shell's tools do."""
 
 
+class RefusedWithPipe(LgError):
+    """A refusal whose remedy is a pipe of lg commands from the source to
+    the output. Only the caller knows the paths and the flags the user gave
+    about them, so `pipe` is a template: {src} and {out} stand for the
+    paths, {given} for the source's flags (its heads, --allow-nonfinite) and
+    {written} for the output's (--force, --shard-size, --card). Shown as is,
+    it reads SRC and OUT; `complete` fills in what the user typed, so the
+    hint runs as printed (issue 32)."""
+
+    def __init__(self, reason: str, pipe: str):
+        super().__init__(reason + pipe.format(src="SRC", out="OUT", given="", written=""))
+        self.reason, self.pipe = reason, pipe
+
+    def complete(self, src: str, output: str, source_options: tuple[str, ...] = (),
+                 output_options: tuple[str, ...] = ()) -> str:
+        return self.reason + self.pipe.format(src=_shell_quote(src), out=_shell_quote(output),
+                                              given="".join(f" {flag}" for flag in source_options),
+                                              written="".join(f" {flag}" for flag in output_options))
+
+
+def _shell_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
 def shown(text: object) -> str:
     """A user-given string (file name, key, flag value) as it should appear in
     a message: as is when it is printable, else quoted and escaped the way

@@ -311,17 +311,19 @@ class MixedChange(LgError):
 
 def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
                       options: dict[str, tuple[str, ...]] | None = None,
-                      source_options: tuple[str, ...] = ()) -> str | None:
+                      source_options: tuple[str, ...] = (), output_options: tuple[str, ...] = ()) -> str | None:
     """The command that turns `source` (read from `src`) into `target` at
     `output`, every size written out: the other command alone when it can,
     else a shrink piped into a grow (or a grow into a shrink, when only that
     order keeps the head dim one way per step); None when none can.
     `options`: each command's own (--method) by its name; `source_options`
-    (the source's heads) go to the command that reads `src`. Each step is checked
-    as the commands will check it."""
+    (the source's heads) go to the command that reads `src`, `output_options`
+    (--force, --shard-size) to the one that writes `output`. Each step is
+    checked as the commands will check it."""
     options = options or {}
     if source.stages:
-        return _staged_pipe(source, target, src=src, output=output, options=options, source_options=source_options)
+        return _staged_pipe(source, target, src=src, output=output, options=options, source_options=source_options,
+                            output_options=output_options)
     gqa = source.kv_heads is not None
 
     def sizes_of(spec: ArchSpec) -> dict[str, int]:
@@ -330,7 +332,8 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
 
     def step(command: str, src_text: str, sizes: dict[str, int], out: str) -> str:
         given = source_options if src_text != "-" else ()
-        flags = [*given, *options.get(command, ()), *(f"--{k.replace('_', '-')} {v}" for k, v in sizes.items())]
+        flags = [*given, *options.get(command, ()), *(f"--{k.replace('_', '-')} {v}" for k, v in sizes.items()),
+                 *(output_options if out != "-" else ())]
         return f"lg {command} {src_text} {' '.join(flags)} -o {out}"
 
     def reaches(start: ArchSpec, sizes: dict[str, int], direction: str) -> ArchSpec | None:
@@ -365,7 +368,8 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
 
 
 def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
-                 options: dict[str, tuple[str, ...]], source_options: tuple[str, ...]) -> str | None:
+                 options: dict[str, tuple[str, ...]], source_options: tuple[str, ...],
+                 output_options: tuple[str, ...] = ()) -> str | None:
     """`mixed_change_pipe` for a model of stages: sized by `--depth` per stage
     and the first stage's `--width` (heads and MLP follow), so the step
     between is every stage at its smaller depth and the smaller width (a
@@ -374,7 +378,8 @@ def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
 
     def step(command: str, src_text: str, sizes: tuple[list[int], int], out: str) -> str:
         flags = [*(source_options if src_text != "-" else ()), *options.get(command, ()),
-                 f"--depth {','.join(map(str, sizes[0]))}", f"--width {sizes[1]}"]
+                 f"--depth {','.join(map(str, sizes[0]))}", f"--width {sizes[1]}",
+                 *(output_options if out != "-" else ())]
         return f"lg {command} {src_text} {' '.join(flags)} -o {out}"
 
     def reaches(start: ArchSpec, sizes: tuple[list[int], int], direction: str) -> ArchSpec | None:

@@ -436,3 +436,48 @@ def test_a_device_holding_no_data_is_one_line_before_any_work(lg, ancestry, tmp_
         "lg: error: --device meta: not a device lg runs on (it holds no data: lg trains and scores real numbers); "
         "give auto, cpu, cuda or cuda:N"]
     assert os.listdir(tmp_path) == []  # bench made its cells/ folder first
+
+
+# ---- 6. Every printed pipe runs as printed, with the options the user gave ----
+
+def _run_printed(pipe: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The hint's command line, run by the shell with `lg` as this tree's."""
+    return subprocess.run(["bash", "-c", f'lg() {{ "{sys.executable}" -m lgcli "$@"; }}; set -o pipefail; {pipe}'],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.parametrize("case", ["tleg-fit", "mixed change"])
+def test_a_refusals_pipe_runs_as_printed(small_vit, tmp_path, case):
+    """tleg-fit's pipe dropped --source-heads (and read SRC, wrote OUT);
+    neither pipe carried --force for an output that exists."""
+    import json
+
+    (tmp_path / "v.safetensors").write_bytes(small_vit.read_bytes())
+    (tmp_path / "out.safetensors").write_bytes(b"an earlier output")  # --force is needed to replace it
+    if case == "tleg-fit":
+        args = ["shrink", "v.safetensors", "--method", "tleg-fit", "--depth", "2", "--width", "16", "--heads", "1"]
+    else:
+        args = ["grow", "v.safetensors", "--depth", "4", "--width", "16", "--heads", "1"]
+    done = run_lg(*args, "--source-heads", "2", "-o", "out.safetensors", "--force", cwd=tmp_path)
+    assert done.code == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+    pipe = done.stderr.split("`")[1] if case == "tleg-fit" else done.stderr.split("pipe the two: ")[1].strip()
+    assert "--source-heads 2" in pipe and "--force" in pipe and "SRC" not in pipe and "OUT" not in pipe, pipe
+    ran = _run_printed(pipe, tmp_path)
+    assert ran.returncode == 0, (pipe, ran.stderr)
+    inspected = json.loads(run_lg("inspect", "out.safetensors", "--json", cwd=tmp_path).stdout)
+    assert (inspected["depth"], inspected["width"], inspected["heads"]) == ((2 if case == "tleg-fit" else 4), 16, 1)
+
+
+def test_a_tleg_learngenes_width_pipe_runs_as_printed(small_vit, tmp_path):
+    """It read 'lg grow LG ... -o OUT': neither path, nor --force."""
+    (tmp_path / "t.lg.safetensors").write_bytes(b"")
+    made = run_lg("condense", small_vit, *CONDENSE, "-o", tmp_path / "t.lg.safetensors", "--force")
+    assert made.code == 0, made.stderr
+    (tmp_path / "out.safetensors").write_bytes(b"an earlier output")
+    done = run_lg("grow", "t.lg.safetensors", "--depth", "4", "--width", "64", "--heads", "4", "-o", "out.safetensors",
+                  "--force", cwd=tmp_path)
+    assert done.code == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+    pipe = done.stderr.split("resize method: ")[1].strip()
+    assert pipe.startswith("lg grow t.lg.safetensors --depth 4 -o - | ") and pipe.endswith(" -o out.safetensors --force")
+    ran = _run_printed(pipe, tmp_path)
+    assert ran.returncode == 0, (pipe, ran.stderr)
