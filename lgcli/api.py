@@ -123,7 +123,10 @@ def plan_output(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *,
                  folder=folder_config is not None)
     groups = adapter.write_plan(spec, stack)
     shapes = {key: shape for group in groups for key, shape in group.entries}
-    adapter.check_loadable(spec, shapes)  # what lg writes, the family's library loads strictly
+    try:
+        adapter.check_loadable(spec, shapes)  # what lg writes, the family's library loads strictly
+    except LgError as refused:  # "refusing to write: ...": which output, said first
+        raise LgError(f"{shown(str(destination))}: {refused}") from None
     # Each tensor in its own dtype in the source (blocks float16 and the rest
     # float32 stay so), a new one (a grown block) in the source's dominant
     # dtype; `dtype` sets every one.

@@ -114,14 +114,23 @@ def parse_condense_steps(text: str) -> int | dict[str, int]:
     return steps
 
 
+# The largest sizes --sizes takes (the digits it always read: 6 and 7).
+MAX_BENCH_DEPTH, MAX_BENCH_WIDTH = 999_999, 9_999_999
+
+
 def parse_sizes(text: str) -> list[tuple[int, int]]:
     """``3x64,6x128`` -> [(3, 64), (6, 128)] (depth x width), in the order given."""
     sizes = []
     for part in str(text).split(","):
-        match = re.fullmatch(r"\s*([0-9]{1,6})\s*x\s*([0-9]{1,7})\s*", part, re.ASCII)
+        match = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*", part, re.ASCII)
         if not match or int(match[1]) < 1 or int(match[2]) < 1:
             raise UsageError(f"--sizes takes DEPTHxWIDTH pairs, comma-separated (e.g. 3x64,6x128), "
                              f"not {shown(repr(part.strip()))}")
+        # Well formed, but larger than any model a bench builds: said as such, not as malformed.
+        for name, value, most in (("depth", match[1], MAX_BENCH_DEPTH), ("width", match[2], MAX_BENCH_WIDTH)):
+            if len(value) > len(str(most)) or int(value) > most:
+                raise UsageError(f"--sizes {shown(part.strip())}: {name} {value} is too large "
+                                 f"(a bench builds {name}s up to {most:,})")
         size = (int(match[1]), int(match[2]))
         if size not in sizes:
             sizes.append(size)

@@ -481,3 +481,38 @@ def test_a_tleg_learngenes_width_pipe_runs_as_printed(small_vit, tmp_path):
     assert pipe.startswith("lg grow t.lg.safetensors --depth 4 -o - | ") and pipe.endswith(" -o out.safetensors --force")
     ran = _run_printed(pipe, tmp_path)
     assert ran.returncode == 0, (pipe, ran.stderr)
+
+
+# ---- 10. Lines that misled ----
+
+def test_a_size_too_large_for_a_bench_is_not_called_malformed():
+    from lgcli.bench import parse_sizes
+    from lgcli.errors import UsageError
+
+    with pytest.raises(UsageError) as refused:
+        parse_sizes("3x64,1000000000x64")
+    assert str(refused.value) == "--sizes 1000000000x64: depth 1000000000 is too large (a bench builds depths up to " \
+                                 "999,999)"
+    with pytest.raises(UsageError, match="takes DEPTHxWIDTH pairs"):
+        parse_sizes("3xx64")  # malformed is still malformed
+
+
+def test_refusing_to_write_names_the_output(small_vit, tmp_path, monkeypatch):
+    """The family's check that its library loads what lg writes said
+    'refusing to write: ...' without naming the file."""
+    import lgcli
+    from lgcli.arch import get_adapter
+    from lgcli.errors import LgError
+
+    loaded = lgcli.load(small_vit, heads=2)
+    adapter = type(get_adapter(loaded.spec.family))
+
+    def refuse(self, spec, shapes):
+        raise LgError("refusing to write: the model lacks tensor cls_token for the timm config it records")
+
+    monkeypatch.setattr(adapter, "check_loadable", refuse)
+    output = tmp_path / "o.safetensors"
+    with pytest.raises(LgError) as refused:
+        lgcli.save(output, loaded.spec, loaded.stack, source=loaded)
+    assert str(refused.value).startswith(f"{output}: refusing to write: ")
+    assert not output.exists()
