@@ -120,7 +120,8 @@ def test_eval_and_condense_refuse_assumed_heads(vit8, tmp_path):
 
 def test_bench_refuses_assumed_heads_and_its_hint_records_them(vit8, tmp_path):
     source, src = vit8
-    done = lg_run("bench", src, "--data", "fashion-mnist-mini", "--sizes", "1x192", "-o", tmp_path / "bench")
+    done = lg_run("bench", src, "--data", "fashion-mnist-mini", "--sizes", "1x192", "--steps", "1",
+                  "--condense-steps", "1", "-o", tmp_path / "bench")
     line = one_error_line(done)
     assert done.returncode == 1 and "--source-heads N" in line
     recorded = tmp_path / "ancestry.safetensors"
