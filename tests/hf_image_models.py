@@ -111,7 +111,7 @@ def training_commands(size: str) -> list[tuple[str, ...]]:
     few = ("--subset", "64", "--test-subset", "32")
     # bench condenses its learngenes for --condense-steps (600 by default): one step here too.
     return [("eval", "--steps", "1", *few), ("bench", "--sizes", size, "--steps", "1", "--condense-steps", "1",
-                                             "--condense-batch-size", "16", *few, "-o", "grown"),
+                                             *few, "-o", "grown"),
             ("condense", "--method", "tleg", "--steps", "1", *few, "-o", "grown")]
 
 
