@@ -241,7 +241,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
 
 
 def _run_origin(checkpoint: Checkpoint, teacher: ArchSpec, kind: str, aux: ArchSpec, options: Mapping[str, Any],
-                dataset: ImageData | TextData, reading: Mapping[str, Any], settings: CondenseSettings) -> dict[str, Any]:
+                dataset: ImageData | TextData, reading: Mapping[str, Any],
+                settings: CondenseSettings) -> dict[str, Any]:
     """What a condense run is made from, as its training checkpoint records
     it: a --resume of a checkpoint made from anything else (another teacher,
     data, kind, auxiliary shape or option) is refused, saying what differs

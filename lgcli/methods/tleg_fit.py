@@ -54,7 +54,8 @@ def _width_then_depth(source: ArchSpec, target: ArchSpec, direction: str) -> tup
         return "change the width with another method first (lg grow, lg shrink), then the depth with tleg-fit", ""
     width_direction, flags = step
     if target.depth == source.depth:
-        return "change the width with another method: ", f"`lg {width_direction} {{src}}{{given}} {flags} -o {{out}}{{written}}`"
+        return ("change the width with another method: ",
+                f"`lg {width_direction} {{src}}{{given}} {flags} -o {{out}}{{written}}`")
     return ("change the width first with another method: ",
             f"`lg {width_direction} {{src}}{{given}} {flags} -o - | "
             f"lg {direction} - --depth {target.depth} --method tleg-fit -o {{out}}{{written}}`")
