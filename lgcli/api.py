@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from dataclasses import dataclass
@@ -122,7 +123,10 @@ def plan_output(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *,
                  folder=folder_config is not None)
     groups = adapter.write_plan(spec, stack)
     shapes = {key: shape for group in groups for key, shape in group.entries}
-    adapter.check_loadable(spec, shapes)  # what lg writes, the family's library loads strictly
+    try:
+        adapter.check_loadable(spec, shapes)  # what lg writes, the family's library loads strictly
+    except LgError as refused:  # "refusing to write: ...": which output, said first
+        raise LgError(f"{shown(str(destination))}: {refused}") from None
     # Each tensor in its own dtype in the source (blocks float16 and the rest
     # float32 stay so), a new one (a grown block) in the source's dominant
     # dtype; `dtype` sets every one.
@@ -178,14 +182,19 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     # the moment it is read. When the output is smaller than the source, the
     # work goes ahead while it finishes, and the header is completed at the
     # end: hashing the output back is then cheaper than waiting.
-    if parent is not None and not parent.digest_ready and plan.tensor_bytes < parent.nbytes and files is None:
-        digest = write_tensors(destination, plan.entries, _made(plan.groups), metadata("0" * 64), force=force,
-                               stdout=stdout, shard_size=shard_size, final_metadata=metadata, readme=readme)
-    else:
-        digest = write_tensors(destination, plan.entries, _made(plan.groups), metadata(), force=force,
-                               stdout=stdout, shard_size=shard_size, folder_files=files, readme=readme)
-    if card_file is not None:
-        write_card(card_file, card_text(metadata(), folder=os.path.isdir(destination)), force=force)
+    with contextlib.ExitStack() as card_output:
+        # The card's temporary file is made before the model is written, so a
+        # --card that cannot be written fails before the model is (a command
+        # that fails writes nothing); it is renamed into place just after.
+        card_tmp = card_output.enter_context(atomic_path(card_file)) if card_file is not None else None
+        if parent is not None and not parent.digest_ready and plan.tensor_bytes < parent.nbytes and files is None:
+            digest = write_tensors(destination, plan.entries, _made(plan.groups), metadata("0" * 64), force=force,
+                                   stdout=stdout, shard_size=shard_size, final_metadata=metadata, readme=readme)
+        else:
+            digest = write_tensors(destination, plan.entries, _made(plan.groups), metadata(), force=force,
+                                   stdout=stdout, shard_size=shard_size, folder_files=files, readme=readme)
+        if card_tmp is not None:
+            card_tmp.write_text(card_text(metadata(), folder=os.path.isdir(destination)), encoding="utf-8")
     return digest
 
 

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import LgError, UsageError, notify_stderr, shown
+from .errors import LgError, UsageError, notify_stderr, os_reason, shown
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 from .tables import Cell, Column, joined, print_table
 
@@ -130,14 +130,23 @@ def parse_condense_steps(text: str) -> int | dict[str, int]:
     return steps
 
 
+# The largest sizes --sizes takes (the digits it always read: 6 and 7).
+MAX_BENCH_DEPTH, MAX_BENCH_WIDTH = 999_999, 9_999_999
+
+
 def parse_sizes(text: str) -> list[tuple[int, int]]:
     """``3x64,6x128`` -> [(3, 64), (6, 128)] (depth x width), in the order given."""
     sizes = []
     for part in str(text).split(","):
-        match = re.fullmatch(r"\s*([0-9]{1,6})\s*x\s*([0-9]{1,7})\s*", part, re.ASCII)
+        match = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*", part, re.ASCII)
         if not match or int(match[1]) < 1 or int(match[2]) < 1:
             raise UsageError(f"--sizes takes DEPTHxWIDTH pairs, comma-separated (e.g. 3x64,6x128), "
                              f"not {shown(repr(part.strip()))}")
+        # Well formed, but larger than any model a bench builds: said as such, not as malformed.
+        for name, value, most in (("depth", match[1], MAX_BENCH_DEPTH), ("width", match[2], MAX_BENCH_WIDTH)):
+            if len(value) > len(str(most)) or int(value) > most:
+                raise UsageError(f"--sizes {shown(part.strip())}: {name} {value} is too large "
+                                 f"(a bench builds {name}s up to {most:,})")
         size = (int(match[1]), int(match[2]))
         if size not in sizes:
             sizes.append(size)
@@ -227,6 +236,11 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise LgError(f"{shown(out)}: exists and is not a folder; -o takes a results folder")
+    foreign = foreign_entry(out)
+    if foreign is not None and not settings.force:
+        raise LgError(f"{shown(out)}: holds {shown(foreign)}, which lg bench did not write; give a new or empty "
+                      f"folder, or pass --force to write into it anyway (lg replaces only the files it names as "
+                      f"its own there and leaves every other file as it is)")
     from .checkpoint import check_source
     from .text import check_data_source
     from .train import auto_device_note, concrete_device
@@ -279,6 +293,50 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     plot_summary(report, out / "summary.png")
     _write_json(out / "bench.json", report)
     return report
+
+
+# What lg bench writes in its folder: the report, its figures, and the
+# cells and learngenes an interrupted run resumes from.
+BENCH_FILES = re.compile(r"bench\.json|summary\.png|curves_[0-9]+x[0-9]+\.png", re.ASCII)
+BENCH_FOLDERS = {"cells": re.compile(r"[a-z0-9+_-]+@[0-9]+x[0-9]+\.json", re.ASCII),
+                 "learngenes": re.compile(r"[a-z0-9_-]+(\.lg\.safetensors|\.json)", re.ASCII)}
+# A temporary file of an atomic write cut short by a crash (lgcli.checkpoint.atomic).
+TEMPORARY = re.compile(r"\..*\.(tmp|old)(\..*)?", re.ASCII | re.DOTALL)
+
+
+def foreign_entry(out: Path) -> str | None:
+    """The first entry of the folder `out` that lg bench did not write, or
+    None when it wrote all of them (or the folder is empty or absent). A
+    folder is lg's own only when lg made it: it holds cells/ or bench.json,
+    and nothing but what a bench writes; a summary.png of the user's own in
+    an otherwise empty folder is theirs."""
+    if not out.is_dir():
+        return None
+    try:
+        entries = sorted(os.listdir(out))
+    except OSError as exc:
+        raise LgError(f"{shown(out)}: cannot list it ({os_reason(exc)})") from None
+    for name in entries:
+        entry = out / name
+        if TEMPORARY.fullmatch(name):
+            continue
+        if name in BENCH_FOLDERS:
+            if entry.is_symlink() or not entry.is_dir():
+                return name
+            try:
+                inner = sorted(os.listdir(entry))
+            except OSError:
+                return name
+            stray = next((f for f in inner if not (BENCH_FOLDERS[name].fullmatch(f) or TEMPORARY.fullmatch(f))),
+                         None)
+            if stray is not None:
+                return f"{name}/{stray}"
+        elif not BENCH_FILES.fullmatch(name) or entry.is_symlink() or not entry.is_file():
+            return name
+    kept = [name for name in entries if not TEMPORARY.fullmatch(name)]
+    if kept and not {"cells", "bench.json"} & set(kept):
+        return kept[0]
+    return None
 
 
 def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):

@@ -32,10 +32,10 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from . import __version__
 from .card import condensed_score
-from .errors import LgError, UsageError, debugging, one_line, os_reason, shown
+from .errors import Interrupted, LgError, UsageError, debugging, one_line, os_reason, received_signals, shown
 from .options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_DISTILL_ALPHA,
                       DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU,
-                      Option, merge_declarations, parse_byte_size, parse_count, parse_depth)
+                      DEFAULT_SHARD_SIZE, Option, merge_declarations, parse_byte_size, parse_count, parse_depth)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -364,7 +364,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     if _signalled:  # a signal that came as lg was returning
-        _fail(_interrupted_message(), 128 + _signalled[0])
+        _fail(interrupted_message(), 128 + _signalled[0])
     if isinstance(result, int) and result:
         sys.exit(result)
 
@@ -400,13 +400,8 @@ class _ClosedStdout:
         return False
 
 
-class Interrupted(BaseException):
-    """A signal of INTERRUPTS, raised where lg is, so that `finally` blocks
-    clean up. Not an Exception (no `except Exception` swallows it) nor a
-    KeyboardInterrupt (click would print a blank line and abort silently)."""
-
-
-_signalled: list[int] = []
+# The signals received (lgcli.errors: kept there, where the writer checks them too).
+_signalled = received_signals
 # The command line being run, and what an interrupted command can add about
 # continuing it (lg condense: the training checkpoint and --resume).
 _invocation: list[str] = []
@@ -423,9 +418,10 @@ def _on_signal(signum: int, frame: Any) -> None:
     atomic.raise_or_defer(Interrupted(signum))  # after the rename, if an output is being put in place
 
 
-def _interrupted_message() -> str:
-    from .checkpoint.atomic import committed_outputs
-
+def interrupted_message() -> str:
+    """The one line an interrupted run ends with: what was written, if anything."""
+    atomic = sys.modules.get("lgcli.checkpoint.atomic")  # not imported: nothing was written
+    committed_outputs = atomic.committed_outputs if atomic is not None else []
     name = signal.Signals(_signalled[0]).name
     if committed_outputs:  # the signal came after the output was renamed into place
         return f"interrupted ({name}) after {shown(committed_outputs[-1])} was written in full"
@@ -445,7 +441,7 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
         _fail(str(exc), 1)
     except typer.Abort:
         if _signalled:
-            _fail(_interrupted_message(), 128 + _signalled[0])
+            _fail(interrupted_message(), 128 + _signalled[0])
         _fail("aborted", 130)
     except _click_errors.ClickException as exc:
         if debug:
@@ -460,7 +456,7 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except Interrupted:
-        _fail(_interrupted_message(), 128 + _signalled[0])
+        _fail(interrupted_message(), 128 + _signalled[0])
     except KeyboardInterrupt:  # raised before lg's handler was in place, or by a library
         _fail("interrupted; nothing written", 130)
     except OSError as exc:  # a file lg was asked to read or write, refused by the system
@@ -796,7 +792,7 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         output: Optional[str] = typer.Option(None, "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
                                              help="Output file or folder, or '-' for stdout."),
         shard_size: str = typer.Option(
-            "5GB", "--shard-size", metavar="SIZE", rich_help_panel=OUTPUT,
+            DEFAULT_SHARD_SIZE, "--shard-size", metavar="SIZE", rich_help_panel=OUTPUT,
             help="An output larger than this is a folder of shards with a Hugging Face index (as save_pretrained "
                  "writes); 0 never shards. E.g. 500MB, 2GiB."),
         force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT, help="Overwrite an existing output."),
@@ -968,8 +964,11 @@ def condense(
              f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
     else:
         stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
-        note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, training "
-             f"loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} steps{stopped}, "
+        # A --resume of a finished run trains no step: its learngene is the run's own.
+        trained = (f"training loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} "
+                   f"steps{stopped}" if report.get("loss_first") is not None else
+                   f"resumed at step {report['resumed_from']} of {report['steps']}: no step left to train")
+        note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, {trained}, "
              f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
     if output != "-":
         note(f"build a model with: lg grow {output} --depth N -o OUT")
@@ -1198,7 +1197,8 @@ def bench_command(
                                          help="Results folder: bench.json, cells/, learngenes/, curve plots and "
                                               "summary.png."),
     force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT,
-                               help="Recompute every cell (and learngene) even if saved."),
+                               help="Recompute every cell (and learngene) even if saved, and write into a folder "
+                                    "holding files lg bench did not write (they are left as they are)."),
     as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT, help="Print bench.json instead of the table."),
     markdown: bool = typer.Option(False, "--markdown", rich_help_panel=OUTPUT, help="Print the table as Markdown."),
     dry_run: bool = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,

@@ -36,8 +36,9 @@ from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolv
 from .sizing import check_heads_known, spec_sizes, target_spec
 from .stack import ArchSpec
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
-from .train import (StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, concrete_device,
-                    distillation_loss, distributed_setup, evaluate_accuracy, model_input, seconds_per_step, train)
+from .train import (StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, check_resume,
+                    concrete_device, distillation_loss, distributed_setup, evaluate_accuracy, model_input,
+                    seconds_per_step, train)
 
 if TYPE_CHECKING:
     from .learngenes.generated import GeneratedModel
@@ -190,9 +191,12 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                          seed=settings.seed, device=settings.device, checkpoint_path=settings.checkpoint,
                          checkpoint_every=settings.checkpoint_every, resume=settings.resume, force=settings.force,
                          progress=settings.progress, description=f"condensing {kind.name}",
-                         callback_every=1 if on_step is not None else settings.until_every)
+                         callback_every=1 if on_step is not None else settings.until_every,
+                         origin=_run_origin(checkpoint, loaded.spec, kind.name, aux, resolved, dataset, reading,
+                                            settings) if settings.checkpoint else {})
+    check_checkpoint_path(config)
+    check_resume(config)  # a --resume refused in one line, before the plan below
     if dry_run:
-        check_checkpoint_path(config)
         per_step, timed = seconds_per_step(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model)
         learngene_parameters = sum(t.numel() for t in kind.keep(model.trained_tensors()).values())
         return None, checkpoint, _plan(kind.name, spec_sizes(loaded.spec), spec_sizes(aux), steps, settings,
@@ -234,6 +238,22 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
               "loss_last": sum(result.losses[-window:]) / window if result.losses else None,
               "resumed_from": result.resumed_from, "seconds": round(seconds, 1), **condensed}
     return learngene, checkpoint, report
+
+
+def _run_origin(checkpoint: Checkpoint, teacher: ArchSpec, kind: str, aux: ArchSpec, options: Mapping[str, Any],
+                dataset: ImageData | TextData, reading: Mapping[str, Any],
+                settings: CondenseSettings) -> dict[str, Any]:
+    """What a condense run is made from, as its training checkpoint records
+    it: a --resume of a checkpoint made from anything else (another teacher,
+    data, kind, auxiliary shape or option) is refused, saying what differs
+    (`lgcli.train` compares them). The step settings (steps, batch, rate,
+    seed) are the training run's own, compared there too."""
+    import json
+
+    origin = {"teacher_sha256": checkpoint.sha256, "teacher": spec_sizes(teacher), "kind": kind,
+              "auxiliary": spec_sizes(aux), "options": dict(options), "data": dataset.describe(),
+              "reading": dict(reading), "until": settings.until, "until_every": settings.until_every}
+    return json.loads(json.dumps(origin, default=str))  # plain values: a weights_only load reads them
 
 
 def _plan(kind: str, teacher: dict[str, int], aux: dict[str, int], steps: int, settings: CondenseSettings,

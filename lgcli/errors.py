@@ -14,9 +14,58 @@ class LgError(Exception):
     """
 
 
+class Interrupted(BaseException):
+    """A signal (SIGINT, SIGTERM, SIGHUP) raised where lg is, so that
+    `finally` blocks clean up. Not an Exception (no `except Exception`
+    swallows it) nor a KeyboardInterrupt (click would print a blank line and
+    abort silently)."""
+
+
+# The interrupting signals this process received while lg ran, in order
+# (the `lg` command's handlers record them).
+received_signals: list[int] = []
+
+
+def check_interrupted() -> None:
+    """Raise `Interrupted` again for a signal received earlier, in case a
+    library swallowed the exception lg's handler raised: torch's import
+    catches whatever its own import of numpy raises, so a Ctrl-C at that
+    moment would otherwise be lost and the job run to its end. Called when
+    a heavy library has been imported and before an output is put in place:
+    an interrupt at any moment leaves the destination as it was."""
+    if received_signals:
+        raise Interrupted(received_signals[0])
+
+
 class UsageError(LgError):
     """A malformed command line (a flag's value out of its range, flags that
     exclude each other): exit status 2, as the shell's tools do."""
+
+
+class RefusedWithPipe(LgError):
+    """A refusal whose remedy is a pipe of lg commands from the source to
+    the output. Only the caller knows the paths and the flags the user gave
+    about them, so `pipe` is a template: {src} and {out} stand for the
+    paths, {given} for the source's flags (its heads, --allow-nonfinite) and
+    {written} for the output's (--force, --shard-size, --card). Shown as is,
+    it reads SRC and OUT; `complete` fills in what the user typed, so the
+    hint runs as printed (issue 32)."""
+
+    def __init__(self, reason: str, pipe: str):
+        super().__init__(reason + pipe.format(src="SRC", out="OUT", given="", written=""))
+        self.reason, self.pipe = reason, pipe
+
+    def complete(self, src: str, output: str, source_options: tuple[str, ...] = (),
+                 output_options: tuple[str, ...] = ()) -> str:
+        return self.reason + self.pipe.format(src=_shell_quote(src), out=_shell_quote(output),
+                                              given="".join(f" {flag}" for flag in source_options),
+                                              written="".join(f" {flag}" for flag in output_options))
+
+
+def _shell_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
 
 
 def shown(text: object) -> str:

@@ -85,46 +85,125 @@ def hub_cache() -> str:
 
 def cached_snapshot(repo_id: str, revision: str | None) -> str:
     """The snapshot folder of `repo_id` at `revision` (default: main) in the
-    local cache, found by huggingface_hub offline; a one-line LgError that
-    says how to get it when it is not there."""
-    # local_files_only=True: snapshot_download reads refs/<revision> and
-    # snapshots/<commit> from the cache and makes no request at all. HF_HUB_OFFLINE
-    # is not set here: it is read once, when huggingface_hub is imported, and
-    # would turn a notebook's later downloads (transformers' from_pretrained) off.
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+    local cache, never leaving it; a one-line LgError that names the path
+    when a step leads elsewhere, and says how to get the model when it is not
+    there.
 
+    Each step keeps huggingface_hub's rules for its cache (its
+    file_download: refs/<revision> holds the 40-hex commit the revision
+    points to, snapshots/<commit> is a folder of the repository's own, and a
+    snapshot's files are links into the same repository's blobs/), and
+    anything else is refused rather than followed: a ref holding a path
+    (``../../elsewhere``, ``/abs``), a snapshot folder that is a link, a
+    file linking outside blobs/. Nothing is downloaded or requested."""
     cache = hub_cache()
+    repo_folder = Path(cache) / (REPO_FOLDER_PREFIX + repo_id.replace("/", REPO_ID_SEPARATOR))
     try:
-        return snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=True)
-    except LocalEntryNotFoundError:
-        raise LgError(_not_cached_message(repo_id, revision, cache)) from None
-    except HFValidationError as exc:
-        raise LgError(f"{shown(repo_id)}: not a Hugging Face model id ({exc})") from None
+        if not repo_folder.is_dir():
+            raise LgError(_not_cached_message(repo_id, revision, cache))
+        real_repo = Path(os.path.realpath(repo_folder))
+        if real_repo.parent != Path(os.path.realpath(cache)):
+            raise LgError(f"{shown(repo_folder)}: is a link out of the Hugging Face cache ({shown(cache)}); "
+                          f"lg reads a cached model only inside the cache")
+        commit = _commit_of(repo_folder, real_repo, revision, repo_id, cache)
+        snapshot = repo_folder / "snapshots" / commit
+        if not os.path.lexists(snapshot):
+            raise LgError(_not_cached_message(repo_id, revision, cache))
+        if os.path.realpath(snapshot) != str(real_repo / "snapshots" / commit) or not snapshot.is_dir():
+            raise LgError(f"{shown(snapshot)}: is not a snapshot folder of the cache (a link, or not a folder); "
+                          f"lg reads a cached model only from the repository's own snapshots/ and blobs/")
+        _check_snapshot_links(snapshot, real_repo)
+        _check_complete(repo_id, commit, cache, repo_folder, revision)
     except OSError as exc:
         raise LgError(f"{shown(cache)}: cannot read the Hugging Face cache ({os_reason(exc)})") from None
+    return str(snapshot)
+
+
+def _check_complete(repo_id: str, commit: str, cache: str, repo_folder: Path, revision: str | None) -> None:
+    """Refuse a snapshot that huggingface_hub's own listing of the commit's
+    files (trees/<commit>.json) says lacks some: a download cut short. Its
+    offline snapshot_download (local_files_only: no request at all) checks
+    that, at the commit already resolved above. HF_HUB_OFFLINE is not set
+    here: it is read once, when huggingface_hub is imported, and would turn
+    a notebook's later downloads (transformers' from_pretrained) off."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        snapshot_download(repo_id, revision=commit, cache_dir=cache, local_files_only=True)
+    except LocalEntryNotFoundError:
+        wanted = repo_id if revision is None else f"{repo_id}@{revision}"
+        raise LgError(f"{wanted}: its snapshot in the local Hugging Face cache ({repo_folder}) is incomplete; "
+                      f"{_how_to_get(repo_id, revision)}") from None
+
+
+def _commit_of(repo_folder: Path, real_repo: Path, revision: str | None, repo_id: str, cache: str) -> str:
+    """The commit `revision` names: itself when it is a 40-hex commit, else
+    what refs/<revision> holds, which must be one (huggingface_hub writes
+    nothing else there)."""
+    if revision is not None and COMMIT_HASH.fullmatch(revision):
+        return revision
+    name = revision or DEFAULT_REVISION
+    ref = repo_folder / "refs" / name
+    if not os.path.lexists(ref):
+        raise LgError(_not_cached_message(repo_id, revision, cache))
+    if os.path.realpath(ref) != str(real_repo / "refs" / name) or not ref.is_file():
+        raise LgError(f"{shown(ref)}: is not a file of the cache's own (a link, or not a file); lg reads a "
+                      f"revision only from the repository's refs/")
+    if ref.stat().st_size > 4096:
+        raise LgError(f"{shown(ref)}: over 4 KiB; a revision's ref holds one commit hash")
+    held = ref.read_text(errors="replace").strip()
+    if not held:
+        raise LgError(f"{shown(ref)}: is empty, where the commit of revision {shown(name)} belongs (a download "
+                      f"cut short?); download {repo_id} again")
+    if not COMMIT_HASH.fullmatch(held):
+        raise LgError(f"{shown(ref)}: holds {shown(held[:80])}, not a 40-hex commit hash; lg follows a revision "
+                      f"only to the snapshot of the commit it names")
+    return held
+
+
+def _check_snapshot_links(snapshot: Path, real_repo: Path) -> None:
+    """Refuse a snapshot that leads outside its repository: every link in it
+    (at any depth) must lead to a file directly in the same repository's
+    blobs/, as huggingface_hub makes them; its folders must be folders, not
+    links. A plain file (a cache made without links) is the repository's own."""
+    blobs = real_repo / "blobs"
+    for folder, folders, files in os.walk(snapshot):
+        for name in folders + files:
+            entry = Path(folder) / name
+            if not entry.is_symlink():
+                continue
+            target = Path(os.path.realpath(entry))
+            if name in folders or target.parent != blobs or not target.is_file():
+                raise LgError(f"{shown(entry)}: links to {shown(os.readlink(entry))}, outside the repository's "
+                              f"blobs/ ({shown(blobs)}); lg follows a cached snapshot's links into its own blobs/ "
+                              f"only")
+
+
+def _how_to_get(repo_id: str, revision: str | None) -> str:
+    download = f"hf download {repo_id}" + ("" if revision is None else f" --revision {revision}")
+    return (f"lg never downloads: fetch it where there is a network with `{download}` and copy the cache here, "
+            f"or pass a local path")
 
 
 def _not_cached_message(repo_id: str, revision: str | None, cache: str) -> str:
     """Why `repo_id@revision` is not in the cache, and how to put it there."""
     wanted = repo_id if revision is None else f"{repo_id}@{revision}"
-    download = f"hf download {repo_id}" + ("" if revision is None else f" --revision {revision}")
-    how = (f"lg never downloads: fetch it where there is a network with `{download}` and copy the cache here, "
-           f"or pass a local path")
+    how = _how_to_get(repo_id, revision)
     repo_folder = Path(cache) / (REPO_FOLDER_PREFIX + repo_id.replace("/", REPO_ID_SEPARATOR))
     if not repo_folder.is_dir():
         return f"{wanted} is not in the local Hugging Face cache ({cache}); {how}"
-    commit = revision if revision is not None and COMMIT_HASH.fullmatch(revision) else None
-    ref = repo_folder / "refs" / (revision or DEFAULT_REVISION)
-    if commit is None and ref.is_file():
-        commit = ref.read_text().strip()
-    if commit is not None and (repo_folder / "snapshots" / commit).is_dir():
-        # snapshot_download found the snapshot but its cached file list says files are missing.
-        return f"{wanted}: its snapshot in the local Hugging Face cache ({repo_folder}) is incomplete; {how}"
+    name = revision or DEFAULT_REVISION
+    ref = repo_folder / "refs" / name
+    if not COMMIT_HASH.fullmatch(name) and ref.is_file() and not ref.is_symlink():
+        commit = ref.read_text(errors="replace").strip()
+        if COMMIT_HASH.fullmatch(commit):  # the revision is there, its snapshot is not
+            return (f"{wanted}: revision {shown(name)} names commit {commit}, whose snapshot is not in the local "
+                    f"Hugging Face cache ({repo_folder}); {how}")
     refs = repo_folder / "refs"
-    held = sorted(str(p.relative_to(refs)) for p in refs.rglob("*") if p.is_file())
-    holds = f"it holds {', '.join(held)}" if held else "it holds no named revision"
-    return (f"{repo_id}: revision {shown(revision or DEFAULT_REVISION)} is not in the local Hugging Face cache "
+    held_refs = sorted(str(p.relative_to(refs)) for p in refs.rglob("*") if p.is_file()) if refs.is_dir() else []
+    holds = f"it holds {', '.join(held_refs)}" if held_refs else "it holds no named revision"
+    return (f"{repo_id}: revision {shown(name)} is not in the local Hugging Face cache "
             f"({repo_folder}; {holds}); {how}")
 
 

@@ -21,6 +21,8 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
+from .errors import check_interrupted
+
 
 class LazyModule:
     """Stands for the module `name` until an attribute is read from it."""
@@ -34,6 +36,9 @@ class LazyModule:
         # attribute of the module it stands for.
         if self._module is None:
             self._module = importlib.import_module(self._name)
+            # A signal during the import whose exception the library swallowed
+            # (torch's import of numpy does) is raised here (lgcli.errors).
+            check_interrupted()
         return getattr(self._module, attribute)
 
     def __repr__(self) -> str:

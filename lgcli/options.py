@@ -135,6 +135,10 @@ _BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**1
                "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
 
+# --shard-size when not given: Hugging Face's own max_shard_size.
+DEFAULT_SHARD_SIZE = "5GB"
+
+
 def parse_byte_size(text: str | int, flag: str) -> int:
     """``5GB`` (10^9, as Hugging Face's max_shard_size), ``2GiB`` (2^30),
     ``500MB`` or a plain count of bytes -> bytes; 0 means "no limit"."""

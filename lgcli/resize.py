@@ -11,6 +11,7 @@ notebooks and scripts.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from functools import partial
 from typing import Any, BinaryIO, Callable
@@ -19,12 +20,13 @@ from .api import Loaded, check_card_file, is_learngene, load, load_learngene, lo
 from .arch import get_adapter
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
-from .errors import LgError, UsageError, notify_stderr
+from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
 from .fitting import fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, get_kind
 from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
+from .options import DEFAULT_SHARD_SIZE, parse_byte_size
 from .options import resolve_options as resolve_declared
 from .sizing import (BUDGET_FILL, BudgetShape, MixedChange, WidthKept, at_depths_of, check_direction,
                      check_heads_known, depth_then_width_pipe, keeps_width, mixed_change_pipe, moves_heads,
@@ -309,18 +311,31 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
         if source_heads is not None or source_kv_heads is not None:
             flag = "--source-heads" if source_heads is not None else "--source-kv-heads"
             raise UsageError(f"{flag} does not apply to a learngene: it records its own heads")
-        return _expand_file(learngene, output, command=direction, force=force, stdout=stdout, notify=notify,
-                            dry_run=dry_run, card=card, card_file=card_file, **kwargs)
+        try:
+            return _expand_file(learngene, output, command=direction, force=force, stdout=stdout, notify=notify,
+                                dry_run=dry_run, card=card, card_file=card_file, **kwargs)
+        except RefusedWithPipe as refused:  # a pipe from this learngene to this output, with the user's flags
+            raise LgError(refused.complete(str(source), str(output), (),
+                                           _output_options(force, kwargs.get("shard_size"), card_file))) from None
     loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads, kv_heads=source_kv_heads)
     shard_size = kwargs.pop("shard_size", None)
+    # A hint's commands carry every flag the user gave that they need: the
+    # source's to the command reading it, the output's to the one writing it.
+    source_options = ((f"--source-heads {source_heads}",) if source_heads is not None else ()) + \
+        ((f"--source-kv-heads {source_kv_heads}",) if source_kv_heads is not None else ()) + \
+        (("--allow-nonfinite",) if allow_nonfinite else ())
+    output_options = _output_options(force, shard_size, card_file)
+    src_text = loaded.checkpoint.source if isinstance(source, Loaded) else str(source)
     # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
     try:
         spec, stack, report = resize(loaded, direction=direction, method=method, notify=notify, **kwargs)
     except MixedChange as mixed:
-        hint = _mixed_change_hint(mixed, loaded, output, direction, method, source_heads, source_kv_heads)
+        hint = _mixed_change_hint(mixed, src_text, output, direction, method, source_options, output_options)
         raise LgError(f"{mixed}; {hint}") from None
     except WidthKept as kept:
-        raise LgError(f"{kept}; {_width_kept_hint(kept, loaded, output, source_heads, source_kv_heads)}") from None
+        raise LgError(f"{kept}; {_width_kept_hint(kept, loaded, src_text, output, source_options, output_options)}") from None
+    except RefusedWithPipe as refused:
+        raise LgError(refused.complete(src_text, str(output), source_options, output_options)) from None
     if dry_run:
         return dry_run_plan(report, output, spec, stack, source=loaded, source_spec=loaded.spec, force=force,
                             shard_size=shard_size)
@@ -343,6 +358,13 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     report["heads_assumed"] = spec.heads_assumed
     report.update(_next_step(spec))
     return report
+
+
+def _output_options(force: bool, shard_size: int | None, card_file: str | None) -> tuple[str, ...]:
+    """The flags about the output a user gave, for the command of a hint that writes it."""
+    shard_flag = shard_size is not None and shard_size != parse_byte_size(DEFAULT_SHARD_SIZE, "--shard-size")
+    return (("--force",) if force else ()) + ((f"--shard-size {shard_size}",) if shard_flag else ()) + \
+        ((f"--card {shlex.quote(str(card_file))}",) if card_file is not None else ())
 
 
 def _next_step(spec: ArchSpec) -> dict[str, Any]:
@@ -385,11 +407,12 @@ def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: st
     return report
 
 
-def _width_kept_hint(kept: WidthKept, loaded: Loaded, output: str | os.PathLike, source_heads: int | None,
-                     source_kv_heads: int | None) -> str:
+def _width_kept_hint(kept: WidthKept, loaded: Loaded, src: str, output: str | os.PathLike,
+                     source_options: tuple[str, ...], output_options: tuple[str, ...]) -> str:
     """The pipe that makes what a depth-only method was asked: the method
     for the depth, then clone for the width where it keeps the function (a
-    grow by whole multiples of every size), else the grow default."""
+    grow by whole multiples of every size), else the grow default; with
+    every flag the user gave that its commands need."""
     clone = METHODS["clone"]
     middle = at_depths_of(kept.source, kept.target)
     try:
@@ -397,25 +420,20 @@ def _width_kept_hint(kept: WidthKept, loaded: Loaded, output: str | os.PathLike,
         width_method = clone.name
     except LgError:
         width_method = None
-    pipe = depth_then_width_pipe(kept, src=loaded.checkpoint.source, output=str(output), width_method=width_method,
-                                 source_options=_source_flags(source_heads, source_kv_heads))
+    pipe = depth_then_width_pipe(kept, src=src, output=str(output), width_method=width_method,
+                                 source_options=source_options, output_options=output_options)
     return f"run: {pipe}" if pipe else "no width step reaches these sizes"
 
 
-def _source_flags(source_heads: int | None, source_kv_heads: int | None) -> tuple[str, ...]:
-    """The flags that tell a command the source's heads, as the user gave them."""
-    return (((f"--source-heads {source_heads}",) if source_heads is not None else ())
-            + ((f"--source-kv-heads {source_kv_heads}",) if source_kv_heads is not None else ()))
-
-
-def _mixed_change_hint(mixed: MixedChange, loaded: Loaded, output: str | os.PathLike, direction: str,
-                       method: str | None, source_heads: int | None, source_kv_heads: int | None) -> str:
+def _mixed_change_hint(mixed: MixedChange, src: str, output: str | os.PathLike, direction: str,
+                       method: str | None, source_options: tuple[str, ...], output_options: tuple[str, ...]) -> str:
     """How to make a change that grows some axes and shrinks others: the
-    shrink piped into the grow, with this request's source, sizes and output."""
+    shrink piped into the grow, with this request's source, sizes and output,
+    and the flags the user gave about them."""
     method_flag = (f"--method {method}",) if method is not None else ()
-    heads_flags = _source_flags(source_heads, source_kv_heads)
-    pipe = mixed_change_pipe(mixed.source, mixed.target, src=loaded.checkpoint.source, output=str(output),
-                             options={direction: method_flag}, source_options=heads_flags)
+    pipe = mixed_change_pipe(mixed.source, mixed.target, src=src, output=str(output),
+                             options={direction: method_flag}, source_options=source_options,
+                             output_options=output_options)
     if pipe is None:
         return "no shrink and grow piped together reach these sizes either"
     if " | " not in pipe:

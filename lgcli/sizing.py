@@ -354,7 +354,7 @@ def at_depths_of(source: ArchSpec, target: ArchSpec) -> ArchSpec:
 
 
 def depth_then_width_pipe(refused: WidthKept, *, src: str, output: str, width_method: str | None,
-                          source_options: tuple[str, ...] = ()) -> str | None:
+                          source_options: tuple[str, ...] = (), output_options: tuple[str, ...] = ()) -> str | None:
     """The commands that make what a depth-only method was asked: `lg grow`
     with that method at the target depth (the width kept), piped into the
     command that changes the width (`mixed_change_pipe`), with `width_method`
@@ -365,8 +365,9 @@ def depth_then_width_pipe(refused: WidthKept, *, src: str, output: str, width_me
     width_options = {GROW: ("--method", width_method)} if width_method else {}
     if _depths(target) == _depths(source):
         return mixed_change_pipe(source, target, src=src, output=output, options=width_options,
-                                 source_options=source_options)
-    width_step = mixed_change_pipe(middle, target, src="-", output=output, options=width_options)
+                                 source_options=source_options, output_options=output_options)
+    width_step = mixed_change_pipe(middle, target, src="-", output=output, options=width_options,
+                                   output_options=output_options)
     if width_step is None:
         return None
     flags = " ".join([*source_options, "--method", refused.method, "--depth", ",".join(map(str, _depths(middle)))])
@@ -375,17 +376,19 @@ def depth_then_width_pipe(refused: WidthKept, *, src: str, output: str, width_me
 
 def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
                       options: dict[str, tuple[str, ...]] | None = None,
-                      source_options: tuple[str, ...] = ()) -> str | None:
+                      source_options: tuple[str, ...] = (), output_options: tuple[str, ...] = ()) -> str | None:
     """The command that turns `source` (read from `src`) into `target` at
     `output`, every size written out: the other command alone when it can,
     else a shrink piped into a grow (or a grow into a shrink, when only that
     order keeps the head dim one way per step); None when none can.
     `options`: each command's own (--method) by its name; `source_options`
-    (the source's heads) go to the command that reads `src`. Each step is checked
-    as the commands will check it."""
+    (the source's heads) go to the command that reads `src`, `output_options`
+    (--force, --shard-size) to the one that writes `output`. Each step is
+    checked as the commands will check it."""
     options = options or {}
     if source.stages:
-        return _staged_pipe(source, target, src=src, output=output, options=options, source_options=source_options)
+        return _staged_pipe(source, target, src=src, output=output, options=options, source_options=source_options,
+                            output_options=output_options)
     gqa = source.kv_heads is not None
 
     def sizes_of(spec: ArchSpec) -> dict[str, int]:
@@ -394,7 +397,8 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
 
     def step(command: str, src_text: str, sizes: dict[str, int], out: str) -> str:
         given = source_options if src_text != "-" else ()
-        flags = [*given, *options.get(command, ()), *(f"--{k.replace('_', '-')} {v}" for k, v in sizes.items())]
+        flags = [*given, *options.get(command, ()), *(f"--{k.replace('_', '-')} {v}" for k, v in sizes.items()),
+                 *(output_options if out != "-" else ())]
         return f"lg {command} {src_text} {' '.join(flags)} -o {out}"
 
     def reaches(start: ArchSpec, sizes: dict[str, int], direction: str) -> ArchSpec | None:
@@ -429,7 +433,8 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
 
 
 def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
-                 options: dict[str, tuple[str, ...]], source_options: tuple[str, ...]) -> str | None:
+                 options: dict[str, tuple[str, ...]], source_options: tuple[str, ...],
+                 output_options: tuple[str, ...] = ()) -> str | None:
     """`mixed_change_pipe` for a model of stages: sized by `--depth` per stage
     and the first stage's `--width` (heads and MLP follow), so the step
     between is every stage at its smaller depth and the smaller width (a
@@ -438,7 +443,8 @@ def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
 
     def step(command: str, src_text: str, sizes: tuple[list[int], int], out: str) -> str:
         flags = [*(source_options if src_text != "-" else ()), *options.get(command, ()),
-                 f"--depth {','.join(map(str, sizes[0]))}", f"--width {sizes[1]}"]
+                 f"--depth {','.join(map(str, sizes[0]))}", f"--width {sizes[1]}",
+                 *(output_options if out != "-" else ())]
         return f"lg {command} {src_text} {' '.join(flags)} -o {out}"
 
     def reaches(start: ArchSpec, sizes: tuple[list[int], int], direction: str) -> ArchSpec | None:

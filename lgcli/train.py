@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import sys
 import time
 import warnings
@@ -42,7 +43,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from lgcli.data import ImageSet, check_real, check_seed, check_whole, train_order
 from lgcli.checkpoint.atomic import atomic_path
-from lgcli.errors import LgError, one_line, shown
+from lgcli.errors import LgError, one_line, os_reason, shown
 from lgcli.lazy import F, dist, no_grad, torch
 
 # `loss_fn(logits, labels, teacher_logits) -> scalar loss`; teacher_logits is
@@ -100,6 +101,10 @@ class TrainConfig:
     progress: bool = True
     description: str = "training"
     callback_every: int = 0  # 0: on_step is called at step 0 and the last step only
+    # What the run is made from (lg condense: the teacher's sha256, the data,
+    # the kind and shape): the checkpoint records it, and a resume of a
+    # checkpoint made from anything else is refused, saying what differs.
+    origin: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.check()
@@ -264,11 +269,25 @@ def distributed_setup(device: str) -> Distributed:
     return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
+# The devices lg trains and scores on: `--device` takes these (cuda:N, one GPU of several).
+DEVICE_NAMES = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?", re.ASCII)
+
+
 def concrete_device(device: str) -> str:
-    """`--device auto`: "cuda" when torch sees a CUDA device, else "cpu"; any
-    other value as given (checked where it is used)."""
+    """`--device auto`: "cuda" when torch sees a CUDA device, else "cpu";
+    cpu, cuda or cuda:N as given. Anything else (meta, a device that holds
+    no data; a device torch has but lg does not train on), or cuda where
+    there is none, is refused in one line here, as a command starts: not
+    after its plan, nor as an internal error."""
+    if not isinstance(device, str) or not DEVICE_NAMES.fullmatch(device):
+        holds_no_data = " (it holds no data: lg trains and scores real numbers)" if str(device).startswith(
+            "meta") else ""
+        raise LgError(f"--device {shown(device)}: not a device lg runs on{holds_no_data}; give auto, cpu, cuda "
+                      f"or cuda:N")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise LgError(f"--device {device}: no CUDA device is available here (use --device cpu)")
     return device
 
 
@@ -487,8 +506,17 @@ def _save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.
         torch.save(state, tmp)
 
 
-def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                     config: TrainConfig) -> int:
+def check_resume(config: TrainConfig) -> None:
+    """Refuse, before any work is announced, a --resume whose training
+    checkpoint lg cannot continue (unreadable, not lg's, made from another
+    run): one line, not after the run's plan."""
+    if config.resume and config.checkpoint_path and os.path.lexists(config.checkpoint_path):
+        _read_checkpoint(Path(config.checkpoint_path), config)
+
+
+def _read_checkpoint(path: Path, config: TrainConfig) -> dict[str, Any]:
+    """A training checkpoint's state, checked to continue this run."""
+    import pickle
     import stat
 
     where = shown(path)
@@ -500,17 +528,38 @@ def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.
             state = torch.load(path, map_location="cpu", weights_only=True)
     except LgError:
         raise
-    except Exception as error:  # torch raises many types for a damaged file
-        raise LgError(f"cannot resume from {where}: {one_line(str(error).splitlines()[0] if str(error) else 'unreadable')}") from None
+    except OSError as error:
+        raise LgError(f"cannot resume from {where}: {os_reason(error)}") from None
+    except pickle.UnpicklingError as error:
+        # torch's own text advises weights_only=False, that is, running the
+        # file's code: lg never does, so never says it.
+        if "weights_only" in str(error):
+            raise LgError(f"cannot resume from {where}: it holds Python objects besides tensors and numbers "
+                          f"(code that unpickling would run); lg never unpickles those, and wrote no such "
+                          f"file") from None
+        raise LgError(f"cannot resume from {where}: damaged or truncated (not a training checkpoint torch "
+                      f"can read)") from None
+    except Exception:  # torch raises many types for a damaged or truncated file (IndexError among them)
+        raise LgError(f"cannot resume from {where}: damaged or truncated (not a training checkpoint torch "
+                      f"can read)") from None
     if not (isinstance(state, dict) and isinstance(state.get("config"), dict) and isinstance(state.get("model"), dict)
             and isinstance(state.get("optimizer"), dict) and type(state.get("step")) is int):
         raise LgError(f"cannot resume from {where}: not a training checkpoint lg wrote "
                       f"(expected model, optimizer, step and config)")
     saved = state["config"]
+    if config.origin:
+        _check_origin(where, saved.get("origin"), config.origin)
     changed = [name for name in RESUME_MUST_MATCH if saved.get(name) != getattr(config, name)]
     if changed:
         details = ", ".join(f"{name} {saved.get(name)} -> {getattr(config, name)}" for name in changed)
         raise LgError(f"cannot resume {where}: the run's settings differ ({one_line(details)})")
+    return state
+
+
+def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     config: TrainConfig) -> int:
+    state = _read_checkpoint(path, config)
+    where = shown(path)
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -518,6 +567,35 @@ def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.
         raise LgError(f"cannot resume from {where}: its weights do not fit this run "
                       f"({one_line(str(error).splitlines()[0] if str(error) else type(error).__name__)})") from None
     return state["step"]
+
+
+def _check_origin(where: str, saved: Any, origin: dict[str, Any]) -> None:
+    """Refuse to resume a checkpoint made from another teacher, data, kind or
+    shape than this run's (`TrainConfig.origin`), naming each difference."""
+    if not isinstance(saved, dict) or not saved:
+        raise LgError(f"cannot resume {where}: it does not record what it was made from (teacher, data, kind), "
+                      f"so lg cannot tell it continues this run; start over with --force")
+    differences = []
+    for name in sorted(set(saved) | set(origin)):
+        before, now = saved.get(name), origin.get(name)
+        if before == now:
+            continue
+        if isinstance(before, dict) and isinstance(now, dict):
+            inner = [f"{name} {key} {_brief(before.get(key))} -> {_brief(now.get(key))}"
+                     for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key)]
+            differences += inner
+        else:
+            differences.append(f"{name} {_brief(before)} -> {_brief(now)}")
+    if differences:
+        raise LgError(f"cannot resume {where}: it was made from something else than this run "
+                      f"({one_line('; '.join(differences))}); give its own teacher, data and options, "
+                      f"or --force to start over")
+
+
+def _brief(value: Any) -> str:
+    """A recorded value as a difference names it: a sha256 by its first 12 digits."""
+    text = str(value)
+    return text[:12] + "..." if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
 
 
 def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig, *,

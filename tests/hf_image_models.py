@@ -109,7 +109,9 @@ def piped_config(lg, src: Path, out: Path) -> dict:
 def training_commands(size: str) -> list[tuple[str, ...]]:
     """lg eval, bench (at `size`, DEPTHxWIDTH) and condense, one step each, on a few images."""
     few = ("--subset", "64", "--test-subset", "32")
-    return [("eval", "--steps", "1", *few), ("bench", "--sizes", size, "--steps", "1", *few, "-o", "grown"),
+    # bench condenses its learngenes for --condense-steps (600 by default): one step here too.
+    return [("eval", "--steps", "1", *few), ("bench", "--sizes", size, "--steps", "1", "--condense-steps", "1",
+                                             *few, "-o", "grown"),
             ("condense", "--method", "tleg", "--steps", "1", *few, "-o", "grown")]
 
 

@@ -237,8 +237,10 @@ def test_a_snapshot_link_that_leaves_the_blobs_folder_is_refused(hub_cache, tmp_
     (snapshot / "tokenizer.json").symlink_to(secret)
     result = lg("inspect", REPO_ID)
     assert result.code == 1
-    assert result.stderr == (f"lg: error: {snapshot.resolve() / 'tokenizer.json'}: is not a regular file; "
-                             f"lg copies only plain files beside a model\n")
+    # Refused as the hub id is resolved, naming the link and where it leads (issue 32).
+    assert result.stderr.startswith(f"lg: error: {snapshot / 'tokenizer.json'}: links to {secret}, outside the "
+                                    f"repository's blobs/ ")
+    assert len(result.stderr.splitlines()) == 1
 
 
 def test_the_cache_is_found_through_hf_home_in_a_fresh_process(tmp_path, monkeypatch):

@@ -120,7 +120,8 @@ def test_eval_and_condense_refuse_assumed_heads(vit8, tmp_path):
 
 def test_bench_refuses_assumed_heads_and_its_hint_records_them(vit8, tmp_path):
     source, src = vit8
-    done = lg_run("bench", src, "--data", "fashion-mnist-mini", "--sizes", "1x192", "-o", tmp_path / "bench")
+    done = lg_run("bench", src, "--data", "fashion-mnist-mini", "--sizes", "1x192", "--steps", "1",
+                  "--condense-steps", "1", "-o", tmp_path / "bench")
     line = one_error_line(done)
     assert done.returncode == 1 and "--source-heads N" in line
     recorded = tmp_path / "ancestry.safetensors"
@@ -286,14 +287,14 @@ def test_a_text_file_is_said_to_be_text(tmp_path, lg):
 
 # ---- hints: every command lg suggests runs as printed ----
 
-def hinted_pipe(line: str, replacements: dict[str, str]) -> str:
-    """The command a refusal suggests (from `lg ` to `-o OUT`), with its placeholders filled."""
-    found = re.search(r"(lg (?:grow|shrink) .*?-o OUT)", line)
+def hinted_pipe(line: str) -> str:
+    """The command a refusal suggests, exactly as printed: it names the
+    source and the output the user gave (issue 32), so nothing is filled in."""
+    found = re.search(r"`(lg (?:grow|shrink) [^`]*)`|(lg (?:grow|shrink) .*)$", line)
     assert found, line
-    command = found.group(1)
-    for placeholder, value in replacements.items():
-        command = re.sub(rf"\b{placeholder}\b", shlex.quote(value), command)
-    return command.replace("lg ", shlex.join(LG) + " ")
+    command = found.group(1) or found.group(2)
+    assert not re.search(r"\b(SRC|LG|OUT)\b", command), command  # no placeholder left to fill
+    return re.sub(r"(^|\| )lg ", lambda start: start.group(1) + shlex.join(LG) + " ", command)
 
 
 def run_hint(command: str) -> subprocess.CompletedProcess:
@@ -308,8 +309,8 @@ def test_tleg_fit_hints_run(known, tmp_path, args, direction):
     depth = "3" if direction == "grow" else "1"
     refused = lg_run(direction, src, "--method", "tleg-fit", "--depth", depth, *args, "-o", tmp_path / "o")
     line = one_error_line(refused)
-    out = tmp_path / "hinted.safetensors"
-    command = hinted_pipe(line, {"SRC": str(src), "OUT": str(out)})
+    out = tmp_path / "o"  # the output the refused command named
+    command = hinted_pipe(line)
     assert ("--method clone" in command) == (args[1] == "64")  # clone only where it can keep the function
     assert (" grow " in command) == (direction == "grow")  # never a grow while shrinking
     done = run_hint(command)
@@ -331,12 +332,12 @@ def tleg_gene(known, tmp_path_factory):
 @pytest.mark.parametrize("direction, width", [("grow", "48"), ("grow", "64"), ("shrink", "16")])
 def test_tleg_learngene_width_hints_run(tleg_gene, tmp_path, direction, width):
     refused = lg_run(direction, tleg_gene, "--depth", "4", "--width", width, "-o", tmp_path / "o")
-    command = hinted_pipe(one_error_line(refused), {"LG": str(tleg_gene), "OUT": str(tmp_path / "m.safetensors")})
+    command = hinted_pipe(one_error_line(refused))
     if direction == "shrink":
         assert "| " + shlex.join(LG) + " shrink" in command  # never a grow while shrinking
     done = run_hint(command)
     assert done.returncode == 0, (command, done.stderr)
-    spec = lgcli.load(tmp_path / "m.safetensors").spec
+    spec = lgcli.load(tmp_path / "o").spec  # written where the refused command named
     assert (spec.depth, spec.width) == (4, int(width))
 
 

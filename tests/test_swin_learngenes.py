@@ -213,7 +213,8 @@ def test_tleg_width_change_refused_with_a_pipe_that_runs(tleg_gene, tmp_path, lg
     path, _ = tleg_gene
     result = lg("grow", path, "--depth", "3", "--width", "24", "-o", tmp_path / "x.safetensors")
     assert result.code == 1 and len(result.stderr.strip().splitlines()) == 1
-    assert "lg grow LG --depth 2,3 -o - | lg grow - --width 24 -o OUT" in result.stderr
+    # The pipe names this learngene and this output (issue 32: hints run as printed).
+    assert f"lg grow {path} --depth 2,3 -o - | lg grow - --width 24 -o {tmp_path / 'x.safetensors'}" in result.stderr
     first = lg("grow", path, "--depth", "2,3", "-o", "-")
     assert first.code == 0, first.stderr
     out = tmp_path / "wide.safetensors"

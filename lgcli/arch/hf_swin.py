@@ -175,7 +175,8 @@ class HfSwinAdapter(StagedAdapter, HfVitAdapter):
         each stage's blocks at its width (doubling per stage)."""
         width, depths = config.get("embed_dim"), config.get("depths")
         if type(width) is not int or not isinstance(depths, list) or not all(type(d) is int for d in depths):
-            raise LgError("the file's lg.config gives no whole embed_dim and depths of a Swin")
+            raise LgError("the Swin's config (config.json, or the lg.config a file records) gives no whole "
+                          "embed_dim and list of whole depths")
         rough = sum(depth * (width << index) ** 2 * 12 for index, depth in enumerate(depths))
         if rough > MAX_CONFIG_PARAMS:
             raise LgError(f"the config describes a model of about {rough:.3g} parameters; lg reads at most "

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import LgError, shown
+from ..errors import LgError, check_interrupted, os_reason, shown
 
 
 @contextlib.contextmanager
@@ -24,8 +24,11 @@ def atomic_path(path: str | os.PathLike, output: bool = False) -> Iterator[Path]
     have come after it was written)."""
     path = Path(path)
     suffix = ".tmp" + path.suffix
-    fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path.name, suffix), suffix=suffix,
-                               dir=path.parent if str(path.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(path.name, suffix), suffix=suffix,
+                                   dir=path.parent if str(path.parent) else ".")
+    except OSError as exc:  # named by the output, not by the temporary file never made
+        raise LgError(f"{shown(path)}: cannot be written ({os_reason(exc)})") from None
     os.fchmod(fd, 0o666 & ~_current_umask())
     os.close(fd)
     try:
@@ -42,7 +45,10 @@ def atomic_folder(path: Path, *, force: bool, output: bool = False) -> Iterator[
     it replaces `path` when the block succeeds (an existing checkpoint folder
     or file only with `force`) and is removed when it fails."""
     parent = path.parent if str(path.parent) else Path(".")
-    tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path.name, ".tmp"), suffix=".tmp", dir=parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path.name, ".tmp"), suffix=".tmp", dir=parent))
+    except OSError as exc:
+        raise LgError(f"{shown(path)}: cannot be written ({os_reason(exc)})") from None
     os.chmod(tmp, 0o777 & ~_current_umask())
     try:
         yield tmp
@@ -91,6 +97,9 @@ def _put_in_place(tmp: Path, path: Path, output: bool = False) -> None:
     """Rename `tmp` over `path`; an existing folder (or, for a folder, any
     existing output) is moved aside first and removed once the new one is in
     place. Signals wait until the output is in place."""
+    # A signal received before this point (its exception swallowed by a
+    # library on the way) stops the output from being put in place at all.
+    check_interrupted()
     trash = None
     try:
         with _signals_held():

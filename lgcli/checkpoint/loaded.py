@@ -85,8 +85,12 @@ class Checkpoint:
                     raise LgError(f"{shown(self.source)}: the file ended early while being read "
                                   f"(was it changed or truncated?)")
                 view, position = view[got:], position + got
-        if out.is_floating_point() and count and not bool(torch.isfinite(out).all()):
-            self._nonfinite(key, int((~torch.isfinite(out)).sum()))
+        if out.is_floating_point() and count:
+            # float8 (F8_E4M3, F8_E5M2) has no isfinite of its own: checked in
+            # float16, which holds each of its values, NaN and Inf included.
+            checked = out if out.element_size() > 1 else out.to(torch.float16)
+            if not bool(torch.isfinite(checked).all()):
+                self._nonfinite(key, int((~torch.isfinite(checked)).sum()))
 
     def _nonfinite(self, key: str, count: int) -> None:
         where = f"{self.label}: tensor {shown(key)} holds {count} non-finite value{'s' if count > 1 else ''} (NaN or Inf)"

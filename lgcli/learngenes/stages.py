@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from ..errors import LgError
+from ..errors import LgError, RefusedWithPipe
 from ..lazy import torch
 from ..sizing import target_spec
 from ..stack import ArchSpec, Stack
@@ -143,11 +143,15 @@ class StagedKind(LearngeneKind):
                 raise exc from None
             nearest = min(widths, key=lambda w: (abs(w - target.width), w))
             depth = ",".join(map(str, depths))
-            build = f"lg grow LG --depth {depth}" + (f" --width {nearest}" if nearest != learngene.spec.width else "")
+            build = f"lg grow {{src}} --depth {depth}" + (f" --width {nearest}" if nearest != learngene.spec.width
+                                                           else "")
             direction = "grow" if target.width > nearest else "shrink"
-            raise LgError(f"this {self.name} learngene builds first-stage widths {', '.join(map(str, widths))}, not "
-                          f"{target.width}: build one, then change the width with a resize method: "
-                          f"{build} -o - | lg {direction} - --width {target.width} -o OUT") from None
+            # The caller writes in the learngene, the output and its flags (RefusedWithPipe).
+            raise RefusedWithPipe(f"this {self.name} learngene builds first-stage widths "
+                                  f"{', '.join(map(str, widths))}, not {target.width}: build one, then change the "
+                                  f"width with a resize method: ",
+                                  f"{build} -o - | lg {direction} - --width {target.width} -o {{out}}{{written}}"
+                                  ) from None
 
     def _check_stages(self, genes: list[Learngene], target: ArchSpec) -> None:
         self.per_stage(self.inner.check_target, zip(genes, target.stages))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from ..errors import LgError, UsageError, shown
+from ..errors import LgError, RefusedWithPipe, UsageError, shown
 from ..lazy import torch
 from ..methods.clone import width_step
 from ..methods.tleg_fit import fit_line
@@ -134,12 +134,14 @@ class Tleg(LearngeneKind):
         own = learngene.spec
         if (target.width, target.heads, target.mlp_dim) != (own.width, own.heads, own.mlp_dim):
             step = width_step(own.with_sizes(depth=target.depth), target)
-            then = (f": lg grow LG --depth {target.depth} -o - | lg {step[0]} - {step[1]} -o OUT" if step
-                    else " (lg grow LG --depth N -o - | lg shrink - ... -o - | lg grow - ... -o OUT)")
-            raise LgError(
-                f"a TLEG learngene builds models of its own width {own.width} ({own.heads} heads, MLP "
-                f"{own.mlp_dim}) at any depth; width {target.width}, {target.heads} heads, MLP {target.mlp_dim} "
-                f"was asked. Build --depth only, then change the width with a resize method{then}")
+            reason = (f"a TLEG learngene builds models of its own width {own.width} ({own.heads} heads, MLP "
+                      f"{own.mlp_dim}) at any depth; width {target.width}, {target.heads} heads, MLP "
+                      f"{target.mlp_dim} was asked. Build --depth only, then change the width with a resize method")
+            if step is None:
+                raise LgError(f"{reason} (lg grow LG --depth N -o - | lg shrink - ... -o - | lg grow - ... -o OUT)")
+            # The caller writes in the learngene, the output and its flags (RefusedWithPipe).
+            raise RefusedWithPipe(f"{reason}: ", f"lg grow {{src}} --depth {target.depth} -o - | "
+                                                 f"lg {step[0]} - {step[1]} -o {{out}}{{written}}")
 
     def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
         expected = expected_globals(template)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import LgError
+from ..errors import LgError, RefusedWithPipe
 from ..lazy import torch
 from ..stack import LAYER, ArchSpec, Named, Stack
 from .clone import width_step
@@ -44,17 +44,21 @@ def fit_line(stacked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.T
     return slope.reshape(shape), base.reshape(shape), residual.reshape(stacked.shape)
 
 
-def _width_then_depth(source: ArchSpec, target: ArchSpec, direction: str) -> str:
-    """The commands that do what was asked: the width with another method,
-    then the depth with tleg-fit (a pipe), each as it will run."""
+def _width_then_depth(source: ArchSpec, target: ArchSpec, direction: str) -> tuple[str, str]:
+    """(words, pipe) of the commands that do what was asked: the width with
+    another method, then the depth with tleg-fit, each as it will run. The
+    pipe is a `RefusedWithPipe` template: the caller writes in the source,
+    the output and the flags the user gave about them."""
     step = width_step(source, target)
     if step is None:  # sizes that grow and shrink at once: no single command
-        return "change the width with another method first (lg grow, lg shrink), then the depth with tleg-fit"
+        return "change the width with another method first (lg grow, lg shrink), then the depth with tleg-fit", ""
     width_direction, flags = step
     if target.depth == source.depth:
-        return f"change the width with another method: `lg {width_direction} SRC {flags} -o OUT`"
-    return (f"change the width first with another method: `lg {width_direction} SRC {flags} -o - | "
-            f"lg {direction} - --depth {target.depth} --method tleg-fit -o OUT`")
+        return ("change the width with another method: ",
+                f"`lg {width_direction} {{src}}{{given}} {flags} -o {{out}}{{written}}`")
+    return ("change the width first with another method: ",
+            f"`lg {width_direction} {{src}}{{given}} {flags} -o - | "
+            f"lg {direction} - --depth {target.depth} --method tleg-fit -o {{out}}{{written}}`")
 
 
 def tleg_fit(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
@@ -63,8 +67,8 @@ def tleg_fit(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str
               if axis != LAYER and size != target.axis_sizes()[axis]}
     if widths:
         axis, (before, after) = next(iter(widths.items()))
-        raise LgError(f"tleg-fit changes depth only ({axis} {before} -> {after} asked): "
-                      f"{_width_then_depth(source, target, context.direction)}")
+        words, pipe = _width_then_depth(source, target, context.direction)
+        raise RefusedWithPipe(f"tleg-fit changes depth only ({axis} {before} -> {after} asked): {words}", pipe)
     x_target = depth_positions(target.depth)
     # Filled in as the writer makes each role (None until then): per-role fit
     # quality, and the whole model's relative residual over the roles made.
