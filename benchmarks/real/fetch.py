@@ -253,9 +253,9 @@ def fetch_kjv(cache: Path, timings: Timings, force: bool) -> None:
 def convert_smollm2(cache: Path, timings: Timings, force: bool) -> None:
     """SmolLM2-135M-Instruct from its Q4_1 GGUF into a Hugging Face Llama folder.
 
-    Saved in float32: the GGUF's weights are 4-bit codes times a float16 scale plus a float16 minimum, which
-    float32 holds exactly, so the folder is exactly the model the GGUF defines; bfloat16 (8 mantissa bits)
-    would round the dequantized values a second time. 540 MB, and lg keeps the dtype through a resize."""
+    Saved in float32: the GGUF's weights are quantized codes with float16 scales, which the gguf reader
+    dequantizes in float32, so a float32 folder is exactly the model the GGUF defines; bfloat16 (8 mantissa
+    bits) would round the dequantized values a second time. 538 MB, and lg keeps the dtype through a resize."""
     target = cache / "smollm2-135m"
     if target.exists() and not force:
         say(f"smollm2: {target} already there, skipped")
