@@ -298,7 +298,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
 # What lg bench writes in its folder: the report, its figures, and the
 # cells and learngenes an interrupted run resumes from.
 BENCH_FILES = re.compile(r"bench\.json|summary\.png|curves_[0-9]+x[0-9]+\.png", re.ASCII)
-BENCH_FOLDERS = {"cells": re.compile(r"[a-z0-9+_-]+@[0-9]+x[0-9]+\.json", re.ASCII),
+BENCH_FOLDERS = {"cells": re.compile(r"[a-z0-9+_-]+@[0-9]+x[0-9]+(~seed[0-9]+)?\.json", re.ASCII),
                  "learngenes": re.compile(r"[a-z0-9_-]+(\.lg\.safetensors|\.json)", re.ASCII)}
 # A temporary file of an atomic write cut short by a crash (lgcli.checkpoint.atomic).
 TEMPORARY = re.compile(r"\..*\.(tmp|old)(\..*)?", re.ASCII | re.DOTALL)
@@ -416,7 +416,7 @@ def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, 
 
 
 def _cell_path(cell: Cell, context: _Context) -> Path:
-    return context.out / "cells" / f"{cell.method}@{cell.size}.json"
+    return context.out / "cells" / f"{cell.name}.json"
 
 
 def _saved_cell(cell: Cell, context: _Context) -> dict[str, Any] | None:

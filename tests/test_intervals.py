@@ -134,3 +134,13 @@ def test_a_budget_gives_every_path_the_same_steps(ancestry, tmp_path):
     assert report["learngenes"]["tleg"]["steps"] == 2
     assert "distill" not in cells["random"].get("details", {})
     assert report["budget"] == 2 and "Equal compute: every path had 2 training steps" in markdown_table(report)
+
+
+def test_a_bench_of_several_seeds_keeps_each_seeds_cell_and_resumes(ancestry, tmp_path):
+    first = bench(ancestry, "fashion-mnist-mini", tmp_path, tiny(methods=["select"], seeds=2), notify=lambda m: None)
+    assert sorted(p.name for p in (tmp_path / "cells").iterdir()) == [
+        "random@1x32~seed0.json", "random@1x32~seed1.json", "select@1x32~seed0.json", "select@1x32~seed1.json"]
+    messages: list[str] = []
+    again = bench(ancestry, "fashion-mnist-mini", tmp_path, tiny(methods=["select"], seeds=2), notify=messages.append)
+    assert sum("done before, reused" in m for m in messages) == 4
+    assert again["summary"] == first["summary"]

@@ -25,7 +25,17 @@ path = glob.glob("/tmp/gguf/**/*.gguf", recursive=True)[0]
 folder, name = path.rsplit("/", 1)
 model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
 tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
-model.save_pretrained("/tmp/real/smollm2-135m")
+try:
+    model.save_pretrained("/tmp/real/smollm2-135m")
+except ValueError as exc:  # an older transformers refuses some GGUF-read configs: write the same files by hand
+    print(f"save_pretrained: {exc}; writing the weights and config directly", flush=True)
+    import os
+    from safetensors.torch import save_file
+    os.makedirs("/tmp/real/smollm2-135m", exist_ok=True)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(state, "/tmp/real/smollm2-135m/model.safetensors", metadata={"format": "pt"})
+    model.config.architectures = ["LlamaForCausalLM"]
+    model.config.to_json_file("/tmp/real/smollm2-135m/config.json")
 tokenizer.save_pretrained("/tmp/real/smollm2-135m")
 print(f"converted {name} in {time.time() - started:.1f} s; transformers {transformers.__version__}, "
       f"torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
