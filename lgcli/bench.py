@@ -205,13 +205,14 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     check_data_source(data)
     device_note = auto_device_note(settings.probe.device)
     settings.probe = dataclasses.replace(settings.probe, device=concrete_device(settings.probe.device))
-    from .preprocessing import PREPROCESSING, overridden
+    from .preprocessing import PREPROCESSING, overridden, preprocessing_of
 
     loaded = overridden(load(ancestry), settings.preprocessing)
     # A clone at the same size is the same weights, written with their heads.
     check_heads_known(loaded.spec, because="every cell is built from them", where=loaded.checkpoint.label,
                       remedy=f"record them first: lg grow {shown(str(ancestry))} --source-heads N --depth "
                              f"{loaded.spec.depth} --method clone -o ANCESTRY (the same weights, heads recorded)")
+    preprocessing_of(loaded, notify=notify)  # says when it is assumed
     dataset = _read_data(loaded, data, settings, notify)
     if device_note:
         notify(device_note)

@@ -33,7 +33,7 @@ from .lazy import torch
 from .learngenes import Learngene, get_kind
 from .learngenes.base import starts_from_ancestry
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
-from .preprocessing import PREPROCESSING, Overrides, attach, overridden
+from .preprocessing import PREPROCESSING, Overrides, attach, overridden, preprocessing_of
 from .sizing import check_heads_known, spec_sizes, target_spec
 from .stack import ArchSpec
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
@@ -401,6 +401,7 @@ def _load_teacher(checkpoint: Checkpoint, heads: int | None, role: str, override
     loaded = overridden(load(checkpoint, heads=heads), overrides)
     check_heads_known(loaded.spec, because="the learngene would record them", flag="--teacher-heads",
                       where=checkpoint.label)
+    preprocessing_of(loaded)  # says when it is assumed
     return loaded
 
 

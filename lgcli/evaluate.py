@@ -244,7 +244,7 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
     for spec, candidate in zip(specs, list(candidates)):
         distinct.setdefault(_architecture_key(candidate.architecture), (spec, candidate))
     for spec, candidate in distinct.values():
-        model = attach(create_model(spec, seed=seed), preprocessing_of(candidate.model))
+        model = attach(create_model(spec, seed=seed), preprocessing_of(candidate.model, notify=lambda message: None))
         name = "random" if len(distinct) == 1 else f"random ({candidate.name})"
         note = (f"timm's random initialisation of {candidate.name}'s architecture" if task == IMAGE_CLASSIFICATION
                 else f"the family's own random initialisation of {candidate.name}'s architecture")

@@ -81,6 +81,9 @@ class Preprocessing:
     input_size: tuple[int, int, int]  # (channels, height, width) the model takes
     source: str
     crop_mode: str = DEFAULT_CROP_MODE
+    # lg's default taken for a model that states none: said where images are
+    # fed (`preprocessing_of`), and recorded as assumed, never as fact.
+    assumed: bool = False
 
     @property
     def channels(self) -> int:
@@ -97,7 +100,7 @@ class Preprocessing:
     def record(self) -> dict[str, Any]:
         """What lg's metadata (``lg.preprocessing``) holds."""
         return {"mean": list(self.mean), "std": list(self.std), "interpolation": self.interpolation,
-                "crop_pct": self.crop_pct, "crop_mode": self.crop_mode}
+                "crop_pct": self.crop_pct, "crop_mode": self.crop_mode, **({"assumed": True} if self.assumed else {})}
 
     def timm_cfg(self) -> dict[str, Any]:
         """The fields of a timm `pretrained_cfg` that say the same (its
@@ -107,7 +110,7 @@ class Preprocessing:
 
     def report(self) -> dict[str, Any]:
         """For `lg inspect --json`: every field and the source."""
-        return {**self.record(), "input_size": list(self.input_size), "source": self.source}
+        return {**self.record(), "assumed": self.assumed, "input_size": list(self.input_size), "source": self.source}
 
     def describe(self) -> str:
         """One line for a table: ``mean 0.5 std 0.5, bilinear, squash, crop 1``."""
@@ -119,7 +122,7 @@ class Preprocessing:
 
     def same_recipe(self, other: "Preprocessing") -> bool:
         """Whether both prepare images alike (their sources aside)."""
-        return self.record() == other.record()
+        return {**self.record(), "assumed": False} == {**other.record(), "assumed": False}
 
     def at_input(self, input_size: tuple[int, int, int]) -> "Preprocessing":
         """The same recipe for a model of another input (a resized model's)."""
@@ -134,16 +137,19 @@ class Preprocessing:
                  if value is not None]
         record = {**self.record(), **{k: v for k, v in (("mean", mean), ("std", std),
                                                          ("interpolation", interpolation)) if v is not None}}
+        # What the user gave is no longer assumed; what they left is the recipe's.
+        record.pop("assumed", None)
         return from_record(record, self.input_size, f"{self.source}; {', '.join(given)} given",
                            names={"mean": "--mean", "std": "--std", "interpolation": "--interpolation"})
 
 
-def default_preprocessing(input_size: tuple[int, int, int], source: str) -> Preprocessing:
-    """lg's own preprocessing (`arch.base`) for a model of `input_size`."""
+def default_preprocessing(input_size: tuple[int, int, int], source: str, assumed: bool = False) -> Preprocessing:
+    """lg's own preprocessing for a model of `input_size`."""
     channels = int(input_size[0])
     return Preprocessing(mean=(NORMALIZE_MEAN,) * channels, std=(NORMALIZE_STD,) * channels,
                          interpolation=IMAGE_INTERPOLATION, crop_pct=DEFAULT_CROP_PCT,
-                         input_size=tuple(int(v) for v in input_size), source=source, crop_mode=DEFAULT_CROP_MODE)
+                         input_size=tuple(int(v) for v in input_size), source=source, crop_mode=DEFAULT_CROP_MODE,
+                         assumed=assumed)
 
 
 # ---- reading and checking a recipe ----
@@ -192,6 +198,9 @@ def from_record(record: Mapping[str, Any], input_size: tuple[int, int, int], sou
     if (not isinstance(crop_pct, numbers.Real) or isinstance(crop_pct, bool) or not math.isfinite(float(crop_pct))
             or not 0 < float(crop_pct) <= 1):
         raise LgError(f"{names['crop_pct']} must be a number in (0, 1], found {shown(repr(crop_pct)[:60])}")
+    assumed = record.get("assumed", False)
+    if not isinstance(assumed, bool):
+        raise LgError(f"assumed must be true or false, found {shown(repr(assumed)[:60])}")
     crop_mode = get("crop_mode")
     if crop_mode not in CROP_MODES:
         raise LgError(f"{names['crop_mode']} must be one of {', '.join(CROP_MODES)} (lg applies these), "
@@ -199,8 +208,9 @@ def from_record(record: Mapping[str, Any], input_size: tuple[int, int, int], sou
     return Preprocessing(mean=_per_channel(get("mean"), names["mean"], channels, positive=False),
                          std=_per_channel(get("std"), names["std"], channels, positive=True),
                          interpolation=check_interpolation(get("interpolation"), names["interpolation"]),
-                         crop_pct=float(crop_pct), input_size=tuple(int(v) for v in input_size), source=source,
-                         crop_mode=crop_mode)
+                         crop_pct=float(crop_pct), input_size=tuple(int(v) for v in input_size),
+                         source=f"{source} (lg's default, assumed: no file before it stated any)" if assumed else source,
+                         crop_mode=crop_mode, assumed=assumed)
 
 
 def _edge(value: Any, field: str) -> tuple[str, int]:
@@ -223,8 +233,8 @@ def _edge(value: Any, field: str) -> tuple[str, int]:
                   f"found {shown(repr(value)[:80])}")
 
 
-def from_image_processor(config: Any, input_size: tuple[int, int, int], source: str = "preprocessor_config.json",
-                         notify: Callable[[str], None] | None = None) -> Preprocessing:
+def from_image_processor(config: Any, input_size: tuple[int, int, int],
+                         source: str = "preprocessor_config.json") -> Preprocessing:
     """The recipe a Hugging Face image processor's config (the JSON of a
     preprocessor_config.json, every field present: the adapter fills what a
     file leaves out with its class's defaults) states, in timm's terms:
@@ -276,9 +286,8 @@ def from_image_processor(config: Any, input_size: tuple[int, int, int], source: 
     # timm resizes to floor(size / crop_pct): keep that the processor's edge.
     while math.floor(size / crop_pct) < edge:
         crop_pct = math.nextafter(crop_pct, 0.0)
-    if size != int(input_size[1]) and notify is not None:
-        notify(f"{name} prepares {size}-pixel images; the model takes {input_size[1]}: lg feeds "
-               f"{input_size[1]}, resized and cropped in the same proportion")
+    if size != int(input_size[1]):  # fed at the model's own size, cut in the same proportion
+        source = f"{source}, which prepares {size}-pixel images: fed at the model's {input_size[1]}"
     return Preprocessing(mean=mean, std=std, interpolation=PIL_RESAMPLE[resample], crop_pct=crop_pct,
                          input_size=tuple(int(v) for v in input_size), source=source,
                          crop_mode="squash" if how == "square" else "center")
@@ -340,10 +349,11 @@ class Overrides:
 
 # ---- where a model's recipe is found ----
 
-def resolve(checkpoint, spec, adapter, notify: Callable[[str], None] = notify_stderr) -> Preprocessing | None:
+def resolve(checkpoint, spec, adapter) -> Preprocessing | None:
     """The recipe of a model read from `checkpoint` as `spec` (None: not an
     image model): lg's metadata, else what its ecosystem states (the
-    adapter), else lg's default (assumed, and said, when lg did not write it)."""
+    adapter), else lg's default (assumed when lg did not write it: said
+    where images are fed, `preprocessing_of`)."""
     try:
         input_size = tuple(int(v) for v in adapter.input_size(spec))
     except LgError:
@@ -355,15 +365,13 @@ def resolve(checkpoint, spec, adapter, notify: Callable[[str], None] = notify_st
         except LgError as error:
             raise LgError(f"refused: metadata lg.preprocessing: {error}") from None
     stated = getattr(adapter, "stated_preprocessing", None)
-    found = stated(spec, checkpoint.companions, input_size, notify) if stated is not None else None
+    found = stated(spec, checkpoint.companions, input_size) if stated is not None else None
     if found is not None:
         return found
     if checkpoint.lg:
         return default_preprocessing(input_size, "lg's default (written by lg before it recorded preprocessing)")
-    notify(f"{checkpoint.label} states no preprocessing: lg assumes its own (mean {NORMALIZE_MEAN:g}, "
-           f"std {NORMALIZE_STD:g}, {IMAGE_INTERPOLATION}, no crop); give --mean/--std/--interpolation if the "
-           f"model was trained otherwise")
-    return default_preprocessing(input_size, "lg's default (assumed: the file states none)")
+    return default_preprocessing(input_size, f"lg's default, assumed: {checkpoint.label} states no preprocessing",
+                                 assumed=True)
 
 
 def preprocessing_of_spec(spec, adapter) -> Preprocessing | None:
@@ -416,6 +424,10 @@ def preprocessing_of(source: Any, *, overrides: Overrides | None = None,
     bench, condense, grow --data, and a distillation or calibration run
     (`lgcli.data.ImageSet.batch(..., preprocessing=...)` applies it)."""
     found = _found(source, notify)
+    if found is not None and found.assumed and not (overrides and overrides.mean and overrides.std):
+        why = found.source.split("assumed: ", 1)[-1]  # "X states no preprocessing"
+        notify(f"{why}: lg feeds it its own (mean {NORMALIZE_MEAN:g}, std {NORMALIZE_STD:g}, "
+               f"{IMAGE_INTERPOLATION}, no crop); give --mean, --std and --interpolation if it was trained otherwise")
     return overrides.apply(found) if overrides and found is not None else found
 
 
@@ -437,7 +449,6 @@ def _found(source: Any, notify: Callable[[str], None]) -> Preprocessing | None:
             channels, size = model_input(source)
         except (LgError, AttributeError):
             return None
-        notify(f"{type(source).__name__} does not say how its images are prepared: lg assumes its own "
-               f"(mean {NORMALIZE_MEAN:g}, std {NORMALIZE_STD:g}, {IMAGE_INTERPOLATION}, no crop)")
-        return default_preprocessing((channels, size, size), "lg's default (assumed: a model lg did not load)")
+        return default_preprocessing((channels, size, size), f"lg's default, assumed: the {type(source).__name__} "
+                                     f"was not loaded by lg and states no preprocessing", assumed=True)
     return load(source).spec.extras.get(PREPROCESSING)

@@ -305,8 +305,14 @@ class HfVitAdapter(HfAdapter):
         model.config.num_labels = num_classes
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
-        hf_config = self.hf_config(spec)
-        return int(hf_config.num_channels), int(hf_config.image_size), int(hf_config.image_size)
+        # Read from config.json where it states both (`lg inspect` imports
+        # no torch); the config class's defaults where it leaves one out.
+        config = spec.extras.get("config") or {}
+        channels, size = config.get("num_channels"), config.get("image_size")
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (channels, size)):
+            hf_config = self.hf_config(spec)
+            channels, size = hf_config.num_channels, hf_config.image_size
+        return int(channels), int(size), int(size)
 
     def architecture_of(self, model: nn.Module) -> dict[str, Any]:
         config = model.config
@@ -347,14 +353,14 @@ class HfVitAdapter(HfAdapter):
                           f"{', '.join(f for f in PROCESSOR_FIELDS if f not in config)}")
         return {**processor_class().to_dict(), **config}
 
-    def stated_preprocessing(self, spec: ArchSpec, companions: Mapping[str, Any], input_size: tuple[int, int, int],
-                             notify=None) -> Preprocessing | None:
+    def stated_preprocessing(self, spec: ArchSpec, companions: Mapping[str, Any],
+                             input_size: tuple[int, int, int]) -> Preprocessing | None:
         """The folder's preprocessor_config.json (None without one), read
         and checked by `preprocessing.from_image_processor`."""
         if PROCESSOR_FILE not in companions:
             return None
         config = self.processor_config(companion_bytes(companions, PROCESSOR_FILE))
-        return from_image_processor(config, input_size, f"Hugging Face folder's {PROCESSOR_FILE}", notify)
+        return from_image_processor(config, input_size, f"Hugging Face folder's {PROCESSOR_FILE}")
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
         """The source's preprocessor_config.json as it is, unless the model

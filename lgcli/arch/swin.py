@@ -521,8 +521,7 @@ class SwinAdapter(StagedAdapter):
         return timm_hub_folder_config(hub, sizes, spec.stages[-1].width, args["num_classes"], spec)
 
     @staticmethod
-    def stated_preprocessing(spec: ArchSpec, companions: Mapping[str, Any], input_size: tuple[int, int, int],
-                             notify=None):
+    def stated_preprocessing(spec: ArchSpec, companions: Mapping[str, Any], input_size: tuple[int, int, int]):
         """A timm hub folder's `pretrained_cfg` (`vit.timm_stated_preprocessing`)."""
         return timm_stated_preprocessing(spec, input_size)
 

@@ -215,6 +215,16 @@ def _differing(mine: dict, registered: dict) -> list[str]:
     return differ
 
 
+def registered_alike(name: str) -> list[str]:
+    """The other registered models of `name`'s very architecture (timm's
+    vit_tiny_patch16_224 and deit_tiny_patch16_224: one architecture, two
+    trainings, each with its own preprocessing)."""
+    kind, args = REGISTERED_VITS[name]
+    mine = _resolved(args)
+    return [other for other, (other_kind, other_args) in REGISTERED_VITS.items()
+            if other != name and other_kind == kind and not _differing(mine, _resolved(other_args))]
+
+
 def registered_name(args: dict, distilled: bool, preferred: str) -> tuple[str, list[str]]:
     """(the registered timm model closest to lg's model_args `args`, the
     arguments that differ from it): one whose architecture `args` is when it

@@ -23,6 +23,7 @@ is written as one (`folder_config`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Mapping
 
@@ -32,7 +33,7 @@ from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
 from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing, from_record
 from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
-from .timm_vit_names import REGISTERED_PREPROCESSING, registered_name
+from .timm_vit_names import REGISTERED_PREPROCESSING, registered_alike, registered_name
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
@@ -249,9 +250,19 @@ def timm_stated_preprocessing(spec: ArchSpec, input_size: tuple[int, int, int],
     if registered is not None and registered in REGISTERED_PREPROCESSING:
         mean, std, interpolation, crop_pct, crop_mode = REGISTERED_PREPROCESSING[registered]
         if len(mean) == input_size[0]:
-            return from_record({"mean": mean, "std": std, "interpolation": interpolation, "crop_pct": crop_pct,
-                                "crop_mode": crop_mode}, input_size,
-                               f"timm's default pretrained_cfg of {registered} (the file's architecture)")
+            recipe = from_record({"mean": mean, "std": std, "interpolation": interpolation, "crop_pct": crop_pct,
+                                  "crop_mode": crop_mode}, input_size,
+                                 f"timm's default pretrained_cfg of {registered} (the file's architecture)")
+            # One architecture, several trainings prepared otherwise: the
+            # load line's model is taken, and said to be assumed.
+            others = [name for name in registered_alike(registered)
+                      if REGISTERED_PREPROCESSING[name] != REGISTERED_PREPROCESSING[registered]]
+            if others:
+                return dataclasses.replace(
+                    recipe, assumed=True,
+                    source=f"timm's default pretrained_cfg of {registered}, assumed: the file's architecture is "
+                           f"also {', '.join(others)}'s, prepared otherwise")
+            return recipe
     return None
 
 
@@ -491,8 +502,8 @@ class VitAdapter(DeclaredAdapter):
         return timm_hub_folder_config(hub, {"depth": spec.depth, "embed_dim": spec.width, "num_heads": spec.heads,
                                             "mlp_ratio": args["mlp_ratio"]}, spec.width, args["num_classes"], spec)
 
-    def stated_preprocessing(self, spec: ArchSpec, companions: Mapping[str, Any], input_size: tuple[int, int, int],
-                             notify=None) -> Preprocessing | None:
+    def stated_preprocessing(self, spec: ArchSpec, companions: Mapping[str, Any],
+                             input_size: tuple[int, int, int]) -> Preprocessing | None:
         """timm's statement of how this model's images are prepared
         (`timm_stated_preprocessing`): a registered model's only when the
         file's architecture is exactly that model's."""
