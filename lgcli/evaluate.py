@@ -367,7 +367,8 @@ def probe_row(candidate: Candidate, data: ImageData | TextData, settings: ProbeS
     mean = f"mean_{measure.key}"
     recipe = preprocessing_of(candidate.model, notify=lambda message: None) if isinstance(data, ImageData) else None
     row = {"name": candidate.name, "source": candidate.source, "architecture": candidate.architecture,
-           **({"preprocessing": recipe.report()} if recipe is not None else {}), "notes": candidate.notes, "lr": best["lr"], "instinct": best["instinct"], "final": best["final"],
+           **({"preprocessing": recipe.report()} if recipe is not None else {}), "notes": candidate.notes,
+           "lr": best["lr"], "instinct": best["instinct"], "final": best["final"],
            mean: best[mean], "dip": best["dip"], "curve": best["curve"]}
     if len(runs) > 1:
         row["sweep"] = [{k: r[k] for k in ("lr", "final", mean, "dip", "curve")} for r in runs]
@@ -413,6 +414,8 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
         for candidate in candidates:
             check_channels(data, model_input(candidate.model)[0])
     else:
+        if preprocessing:
+            raise UsageError("--mean, --std and --interpolation prepare images; these checkpoints are language models")
         data = _text_data(candidates, task, data, seq_len=seq_len, subset=subset, test_subset=test_subset,
                           test_fraction=test_fraction, seed=settings.seed, notify=notify)
     if settings.steps and len(data.train) < settings.batch_size:

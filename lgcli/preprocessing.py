@@ -401,8 +401,11 @@ def attach(model, preprocessing: Preprocessing | None):
 def overridden(loaded, overrides: Overrides | None):
     """`loaded` (a `lgcli.api.Loaded`) with `overrides` applied to its
     spec's recipe, so every model and file made from it carries them."""
-    if overrides and loaded.spec.extras.get(PREPROCESSING) is not None:
-        loaded.spec = with_preprocessing(loaded.spec, overrides.apply(loaded.spec.extras[PREPROCESSING]))
+    if not overrides:
+        return loaded
+    if loaded.spec.extras.get(PREPROCESSING) is None:
+        raise UsageError("--mean, --std and --interpolation prepare images; this model takes tokens")
+    loaded.spec = with_preprocessing(loaded.spec, overrides.apply(loaded.spec.extras[PREPROCESSING]))
     return loaded
 
 
