@@ -191,7 +191,8 @@ def _per_channel(values: Sequence[float], channels: int, name: str) -> torch.Ten
     return torch.tensor(values, dtype=torch.float32).view(channels, 1, 1)
 
 
-def resize_plan(height: int, width: int, size: int, recipe: Preprocessing | None) -> tuple[tuple[int, int], tuple[int, int]]:
+def resize_plan(height: int, width: int, size: int,
+                recipe: Preprocessing | None) -> tuple[tuple[int, int], tuple[int, int]]:
     """((height, width) an image of `height` x `width` is resized to, (top,
     left) of the `size` x `size` centre then cut), as timm's eval transform
     (`transforms_imagenet_eval`, torchvision's Resize and CenterCrop) does:

@@ -209,7 +209,8 @@ def from_record(record: Mapping[str, Any], input_size: tuple[int, int, int], sou
                          std=_per_channel(get("std"), names["std"], channels, positive=True),
                          interpolation=check_interpolation(get("interpolation"), names["interpolation"]),
                          crop_pct=float(crop_pct), input_size=tuple(int(v) for v in input_size),
-                         source=f"{source} (lg's default, assumed: no file before it stated any)" if assumed else source,
+                         source=f"{source}, assumed: no file in its provenance states preprocessing" if assumed
+                         else source,
                          crop_mode=crop_mode, assumed=assumed)
 
 

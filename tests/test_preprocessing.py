@@ -311,7 +311,8 @@ def test_a_folder_without_a_processor_config_is_written_one_stating_what_lg_fed(
     assert recipe.assumed and recipe.mean == (0.5, 0.5, 0.5)
     path = picture(tmp_path, (40, 52))
     pil = transformers.ViTImageProcessorPil.from_pretrained(out)
-    expected = torch.from_numpy(np.asarray(pil(Image.open(path).convert("RGB"), return_tensors="np")["pixel_values"][0]))
+    prepared = pil(Image.open(path).convert("RGB"), return_tensors="np")["pixel_values"][0]
+    expected = torch.from_numpy(np.asarray(prepared))
     torch.testing.assert_close(lg_pixels(path, recipe), expected.float(), rtol=0, atol=1e-6)
     assert type(processor).__name__ == "ViTImageProcessor"
 
@@ -354,9 +355,9 @@ def test_the_image_processor_conversion_keeps_the_resize_edge(tmp_path):
         for crop in (edge - 1, edge * 7 // 8, edge // 2):
             if crop < 1:
                 continue
-            recipe = from_image_processor({"size": {"shortest_edge": edge}, "crop_size": {"height": crop, "width": crop},
-                                           "do_center_crop": True, "image_mean": [0.5], "image_std": [0.5],
-                                           "resample": 3}, (3, crop, crop))
+            config = {"size": {"shortest_edge": edge}, "crop_size": {"height": crop, "width": crop},
+                      "do_center_crop": True, "image_mean": [0.5], "image_std": [0.5], "resample": 3}
+            recipe = from_image_processor(config, (3, crop, crop))
             assert recipe.scale_size() == edge, (edge, crop)
 
 
@@ -385,3 +386,26 @@ def test_an_architecture_timm_registers_twice_takes_the_named_ones_and_says_it_a
     said = []
     preprocessing_of(path, notify=said.append)
     assert len(said) == 1 and "also deit_tiny_patch16_224's, prepared otherwise" in said[0]
+
+
+def test_a_folder_trained_with_other_settings_states_them_in_its_processor_config(tmp_path):
+    """What lg trained a model with (--mean ... over the folder's own) is what
+    the output's preprocessor_config.json says, read back by transformers;
+    the fields lg does not set stay the source's."""
+    from lgcli.api import save
+    from lgcli.preprocessing import Overrides, with_preprocessing
+
+    make_config, model_class, processor_class, fields = HF_CASES["dinov2"]
+    folder = hf_folder(tmp_path, make_config(), model_class, getattr(transformers, processor_class)(**fields))
+    loaded = lgcli.load(folder)
+    trained = Overrides.parse("0.1,0.2,0.3", "0.4", "bilinear").apply(loaded.spec.extras[PREPROCESSING])
+    out = tmp_path / "out"
+    save(out, with_preprocessing(loaded.spec, trained), loaded.stack, source=loaded)
+    written = json.loads((out / "preprocessor_config.json").read_text())
+    source = json.loads((folder / "preprocessor_config.json").read_text())
+    assert (written["image_mean"], written["image_std"], written["resample"]) == ([0.1, 0.2, 0.3], [0.4] * 3, 2)
+    assert {k: v for k, v in written.items() if k not in ("image_mean", "image_std", "resample")} == \
+        {k: v for k, v in source.items() if k not in ("image_mean", "image_std", "resample")}
+    assert recipe_of(out).same_recipe(trained)
+    processor = transformers.AutoImageProcessor.from_pretrained(out)
+    assert list(processor.image_mean) == [0.1, 0.2, 0.3]
