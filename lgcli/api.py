@@ -464,6 +464,8 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         "condensed": gene.condensed,
         **described,
         "config": get_adapter(spec.family).config(spec),
+        # How its descendants' images are prepared (its teacher's; None: a model of tokens).
+        "preprocessing": preprocessing.report() if (preprocessing := spec.extras.get(PREPROCESSING)) else None,
         "provenance": chain,
         "expand_call": f"lg grow {shown_path} --depth N -o OUT",
         "load_call": f"lgcli.load_learngene({shown_path!r})",

@@ -250,6 +250,8 @@ def render_learngene(report: dict[str, Any]) -> None:
         if start in ("ancestry", "random"):
             took += ", started from the teacher's weights" if start == "ancestry" else ", from random weights"
         rows.append(("condensed in", f"{condensed['steps']} steps{took}"))
+    if report.get("preprocessing"):  # what its descendants' images are prepared by
+        rows.append(("preprocessing", _preprocessing_text(report["preprocessing"])))
     rows += [("bytes", f"{report['bytes']:,}"), ("sha256", report["sha256"])]
     rows += _provenance_rows(report)
     _print_rows(report["file"], rows)

@@ -208,6 +208,8 @@ def test_a_learngene_carries_its_teachers_preprocessing_to_its_descendants(tmp_p
     teacher = recipe_of(folder)
     recorded = json.loads(read_checkpoint(gene).metadata["lg.preprocessing"])
     assert recorded == {**teacher.record(), "interpolation": "bilinear"}
+    shown = json.loads(lg("inspect", gene, "--json").stdout)["preprocessing"]
+    assert {k: shown[k] for k in recorded} == recorded and shown["source"] == "lg metadata"
     grown = tmp_path / "grown.safetensors"
     assert lg("grow", gene, "--depth", "3", "-o", grown).code == 0
     assert recipe_of(grown).record() == recorded
