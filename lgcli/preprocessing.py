@@ -430,8 +430,8 @@ def preprocessing_of(source: Any, *, overrides: Overrides | None = None,
     found = _found(source, notify)
     if found is not None and found.assumed and not (overrides and overrides.mean and overrides.std):
         why = found.source.split("assumed: ", 1)[-1]  # "X states no preprocessing"
-        notify(f"{why}: lg feeds it its own (mean {NORMALIZE_MEAN:g}, std {NORMALIZE_STD:g}, "
-               f"{IMAGE_INTERPOLATION}, no crop); give --mean, --std and --interpolation if it was trained otherwise")
+        notify(f"{why}: lg assumes {found.describe()}; give --mean, --std and --interpolation if the model was "
+               f"trained otherwise")
     return overrides.apply(found) if overrides and found is not None else found
 
 

@@ -147,8 +147,8 @@ def test_a_file_that_states_nothing_is_fed_lgs_default_and_says_it_assumed_so(tm
     save_file(model.state_dict(), str(path))
     result = lg("eval", path, "--heads", "1", "--test-subset", "20", "--json")
     assert result.code == 0, result.stderr
-    assert f"{path} states no preprocessing: lg feeds it its own (mean 0.5, std 0.5, bilinear, no crop)" \
-        in result.stderr
+    assert f"{path} states no preprocessing: lg assumes mean 0.5 std 0.5, bilinear, squash, crop 1; give --mean, " \
+        "--std and --interpolation if the model was trained otherwise" in result.stderr
     row = json.loads(result.stdout)["rows"][0]
     assert row["preprocessing"]["assumed"] is True and row["preprocessing"]["mean"] == [0.5]
     # Given by the user, it is not assumed (nor said to be).
