@@ -26,6 +26,7 @@ from .hub import hub_name_of_path
 from .lazy import nn, torch
 from .learngenes import Learngene, get_kind
 from .learngenes.base import check_tensors, is_global
+from .preprocessing import MODEL_ATTRIBUTE, PREPROCESSING, preprocessing_of_spec, resolve, with_preprocessing
 from .sizing import spec_sizes
 from .stack import ArchSpec, Stack
 
@@ -75,6 +76,8 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
     try:
         spec, stack = adapter.to_stack(checkpoint.tensors, config=config, heads=heads, kv_heads=kv_heads,
                                        reader=checkpoint.read_into)
+        # How an image model's images are prepared (`lgcli.preprocessing`): carried by the spec into every output.
+        spec = with_preprocessing(spec, resolve(checkpoint, spec, adapter))
     except LgError as exc:  # name the file or folder the problem is in
         where = checkpoint.label
         raise (exc if str(exc).startswith(where) else LgError(f"{where}: {exc}")) from None
@@ -154,6 +157,9 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     metadata does not say; `card_file` gets the same text whatever the
     output. Returns the sha256 of what was written.
     """
+    # How an image model's images are prepared: what its metadata, folder
+    # configs, load line and card all state (a live model's spec may carry none).
+    spec = with_preprocessing(spec, preprocessing_of_spec(spec, get_adapter(spec.family)))
     plan = plan_output(destination, spec, stack, source=source, force=force, dtype=dtype, shard_size=shard_size)
     parent, folder_config = plan.parent, plan.folder_config
     if card_file is not None:
@@ -166,9 +172,12 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     files = folder_files(adapter, spec, parent, folder_config) if as_folder else None
     carried = {} if as_folder else carried_companions(parent)
 
+    preprocessing = spec.extras.get(PREPROCESSING)
+
     def metadata(source_sha256: str | None = None) -> dict[str, str]:
         return {**provenance_metadata(kind=kind, family=spec.family, config=adapter.config(spec), method=method,
-                                      options=options, source=parent, source_sha256=source_sha256), **carried}
+                                      options=options, source=parent, source_sha256=source_sha256,
+                                      preprocessing=preprocessing.record() if preprocessing else None), **carried}
 
     def card_text(meta: Mapping[str, str], folder: bool) -> str:
         return model_card(spec, str(destination) if str(destination) != STDIO else "<file>", folder=folder,
@@ -233,6 +242,10 @@ def folder_files(adapter, spec: ArchSpec, parent: Checkpoint | None,
             files[name] = item
         else:
             files[name] = adapter.rewrite_companion(name, companion_bytes(companions, name), spec)
+    # What the family writes where the source had none (an image model's preprocessor_config.json).
+    written = getattr(adapter, "written_companions", None)
+    for name, data in (written(spec) if written is not None else {}).items():
+        files.setdefault(name, data)
     return files
 
 
@@ -275,7 +288,12 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
         get_kind(lg.get("method"))
     except LgError as exc:  # what the file says, not a mistyped flag: a refusal of the file (exit 1)
         raise LgError(f"{checkpoint.label}: refused: metadata lg.method: {exc}") from None
-    spec, template = get_adapter(lg.get("family") or "").template_from_config(lg.get("config") or {})
+    adapter = get_adapter(lg.get("family") or "")
+    spec, template = adapter.template_from_config(lg.get("config") or {})
+    try:  # the preprocessing its teacher was condensed with, for its descendants
+        spec = with_preprocessing(spec, resolve(checkpoint, spec, adapter))
+    except LgError as exc:
+        raise LgError(f"{checkpoint.label}: {exc}") from None
     kind = get_kind(lg.get("method"), spec)
     info = lg.get("learngene") or {}
     sizes, condensed = info.get("sizes", {}), info.get("condensed", {})
@@ -295,10 +313,12 @@ def save_learngene(destination: str | os.PathLike, learngene: Learngene, *, opti
     settings (`options`) and the teacher's provenance (`source`)."""
     check_output(destination, force=force, inputs=(source.source,) if source else ())
     adapter = get_adapter(learngene.spec.family)
+    preprocessing = learngene.spec.extras.get(PREPROCESSING)
     metadata = provenance_metadata(kind=LEARNGENE, family=learngene.spec.family,
                                    config=adapter.config(learngene.spec), method=learngene.kind,
                                    options=options, source=source,
-                                   learngene={"sizes": learngene.sizes, "condensed": learngene.condensed})
+                                   learngene={"sizes": learngene.sizes, "condensed": learngene.condensed},
+                                   preprocessing=preprocessing.record() if preprocessing else None)
     metadata.update(carried_companions(source))
     tensors = {name: t.detach().float().contiguous() for name, t in learngene.tensors.items()}
     return write_checkpoint(destination, tensors, metadata, force=force, stdout=stdout)
@@ -316,6 +336,8 @@ def load_model(source: str | os.PathLike | Checkpoint, heads: int | None = None,
     """A timm model built from a checkpoint and loaded strictly (float32)."""
     loaded = load(source, heads=heads, stdin=stdin)
     model = get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack)
+    # How its images are prepared, for whoever feeds it (`lgcli.recipe.preprocessing_of(model)`).
+    setattr(model, MODEL_ATTRIBUTE, loaded.spec.extras.get(PREPROCESSING))
     return model.float(), loaded.spec
 
 
@@ -325,7 +347,9 @@ def spec_of_model(model: nn.Module, family: str | None = None) -> tuple[ArchSpec
 
     adapter = get_adapter(family) if family is not None else adapter_of_model(model)
     config = adapter.spec_of_model(model)
-    return adapter.to_stack(adapter.saved_state(model), config=config)
+    spec, stack = adapter.to_stack(adapter.saved_state(model), config=config)
+    # A model lgcli.load_model built says how its images are prepared.
+    return with_preprocessing(spec, getattr(model, MODEL_ATTRIBUTE, None)), stack
 
 
 def save_model(model: nn.Module, destination: str | os.PathLike, *, method: str | None = None,
@@ -407,6 +431,8 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
         "provenance": provenance_chain(lg) if lg else [],
         "load_call": adapter.load_call(spec, shown_path),
         "load_imports": adapter.load_imports(spec, shown_path),
+        # How its images are prepared and where lg found that (None: a model of tokens).
+        "preprocessing": preprocessing.report() if (preprocessing := spec.extras.get(PREPROCESSING)) else None,
     }
 
 
@@ -447,6 +473,8 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         "condensed": gene.condensed,
         **described,
         "config": get_adapter(spec.family).config(spec),
+        # How its descendants' images are prepared (its teacher's; None: a model of tokens).
+        "preprocessing": preprocessing.report() if (preprocessing := spec.extras.get(PREPROCESSING)) else None,
         "provenance": chain,
         "expand_call": f"lg grow {shown_path} --depth N -o OUT",
         "load_call": f"lgcli.load_learngene({shown_path!r})",

@@ -71,6 +71,9 @@ class BenchSettings:
     # learngene its condense_steps, as before.
     budget: int | None = None
     calibrate_samples: int | None = None  # the data-aware methods' (their default when None)
+    # --mean, --std, --interpolation over the ancestry's own preprocessing
+    # (`lgcli.preprocessing`), which every cell's images are prepared by.
+    preprocessing: Any = None  # lgcli.preprocessing.Overrides
 
     def __post_init__(self) -> None:
         from .data import check_whole
@@ -250,11 +253,15 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     check_data_source(data)
     device_note = auto_device_note(settings.probe.device)
     settings.probe = dataclasses.replace(settings.probe, device=concrete_device(settings.probe.device))
-    loaded = load(ancestry)
+    from .preprocessing import PREPROCESSING, overridden
+    from .recipe import preprocessing_of
+
+    loaded = overridden(load(ancestry), settings.preprocessing)
     # A clone at the same size is the same weights, written with their heads.
     check_heads_known(loaded.spec, because="every cell is built from them", where=loaded.checkpoint.label,
                       remedy=f"record them first: lg grow {shown(str(ancestry))} --source-heads N --depth "
                              f"{loaded.spec.depth} --method clone -o ANCESTRY (the same weights, heads recorded)")
+    preprocessing_of(loaded, notify=notify)  # says when it is assumed
     dataset = _read_data(loaded, data, settings, notify)
     if device_note:
         notify(device_note)
@@ -264,6 +271,9 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     probe_settings = {k: v for k, v in asdict(settings.probe).items() if k not in ("progress", "keep_examples")}
     key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings,
            **({"budget": settings.budget} if settings.budget is not None else {})}
+    recipe = loaded.spec.extras.get(PREPROCESSING)
+    if recipe is not None:  # cells scored on images prepared otherwise are not reused
+        key["preprocessing"] = recipe.record()
     context = _Context(loaded=loaded, data=dataset, data_name=data, settings=settings, out=out, key=key, notify=notify)
     seeds = [settings.probe.seed + index for index in range(settings.seeds)]
     contexts = {seed: context.seeded(seed) for seed in seeds} if settings.seeds > 1 else {None: context}
@@ -437,8 +447,11 @@ def _candidate(cell: Cell, model, context: _Context):
     against the data's channels and given a head for its classes."""
     from .data import check_channels
     from .evaluate import Candidate, architecture_of, fit_head
+    from .preprocessing import PREPROCESSING, attach
     from .train import model_input
 
+    # Every cell's images are prepared as the ancestry wants them.
+    attach(model, context.loaded.spec.extras.get(PREPROCESSING))
     candidate = Candidate(cell.method, model, RANDOM if cell.method == RANDOM else cell.method,
                           architecture_of(model))
     if hasattr(context.data, "num_classes"):  # images: the input the model takes, as lg eval checks it; a head
@@ -486,7 +499,7 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
             continue
         budget = settings.condense_budget(kind)
         _, _, timed = condense(context.loaded.checkpoint, context.data, method=kind, dry_run=True,
-                               notify=lambda message: None,
+                               notify=lambda message: None, preprocessing=settings.preprocessing,
                                settings=CondenseSettings(steps=budget, batch_size=settings.condense_batch_size,
                                                          seed=probe.seed, device=probe.device, progress=False))
         condensing[kind] = {"steps": budget, "seconds_per_step": timed["seconds_per_step"]}
@@ -617,7 +630,8 @@ def _learngene(kind: str, context: _Context):
                                              seed=settings.probe.seed, device=settings.probe.device,
                                              progress=settings.probe.progress, until=settings.condense_until)
         report = condense_file(context.loaded.checkpoint, path, force=True, data=context.data, method=kind,
-                               settings=condense_settings, notify=context.notify)
+                               settings=condense_settings, notify=context.notify,
+                               preprocessing=settings.preprocessing)
         info = {"key": key, "steps": report["steps"], "seconds": report["seconds"],
                 "parameters": report["parameters"]["learngene"],
                 # the auxiliary model's test figures: top-1 on images, loss on text

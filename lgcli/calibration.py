@@ -92,6 +92,7 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     windows of its tokenizer. The examples are a seeded draw from the train
     split. Data of the wrong kind, or fewer examples than asked, is refused."""
     from .data import ImageData, builtin_names, check_channels, load_data
+    from .preprocessing import preprocessing_of_spec
     from .text import TextData, builtin_texts, text_data_for
     from .train import ImageBatches
 
@@ -111,7 +112,10 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
         pool = images.train
         _enough(len(pool), samples, name, "images")
         chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
-        return ImageBatches(pool.subset(chosen), size, channels), name
+        # The model's own preprocessing (`lgcli.preprocessing`): the statistics
+        # are of the inputs it was trained on.
+        return ImageBatches(pool.subset(chosen), size, channels,
+                            preprocessing=preprocessing_of_spec(spec, adapter)), name
     if isinstance(data, ImageData) or (isinstance(data, str) and data in builtin_names()):
         raise LgError(f"--calibrate {name} is an image dataset; this model is a language model (give a text "
                       f"file, a folder of .txt files, or kjv-mini)")

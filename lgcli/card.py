@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .hub import hub_name_of_path, open_snapshot_link, parse_hub_id
+from .preprocessing import PREPROCESSING
 
 if TYPE_CHECKING:  # annotations only: this module stays importable without torch
     from .checkpoint import Checkpoint
@@ -100,6 +101,11 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
     lines.append(f"- size: depth {spec.depth}, width {spec.width}, {spec.heads} head{'s' * (spec.heads != 1)}"
                  + (f" ({spec.key_value_heads} key/value heads)" if spec.key_value_heads != spec.heads else "")
                  + f" of dimension {spec.head_dim}, MLP {spec.mlp_dim}")
+    recipe = spec.extras.get(PREPROCESSING)
+    if recipe is not None:  # what the load line's data config, and a folder's processor config, also say
+        lines.append(f"- preprocessing: {recipe.describe()}, input {recipe.size}x{recipe.size} "
+                     f"({recipe.channels} channel{'s' * (recipe.channels != 1)}): lg fed it so "
+                     f"(from {recipe.source})")
     lines += ["- provenance, newest first:", *(f"  {n}. {step_text(step)}" for n, step in enumerate(chain, 1)), ""]
     lines += ["## Load", "", "```python", adapter.load_imports(spec, path, folder=folder),
               f"model = {adapter.load_call(spec, path, folder=folder)}", "```", "",

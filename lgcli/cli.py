@@ -270,6 +270,8 @@ def render_learngene(report: dict[str, Any]) -> None:
         if start in ("ancestry", "random"):
             took += ", started from the teacher's weights" if start == "ancestry" else ", from random weights"
         rows.append(("condensed in", f"{condensed['steps']} steps{took}"))
+    if report.get("preprocessing"):  # what its descendants' images are prepared by
+        rows.append(("preprocessing", _preprocessing_text(report["preprocessing"])))
     rows += [("bytes", f"{report['bytes']:,}"), ("sha256", report["sha256"])]
     rows += _provenance_rows(report)
     _print_rows(report["file"], rows)
@@ -296,6 +298,15 @@ def _stage_rows(stages: list[dict[str, Any]]) -> list[tuple[str, str]]:
               for label, key in (("depths", "depth"), ("widths", "width"), ("heads", "heads")))]
 
 
+def _preprocessing_text(recipe: dict[str, Any]) -> str:
+    """How an image model's images are prepared, and from where: one row of `lg inspect`."""
+    def values(numbers: list[float]) -> str:
+        return ",".join(f"{v:g}" for v in (numbers[:1] if len(set(numbers)) == 1 else numbers))
+
+    return (f"mean {values(recipe['mean'])}, std {values(recipe['std'])}, {recipe['interpolation']}, "
+            f"{recipe['crop_mode']}, crop {recipe['crop_pct']:g} (from {recipe['source']})")
+
+
 def render_inspect(report: dict[str, Any]) -> None:
     if report["kind"] == "learngene":
         render_learngene(report)
@@ -319,6 +330,7 @@ def render_inspect(report: dict[str, Any]) -> None:
         ("parameters", f"{params['total']:,} (blocks {params['blocks']:,}, embeddings "
                        f"{params['embeddings']:,}, norm {params['norm']:,}, head {params['head']:,})"),
         ("dtypes", ", ".join(f"{k} {v:,}" for k, v in report["dtypes"].items())),
+        *((("preprocessing", _preprocessing_text(report["preprocessing"])),) if report.get("preprocessing") else ()),
         ("bytes", f"{report['bytes']:,}"),
         ("sha256", report["sha256"]),
     ]
@@ -495,6 +507,16 @@ def _parse_rates(text: Optional[str]) -> list[float]:
 
 
 # The probe's options that `lg eval` and `lg bench` share.
+# Over each image model's own preprocessing (lgcli.preprocessing; `lg inspect` shows it).
+MeanOption = typer.Option(None, "--mean", metavar="LIST", rich_help_panel=DATA,
+                          help="Image models: the mean per channel images are normalised by (0.485,0.456,0.406, or "
+                               "one number for every channel) [default: the model's own, as lg inspect shows].")
+StdOption = typer.Option(None, "--std", metavar="LIST", rich_help_panel=DATA,
+                         help="Image models: the std per channel images are divided by [default: the model's own].")
+InterpolationOption = typer.Option(None, "--interpolation", metavar="NAME", rich_help_panel=DATA,
+                                   help="Image models: how images are resized: nearest, bilinear, bicubic, box, "
+                                        "hamming or lanczos [default: the model's own].")
+
 ProbeLrOption = typer.Option(None, "--lr", metavar="RATE", rich_help_panel=PROBE,
                              help="Peak learning rate of the probe [default: 3e-4].")
 EvalEveryOption = typer.Option(0, "--eval-every", min=0, metavar="N", rich_help_panel=PROBE, show_default=False,
@@ -523,6 +545,9 @@ def eval_command(
     seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, metavar="N", rich_help_panel=DATA,
                                           help="Language models: tokens per window [default: 128, or the models' "
                                                "positions when fewer]."),
+    mean: Optional[str] = MeanOption,
+    std: Optional[str] = StdOption,
+    interpolation: Optional[str] = InterpolationOption,
     steps: int = typer.Option(0, "--steps", min=0, metavar="N", rich_help_panel=PROBE,
                               help="Fine-tune each checkpoint this many steps first (the init-quality probe)."),
     lr: Optional[float] = ProbeLrOption,
@@ -554,8 +579,10 @@ def eval_command(
     """Top-1, top-5 and loss on the test split (language models: loss and perplexity on held-out text); with
     --steps, how fast each checkpoint learns."""
     from .evaluate import DEFAULT_LR, ProbeSettings, evaluate
+    from .preprocessing import Overrides
     from .report import check_plot_path, plot_curves, print_eval_table
 
+    overrides = Overrides.parse(mean, std, interpolation)
     if plot:
         check_plot_path(plot, force=force)
     settings = ProbeSettings(steps=steps, lr=DEFAULT_LR if lr is None else lr,
@@ -566,7 +593,7 @@ def eval_command(
         raise UsageError("give --lr or --lr-sweep, not both")
     # The checkpoints' task decides what --data is (images or text), so evaluate reads it after them.
     report = evaluate(checkpoints, data, settings, baseline=baseline, heads=heads, notify=note, seq_len=seq_len,
-                      subset=subset, test_subset=test_subset, test_fraction=test_fraction)
+                      subset=subset, test_subset=test_subset, test_fraction=test_fraction, preprocessing=overrides)
     if plot:
         plot_curves(report, plot, force=force)
         note(f"curves written to {plot}")
@@ -877,6 +904,9 @@ def condense(
     seq_len: Optional[int] = typer.Option(None, "--seq-len", min=2, metavar="N", rich_help_panel=DATA,
                                           help="Language models: tokens per window [default: min(128, the "
                                                "teacher's positions)]."),
+    mean: Optional[str] = MeanOption,
+    std: Optional[str] = StdOption,
+    interpolation: Optional[str] = InterpolationOption,
     aux_depth: Optional[int] = typer.Option(None, "--aux-depth", min=1, metavar="N", rich_help_panel=AUXILIARY,
                                             help="Auxiliary model depth (default: the teacher's)."),
     aux_width: Optional[int] = typer.Option(None, "--aux-width", min=1, metavar="N", rich_help_panel=AUXILIARY,
@@ -931,7 +961,9 @@ def condense(
 ) -> None:
     """Distil a teacher into a learngene (TLEG, WAVE; PEG is sampled) that grows into models of many sizes."""
     from .condense import CondenseSettings, condense_file
+    from .preprocessing import Overrides
 
+    overrides = Overrides.parse(mean, std, interpolation)
     if output is None:
         raise UsageError("give an output: -o FILE, or -o - to write the learngene to stdout")
     refuse_binary_on_terminal(output)
@@ -947,7 +979,7 @@ def condense(
     report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
                            seq_len=seq_len, method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
                            settings=settings, options=options, teacher_heads=teacher_heads, notify=note,
-                           dry_run=dry_run)
+                           dry_run=dry_run, preprocessing=overrides)
     if dry_run:
         _show_training_plan(f"condense {report['method']}: auxiliary model {_shape_text(report['auxiliary'])}, "
                             f"{report['parameters']['learngene']:,} learngene "
@@ -1156,6 +1188,9 @@ def bench_command(
                                          help="Train images (text: windows): a count or a fraction."),
     test_subset: Optional[str] = typer.Option(None, "--test-subset", metavar="N|F", rich_help_panel=DATA,
                                               help="Test images (text: windows): a count or a fraction."),
+    mean: Optional[str] = MeanOption,
+    std: Optional[str] = StdOption,
+    interpolation: Optional[str] = InterpolationOption,
     sizes: str = typer.Option(..., "--sizes", metavar="LIST",
                               help="Target sizes DEPTHxWIDTH, comma-separated: 3x64,6x128,12x192."),
     methods: Optional[str] = typer.Option(None, "--methods", metavar="LIST",
@@ -1208,7 +1243,9 @@ def bench_command(
     """Every method at every size on your ancestry model and data: how well and how fast each initialisation learns."""
     from .bench import BenchSettings, bench, markdown_table, parse_condense_steps, parse_sizes, print_bench_table
     from .evaluate import DEFAULT_LR, ProbeSettings
+    from .preprocessing import Overrides
 
+    overrides = Overrides.parse(mean, std, interpolation)
     if output is None:
         raise UsageError("give a results folder: -o DIR")
     if lr is not None and lr_sweep:
@@ -1220,7 +1257,7 @@ def bench_command(
                              probe=probe, condense_steps=parse_condense_steps(condense_steps),
                              condense_until=condense_until, fit_steps=fit_steps, subset=subset,
                              test_subset=test_subset, force=force, seeds=seeds, budget=budget,
-                             calibrate_samples=calibrate_samples)
+                             calibrate_samples=calibrate_samples, preprocessing=overrides)
     report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
     if dry_run:
         _show_training_plan(f"bench: {report['cells']} cells ({len(report['sizes'])} sizes x "

@@ -33,6 +33,8 @@ from .lazy import torch
 from .learngenes import Learngene, get_kind
 from .learngenes.base import starts_from_ancestry
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
+from .preprocessing import PREPROCESSING, Overrides, attach, overridden
+from .recipe import preprocessing_of
 from .sizing import check_heads_known, spec_sizes, target_spec
 from .stack import ArchSpec
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
@@ -122,6 +124,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
              teacher_heads: int | None = None, notify: Notify = notify_stderr, on_step: StepCallback | None = None,
              stdin: BinaryIO | None = None, subset: str | None = None, test_subset: str | None = None,
              test_fraction: float | None = None, seq_len: int | None = None, dry_run: bool = False,
+             preprocessing: Overrides | None = None,
              ) -> tuple[Learngene | None, Checkpoint, dict[str, Any]]:
     """Distil `teacher` into a learngene of kind `method` on `data`. Returns the
     learngene, the teacher's checkpoint (its provenance) and a JSON-ready report.
@@ -131,7 +134,9 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     model (a `TextData`, or a file, folder or built-in text, tokenized with
     the teacher's tokenizer.json, cut into windows of `seq_len` tokens).
     `subset`, `test_subset` and `test_fraction` apply when it is read here.
-    A training-free kind (PEG) is sampled instead; `data`, when given, then
+    Images are prepared as the teacher wants them (`lgcli.preprocessing`),
+    `preprocessing` (--mean, --std, --interpolation) over it; the learngene
+    records it for its descendants. A training-free kind (PEG) is sampled instead; `data`, when given, then
     scores the learngene (see `_sample`).
 
     `dry_run`: everything is read and checked, a few steps are timed on a
@@ -150,14 +155,14 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     reading = {"subset": subset, "test_subset": test_subset, "test_fraction": test_fraction, "seq_len": seq_len}
     if not kind.trains:
         return _sample(kind, resolved, teacher, data, settings, teacher_heads=teacher_heads, notify=notify,
-                       stdin=stdin, started=started, reading=reading)
+                       stdin=stdin, started=started, reading=reading, overrides=preprocessing)
     if data is None:
         raise UsageError(f"give the data to distil on: --data D (a {kind.name} learngene is trained)")
     # The kind's declared alpha and tau (SPEC.md "TLEG", WAVE Eq. 6); refuses
     # bad loss settings before any work.
     loss_fn = distillation_loss(resolved["alpha"], resolved["tau"])
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
-    loaded = _load_teacher(checkpoint, teacher_heads, "teacher")
+    loaded = _load_teacher(checkpoint, teacher_heads, "teacher", preprocessing)
     kind = get_kind(method, loaded.spec)  # per stage for a model of stages
     adapter = get_adapter(loaded.spec.family)
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
@@ -172,6 +177,9 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
                            depths=kind.training_depths(aux, resolved))
     teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
+    # Both see the same batches, prepared as the teacher wants them.
+    attach(model, loaded.spec.extras.get(PREPROCESSING))
+    attach(teacher_model, loaded.spec.extras.get(PREPROCESSING))
     if model.task == IMAGE_CLASSIFICATION:
         # A family lg cannot train refuses here, in one line, before its
         # classes are compared with the data's (a model of features has none).
@@ -407,14 +415,16 @@ def _scores(model: torch.nn.Module, teacher: torch.nn.Module, data: ImageData | 
             "test_tokens": scores["tokens"]}
 
 
-def _load_teacher(checkpoint: Checkpoint, heads: int | None, role: str):
+def _load_teacher(checkpoint: Checkpoint, heads: int | None, role: str, overrides: Overrides | None = None):
     """The model a learngene is condensed from (a model of stages, Swin,
-    gives a learngene per stage: `learngenes.stages`)."""
+    gives a learngene per stage: `learngenes.stages`), its preprocessing
+    with `overrides` applied."""
     if is_learngene(checkpoint):
         raise LgError(f"the {role} must be a model checkpoint; this file is a learngene")
-    loaded = load(checkpoint, heads=heads)
+    loaded = overridden(load(checkpoint, heads=heads), overrides)
     check_heads_known(loaded.spec, because="the learngene would record them", flag="--teacher-heads",
                       where=checkpoint.label)
+    preprocessing_of(loaded)  # says when it is assumed
     return loaded
 
 
@@ -443,13 +453,14 @@ def _own_shape(ancestry: ArchSpec, sizes: Mapping[str, Any]) -> ArchSpec:
 
 def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseSettings, *,
             teacher_heads: int | None, notify: Notify, stdin: BinaryIO | None,
-            started: float, reading: Mapping[str, Any]) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
+            started: float, reading: Mapping[str, Any],
+            overrides: Overrides | None = None) -> tuple[Learngene, Checkpoint, dict[str, Any]]:
     """Condense a training-free kind (PEG): sample its tensors from the
     ancestry, seeded. With `data`, score the learngene as a model of its own
     shape (its FFN layers deep, its heads wide, built by a fresh map φ) and
     the ancestry beside it."""
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
-    loaded = _load_teacher(checkpoint, teacher_heads, "ancestry")
+    loaded = _load_teacher(checkpoint, teacher_heads, "ancestry", overrides)
     kind = get_kind(kind.name, loaded.spec)  # per stage for a model of stages
     generator = torch.Generator().manual_seed(settings.seed)
     tensors, sizes = kind.sample(loaded.spec, loaded.stack, options, generator)
@@ -468,9 +479,11 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
            f"ancestry{' (per stage)' if loaded.spec.stages else ''} "
            f"({stages[0]['mixture']} mixtures, seed {settings.seed}); no training")
     if data is not None:
-        model = kind.prepare(learngene, own_shape, {}, settings.seed).eval()
+        model = attach(kind.prepare(learngene, own_shape, {}, settings.seed).eval(),
+                       loaded.spec.extras.get(PREPROCESSING))
         dataset = _read_data(model, data, checkpoint, "the ancestry", settings, reading, notify)
-        ancestry = get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack).float()
+        ancestry = attach(get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack).float(),
+                          loaded.spec.extras.get(PREPROCESSING))
         condensed.update({"data": dataset.describe(), **_scores(model, ancestry, dataset, settings.device)})
     learngene.condensed = condensed
     report.update({"steps": 0, "seconds": round(time.perf_counter() - started, 1), **condensed})

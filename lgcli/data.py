@@ -2,8 +2,12 @@
 
 Every dataset is loaded into two `ImageSet`s (train and test) that keep images
 at their native size and produce batches already shaped for a given model:
-resized to its input size, grayscale repeated to its channels, scaled to
-[-1, 1] (``(x - 0.5) / 0.5``, timm's ViT default). Keeping native images and
+prepared as the model wants (`lgcli.preprocessing.Preprocessing`: resized
+with its interpolation, centre-cropped as its crop_pct and crop_mode say,
+scaled to [0, 1], grayscale repeated to its channels, ``(x - mean) / std``
+per channel; without one, lg's own: squashed bilinear, ``(x - 0.5) / 0.5``,
+timm's ViT default). Image files are resized by PIL, as timm's and
+transformers' transforms resize them. Keeping native images and
 converting per batch lets one loaded dataset serve models of different input
 sizes (a shrunk and a grown model in one `lg eval`).
 
@@ -47,10 +51,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from lgcli.arch.base import NORMALIZE_MEAN, NORMALIZE_STD
 from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, UsageError, one_line, os_reason, shown
 from lgcli.lazy import F, np, torch
+from lgcli.preprocessing import Preprocessing, default_preprocessing
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 EMBEDDED_DIR = Path(__file__).parent / "datasets" / "fashion-mnist-mini"
@@ -147,10 +151,11 @@ def check_test_fraction(test_fraction: Any) -> float:
 
 
 class ImageSet:
-    """Images and integer labels; `batch(indices, image_size, channels)` gives
-    model-ready tensors. Subclasses hold images in memory or on disk. (A
-    map-style data set by its `__len__`; not derived from torch's Dataset,
-    whose import would make this module import torch: `lgcli.lazy`.)"""
+    """Images and integer labels; `batch(indices, image_size, channels,
+    preprocessing)` gives model-ready tensors. Subclasses hold images in
+    memory or on disk. (A map-style data set by its `__len__`; not derived
+    from torch's Dataset, whose import would make this module import torch:
+    `lgcli.lazy`.)"""
 
     labels: torch.Tensor  # (N,) int64
     channels: int  # native channels: 1 (grayscale) or 3 (RGB)
@@ -158,18 +163,54 @@ class ImageSet:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def native_batch(self, indices: Sequence[int], image_size: int) -> torch.Tensor:
-        """uint8 (B, channels, image_size, image_size)."""
+    def native_batch(self, indices: Sequence[int], image_size: int,
+                     preprocessing: Preprocessing | None = None) -> torch.Tensor:
+        """uint8 (B, channels, image_size, image_size): resized and cropped
+        as `preprocessing` says (None: squashed, bilinear)."""
         raise NotImplementedError
 
-    def batch(self, indices: Sequence[int], image_size: int, channels: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, indices: Sequence[int], image_size: int, channels: int,
+              preprocessing: Preprocessing | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(images, labels): the images prepared as `preprocessing` says
+        (None: lg's own, for a model of `channels` x `image_size`)."""
+        recipe = preprocessing or default_preprocessing((channels, image_size, image_size), "lg's default")
         indices = [int(i) for i in indices]
-        images = self.native_batch(indices, image_size).float().div_(255.0)
+        images = self.native_batch(indices, image_size, recipe).float().div_(255.0)
         images = match_channels(images, channels)
-        return (images - NORMALIZE_MEAN) / NORMALIZE_STD, self.labels[indices]
+        mean, std = _per_channel(recipe.mean, channels, "mean"), _per_channel(recipe.std, channels, "std")
+        return (images - mean) / std, self.labels[indices]
 
     def subset(self, indices: Sequence[int]) -> "ImageSet":
         return SubsetImages(self, list(indices))
+
+
+def _per_channel(values: Sequence[float], channels: int, name: str) -> torch.Tensor:
+    """A recipe's mean or std as a (channels, 1, 1) tensor."""
+    if len(values) != channels:
+        raise LgError(f"the preprocessing's {name} has {len(values)} values but the model takes {channels} channels")
+    return torch.tensor(values, dtype=torch.float32).view(channels, 1, 1)
+
+
+def resize_plan(height: int, width: int, size: int,
+                recipe: Preprocessing | None) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((height, width) an image of `height` x `width` is resized to, (top,
+    left) of the `size` x `size` centre then cut), as timm's eval transform
+    (`transforms_imagenet_eval`, torchvision's Resize and CenterCrop) does:
+    squash scales both edges to floor(size / crop_pct); center scales the
+    shorter edge so, keeping the aspect (the longer edge truncated)."""
+    scale = recipe.scale_size(size) if recipe is not None else size
+    if recipe is None or recipe.crop_mode == "squash":
+        resized = (scale, scale)
+    elif width <= height:
+        resized = (int(scale * height / width), scale)
+    else:
+        resized = (scale, int(scale * width / height))
+    return resized, (int(round((resized[0] - size) / 2.0)), int(round((resized[1] - size) / 2.0)))
+
+
+# F.interpolate's modes for the filters a tensor of images is resized with;
+# the others resize each image with PIL.
+TENSOR_MODES = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic"}
 
 
 class TensorImages(ImageSet):
@@ -184,12 +225,41 @@ class TensorImages(ImageSet):
         self.labels = labels.long()
         self.channels = images.shape[1]
 
-    def native_batch(self, indices: Sequence[int], image_size: int) -> torch.Tensor:
+    def native_batch(self, indices: Sequence[int], image_size: int,
+                     preprocessing: Preprocessing | None = None) -> torch.Tensor:
         images = self.images[list(indices)]
-        if images.shape[-1] != image_size or images.shape[-2] != image_size:
-            images = F.interpolate(images.float(), size=(image_size, image_size), mode="bilinear",
-                                   antialias=True, align_corners=False).round_().clamp_(0, 255).byte()
-        return images
+        height, width = images.shape[-2:]
+        (new_height, new_width), (top, left) = resize_plan(height, width, image_size, preprocessing)
+        if (new_height, new_width) != (height, width):
+            interpolation = preprocessing.interpolation if preprocessing is not None else "bilinear"
+            mode = TENSOR_MODES.get(interpolation)
+            if mode is None:
+                return _pil_resized(images, (new_height, new_width), (top, left), image_size, interpolation)
+            extra = {} if mode == "nearest" else {"antialias": True, "align_corners": False}
+            images = F.interpolate(images.float(), size=(new_height, new_width), mode=mode,
+                                   **extra).round_().clamp_(0, 255).byte()
+        return images[..., top:top + image_size, left:left + image_size]
+
+
+def _pil_resized(images: torch.Tensor, size: tuple[int, int], corner: tuple[int, int], crop: int,
+                 interpolation: str) -> torch.Tensor:
+    """uint8 images resized one by one with PIL's `interpolation` filter, then cut."""
+    from PIL import Image
+
+    out = []
+    for image in images:
+        pixels = image.permute(1, 2, 0).numpy()
+        picture = Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels)
+        resized = np.asarray(picture.resize((size[1], size[0]), _pil_filter(interpolation)), dtype=np.uint8)
+        out.append(torch.from_numpy(resized.reshape(size[0], size[1], -1).copy()).permute(2, 0, 1))
+    top, left = corner
+    return torch.stack(out)[..., top:top + crop, left:left + crop]
+
+
+def _pil_filter(interpolation: str):
+    from PIL import Image
+
+    return getattr(Image.Resampling, interpolation.upper())
 
 
 class FolderImages(ImageSet):
@@ -200,16 +270,21 @@ class FolderImages(ImageSet):
         self.labels = torch.tensor(labels, dtype=torch.long)
         self.channels = channels
 
-    def native_batch(self, indices: Sequence[int], image_size: int) -> torch.Tensor:
-        """Decodes the images now: a file that cannot be decoded is an `LgError` naming it."""
-        from PIL import Image
-
+    def native_batch(self, indices: Sequence[int], image_size: int,
+                     preprocessing: Preprocessing | None = None) -> torch.Tensor:
+        """Decodes the images now: a file that cannot be decoded is an
+        `LgError` naming it. Resized by PIL as timm's transform resizes
+        (torchvision's Resize on a PIL image), then the centre cut."""
         mode = "L" if self.channels == 1 else "RGB"
+        resample = _pil_filter(preprocessing.interpolation if preprocessing is not None else "bilinear")
 
         def pixels(image) -> np.ndarray:
             image = image.convert(mode)
-            if image.size != (image_size, image_size):
-                image = image.resize((image_size, image_size), Image.BILINEAR)
+            (height, width), (top, left) = resize_plan(image.height, image.width, image_size, preprocessing)
+            if image.size != (width, height):
+                image = image.resize((width, height), resample)
+            if (height, width) != (image_size, image_size):
+                image = image.crop((left, top, left + image_size, top + image_size))
             return np.asarray(image, dtype=np.uint8).reshape(image_size, image_size, -1)
 
         arrays = [_with_image(self.paths[index], pixels) for index in indices]
@@ -277,8 +352,9 @@ class SubsetImages(ImageSet):
         self.labels = parent.labels[indices]
         self.channels = parent.channels
 
-    def native_batch(self, indices: Sequence[int], image_size: int) -> torch.Tensor:
-        return self.parent.native_batch([self.indices[i] for i in indices], image_size)
+    def native_batch(self, indices: Sequence[int], image_size: int,
+                     preprocessing: Preprocessing | None = None) -> torch.Tensor:
+        return self.parent.native_batch([self.indices[i] for i in indices], image_size, preprocessing)
 
 
 @dataclass

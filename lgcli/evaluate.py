@@ -30,6 +30,8 @@ from lgcli.data import (DEFAULT_DATA, FASHION_MNIST_CLASSES, ImageData, check_ch
 from lgcli.checkpoint.reading import check_source, read_checkpoint
 from lgcli.errors import LgError, UsageError, notify_stderr, shown
 from lgcli.lazy import torch
+from lgcli.preprocessing import Overrides, attach
+from lgcli.recipe import preprocessing_of
 from lgcli.sizing import check_heads_known
 from lgcli.stack import ArchSpec
 from lgcli.text import TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
@@ -214,7 +216,10 @@ def fit_head(candidate: Candidate, num_classes: int, seed: int) -> None:
 
 
 def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str | None = None,
-                    seed: int = 0) -> list[Candidate]:
+                    seed: int = 0, preprocessing: Overrides | None = None) -> list[Candidate]:
+    """The rows: each checkpoint's model, its images prepared as it wants
+    them (`lgcli.preprocessing`, `preprocessing` over it); a random baseline
+    is prepared as the row it copies."""
     from lgcli.api import create_model, load_model
 
     if not paths:
@@ -229,6 +234,7 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
         model, spec = load_model(checkpoint, heads=heads)
         check_heads_known(spec, because="the model's outputs depend on them", flag="--heads",
                           where=checkpoint.label)
+        attach(model, preprocessing_of(model, overrides=preprocessing))
         candidates.append(Candidate(_row_name(path, candidates), model, path, architecture_of(model),
                                     companions=checkpoint.companions,
                                     where="<stdin>" if path == "-" else shown(path)))
@@ -242,7 +248,7 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
     for spec, candidate in zip(specs, list(candidates)):
         distinct.setdefault(_architecture_key(candidate.architecture), (spec, candidate))
     for spec, candidate in distinct.values():
-        model = create_model(spec, seed=seed)
+        model = attach(create_model(spec, seed=seed), preprocessing_of(candidate.model, notify=lambda message: None))
         name = "random" if len(distinct) == 1 else f"random ({candidate.name})"
         note = (f"timm's random initialisation of {candidate.name}'s architecture" if task == IMAGE_CLASSIFICATION
                 else f"the family's own random initialisation of {candidate.name}'s architecture")
@@ -369,8 +375,10 @@ def probe_row(candidate: Candidate, data: ImageData | TextData, settings: ProbeS
         if best is None or measure.rank(run["final"]) > measure.rank(best["final"]):
             best = run
     mean = f"mean_{measure.key}"
+    recipe = preprocessing_of(candidate.model, notify=lambda message: None) if isinstance(data, ImageData) else None
     row = {"name": candidate.name, "source": candidate.source, "architecture": candidate.architecture,
-           "notes": candidate.notes, "lr": best["lr"], "instinct": best["instinct"], "final": best["final"],
+           **({"preprocessing": recipe.report()} if recipe is not None else {}), "notes": candidate.notes,
+           "lr": best["lr"], "instinct": best["instinct"], "final": best["final"],
            mean: best[mean], "dip": best["dip"], "curve": best["curve"],
            **({"final_examples": best["final_examples"]} if "final_examples" in best else {})}
     if len(runs) > 1:
@@ -382,7 +390,7 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
              settings: ProbeSettings, *, baseline: str | None = None, heads: int | None = None,
              notify: Notify = notify_stderr, seq_len: int | None = None,
              subset: int | float | str | None = None, test_subset: int | float | str | None = None,
-             test_fraction: float | None = None) -> dict:
+             test_fraction: float | None = None, preprocessing: Overrides | None = None) -> dict:
     """Score (and with `settings.steps`, probe) every checkpoint; the report
     is JSON-ready (schema in docs/eval.md).
 
@@ -392,7 +400,9 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
     or folder `lgcli.text.load_text` reads (default kjv-mini) with the
     checkpoints' shared tokenizer, in windows of `seq_len` tokens (default
     min(128, the models' positions)). `subset`, `test_subset` and
-    `test_fraction` apply when the data are read here."""
+    `test_fraction` apply when the data are read here. Each image model's
+    images are prepared as it wants them (`lgcli.preprocessing`), with
+    `preprocessing` (--mean, --std, --interpolation) over every one."""
     settings.check()  # again: a settings object's fields can be changed after it was made
     if settings.steps == 0 and settings.lr_sweep:
         raise UsageError("--lr-sweep needs --steps: without fine-tuning there is no learning rate to sweep")
@@ -404,7 +414,8 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
     check_data_source(data)
     device_note = auto_device_note(settings.device)
     settings = dataclasses.replace(settings, device=concrete_device(settings.device))
-    candidates = load_candidates(paths, heads=heads, baseline=baseline, seed=settings.seed)
+    candidates = load_candidates(paths, heads=heads, baseline=baseline, seed=settings.seed,
+                                 preprocessing=preprocessing)
     task = common_task(candidates)
     if task == IMAGE_CLASSIFICATION:
         if data is None:
@@ -414,6 +425,8 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
         for candidate in candidates:
             check_channels(data, model_input(candidate.model)[0])
     else:
+        if preprocessing:
+            raise UsageError("--mean, --std and --interpolation prepare images; these checkpoints are language models")
         data = _text_data(candidates, task, data, seq_len=seq_len, subset=subset, test_subset=test_subset,
                           test_fraction=test_fraction, seed=settings.seed, notify=notify)
     if settings.steps and len(data.train) < settings.batch_size:

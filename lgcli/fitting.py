@@ -17,6 +17,7 @@ from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .data import ImageData, check_channels, load_data
 from .errors import LgError, notify_stderr
 from .learngenes import Learngene
+from .recipe import preprocessing_of
 from .text import TextData, builtin_texts, text_data_for
 from .train import TrainConfig, auto_device_note, concrete_device, distillation_loss, train
 
@@ -54,7 +55,9 @@ def fit_on_data(model: GeneratedModel, learngene: Learngene, options: Mapping[st
                          warmup_steps=options["steps"] // 10, seed=seed,
                          device=concrete_device(options["device"]),
                          description=f"fitting {what}")
-    result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]), teacher=teacher)
+    # The images prepared as the learngene says (its teacher's recipe, --mean ... over it: `resize.expand`).
+    result = train(model, data.train, config, loss_fn=distillation_loss(alpha, options["tau"]), teacher=teacher,
+                   preprocessing=preprocessing_of(learngene.spec))
     model.cpu()
     window = max(1, min(10, len(result.losses) // 5))
     return {"fitted": True, "data": data.describe(), "steps": result.steps, "lr": options["lr"],

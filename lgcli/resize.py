@@ -10,11 +10,12 @@ notebooks and scripts.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import time
 from functools import partial
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Mapping
 
 from .api import Loaded, check_card_file, is_learngene, load, load_learngene, load_line, plan_output, save
 from .arch import get_adapter
@@ -28,6 +29,7 @@ from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_m
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import DEFAULT_SHARD_SIZE, parse_byte_size
 from .options import resolve_options as resolve_declared
+from .preprocessing import PREPROCESSING, Overrides, with_preprocessing
 from .sizing import (BUDGET_FILL, BudgetShape, MixedChange, WidthKept, at_depths_of, check_direction,
                      check_heads_known, depth_then_width_pipe, keeps_width, mixed_change_pipe, moves_heads,
                      peak_memory, shape_for_budget, spec_sizes, target_spec)
@@ -219,6 +221,7 @@ def expand(learngene: Learngene, *, depth: int | None = None, width: int | None 
     its Stack and a JSON-ready report."""
     started = time.perf_counter()
     notify = notify or notify_stderr
+    learngene = _with_overrides(learngene, options)
     kind = get_kind(learngene.kind, learngene.spec)
     resolved, target = expand_target(learngene, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
                                      kv_heads=kv_heads, max_params=max_params, **options)
@@ -233,6 +236,21 @@ def expand(learngene: Learngene, *, depth: int | None = None, width: int | None 
               "parameters": {"source": learngene.num_parameters(), "target": stack.num_parameters()},
               "details": details, "seconds": round(time.perf_counter() - started, 3)}
     return target, stack, report
+
+
+def _with_overrides(learngene: Learngene, options: Mapping[str, Any]) -> Learngene:
+    """The learngene with `--mean`, `--std`, `--interpolation` over the
+    preprocessing it records: the images of --data are prepared so, and the
+    descendant records it. Without --data there are no images to prepare."""
+    overrides = Overrides.parse(options.get("mean"), options.get("std"), options.get("interpolation"))
+    if not overrides:
+        return learngene
+    if options.get("data") is None:
+        raise UsageError("--mean, --std and --interpolation say how the images of --data are prepared: give --data D")
+    recipe = learngene.spec.extras.get(PREPROCESSING)
+    if recipe is None:
+        raise UsageError("--mean, --std and --interpolation are for image models; this learngene's takes tokens")
+    return dataclasses.replace(learngene, spec=with_preprocessing(learngene.spec, overrides.apply(recipe)))
 
 
 def expand_target(learngene: Learngene, *, depth: int | None = None, width: int | None = None,

@@ -45,6 +45,7 @@ from lgcli.data import ImageSet, check_real, check_seed, check_whole, train_orde
 from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, one_line, os_reason, shown
 from lgcli.lazy import F, dist, no_grad, torch
+from lgcli.preprocessing import MODEL_ATTRIBUTE, Preprocessing
 
 # `loss_fn(logits, labels, teacher_logits) -> scalar loss`; teacher_logits is
 # None unless `train` was given a teacher. Logits are (..., classes) and
@@ -231,6 +232,13 @@ def model_input(model: torch.nn.Module) -> tuple[int, int]:
     return adapter_of_model(model).model_input(model)
 
 
+def model_preprocessing(model: torch.nn.Module) -> Preprocessing | None:
+    """How a model wants its images, as whoever built it said
+    (`lgcli.load_model`, lg eval, bench, condense: `preprocessing.MODEL_ATTRIBUTE`);
+    None: lg's own."""
+    return getattr(model, MODEL_ATTRIBUTE, None)
+
+
 @dataclass
 class Distributed:
     rank: int = 0
@@ -390,19 +398,22 @@ class Batches(Protocol):
 
 
 class ImageBatches:
-    """An `ImageSet` as `Batches`: images resized to the model's input size,
-    labels as targets, optional augmentation (`augment_batch`)."""
+    """An `ImageSet` as `Batches`: images prepared for the model (its input
+    size, its `Preprocessing`), labels as targets, optional augmentation
+    (`augment_batch`)."""
 
     unit = "images"
 
-    def __init__(self, data: ImageSet, image_size: int, channels: int, augment: bool = False):
+    def __init__(self, data: ImageSet, image_size: int, channels: int, augment: bool = False,
+                 preprocessing: Preprocessing | None = None):
         self.data, self.image_size, self.channels, self.augment = data, image_size, channels, augment
+        self.preprocessing = preprocessing
 
     def __len__(self) -> int:
         return len(self.data)
 
     def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.data.batch(indices, self.image_size, self.channels)
+        return self.data.batch(indices, self.image_size, self.channels, self.preprocessing)
 
     def vary(self, inputs: torch.Tensor, targets: torch.Tensor, generator: torch.Generator, rank: int,
              world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -601,11 +612,13 @@ def _brief(value: Any) -> str:
 def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig, *,
           loss_fn: LossFn | None = None, teacher: torch.nn.Module | None = None,
           parameters: Iterable[torch.nn.Parameter] | None = None, on_step: StepCallback | None = None,
-          image_size: int | None = None, channels: int | None = None) -> TrainResult:
+          image_size: int | None = None, channels: int | None = None,
+          preprocessing: Preprocessing | None = None) -> TrainResult:
     """Train `model` in place on `data` for `config.steps` optimiser steps.
 
     `data` is an `ImageSet` (batches shaped for the model: `image_size` and
-    `channels` default to what it takes; `config.augment` varies them) or
+    `channels` default to what it takes, `preprocessing` to the model's own,
+    `model_preprocessing`; `config.augment` varies them) or
     any other `Batches` (token windows). `model` is any module mapping
     inputs to logits: a timm model, a language model, or a
     `GeneratedModel` whose parameters are a learngene's tensors.
@@ -620,7 +633,8 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     device = resolve_device(config.device, distributed)
     if isinstance(data, ImageSet):
         model_channels, model_size = model_input(model)
-        data = ImageBatches(data, image_size or model_size, channels or model_channels, config.augment)
+        data = ImageBatches(data, image_size or model_size, channels or model_channels, config.augment,
+                            preprocessing or model_preprocessing(model))
     elif config.augment:
         raise LgError(f"augmentation (shifts and flips) is for images; these are {data.unit}")
     loss_fn = loss_fn or cross_entropy_loss(config.label_smoothing)
@@ -765,24 +779,27 @@ def _progress(config: TrainConfig, distributed: Distributed):
 @no_grad
 def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int = 256, device: str = "cpu",
                       image_size: int | None = None, channels: int | None = None,
-                      examples: list | None = None) -> dict[str, float]:
+                      preprocessing: Preprocessing | None = None, examples: list | None = None) -> dict[str, float]:
     """Top-1, top-5 (top-k for k = min(5, classes)) and mean cross-entropy on
-    all of `data`. Under DDP each process scores a share and the totals are
-    summed, so every process returns the same figures. `examples`, a list,
-    gets each image's top-1 (100 or 0) of this process's share, in order:
-    what a bootstrap over test examples resamples (`lgcli.intervals`)."""
+    all of `data`, its images prepared as `preprocessing` says (default: the
+    model's own, `model_preprocessing`). Under DDP each process scores a
+    share and the totals are summed, so every process returns the same figures.
+    `examples`, a list, gets each image's top-1 (100 or 0) of this process's
+    share, in order: what a bootstrap over test examples resamples
+    (`lgcli.intervals`)."""
     batch_size = check_whole(batch_size, "the evaluation batch size", 1)
     distributed = distributed_setup(device)
     target = resolve_device(device, distributed)
     if channels is None or image_size is None:
         model_channels, model_size = model_input(model)
         channels, image_size = channels or model_channels, image_size or model_size
+    preprocessing = preprocessing or model_preprocessing(model)
     was_training = model.training
     model.to(target).eval()
     totals = torch.zeros(4, dtype=torch.float64)  # correct@1, correct@k, loss sum, count
     indices = list(range(distributed.rank, len(data), distributed.world_size))
     for start in range(0, len(indices), batch_size):
-        images, labels = data.batch(indices[start:start + batch_size], image_size, channels)
+        images, labels = data.batch(indices[start:start + batch_size], image_size, channels, preprocessing)
         images, labels = images.to(target), labels.to(target)
         with autocast(target):
             logits = image_logits(model(images)).float()

@@ -33,7 +33,8 @@ def non_trivial(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
 def folder_builder(tmp_path_factory, make: Callable[[str], torch.nn.Module],
                    processor) -> Callable[[str], tuple[Path, torch.nn.Module]]:
     """variant -> (its source folder, the model it holds), each built once:
-    `make(variant)` saved with `processor`'s preprocessor_config.json."""
+    `make(variant)` saved with `processor`'s preprocessor_config.json (or
+    `processor(variant)`'s: a grayscale model's states one mean and std)."""
     made: dict[str, tuple[Path, torch.nn.Module]] = {}
 
     def get(variant: str) -> tuple[Path, torch.nn.Module]:
@@ -41,7 +42,7 @@ def folder_builder(tmp_path_factory, make: Callable[[str], torch.nn.Module],
             folder = tmp_path_factory.mktemp(variant) / "src"
             model = make(variant)
             model.save_pretrained(folder)
-            processor.save_pretrained(folder)
+            (processor if hasattr(processor, "save_pretrained") else processor(variant)).save_pretrained(folder)
             made[variant] = folder, model
         return made[variant]
 

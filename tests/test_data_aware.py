@@ -261,7 +261,8 @@ def test_transformers_vision_models_are_calibrated_and_load_strictly(tmp_path, l
 
     source = tmp_path / "src"
     make_image_model(variant).save_pretrained(source)
-    transformers.BitImageProcessor(size={"height": 16, "width": 16}).save_pretrained(source)
+    transformers.BitImageProcessor(size={"height": 16, "width": 16},
+                                   crop_size={"height": 16, "width": 16}).save_pretrained(source)
     out = tmp_path / "out"
     result = lg("shrink", source, *sizes, "--method", method, "--calibrate", IMAGES, "--calibrate-samples", "4",
                 "-o", out, "--json")

@@ -342,7 +342,8 @@ def test_a_hugging_face_image_classifier_is_healed_into_a_folder_of_its_own(imag
     torch.manual_seed(0)
     teacher = tmp_path / "teacher"
     non_trivial(transformers.ViTForImageClassification(config)).save_pretrained(teacher)
-    transformers.ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(teacher)
+    transformers.ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.5],
+                                   image_std=[0.5]).save_pretrained(teacher)  # one channel
     student, out = tmp_path / "student", tmp_path / "healed"
     resize_file(teacher, student, direction="shrink", depth=1, notify=lambda m: None)
     report = distill_file(student, out, teacher=teacher, data=images, settings=fast(steps=2), **QUIET)

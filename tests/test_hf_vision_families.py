@@ -56,7 +56,7 @@ def make_model(variant: str) -> torch.nn.Module:
 def built(tmp_path_factory):
     """variant -> (source folder, the model it holds), each built once."""
     return folder_builder(tmp_path_factory, make_model, transformers.BitImageProcessor(
-        size={"height": 16, "width": 16}))
+        size={"height": 16, "width": 16}, crop_size={"height": 16, "width": 16}))
 
 
 def images(seed: int = 1) -> torch.Tensor:

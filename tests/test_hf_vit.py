@@ -37,8 +37,12 @@ def make_model(variant: str) -> torch.nn.Module:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """variant -> (source folder, the model it holds), each built once."""
-    return folder_builder(tmp_path_factory, make_model, transformers.ViTImageProcessor(
-        size={"height": 16, "width": 16}))
+    def processor(variant: str):
+        channels = VARIANTS[variant][2]  # one mean and std per channel the model takes
+        return transformers.ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.5] * channels,
+                                              image_std=[0.5] * channels)
+
+    return folder_builder(tmp_path_factory, make_model, processor)
 
 
 def images(channels: int, seed: int = 1) -> torch.Tensor:

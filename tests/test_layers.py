@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lgcli"
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "lazy", "tables", "intervals"),  # one-line errors; torch & co. imported on first use; tables
                                                 # that fit; 95 % intervals and ties
-    ("lgcli", "options", "header", "stack", "hub"),  # the version, declared options, the safetensors header,
+    ("lgcli", "options", "header", "stack", "hub", "preprocessing"),  # the version, declared options, the safetensors header,
                                                      # ArchSpec/Stack, hub ids to cache paths
     ("checkpoint",),                      # bytes: files, pipes, shards, metadata and provenance
     ("arch",),                            # one adapter per family
@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("train",),                           # the one training loop
     ("text",),                            # text data and language-model evaluation
     ("calibration",),                     # a model's statistics on data, for the data-aware methods
+    ("recipe",),                          # how a given model wants its images (reads checkpoints and models)
     ("fitting",),                         # training on data for what a learngene builds
     ("resize", "condense", "evaluate"),   # the commands, as library functions
     ("distill",),                         # healing a model from a teacher (condense's stopping rule)

@@ -17,7 +17,7 @@ from PIL import Image
 
 import lgcli
 from lgcli.api import inspect_checkpoint
-from lgcli.arch.timm_vit_names import REGISTERED_VITS, SPECIAL_VARIANTS, USABLE_KWARGS
+from lgcli.arch.timm_vit_names import REGISTERED_PREPROCESSING, REGISTERED_VITS, SPECIAL_VARIANTS, USABLE_KWARGS
 from lgcli.data import TensorImages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,6 +73,17 @@ def registered_plain_vits() -> dict[str, tuple[str, dict]]:
 
 def test_the_table_is_timms_registry():
     assert REGISTERED_VITS == registered_plain_vits()
+
+
+def test_the_preprocessing_table_is_timms_default_cfgs():
+    """Each listed model's default pretrained config, as lg keeps it (for a
+    file of that architecture: `vit.timm_stated_preprocessing`)."""
+    def cfg(name: str) -> tuple:
+        c = timm.models.get_pretrained_cfg(name)
+        return (tuple(float(v) for v in c.mean), tuple(float(v) for v in c.std), c.interpolation,
+                float(c.crop_pct), c.crop_mode)
+
+    assert REGISTERED_PREPROCESSING == {name: cfg(name) for name in REGISTERED_VITS}
 
 
 def save_vit(path, name, **kwargs):
@@ -145,3 +156,34 @@ def test_every_registered_shape_gets_a_line_that_loads_it_strictly(tmp_path, nam
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():  # the same weights in the same function (fused attention may differ in the last bit)
         torch.testing.assert_close(loaded(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_line_of_a_model_prepared_otherwise_gives_a_transform_that_preprocesses_as_lg_does(tmp_path):
+    """Not only lg's own 0.5: a shrunk distilled DeiT-Ti records its
+    registered model's recipe (ImageNet's mean and std, bicubic, a 0.9
+    centre crop), and its line's data config prepares a PIL image exactly as
+    lg's image folders do (issue 31)."""
+    from safetensors.torch import save_file
+
+    from lgcli.api import load
+    from lgcli.data import FolderImages
+    from lgcli.preprocessing import PREPROCESSING
+    from lgcli.resize import resize_file
+
+    source = tmp_path / "deit.safetensors"
+    save_file(timm.create_model("deit_tiny_distilled_patch16_224", pretrained=False).state_dict(), str(source))
+    out = tmp_path / "small.safetensors"
+    resize_file(str(source), str(out), direction="shrink", depth=2, notify=lambda message: None)
+    model = built_by_line(inspect_checkpoint(out))
+    config = timm.data.resolve_data_config(model=model)
+    registered = timm.models.get_pretrained_cfg("deit_tiny_distilled_patch16_224")
+    assert (config["mean"], config["interpolation"], config["crop_pct"], config["crop_mode"]) == \
+        (registered.mean, registered.interpolation, registered.crop_pct, registered.crop_mode) == \
+        ((0.485, 0.456, 0.406), "bicubic", 0.9, "center")
+    image = tmp_path / "c" / "0.png"
+    image.parent.mkdir()
+    Image.fromarray(np.random.default_rng(2).integers(0, 256, size=(300, 260, 3), dtype=np.uint8)).save(image)
+    recipe = load(out).spec.extras[PREPROCESSING]
+    lg_input, _ = FolderImages([image], [0], 3).batch([0], 224, 3, recipe)
+    timm_input = timm.data.create_transform(**config)(Image.open(image).convert("RGB"))
+    torch.testing.assert_close(timm_input, lg_input[0], rtol=0, atol=1e-6)

@@ -29,13 +29,8 @@ IMAGE_CLASSIFICATION, CAUSAL_LM, MASKED_LM, TEXT_ENCODER = (
     "image-classification", "causal-lm", "masked-lm", "text-encoder")
 TASKS = (IMAGE_CLASSIFICATION, CAUSAL_LM, MASKED_LM, TEXT_ENCODER)
 
-# How lg feeds an image classifier (`lgcli.data`): squashed to the model's
-# square input size with bilinear resampling (no crop), scaled to [0, 1], then
-# (x - mean) / std on every channel. An image family's load line states the same
-# (timm's data config), so a user's own pipeline gives the model what lg did.
-NORMALIZE_MEAN = 0.5
-NORMALIZE_STD = 0.5
-IMAGE_INTERPOLATION = "bilinear"
+# How lg feeds an image classifier is each model's own preprocessing
+# (`lgcli.preprocessing`; lg's default there, for a model that states none).
 
 
 class FamilyAdapter(Protocol):

@@ -76,6 +76,8 @@ WHOLE_CLIP = "clip"  # a CLIPModel's model_type: refused, with the way to its vi
 class ClipVisionAdapter(HfVitAdapter):
     """`HfVitAdapter` with CLIP's projection, and the whole CLIPModel refused."""
 
+    image_processor = "CLIPImageProcessor"
+
     layout = LAYOUT
 
     def recognises_config(self, config: Mapping[str, Any]) -> bool:

@@ -133,6 +133,8 @@ def swiglu_of(config: Mapping[str, Any]) -> bool:
 class Dinov2Adapter(HfVitAdapter):
     """`HfVitAdapter` with DINOv2's MLP size and its two MLPs."""
 
+    image_processor = "BitImageProcessor"
+
     layout = LAYOUT
 
     def sizes(self, config: Mapping[str, Any]) -> Sizes:

@@ -21,15 +21,18 @@ where a live model is built or called.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import LgError
+from ..checkpoint.companions import companion_bytes
+from ..errors import LgError, shown
 from ..lazy import nn, torch
+from ..preprocessing import PREPROCESSING, Preprocessing, from_image_processor, image_processor_fields
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack, TensorGroup
 from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import Heads, StoredTensors
-from .hf import Architecture, HfAdapter, HfLayout, config_int
+from .hf import Architecture, HfAdapter, HfLayout, config_int, import_transformers
 
 
 @dataclass(frozen=True)
@@ -306,8 +309,14 @@ class HfVitAdapter(HfAdapter):
         model.config.num_labels = num_classes
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
-        hf_config = self.hf_config(spec)
-        return int(hf_config.num_channels), int(hf_config.image_size), int(hf_config.image_size)
+        # Read from config.json where it states both (`lg inspect` imports
+        # no torch); the config class's defaults where it leaves one out.
+        config = spec.extras.get("config") or {}
+        channels, size = config.get("num_channels"), config.get("image_size")
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (channels, size)):
+            hf_config = self.hf_config(spec)
+            channels, size = hf_config.num_channels, hf_config.image_size
+        return int(channels), int(size), int(size)
 
     def architecture_of(self, model: nn.Module) -> dict[str, Any]:
         config = model.config
@@ -321,6 +330,72 @@ class HfVitAdapter(HfAdapter):
         # As timm's ViT (`no_weight_decay`): positions and prefix tokens.
         return frozenset({"pos_embed", "cls_token", "dist_token"})
 
+    # ------------------------------------------------------------ preprocessing
+    # The transformers image processor class that prepares this family's
+    # images (what a preprocessor_config.json lg writes, where the source had
+    # none, names: `written_companions`).
+    image_processor = "ViTImageProcessor"
+
+    def processor_config(self, data: bytes) -> dict[str, Any]:
+        """A preprocessor_config.json's fields, those it leaves out filled
+        with its image processor class's defaults (transformers' own: cheaper
+        than restating every class's); malformed JSON refused in one line."""
+        try:
+            config = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise LgError(f"{PROCESSOR_FILE} is not valid JSON ({str(error).splitlines()[0][:80]})") from None
+        if not isinstance(config, dict):
+            raise LgError(f"{PROCESSOR_FILE} must be a JSON object")
+        if all(field in config for field in PROCESSOR_FIELDS):
+            return config
+        name = config.get("image_processor_type", self.image_processor)
+        transformers = import_transformers()
+        processor_class = getattr(transformers, name, None) if isinstance(name, str) else None
+        if processor_class is None or not name.endswith("ImageProcessor"):
+            raise LgError(f"{PROCESSOR_FILE}: image_processor_type {shown(repr(name)[:60])} is not a transformers "
+                          f"image processor lg knows, and the file leaves out "
+                          f"{', '.join(f for f in PROCESSOR_FIELDS if f not in config)}")
+        return {**processor_class().to_dict(), **config}
+
+    def stated_preprocessing(self, spec: ArchSpec, companions: Mapping[str, Any],
+                             input_size: tuple[int, int, int]) -> Preprocessing | None:
+        """The folder's preprocessor_config.json (None without one), read
+        and checked by `preprocessing.from_image_processor`."""
+        if PROCESSOR_FILE not in companions:
+            return None
+        config = self.processor_config(companion_bytes(companions, PROCESSOR_FILE))
+        return from_image_processor(config, input_size, f"Hugging Face folder's {PROCESSOR_FILE}")
+
+    def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
+        """The source's preprocessor_config.json as it is, unless the model
+        was trained with other preprocessing (--mean ...): then its
+        fields say that one."""
+        wanted = spec.extras.get(PREPROCESSING)
+        if name != PROCESSOR_FILE or wanted is None:
+            return super().rewrite_companion(name, data, spec)
+        config = self.processor_config(data)
+        if from_image_processor(config, wanted.input_size).same_recipe(wanted):
+            return data
+        config.update(image_processor_fields(wanted))
+        return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()
+
+    def written_companions(self, spec: ArchSpec) -> dict[str, bytes]:
+        """A preprocessor_config.json stating the model's preprocessing,
+        for a folder whose source had none (`api.folder_files` keeps the
+        source's where it had one)."""
+        preprocessing = spec.extras.get(PREPROCESSING)
+        if preprocessing is None:
+            return {}
+        config = {"image_processor_type": self.image_processor, **image_processor_fields(preprocessing)}
+        return {PROCESSOR_FILE: (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()}
+
+
+PROCESSOR_FILE = "preprocessor_config.json"
+# The fields lg reads from it (`preprocessing.from_image_processor`).
+PROCESSOR_FIELDS = ("do_resize", "size", "resample", "do_rescale", "rescale_factor", "do_normalize", "image_mean",
+                    "image_std")
+
 
 class HfDeitAdapter(HfVitAdapter):
     layout = DEIT_LAYOUT
+    image_processor = "DeiTImageProcessor"

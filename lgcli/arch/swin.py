@@ -48,7 +48,7 @@ from .declared import (DeclaredAdapter, Layout, StoredTensors, checked_reading, 
                        memory_reader)
 from .vit import BLOCK_KEYS as VIT_BLOCK_KEYS
 from .vit import (QKV_BIAS, QKV_WEIGHT, TIMM_HUB_CONFIG, is_timm_hub_config, json_shown, local_dir_call,
-                  refuse_unloadable, timm_hub_folder_config, timm_hub_meta_model)
+                  refuse_unloadable, timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
 
 FAMILY = "swin"
 MODEL_NAME = "swin_tiny_patch4_window7_224"
@@ -521,7 +521,12 @@ class SwinAdapter(StagedAdapter):
         sizes = {key: list(args[key]) if isinstance(args[key], tuple) else args[key]
                  for key in ("embed_dim", "depths", "num_heads", "mlp_ratio")}
         # A Swin's pooled features are its last stage's width.
-        return timm_hub_folder_config(hub, sizes, spec.stages[-1].width, args["num_classes"])
+        return timm_hub_folder_config(hub, sizes, spec.stages[-1].width, args["num_classes"], spec)
+
+    @staticmethod
+    def stated_preprocessing(spec: ArchSpec, companions: Mapping[str, Any], input_size: tuple[int, int, int]):
+        """A timm hub folder's `pretrained_cfg` (`vit.timm_stated_preprocessing`)."""
+        return timm_stated_preprocessing(spec, input_size)
 
     @staticmethod
     def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:

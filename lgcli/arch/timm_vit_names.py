@@ -109,6 +109,84 @@ REGISTERED_VITS: dict[str, tuple[str, dict]] = {
 }
 
 
+# name -> (mean, std, interpolation, crop_pct, crop_mode) of its default pretrained
+# config: how timm's `resolve_data_config` prepares its images (`vit.VitAdapter.stated_preprocessing`).
+REGISTERED_PREPROCESSING: dict[str, tuple] = {
+    'deit3_base_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit3_base_patch16_384': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'deit3_huge_patch14_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit3_large_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit3_large_patch16_384': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'deit3_medium_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit3_small_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit3_small_patch16_384': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'deit_base_distilled_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit_base_distilled_patch16_384': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'deit_base_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit_base_patch16_384': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'deit_small_distilled_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit_small_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit_tiny_distilled_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'deit_tiny_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'vit_base_patch14_dinov2': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'vit_base_patch14_reg1_tipsv2': ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 'bicubic', 1.0, 'center'),
+    'vit_base_patch14_reg4_dinov2': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'vit_base_patch16_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_base_patch16_224_miil': ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 'bilinear', 0.875, 'center'),
+    'vit_base_patch16_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_base_patch16_gap_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_base_patch16_plus_240': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_base_patch16_reg4_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_base_patch32_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_base_patch32_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_base_patch32_plus_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_base_patch8_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_betwixt_patch16_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_betwixt_patch16_reg1_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_betwixt_patch16_reg4_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_betwixt_patch16_reg4_gap_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_giant_patch14_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_giant_patch16_gap_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'vit_gigantic_patch14_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_huge_patch14_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_huge_patch14_gap_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'vit_huge_patch16_gap_448': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'vit_large_patch14_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_large_patch14_dinov2': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'vit_large_patch14_reg1_tipsv2': ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 'bicubic', 1.0, 'center'),
+    'vit_large_patch14_reg4_dinov2': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'vit_large_patch16_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_large_patch16_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_large_patch32_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_large_patch32_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_little_patch16_reg1_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_little_patch16_reg4_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_medium_patch16_gap_240': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_medium_patch16_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_medium_patch16_gap_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'squash'),
+    'vit_medium_patch16_reg1_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_medium_patch16_reg4_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_mediumd_patch16_reg4_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_mediumd_patch16_reg4_gap_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_small_patch14_dinov2': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'vit_small_patch14_reg4_dinov2': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
+    'vit_small_patch16_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_small_patch16_36x1_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_small_patch16_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_small_patch32_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_small_patch32_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_small_patch8_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
+    'vit_so150m2_patch16_reg1_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_so150m2_patch16_reg1_gap_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_so150m2_patch16_reg1_gap_448': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'squash'),
+    'vit_so150m_patch16_reg4_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+    'vit_so150m_patch16_reg4_gap_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_so400m_patch14_reg1_tipsv2': ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 'bicubic', 1.0, 'center'),
+    'vit_tiny_patch16_224': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.9, 'center'),
+    'vit_tiny_patch16_384': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 1.0, 'center'),
+    'vit_wee_patch16_reg1_gap_256': ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5), 'bicubic', 0.95, 'center'),
+}
+
 def _resolved(args: dict) -> dict:
     """`args` over VisionTransformer's defaults, with fc_norm as timm resolves
     it: None means a norm after pooling for the pooled (avg, max) outputs, and
@@ -135,6 +213,16 @@ def _differing(mine: dict, registered: dict) -> list[str]:
     if "global_pool" in differ and "fc_norm" not in differ:
         differ.append("fc_norm")  # timm resolves fc_norm from the pooling unless it is given
     return differ
+
+
+def registered_alike(name: str) -> list[str]:
+    """The other registered models of `name`'s very architecture (timm's
+    vit_tiny_patch16_224 and deit_tiny_patch16_224: one architecture, two
+    trainings, each with its own preprocessing)."""
+    kind, args = REGISTERED_VITS[name]
+    mine = _resolved(args)
+    return [other for other, (other_kind, other_args) in REGISTERED_VITS.items()
+            if other != name and other_kind == kind and not _differing(mine, _resolved(other_args))]
 
 
 def registered_name(args: dict, distilled: bool, preferred: str) -> tuple[str, list[str]]:

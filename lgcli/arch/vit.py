@@ -23,15 +23,17 @@ is written as one (`folder_config`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
-from .base import IMAGE_CLASSIFICATION, IMAGE_INTERPOLATION, NORMALIZE_MEAN, NORMALIZE_STD, Reader
+from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing, from_record
+from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
-from .timm_vit_names import registered_name
+from .timm_vit_names import REGISTERED_PREPROCESSING, registered_alike, registered_name
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
@@ -208,10 +210,13 @@ def local_dir_call(spec: ArchSpec, path: str) -> str | None:
 
 
 def timm_hub_folder_config(hub: Mapping[str, Any], sizes: Mapping[str, Any], num_features: int,
-                           num_classes: int) -> dict[str, Any]:
+                           num_classes: int, spec: ArchSpec | None = None) -> dict[str, Any]:
     """A timm hub folder's config.json (`hub`, the source's) with a resized
     model's sizes: timm builds `architecture` with `model_args` over its
-    defaults, so every size a resize changes is written there."""
+    defaults, so every size a resize changes is written there. Its
+    `pretrained_cfg` states the preprocessing `spec` carries (the source's,
+    or what lg trained it with), so timm's `resolve_data_config` prepares
+    images as lg did."""
     import copy
 
     config = copy.deepcopy(dict(hub))
@@ -220,7 +225,45 @@ def timm_hub_folder_config(hub: Mapping[str, Any], sizes: Mapping[str, Any], num
     config["num_classes"] = num_classes
     if isinstance(config.get("pretrained_cfg"), dict):
         config["pretrained_cfg"]["num_classes"] = num_classes
+    preprocessing = spec.extras.get(PREPROCESSING) if spec is not None else None
+    if preprocessing is not None:
+        config["pretrained_cfg"] = {**(config.get("pretrained_cfg") or {}),
+                                    **{k: list(v) if isinstance(v, tuple) else v
+                                       for k, v in preprocessing.timm_cfg().items()}}
     return config
+
+
+def timm_stated_preprocessing(spec: ArchSpec, input_size: tuple[int, int, int],
+                              registered: str | None = None) -> Preprocessing | None:
+    """What timm says of a model's images: a timm hub folder's
+    `pretrained_cfg` (timm's defaults for the fields it leaves out, as
+    `resolve_data_config` takes them), else the default pretrained config of
+    the `registered` model the file's architecture is (lg's table of timm's
+    registry), else nothing."""
+    hub = spec.extras.get(TIMM_HUB_CONFIG)
+    if hub is not None:
+        cfg = hub.get("pretrained_cfg") or {}
+        try:
+            return from_record(cfg, input_size, "timm hub folder's config.json pretrained_cfg")
+        except LgError as error:
+            raise LgError(f"config.json's pretrained_cfg: {error}") from None
+    if registered is not None and registered in REGISTERED_PREPROCESSING:
+        mean, std, interpolation, crop_pct, crop_mode = REGISTERED_PREPROCESSING[registered]
+        if len(mean) == input_size[0]:
+            recipe = from_record({"mean": mean, "std": std, "interpolation": interpolation, "crop_pct": crop_pct,
+                                  "crop_mode": crop_mode}, input_size,
+                                 f"timm's default pretrained_cfg of {registered} (the file's architecture)")
+            # One architecture, several trainings prepared otherwise: the
+            # load line's model is taken, and said to be assumed.
+            others = [name for name in registered_alike(registered)
+                      if REGISTERED_PREPROCESSING[name] != REGISTERED_PREPROCESSING[registered]]
+            if others:
+                return dataclasses.replace(
+                    recipe, assumed=True,
+                    source=f"timm's default pretrained_cfg of {registered}, assumed: the file's architecture is "
+                           f"also {', '.join(others)}'s, prepared otherwise")
+            return recipe
+    return None
 
 
 def check_recorded_size(args: Mapping[str, Any], where: str) -> None:
@@ -457,7 +500,16 @@ class VitAdapter(DeclaredAdapter):
         args = self.model_args(spec)
         # A ViT's pooled features are its width.
         return timm_hub_folder_config(hub, {"depth": spec.depth, "embed_dim": spec.width, "num_heads": spec.heads,
-                                            "mlp_ratio": args["mlp_ratio"]}, spec.width, args["num_classes"])
+                                            "mlp_ratio": args["mlp_ratio"]}, spec.width, args["num_classes"], spec)
+
+    def stated_preprocessing(self, spec: ArchSpec, companions: Mapping[str, Any],
+                             input_size: tuple[int, int, int]) -> Preprocessing | None:
+        """timm's statement of how this model's images are prepared
+        (`timm_stated_preprocessing`): a registered model's only when the
+        file's architecture is exactly that model's."""
+        name, differ = registered_name(self.model_args(spec), bool(spec.extras.get("distilled")),
+                                       self.model_name(spec))
+        return timm_stated_preprocessing(spec, input_size, None if differ else name)
 
     @staticmethod
     def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
@@ -484,15 +536,16 @@ class VitAdapter(DeclaredAdapter):
     def pretrained_cfg_overlay(self, spec: ArchSpec, path: str) -> dict[str, Any]:
         # num_classes: timm drops the head (and loads non-strictly) when it
         # differs from the pretrained config's; input_size: channels and size;
-        # the rest is lg's own preprocessing (arch.base), so that
+        # the rest is the preprocessing the spec carries (`lgcli.preprocessing`:
+        # lg's metadata, timm's statement, else lg's own), so that
         # timm.data.resolve_data_config + create_transform feed the model as
-        # lg does: one mean and std per channel, squashed, not cropped.
+        # lg does: one mean and std per channel, resized and cropped alike.
         e = spec.extras
         channels = e["in_chans"]
-        return {"file": path, "num_classes": e["num_classes"],
-                "input_size": (channels, e["img_size"], e["img_size"]),
-                "mean": (NORMALIZE_MEAN,) * channels, "std": (NORMALIZE_STD,) * channels,
-                "interpolation": IMAGE_INTERPOLATION, "crop_pct": 1.0, "crop_mode": "squash"}
+        input_size = (channels, e["img_size"], e["img_size"])
+        preprocessing = e.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
+        return {"file": path, "num_classes": e["num_classes"], "input_size": input_size,
+                **preprocessing.timm_cfg()}
 
     @staticmethod
     def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:

@@ -12,6 +12,9 @@ transformers expect) plus lg's keys, all prefixed ``lg.``:
   which nests its source in turn: provenance chains through pipes)
 - ``lg.learngene`` (learngenes only, JSON): the kind's own sizes, and what
   condensing recorded (steps, seconds, the auxiliary model's test accuracy)
+- ``lg.preprocessing`` (image models and learngenes, JSON): how the model's
+  images are prepared (mean, std, interpolation, crop_pct, crop_mode:
+  `lgcli.preprocessing`), what lg fed it
 - ``lg.version``
 
 and, in a single file made from a text model (a pipe, a learngene), the
@@ -35,13 +38,13 @@ if TYPE_CHECKING:  # only for an annotation: `loaded` imports this module
     from .loaded import Checkpoint
 
 LG_PREFIX = "lg."
-JSON_KEYS = ("config", "options", "source", "learngene")
+JSON_KEYS = ("config", "options", "source", "learngene", "preprocessing")
 
 
 # lg's metadata fields and what each must be (after JSON decoding).
 LG_FIELD_TYPES: dict[str, type] = {"kind": str, "family": str, "method": str, "source_sha256": str,
                                    "version": str, "config": dict, "options": dict, "source": dict,
-                                   "learngene": dict}
+                                   "learngene": dict, "preprocessing": dict}
 LG_KINDS = ("model", "learngene")
 # Provenance steps kept in a file: a longer chain keeps its newest steps and
 # marks the cut (`truncated`), so every file lg writes reads back.
@@ -128,13 +131,15 @@ def provenance_metadata(*, kind: str, family: str, config: Mapping[str, Any],
                         method: str | None = None, options: Mapping[str, Any] | None = None,
                         source: Checkpoint | None = None,
                         learngene: Mapping[str, Any] | None = None,
-                        source_sha256: str | None = None) -> dict[str, str]:
+                        source_sha256: str | None = None,
+                        preprocessing: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The ``__metadata__`` of a file lg writes, chained to its source.
     `source_sha256` stands in for the source's hash (a placeholder of the
     same length, while the hash is still being computed)."""
     lg: dict[str, Any] = {"kind": kind, "family": family, "config": dict(config),
                           "method": method, "options": dict(options) if options else None,
-                          "learngene": dict(learngene) if learngene else None, "version": __version__}
+                          "learngene": dict(learngene) if learngene else None,
+                          "preprocessing": dict(preprocessing) if preprocessing else None, "version": __version__}
     if source is not None:
         lg["source_sha256"] = source.sha256 if source_sha256 is None else source_sha256
         parent = _trimmed(source.lg, MAX_PROVENANCE - 1)

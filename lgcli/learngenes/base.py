@@ -22,6 +22,7 @@ from ..checkpoint import Checkpoint
 from ..errors import LgError, shown
 from ..lazy import torch
 from ..options import Option
+from ..preprocessing import INTERPOLATIONS
 from ..stack import ArchSpec, Named, Stack
 
 if TYPE_CHECKING:
@@ -197,6 +198,12 @@ def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
         Option("device", str, "auto", "auto, cpu or cuda: where a learngene's part is fitted (auto: CUDA when "
                "present); for a model, where the resize transforms run (auto: the CPU's streamed path)"),
+        # Over the preprocessing the learngene records (its teacher's); the descendant records what it was fitted with.
+        Option("mean", str, None, "with --data: the images' mean per channel (0.485,0.456,0.406, or one number) "
+               "over the learngene's own"),
+        Option("std", str, None, "with --data: the images' std per channel, over the learngene's own"),
+        Option("interpolation", str, None, "with --data: the resampling of the images, over the learngene's own",
+               choices=INTERPOLATIONS),
     )
 
 
