@@ -747,6 +747,25 @@ DryRunOption = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
                             help="Print the plan (sizes, parameters, bytes, peak memory; --json: as JSON on stdout) "
                                  "and write nothing.")
 
+# The options `lg condense` and `lg distill` share: the same training loop,
+# checkpoint and output (typer takes one declaration as both defaults).
+TrainingDeviceOption = typer.Option("auto", "--device", metavar="auto|cpu|cuda", rich_help_panel=TRAINING,
+                                    help="auto (CUDA when present, else the CPU), cpu or cuda (bf16 autocast on "
+                                         "CUDA); torchrun for several GPUs.")
+CheckpointOption = typer.Option(None, "--checkpoint", metavar="FILE", rich_help_panel=RESUMING,
+                                help="Training checkpoint file [default: OUT.train.pt when --checkpoint-every or "
+                                     "--resume is given].")
+CheckpointEveryOption = typer.Option(0, "--checkpoint-every", min=0, metavar="N", rich_help_panel=RESUMING,
+                                     help="Save the run every N steps.")
+ResumeOption = typer.Option(False, "--resume", rich_help_panel=RESUMING,
+                            help="Continue the run saved in the training checkpoint.")
+TrainingForceOption = typer.Option(False, "--force", rich_help_panel=OUTPUT,
+                                   help="Overwrite an existing output (and training checkpoint).")
+JsonReportOption = typer.Option(False, "--json", rich_help_panel=OUTPUT, help="Print a JSON report (stderr when -o -).")
+TrainingDryRunOption = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
+                                    help="Print the plan (sizes, steps, and the time a few timed steps give; --json: "
+                                         "as JSON on stdout) and write nothing.")
+
 
 def command_line() -> str:
     """The lg command being run, as typed (a model card records it)."""
@@ -938,25 +957,15 @@ def condense(
                                             "norms, position embeddings and prefix tokens are not decayed)."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=TRAINING,
                              help="Seeds the initialisation, the data order and the split."),
-    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda", rich_help_panel=TRAINING,
-                               help="auto (CUDA when present, else the CPU), cpu or cuda (bf16 autocast on CUDA); "
-                                    "torchrun for several GPUs."),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", metavar="FILE", rich_help_panel=RESUMING,
-                                             help="Training checkpoint file [default: OUT.train.pt when "
-                                                  "--checkpoint-every or --resume is given]."),
-    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, metavar="N", rich_help_panel=RESUMING,
-                                         help="Save the run every N steps."),
-    resume: bool = typer.Option(False, "--resume", rich_help_panel=RESUMING,
-                                help="Continue the run saved in the training checkpoint."),
+    device: str = TrainingDeviceOption,
+    checkpoint: Optional[str] = CheckpointOption,
+    checkpoint_every: int = CheckpointEveryOption,
+    resume: bool = ResumeOption,
     output: Optional[str] = typer.Option(None, "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
                                          help="Output learngene file, or '-' for stdout."),
-    force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT,
-                               help="Overwrite an existing output (and training checkpoint)."),
-    as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
-                                 help="Print a JSON report (stderr when -o -)."),
-    dry_run: bool = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
-                                 help="Print the plan (sizes, steps, and the time a few timed steps give; --json: as "
-                                      "JSON on stdout) and write nothing."),
+    force: bool = TrainingForceOption,
+    as_json: bool = JsonReportOption,
+    dry_run: bool = TrainingDryRunOption,
     **options: Any,
 ) -> None:
     """Distil a teacher into a learngene (TLEG, WAVE; PEG is sampled) that grows into models of many sizes."""
@@ -1053,25 +1062,15 @@ def distill_command(
                                        help="AdamW's decoupled weight decay, on weight matrices only."),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=TRAINING,
                              help="Seeds the data order and the held-out split."),
-    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda", rich_help_panel=TRAINING,
-                               help="auto (CUDA when present, else the CPU), cpu or cuda (bf16 autocast on CUDA); "
-                                    "torchrun for several GPUs."),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", metavar="FILE", rich_help_panel=RESUMING,
-                                             help="Training checkpoint file [default: OUT.train.pt when "
-                                                  "--checkpoint-every or --resume is given]."),
-    checkpoint_every: int = typer.Option(0, "--checkpoint-every", min=0, metavar="N", rich_help_panel=RESUMING,
-                                         help="Save the run every N steps."),
-    resume: bool = typer.Option(False, "--resume", rich_help_panel=RESUMING,
-                                help="Continue the run saved in the training checkpoint."),
+    device: str = TrainingDeviceOption,
+    checkpoint: Optional[str] = CheckpointOption,
+    checkpoint_every: int = CheckpointEveryOption,
+    resume: bool = ResumeOption,
     output: Optional[str] = typer.Option(None, "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
                                          help="Output file or folder (the student's own form), or '-' for stdout."),
-    force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT,
-                               help="Overwrite an existing output (and training checkpoint)."),
-    as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
-                                 help="Print a JSON report (stderr when -o -)."),
-    dry_run: bool = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
-                                 help="Print the plan (sizes, steps, and the time a few timed steps give; --json: as "
-                                      "JSON on stdout) and write nothing."),
+    force: bool = TrainingForceOption,
+    as_json: bool = JsonReportOption,
+    dry_run: bool = TrainingDryRunOption,
     card: Optional[str] = typer.Option(None, "--card", metavar="FILE", rich_help_panel=OUTPUT,
                                        help="Also write the model card (README.md text) to this file; a folder "
                                             "output holds its own."),
