@@ -165,11 +165,17 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     ancestry = loaded.stack.materialized() if warm else None
     # A warm start needs no random model of the auxiliary size (its roles are the teacher's).
     aux_init = ancestry if warm else adapter.random_stack(aux, seed=settings.seed)
+    widths = kind.training_widths(aux, resolved)
+    if warm and widths:  # nested slices keep the first channels: put the most important first
+        from .learngenes.widths import importance_ordered
+
+        ancestry, _ = importance_ordered(loaded, ancestry, data, seed=settings.seed, device=settings.device,
+                                         seq_len=seq_len, notify=notify)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     from .learngenes.generated import GeneratedModel  # an nn.Module: torch is imported here
 
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
-                           depths=kind.training_depths(aux, resolved))
+                           depths=kind.training_depths(aux, resolved), widths=widths)
     teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
     if model.task == IMAGE_CLASSIFICATION:
         # A family lg cannot train refuses here, in one line, before its
@@ -222,6 +228,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
         resolved = {**resolved, "init": "ancestry" if warm else "random"}
     if "depths" in resolved and model.depths:  # the range trained, the default one included
         resolved = {**resolved, "depths": f"{model.depths[0]}-{model.depths[-1]}"}
+    if widths:
+        resolved = {**resolved, "widths": ",".join(map(str, widths))}
     recorded = {"aux_depth": aux.depth, "aux_width": aux.width, "aux_heads": aux.heads, **resolved,
                 **{k: v for k, v in asdict(settings).items()
                    if k in ("batch_size", "lr", "weight_decay", "seed")},
