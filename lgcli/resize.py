@@ -337,17 +337,16 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
                         heads: int | None = None, mlp_dim: int | None = None, kv_heads: int | None = None,
                         max_params: float | None = None, **options: Any) -> dict[str, Any]:
     """`lg grow LG --width W --method M` for a learngene trained at some
-    widths (`kind.trained_widths`): a trained width is built directly (M is
-    not needed); any other is the nearest trained width built at the target
-    depth (`widths.nearest_trained`), then resized to W by M. The file
-    records both steps."""
+    widths (`kind.trained_widths`): W is not one of them (a trained width is
+    built by the learngene's own rule, and M is refused), so the nearest
+    trained width is built at the target depth (`widths.nearest_trained`),
+    then resized to W by M. The file records both steps."""
     from .learngenes.widths import nearest_trained
 
     kind = get_kind(learngene.kind, learngene.spec)
     declared = {option.name for option in kind.expand_options}
     kind_options = {k: v for k, v in options.items() if k in declared}
     method_options = {k: v for k, v in options.items() if k not in declared}
-    size = dict(depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
     if all(v is None for v in (depth, width, heads, mlp_dim)):
         raise UsageError("give the size to build: --depth and --width")
     asked_depth, asked_width, asked_heads, asked_mlp = kind.resolve_request(learngene, depth, width, heads, mlp_dim)
@@ -357,16 +356,9 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
         kind.check_target(learngene, asked)
     except LgError:
         pass
-    else:  # a width it was trained at: its own rule builds it
-        if any(v is not None for v in method_options.values()):
-            flag = "--" + next(k for k, v in method_options.items() if v is not None).replace("_", "-")
-            raise UsageError(f"{flag} is an option of --method {method}, which a trained width does not use "
-                             f"(width {asked.width} is built directly): drop both")
-        notify(f"width {asked.width} is a width the {kind.name} learngene was trained at: built directly, "
-               f"--method {method} not used")
-        return _expand_file(learngene, output, command=command, force=force, stdout=stdout, notify=notify,
-                            seed=seed, shard_size=shard_size, dry_run=dry_run, card=card, card_file=card_file,
-                            **size, **kind_options)
+    else:  # a width it was trained at: its own rule builds it, and a method has nothing to do
+        raise UsageError(f"width {asked.width} is one the {kind.name} learngene was trained at, built by its own "
+                         f"rule: --method does not apply (drop it)")
     start = nearest_trained(kind.trained_widths(learngene), asked.width)
     direction = SHRINK if start > asked.width else GROW
     chosen = get_method(method)
