@@ -165,11 +165,11 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     ancestry = loaded.stack.materialized() if warm else None
     # A warm start needs no random model of the auxiliary size (its roles are the teacher's).
     aux_init = ancestry if warm else adapter.random_stack(aux, seed=settings.seed)
-    widths = kind.training_widths(aux, resolved)
+    widths, importance = kind.training_widths(aux, resolved), None
     if warm and widths:  # nested slices keep the first channels: put the most important first
         from .learngenes.widths import importance_ordered
 
-        ancestry, _ = importance_ordered(loaded, ancestry, data, seed=settings.seed, device=settings.device,
+        ancestry, importance = importance_ordered(loaded, ancestry, data, seed=settings.seed, device=settings.device,
                                          seq_len=seq_len, notify=notify)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     from .learngenes.generated import GeneratedModel  # an nn.Module: torch is imported here
@@ -219,6 +219,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                  **_scores(model, teacher_model, dataset, settings.device)}
     if rule is not None:
         condensed["until"] = rule.report(result.steps, steps)
+    if importance is not None:  # the data the channels were ordered on (widths.importance_ordered)
+        condensed["importance_order"] = importance
     model.cpu()
     seconds = time.perf_counter() - started
     window = max(1, min(20, len(result.losses) // 5))

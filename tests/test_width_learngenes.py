@@ -83,6 +83,9 @@ def test_a_descendant_at_a_trained_width_is_the_nested_slice_by_hand(gene, tmp_p
     path, _ = gene
     learngene = lgcli.load_learngene(path)
     assert learngene.sizes["widths"] == [32, 64] and learngene.spec.width == 64
+    # The file says what the channels were ordered on.
+    assert learngene.condensed["importance_order"] == {"data": "fashion-mnist-mini", "samples": 64, "seed": 0,
+                                                       "positions": learngene.condensed["importance_order"]["positions"]}
     out = tmp_path / "d.safetensors"
     result = lg("grow", str(path), "--depth", "3", "--width", "32", "-o", str(out))
     assert result.code == 0, result.stderr
