@@ -111,6 +111,16 @@ def test_sws_condenses_and_grows_into_strict_timm_models(teacher, tmp_path, lg):
     assert lg("grow", str(gene), "--depth", "3", "--width", "64", "--method", "bot", "-o", str(wide)).code == 0
 
 
+def test_the_default_stage_count():
+    from lgcli.stack import ArchSpec
+
+    for depth, stages in ((16, 5), (12, 5), (4, 4), (2, 2)):
+        aux = ArchSpec(family="vit", depth=depth, width=32, heads=2, head_dim=16, mlp_dim=128)
+        assert SWS.sizes(aux, {})["stages"] == stages
+    assert SWS.sizes(ArchSpec(family="vit", depth=16, width=32, heads=2, head_dim=16, mlp_dim=128),
+                     {})["stage_layers"] == [3, 3, 4, 3, 3]
+
+
 def test_more_stages_than_layers_is_refused(teacher, tmp_path, lg):
     out = tmp_path / "g.lg.safetensors"
     result = lg("condense", str(teacher), "--method", "sws", "--stages", "5", "--data", "fashion-mnist-mini",

@@ -13,7 +13,7 @@ globals. The reading lg takes of the paper and its public code
   3, 3, 4, 3, 3 layers. lg's rule, for N stages over L layers: stage s holds
   layers ``[b(s), b(s + 1))`` with ``b(s) = floor(s L / N + 1/2)`` (SWS rule
   below), which gives 3, 3, 4, 3, 3 for L = 16, N = 5. ``--stages N``
-  (default 5, at most the auxiliary depth).
+  (default 5, or the auxiliary depth when shallower; more is refused).
 - **What is shared.** Every per-layer role is shared within its stage, as
   the reference code shares norm1, norm2, qkv, proj, fc1 and fc2; nothing
   is shared across stages. The globals (patch and position embedding, class
@@ -88,8 +88,8 @@ class Sws(LearngeneKind):
         Option("alpha", float, 0.5, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL (the SWS "
                "reference script's 0.5)", minimum=0.0, maximum=1.0),
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
-        Option("stages", int, DEFAULT_STAGES, "stages of shared weights (the paper: 5 stages of 3, 3, 4, 3, 3 "
-               "layers over 16); at most the auxiliary depth", minimum=1),
+        Option("stages", int, None, "stages of shared weights (the paper: 5 stages of 3, 3, 4, 3, 3 layers over "
+               "16); at most the auxiliary depth [default: 5, or the auxiliary depth when shallower]", minimum=1),
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128 "
                "(nested slices, as TLEG's --widths); the widest must be the auxiliary model's"),
         init_option(),
@@ -103,7 +103,9 @@ class Sws(LearngeneKind):
         return trained_widths(learngene.sizes, learngene.spec)
 
     def _stages(self, aux: ArchSpec, options: Mapping[str, Any]) -> int:
-        stages = int(options.get("stages") or DEFAULT_STAGES)
+        if options.get("stages") is None:
+            return min(DEFAULT_STAGES, aux.depth)
+        stages = int(options["stages"])
         if stages > aux.depth:
             raise UsageError(f"--stages {stages} is more than the auxiliary depth {aux.depth}: every stage needs a "
                              f"layer (give --stages {aux.depth} or fewer, or a deeper --aux-depth)")
