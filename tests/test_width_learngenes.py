@@ -257,3 +257,15 @@ def test_permutation_keeps_a_grouped_query_language_model(tmp_path):
     before = outputs(adapter.load_model(spec, stack).eval(), ids)
     after = outputs(adapter.load_model(spec, permuted_stack(stack, importance_orders(Scores, spec))).eval(), ids)
     assert torch.allclose(before, after, atol=1e-5)
+
+
+def test_a_single_width_learngene_reaches_other_widths_with_method(teacher, tmp_path, lg):
+    """Today's TLEG learngene (no --widths) has one trained width, its own: --method resizes it."""
+    gene = tmp_path / "one.lg.safetensors"
+    _condense(teacher, gene)
+    refused = lg("grow", str(gene), "--depth", "2", "--width", "32", "-o", str(tmp_path / "no.safetensors"))
+    assert refused.code == 1 and "its own width 64" in refused.stderr and "--method" in refused.stderr
+    out = tmp_path / "d32.safetensors"
+    assert lg("grow", str(gene), "--depth", "2", "--width", "32", "--method", "select", "-o", str(out)).code == 0
+    model = _strict_load(out)
+    assert model.embed_dim == 32 and torch.isfinite(model(sample_input(model))).all()

@@ -167,7 +167,8 @@ class Tleg(LearngeneKind):
             raise LgError(
                 f"a TLEG learngene builds models of its own width {own.width} ({own.heads} heads, MLP "
                 f"{own.mlp_dim}) at any depth; width {target.width}, {target.heads} heads, MLP {target.mlp_dim} "
-                f"was asked. Build --depth only, then change the width with a resize method{then}")
+                f"was asked. Build --depth only, then change the width with a resize method{then}; or add "
+                f"--method (e.g. bot) to do both in one command")
 
     def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
         expected = expected_globals(template)
