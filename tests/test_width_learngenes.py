@@ -269,3 +269,33 @@ def test_a_single_width_learngene_reaches_other_widths_with_method(teacher, tmp_
     assert lg("grow", str(gene), "--depth", "2", "--width", "32", "--method", "select", "-o", str(out)).code == 0
     model = _strict_load(out)
     assert model.embed_dim == 32 and torch.isfinite(model(sample_input(model))).all()
+
+
+def test_wave_trained_widths_are_slices_of_its_widest(teacher, tmp_path, lg):
+    """WAVE --widths: a trained width is the nested slice of the widest built
+    at the same depth (Eq. 4 with Eq. B.1's scalers, the same seed)."""
+    from lgcli.cli import main
+    import contextlib
+    import io
+
+    gene = tmp_path / "wave.lg.safetensors"
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(["condense", str(teacher), "--method", "wave", "--data", "fashion-mnist-mini", "--steps", "3",
+                  "--widths", "32,64", "-o", str(gene), *FAST])
+        except SystemExit as exc:
+            assert not exc.code
+    assert lgcli.load_learngene(gene).sizes["widths"] == [32, 64]
+    narrow, wide = tmp_path / "d32.safetensors", tmp_path / "d64.safetensors"
+    assert lg("grow", str(gene), "--depth", "3", "--width", "32", "-o", str(narrow)).code == 0
+    assert lg("grow", str(gene), "--depth", "3", "--width", "64", "-o", str(wide)).code == 0
+    small, big = lgcli.load(narrow).stack.materialized(), lgcli.load(wide).stack.materialized()
+    sizes = {EMBED: 32, ATTN: 32, KV: 32, MLP: 128, HEADS: 2}
+    for role, named in small.layers.items():
+        assert torch.allclose(named.data, _first(big.layers[role].data, named.axes, sizes), atol=1e-6), role
+    for role, named in small.globals.items():
+        assert torch.equal(named.data, _first(big.globals[role].data, named.axes, sizes)), role
+    model = _strict_load(narrow)
+    assert model.embed_dim == 32 and torch.isfinite(model(sample_input(model))).all()
+    report = json.loads(lg("inspect", str(gene), "--json").stdout)
+    assert report["trained_at"]["widths"] == [32, 64] and 32 in report["widths"]
