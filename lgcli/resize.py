@@ -388,6 +388,10 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
            f"{direction} to width {spec.width} by {method}")
     recorded = {"direction": command, "trained_width": start, "width_method": method,
                 **{k: v for k, v in report["options"].items() if v is not None}, "seed": seed or 0}
+    if chosen.calibrated:  # what the statistics chose, as a resize of a model records it
+        recorded["calibration"] = report["details"]["calibration"]
+        recorded["chosen"] = {key: value for key, value in report["details"].items()
+                              if key.startswith(("kept_", "dropped_"))}
     report.update({"command": command, "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)},
                    "built": {"width": start, "details": first_report["details"]}})
     report["sha256"] = save(output, spec, stack, method=learngene.kind, options=recorded,
