@@ -761,7 +761,7 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
             None, "--method", metavar="METHOD", rich_help_panel=METHOD,
             help=f"{RESIZE_METHODS[direction][0]} (the default), {', '.join(RESIZE_METHODS[direction][1:])} "
                  f"(docs/methods.md; the default was measured by lg bench); for a learngene, only to reach a width "
-                 f"it was not trained at (TLEG: its nearest trained width, then this method)."),
+                 f"it was not trained at (its nearest trained width is built, then resized by this method)."),
         seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=METHOD,
                                  help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
         source_heads: Optional[int] = typer.Option(

@@ -169,8 +169,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     if warm and widths:  # nested slices keep the first channels: put the most important first
         from .learngenes.widths import importance_ordered
 
-        ancestry, importance = importance_ordered(loaded, ancestry, data, seed=settings.seed, device=settings.device,
-                                         seq_len=seq_len, notify=notify)
+        ancestry, importance = importance_ordered(loaded, ancestry, data, seed=settings.seed,
+                                                  device=settings.device, seq_len=seq_len, notify=notify)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     from .learngenes.generated import GeneratedModel  # an nn.Module: torch is imported here
 
