@@ -19,7 +19,7 @@ from lgcli.data import load_data
 from lgcli.learngenes import GeneratedModel
 from lgcli.learngenes.tleg import KIND as TLEG
 from lgcli.learngenes.widths import importance_orders, permuted_stack
-from lgcli.stack import ATTN, EMBED, HEADS, KV, MLP, ArchSpec
+from lgcli.stack import ATTN, EMBED, HEADS, KV, MLP
 from lgcli.train import TrainConfig, train
 
 from conftest import sample_input
