@@ -632,7 +632,8 @@ def declared_flags(owners: dict[str, Sequence[Option]]) -> list[pyinspect.Parame
 # Metavars of declared options that name what a value is (by option name: the
 # same name means the same kind of value in every method and kind).
 DECLARED_METAVARS = {"data": "DATA", "teacher": "CKPT", "lr": "RATE", "subset": "N|F",
-                     "device": "auto|cpu|cuda", "wavelet": "NAME", "depths": "N-M", "templates": "LIST"}
+                     "device": "auto|cpu|cuda", "wavelet": "NAME", "depths": "N-M", "templates": "LIST",
+                     "widths": "LIST"}
 
 
 def _shown_default(value: Any) -> str:
@@ -824,8 +825,8 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         method: Optional[str] = typer.Option(
             None, "--method", metavar="METHOD", rich_help_panel=METHOD,
             help=f"{RESIZE_METHODS[direction][0]} (the default), {', '.join(RESIZE_METHODS[direction][1:])} "
-                 f"(docs/methods.md; the default was measured by lg bench); not for a learngene, which grows by "
-                 f"its own rule."),
+                 f"(docs/methods.md; the default was measured by lg bench); for a learngene, only to reach a width "
+                 f"it was not trained at (its nearest trained width is built, then resized by this method)."),
         seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=METHOD,
                                  help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
         source_heads: Optional[int] = typer.Option(

@@ -36,7 +36,7 @@ from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolv
 from .preprocessing import PREPROCESSING, Overrides, attach, overridden
 from .recipe import preprocessing_of
 from .sizing import check_heads_known, spec_sizes, target_spec
-from .stack import ArchSpec
+from .stack import ArchSpec, Stack
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
 from .train import (StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, check_resume,
                     concrete_device, distillation_loss, distributed_setup, evaluate_accuracy, model_input,
@@ -171,11 +171,16 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     ancestry = loaded.stack.materialized() if warm else None
     # A warm start needs no random model of the auxiliary size (its roles are the teacher's).
     aux_init = ancestry if warm else adapter.random_stack(aux, seed=settings.seed)
+    widths, importance = kind.training_widths(aux, resolved), None
+    if warm and widths:  # nested slices keep the first channels: put the most important first
+
+        ancestry, importance = importance_ordered(loaded, ancestry, data, seed=settings.seed,
+                                                  device=settings.device, seq_len=seq_len, notify=notify)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     from .learngenes.generated import GeneratedModel  # an nn.Module: torch is imported here
 
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
-                           depths=kind.training_depths(aux, resolved))
+                           depths=kind.training_depths(aux, resolved), widths=widths)
     teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
     # Both see the same batches, prepared as the teacher wants them.
     attach(model, loaded.spec.extras.get(PREPROCESSING))
@@ -225,6 +230,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                  **_scores(model, teacher_model, dataset, settings.device)}
     if rule is not None:
         condensed["until"] = rule.report(result.steps, steps)
+    if importance is not None:  # the data the channels were ordered on (widths.importance_ordered)
+        condensed["importance_order"] = importance
     model.cpu()
     seconds = time.perf_counter() - started
     window = max(1, min(20, len(result.losses) // 5))
@@ -234,6 +241,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
         resolved = {**resolved, "init": "ancestry" if warm else "random"}
     if "depths" in resolved and model.depths:  # the range trained, the default one included
         resolved = {**resolved, "depths": f"{model.depths[0]}-{model.depths[-1]}"}
+    if widths:
+        resolved = {**resolved, "widths": ",".join(map(str, widths))}
     recorded = {"aux_depth": aux.depth, "aux_width": aux.width, "aux_heads": aux.heads, **resolved,
                 **{k: v for k, v in asdict(settings).items()
                    if k in ("batch_size", "lr", "weight_decay", "seed")},
@@ -488,3 +497,27 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
     learngene.condensed = condensed
     report.update({"steps": 0, "seconds": round(time.perf_counter() - started, 1), **condensed})
     return learngene, checkpoint, report
+
+
+def importance_ordered(loaded, stack: Stack, data: Any, *, seed: int, device: str, seq_len: int | None,
+                       notify: Callable[[str], None]) -> tuple[Stack, dict[str, Any]]:
+    """The teacher's `stack` with its channels in order of importance
+    (`learngenes.widths.importance_orders`, a permutation that keeps the
+    function),
+    measured on `data` by the calibration pass (its default number of
+    examples, drawn by `seed`), and what was measured (for the record)."""
+    from .arch import get_adapter
+    from .calibration import DEFAULT_CALIBRATION_SAMPLES, calibrate, calibration_device, calibration_examples
+
+    spec = loaded.spec
+    model = get_adapter(spec.family).load_model(spec, stack).float()
+    examples, name = calibration_examples(model, spec, data, samples=DEFAULT_CALIBRATION_SAMPLES, seed=seed,
+                                          seq_len=seq_len, companions=loaded.checkpoint.companions,
+                                          where=loaded.checkpoint.label, notify=notify)
+    statistics = calibrate(model, spec, examples, name=name, seed=seed, device=calibration_device(device))
+    del model
+    notify(f"condense: channels ordered by importance on {statistics.samples} examples of {name} "
+           f"({statistics.seconds:.1f} s), so that each width keeps the teacher's most important")
+    from .learngenes.widths import importance_orders, permuted_stack
+
+    return permuted_stack(stack, importance_orders(statistics, spec)), statistics.describe()

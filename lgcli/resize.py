@@ -316,6 +316,10 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     checkpoint.allow_nonfinite = allow_nonfinite
     if is_learngene(checkpoint):
         learngene = load_learngene(checkpoint)
+        if method is not None and get_kind(learngene.kind, learngene.spec).trained_widths(learngene) is not None:
+            return _expand_then_resize(learngene, output, method=method, command=direction, force=force,
+                                       stdout=stdout, notify=notify or notify_stderr, dry_run=dry_run, card=card,
+                                       card_file=card_file, **kwargs)
         if method is not None:
             ways = get_method(method).directions  # the resize step goes the way the method can
             then = direction if direction in ways else ways[0]
@@ -441,6 +445,85 @@ def _width_kept_hint(kept: WidthKept, loaded: Loaded, src: str, output: str | os
     pipe = depth_then_width_pipe(kept, src=src, output=str(output), width_method=width_method,
                                  source_options=source_options, output_options=output_options)
     return f"run: {pipe}" if pipe else "no width step reaches these sizes"
+
+
+def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, method: str, command: str,
+                        force: bool, stdout: BinaryIO | None, notify: Callable[[str], None], dry_run: bool,
+                        card: CardFacts | None, card_file: str | None, seed: int | None = None,
+                        shard_size: int | None = None, depth: int | None = None, width: int | None = None,
+                        heads: int | None = None, mlp_dim: int | None = None, kv_heads: int | None = None,
+                        max_params: float | None = None, **options: Any) -> dict[str, Any]:
+    """`lg grow LG --width W --method M` for a learngene trained at some
+    widths (`kind.trained_widths`): W is not one of them (a trained width is
+    built by the learngene's own rule, and M is refused), so the nearest
+    trained width is built at the target depth (`widths.nearest_trained`),
+    then resized to W by M. The file records both steps."""
+    from .learngenes.widths import nearest_trained
+
+    kind = get_kind(learngene.kind, learngene.spec)
+    declared = {option.name for option in kind.expand_options}
+    kind_options = {k: v for k, v in options.items() if k in declared}
+    method_options = {k: v for k, v in options.items() if k not in declared}
+    if all(v is None for v in (depth, width, heads, mlp_dim)):
+        raise UsageError("give the size to build: --depth and --width")
+    asked_depth, asked_width, asked_heads, asked_mlp = kind.resolve_request(learngene, depth, width, heads, mlp_dim)
+    asked = target_spec(learngene.spec, depth=asked_depth, width=asked_width, heads=asked_heads, mlp_dim=asked_mlp,
+                        kv_heads=kv_heads, max_params=max_params)
+    try:
+        kind.check_target(learngene, asked)
+    except LgError:
+        pass
+    else:  # a width it was trained at: its own rule builds it, and a method has nothing to do
+        raise UsageError(f"width {asked.width} is one the {kind.name} learngene was trained at, built by its own "
+                         f"rule: --method does not apply (drop it)")
+    start = nearest_trained(kind.trained_widths(learngene), asked.width)
+    direction = SHRINK if start > asked.width else GROW
+    chosen = get_method(method)
+    if direction not in chosen.directions:
+        raise UsageError(f"width {asked.width} is reached from the trained width {start} by a {direction}; method "
+                         f"'{method}' cannot {direction} (methods that can: "
+                         f"{', '.join(default_method_list(direction))})")
+    built = dict(depth=asked.depth, width=start, kv_heads=kv_heads, max_params=max_params)
+    resize_to = dict(width=width if width is not None else asked.width, heads=heads, mlp_dim=mlp_dim,
+                     kv_heads=kv_heads, max_params=max_params)
+    if dry_run:
+        _, first = expand_target(learngene, **built, **kind_options)
+        placeholder = Loaded(first, get_adapter(first.family).template_from_config(
+            get_adapter(first.family).config(first))[1], learngene.checkpoint)
+        source, target = plan_resize(placeholder, chosen, resolve_options(chosen, method_options),
+                                     direction=direction, depth=None, **resize_to)
+        report = {"command": command, "method": f"{learngene.kind}+{method}", "options": method_options,
+                  "seed": seed, "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)},
+                  "target": spec_sizes(target), "parameters": {"source": learngene.num_parameters()}}
+        shapes = get_adapter(target.family).template_from_config(get_adapter(target.family).config(target))[1]
+        return dry_run_plan(report, output, target, shapes, source=learngene.checkpoint,
+                            source_spec=learngene.spec, force=force, shard_size=shard_size)
+    first, first_stack, first_report = expand(learngene, seed=seed or 0, notify=notify, **built, **kind_options)
+    spec, stack, report = resize(Loaded(first, first_stack, learngene.checkpoint), direction=direction,
+                                 method=method, seed=seed, **resize_to, **method_options)
+    notify(f"built width {start} (trained) from the {kind.name} learngene at depth {first.depth}, then "
+           f"{direction} to width {spec.width} by {method}")
+    recorded = {"direction": command, "trained_width": start, "width_method": method,
+                **{k: v for k, v in report["options"].items() if v is not None}, "seed": seed or 0}
+    if chosen.calibrated:  # what the statistics chose, as a resize of a model records it
+        recorded["calibration"] = report["details"]["calibration"]
+        recorded["chosen"] = {key: value for key, value in report["details"].items()
+                              if key.startswith(("kept_", "dropped_"))}
+    report.update({"command": command, "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)},
+                   "built": {"width": start, "details": first_report["details"]}})
+    report["sha256"] = save(output, spec, stack, method=learngene.kind, options=recorded,
+                            source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size,
+                            card=card, card_file=card_file)
+    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
+    report["load_line"] = load_line(spec, output)
+    report.update(_next_step(spec))
+    return report
+
+
+def default_method_list(direction: str) -> list[str]:
+    from .methods import METHODS
+
+    return [name for name, method in METHODS.items() if direction in method.directions]
 
 
 def _mixed_change_hint(mixed: MixedChange, src: str, output: str | os.PathLike, direction: str,

@@ -79,6 +79,11 @@ class LearngeneKind:
     - `no_weight_decay(name)`: tensors AdamW must not decay.
     - `training_depths(aux, options)`: depths to train the auxiliary model
       at, one drawn per step (kinds whose rule is depth-free, like TLEG).
+    - `training_widths(aux, options)`: widths drawn per step likewise, each
+      built from the learngene's (widest) tensors by nested slices
+      (`widths.py`); `trained_widths(learngene)`: those a learngene builds
+      directly, for `lg grow --method` to resize the nearest one to the
+      rest (None: the kind takes no --method).
     """
 
     name: str = ""
@@ -150,6 +155,15 @@ class LearngeneKind:
 
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         """Depths to draw from while condensing (None: the auxiliary depth only)."""
+        return None
+
+    def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        """Widths to draw from while condensing (None: the auxiliary width only)."""
+        return None
+
+    def trained_widths(self, learngene: Learngene) -> tuple[int, ...] | None:
+        """The widths `learngene` builds directly, when other widths are
+        reached by a resize of the nearest (None: the kind's own rule only)."""
         return None
 
 

@@ -43,13 +43,18 @@ class GeneratedModel(nn.Module):
     def __init__(self, spec: ArchSpec, build: Callable[[Mapping[str, torch.Tensor], ArchSpec], Stack],
                  trainable: Mapping[str, torch.Tensor], frozen: Mapping[str, torch.Tensor] | None = None,
                  no_weight_decay: Callable[[str], bool] = lambda name: False,
-                 depths: Sequence[int] | None = None):
+                 depths: Sequence[int] | None = None, widths: Sequence[int] | None = None):
         super().__init__()
         self.spec = spec
         # In training, each forward pass builds the model at a depth drawn from
         # `depths` (torch's RNG, which the training loop seeds per step, so a
         # resumed run draws the same depths); in eval, at spec.depth.
         self.depths = tuple(depths) if depths else ()
+        # And at a width drawn from `widths` after the depth (SPEC.md
+        # "Learngenes at several widths"): the kind's build slices the
+        # learngene's (widest) tensors to it. No widths: no draw, so a run
+        # without them draws the same depths as before.
+        self.widths = tuple(widths) if widths else ()
         self._build = build
         self._no_decay = no_weight_decay
         self.adapter = get_adapter(spec.family)
@@ -59,7 +64,15 @@ class GeneratedModel(nn.Module):
             self.register_buffer(_module_name(name), tensor.detach().float().clone(), persistent=True)
         # The spec each drawn depth builds: a model of stages (Swin) draws its
         # deepest stage's depth, as `--depth N` sets it (sizing.stage_depths).
-        object.__setattr__(self, "_specs", {depth: spec_at_depth(spec, depth) for depth in self.depths})
+        if self.widths:
+            from .widths import width_spec
+
+            by_width = {width: width_spec(spec, width) for width in self.widths}
+        else:
+            by_width = {spec.width: spec}
+        object.__setattr__(self, "_specs", {(depth, width): spec_at_depth(at_width, depth)
+                                            for depth in self.depths or (spec.depth,)
+                                            for width, at_width in by_width.items()})
         # Not registered submodules: their (meta) parameters are placeholders
         # that functional_call replaces, never trained or saved. The family's
         # buffers are computed once per depth built, on first use.
@@ -90,10 +103,11 @@ class GeneratedModel(nn.Module):
 
     def _skeleton(self, spec: ArchSpec) -> nn.Module:
         """The family's model of `spec` on the meta device (no memory, no init)."""
-        if spec.depth not in self._skeletons:  # only the (deepest stage's) depth differs between specs
+        shape = _shape(spec)  # only the (deepest stage's) depth and the width differ between specs
+        if shape not in self._skeletons:
             with torch.device("meta"):
-                self._skeletons[spec.depth] = self.adapter.create_model(spec)
-        skeleton = self._skeletons[spec.depth]
+                self._skeletons[shape] = self.adapter.create_model(spec)
+        skeleton = self._skeletons[shape]
         skeleton.train(self.training)  # dropout / drop-path follow the wrapper
         return skeleton
 
@@ -102,13 +116,16 @@ class GeneratedModel(nn.Module):
         logits for images; a transformers model's output, `.logits`
         included, for `input_ids=`)."""
         spec = self.spec
-        if self.training and self.depths:
-            spec = self._specs[self.depths[int(torch.randint(len(self.depths), ()))]]
+        if self.training and (self.depths or self.widths):
+            depth = self.depths[int(torch.randint(len(self.depths), ()))] if self.depths else spec.depth
+            width = self.widths[int(torch.randint(len(self.widths), ()))] if self.widths else spec.width
+            spec = self._specs[depth, width]
         state = self.adapter.model_state(spec, self.build_stack(spec))
-        if spec.depth not in self._family_buffers:
-            self._family_buffers[spec.depth] = self.adapter.model_buffers(spec)
+        shape = _shape(spec)
+        if shape not in self._family_buffers:
+            self._family_buffers[shape] = self.adapter.model_buffers(spec)
         device = next(iter(state.values())).device
-        state.update({name: buffer.to(device) for name, buffer in self._family_buffers[spec.depth].items()})
+        state.update({name: buffer.to(device) for name, buffer in self._family_buffers[shape].items()})
         return torch.func.functional_call(self._skeleton(spec), state, args, kwargs, strict=True)
 
     @property
@@ -138,6 +155,10 @@ class GeneratedModel(nn.Module):
 
     def trained_tensors(self) -> dict[str, torch.Tensor]:
         return {name: tensor.detach().cpu().clone() for name, tensor in self.tensors().items()}
+
+
+def _shape(spec: ArchSpec) -> tuple[int, int]:
+    return spec.depth, spec.width
 
 
 def _detached(stack: Stack) -> Stack:

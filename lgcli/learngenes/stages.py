@@ -125,6 +125,10 @@ class StagedKind(LearngeneKind):
         the inner kind reads a model of stages' depth as its deepest stage's)."""
         return self.inner.training_depths(aux, options)
 
+    def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        """The inner kind's, which refuses widths for a model of stages (not width-trained yet)."""
+        return self.inner.training_widths(aux, options)
+
     # -------------------------------------------------------- growing
     def resolve_request(self, learngene: Learngene, depth, width, heads, mlp_dim):
         return depth, width, heads, mlp_dim  # a model of stages is sized by --depth and --width alone

@@ -28,6 +28,7 @@ from ..sizing import check_size, own_depth, spec_at_depth
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
                    globals_from_tensors, init_option, is_global)
+from .widths import check_trained_width, nested_slice, parse_widths, sliced_tensors, trained_widths, width_spec
 
 # SPEC.md "TLEG": A and B trunc-normal(0.02), as the reference code's timm init.
 INIT_STD = 0.02
@@ -66,9 +67,19 @@ class Tleg(LearngeneKind):
         Option("depths", str, None, "train the auxiliary model at a depth drawn each step from this range, "
                "e.g. 3-12, so that every depth in it makes a good descendant; one depth (e.g. 6) trains at that "
                "depth only, as the paper [default: 2 to twice the auxiliary depth]"),
+        Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128, "
+               "so that every width in it is a descendant it builds directly: the first channels, heads and MLP "
+               "neurons of the widest (the teacher's, put in order of importance on --data first when condensing "
+               "from it); the widest must be the auxiliary model's [default: its width only]"),
         init_option(),
     )
     expand_options = ()
+
+    def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        return parse_widths(options.get("widths"), aux)
+
+    def trained_widths(self, learngene: Learngene) -> tuple[int, ...]:
+        return trained_widths(learngene.sizes, learngene.spec)
 
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         text = options.get("depths")
@@ -117,26 +128,44 @@ class Tleg(LearngeneKind):
         return tensors, {}
 
     def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
+        """Eq. 1 at `spec`'s depth; at a narrower width than the tensors',
+        on their nested slices (Eq. 1 is element-wise, so slicing A and B
+        first builds the same weights as slicing the built ones, for less)."""
+        sizes = spec.axis_sizes()
+        tensors = sliced_tensors(tensors, lambda name: LAYER_ROLE_AXES[name[2:]][1:] if name[:2] in ("A.", "B.")
+                                 else None, spec)
         layers = {}
         for name, a in tensors.items():
             if name.startswith("A."):
                 role = name[2:]
                 layers[role] = Named(linear_expansion(a, tensors[f"B.{role}"], spec.depth), LAYER_ROLE_AXES[role])
-        return Stack(layers=layers, globals=globals_from_tensors(tensors, spec.family))
+        globals_ = {role: Named(nested_slice(named, sizes), named.axes)
+                    for role, named in globals_from_tensors(tensors, spec.family).items()}
+        return Stack(layers=layers, globals=globals_)
 
     def keep(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return dict(tensors)
 
     def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
-        return {"aux_depth": aux.depth, "width": aux.width, "heads": aux.heads, "mlp_dim": aux.mlp_dim}
+        sizes: dict[str, Any] = {"aux_depth": aux.depth, "width": aux.width, "heads": aux.heads,
+                                 "mlp_dim": aux.mlp_dim}
+        widths = self.training_widths(aux, options)
+        if widths:  # what `lg grow` builds directly and `lg inspect` lists
+            depths = self.training_depths(aux, options)
+            sizes.update({"widths": list(widths), "trained_depths": [depths[0], depths[-1]]})
+        return sizes
 
     def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
         own = learngene.spec
+        if "widths" in learngene.sizes:
+            check_trained_width("TLEG", own, self.trained_widths(learngene), target)
+            return
         if (target.width, target.heads, target.mlp_dim) != (own.width, own.heads, own.mlp_dim):
             step = width_step(own.with_sizes(depth=target.depth), target)
             reason = (f"a TLEG learngene builds models of its own width {own.width} ({own.heads} heads, MLP "
                       f"{own.mlp_dim}) at any depth; width {target.width}, {target.heads} heads, MLP "
-                      f"{target.mlp_dim} was asked. Build --depth only, then change the width with a resize method")
+                      f"{target.mlp_dim} was asked. Build --depth only, then change the width with a resize method, "
+                      f"or add --method (e.g. bot) to do both in one command")
             if step is None:
                 raise LgError(f"{reason} (lg grow LG --depth N -o - | lg shrink - ... -o - | lg grow - ... -o OUT)")
             # The caller writes in the learngene, the output and its flags (RefusedWithPipe).
@@ -152,18 +181,35 @@ class Tleg(LearngeneKind):
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
         with torch.no_grad():
-            stack = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
-        return stack, {"rule": "TLEG Eq. 1: theta_l = B + ((l - 1) / L) A", "depth": target.depth}
+            built = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
+        # Slices are views of the learngene's tensors: the descendant owns its own.
+        stack = Stack(layers=built.layers, globals={role: Named(named.data.clone(), named.axes)
+                                                    for role, named in built.globals.items()})
+        report = {"rule": "TLEG Eq. 1: theta_l = B + ((l - 1) / L) A", "depth": target.depth}
+        if target.width != learngene.spec.width:
+            report["width"] = (f"the first {target.width} channels, {target.heads} heads and {target.mlp_dim} MLP "
+                               f"neurons of the learngene's {learngene.spec.width} (a trained width)")
+        return stack, report
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         roles = sorted(name[2:] for name in learngene.tensors if name.startswith("A."))
         own = learngene.spec
-        return {"holds": f"A and B for {len(roles)} per-layer roles, and {sum(map(is_global, learngene.tensors))} "
-                             f"global tensors",
-                "roles": roles,
-                "depths": "any depth >= 1 (Eq. 1 at the target depth)",
-                "widths": [own.width],
-                "becomes": f"depth 1, 2, 3, ... at width {own.width} ({own.heads} heads, MLP {own.mlp_dim})"}
+        described = {"holds": f"A and B for {len(roles)} per-layer roles, and {sum(map(is_global, learngene.tensors))} "
+                              f"global tensors",
+                     "roles": roles,
+                     "depths": "any depth >= 1 (Eq. 1 at the target depth)",
+                     "widths": [own.width],
+                     "becomes": f"depth 1, 2, 3, ... at width {own.width} ({own.heads} heads, MLP {own.mlp_dim})"}
+        if "widths" in learngene.sizes:
+            widths = list(self.trained_widths(learngene))
+            depths = learngene.sizes.get("trained_depths")
+            trained = f"{depths[0]}-{depths[1]}" if isinstance(depths, list) and len(depths) == 2 else "?"
+            shapes = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})"
+                               for w in widths)
+            described.update({"widths": widths, "trained_at": {"widths": widths, "depths": trained},
+                              "becomes": f"depth 1, 2, 3, ... at the widths it was trained at: {shapes} "
+                                         f"(trained at depths {trained}; other widths: lg grow --method M)"})
+        return described
 
 
 KIND = Tleg()

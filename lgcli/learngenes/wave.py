@@ -45,6 +45,7 @@ from ..sizing import DEFAULT_MAX_PARAMS, at_width
 from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, STAGE_IN, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
+from .widths import nested_slice, parse_widths, trained_widths, width_spec
 
 if TYPE_CHECKING:
     from .generated import GeneratedModel
@@ -315,6 +316,9 @@ class Wave(LearngeneKind):
                "[default: the auxiliary width]; descendants' widths are multiples of it", minimum=1),
         Option("templates", str, None, "per-role override, ROLE=W1xW2@N or ROLE=W@N, comma-separated "
                "(roles: qkv, o, fc1, fc2, qkv_bias, o_bias, fc1_bias, fc2_bias, norm1_weight, ...)"),
+        Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128: "
+               "the first channels, heads and MLP neurons of the built weights (TLEG's --widths); the widest "
+               "must be the auxiliary model's"),
         init_option(),
     )
     fitted_part = "the scalers"
@@ -377,27 +381,55 @@ class Wave(LearngeneKind):
         tensors.update({name: t.float().clone() for name, t in globals_as_tensors(source).items()})
         return tensors, {}
 
+    def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        return parse_widths(options.get("widths"), aux)
+
+    def trained_widths(self, learngene: Learngene) -> tuple[int, ...] | None:
+        """Only a learngene condensed with --widths: without, WAVE's own
+        widths are the multiples of its templates (`valid_widths`)."""
+        return trained_widths(learngene.sizes, learngene.spec) if "widths" in learngene.sizes else None
+
+    def _sliced_width(self, learngene: Learngene, target: ArchSpec) -> bool:
+        """Whether `target` is a trained width narrower than the learngene,
+        built as the nested slice of its widest (SPEC.md "Learngenes at
+        several widths") rather than by templates at that width."""
+        widths = self.trained_widths(learngene) or ()
+        if target.width == learngene.spec.width or target.width not in widths:
+            return False
+        built = width_spec(learngene.spec, target.width)
+        return (target.heads, target.key_value_heads, target.mlp_dim) == (
+            built.heads, built.key_value_heads, built.mlp_dim)
+
     def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
+        """Eq. 4 at the scalers' size; for a narrower `spec` (a width drawn
+        by --widths, or a trained width grown), its nested slice: the first
+        channels, heads and MLP neurons of every built weight and global."""
+        sizes = spec.axis_sizes()
         layers: dict[str, Named] = {}
         for name, templates in tensors.items():
             if not name.startswith("T."):
                 continue
             role = name[2:]
             built = kronecker_sum(templates, tensors[f"S.{role}"])
-            if role in FUSED:
-                for part, data in zip(FUSED[role], built.chunk(3, dim=1)):
-                    layers[part] = Named(data, LAYER_ROLE_AXES[part])
-            else:
-                layers[role] = Named(built, LAYER_ROLE_AXES[role])
-        return Stack(layers=layers, globals=globals_from_tensors(tensors, spec.family))
+            parts = zip(FUSED[role], built.chunk(3, dim=1)) if role in FUSED else ((role, built),)
+            for part, data in parts:
+                named = Named(data, LAYER_ROLE_AXES[part])
+                layers[part] = Named(nested_slice(named, sizes), named.axes)
+        globals_ = {role: Named(nested_slice(named, sizes), named.axes)
+                    for role, named in globals_from_tensors(tensors, spec.family).items()}
+        return Stack(layers=layers, globals=globals_)
 
     def keep(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         # The scalers are size-specific: the learngene is the templates (and globals).
         return {name: t for name, t in tensors.items() if not name.startswith("S.")}
 
     def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
-        return {"aux_depth": aux.depth, "aux_width": aux.width,
-                "template_dim": options.get("template_dim") or aux.width}
+        sizes = {"aux_depth": aux.depth, "aux_width": aux.width,
+                 "template_dim": options.get("template_dim") or aux.width}
+        widths = self.training_widths(aux, options)
+        if widths:  # what `lg grow` builds as slices and `lg inspect` lists
+            sizes.update({"widths": list(widths), "trained_depths": [aux.depth, aux.depth]})
+        return sizes
 
     def no_weight_decay(self, name: str) -> bool:
         # Scalers are weights of order 1 (Eq. B.1), not parameters to shrink.
@@ -422,11 +454,16 @@ class Wave(LearngeneKind):
         return found
 
     def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
+        if self._sliced_width(learngene, target):
+            return
         problem = scales_at(self._config(learngene), target)
         if isinstance(problem, str):
             widths = ", ".join(map(str, self.valid_widths(learngene)))
+            trained = self.trained_widths(learngene)
+            also = (f"; trained at widths {', '.join(map(str, trained))}, built as slices; other widths: add "
+                    f"--method (e.g. bot) to resize the nearest trained width") if trained else ""
             raise LgError(f"WAVE cannot build width {target.width} (MLP {target.mlp_dim}) from this learngene: "
-                          f"{problem}. Valid widths: {widths}, ...")
+                          f"{problem}. Valid widths: {widths}, ...{also}")
 
     def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
         """Templates for every fused role, each (count, *shape) with a shape
@@ -450,16 +487,20 @@ class Wave(LearngeneKind):
         and width, templates frozen (buffers), globals widened (trainable with
         `fit_globals`), as a model that builds ``W = sum T (x) S`` (Eq. 4)."""
         config = self._config(learngene)
-        scales = scales_at(config, target)
+        own = learngene.spec
+        # A trained width narrower than the learngene is the slice of the
+        # widest (`build` slices): scalers and globals at the learngene's width.
+        sliced = self._sliced_width(learngene, target)
+        built = own.with_sizes(depth=target.depth) if sliced else target
+        scales = scales_at(config, built)
         assert not isinstance(scales, str)  # check_target ran
         generator = torch.Generator().manual_seed(seed)
         scalers = {f"S.{role}": linear_padding_scalers(target.depth, entry["count"], scales[role], generator)
                    for role, entry in config.items()}
         templates = {name: t.float() for name, t in learngene.tensors.items() if name.startswith("T.")}
-        own = learngene.spec
-        globals_ = widen_globals(globals_from_tensors(learngene.tensors, own.family), own.width, target.width,
-                                 options["widen"], stage_in=(own.stage_input, target.stage_input)
-                                 if own.stage_input is not None and target.stage_input is not None else None)
+        globals_ = widen_globals(globals_from_tensors(learngene.tensors, own.family), own.width, built.width,
+                                 options["widen"], stage_in=(own.stage_input, built.stage_input)
+                                 if own.stage_input is not None and built.stage_input is not None else None)
         global_tensors = globals_as_tensors(Stack(globals=globals_))
         fit_globals = options["fit_globals"]
         trainable = {**scalers, **(global_tensors if fit_globals else {})}
@@ -483,13 +524,21 @@ class Wave(LearngeneKind):
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         config, widths = self._config(learngene), self.valid_widths(learngene)
-        return {"holds": f"templates for {len(config)} roles "
-                             f"({sum(e['count'] for e in config.values())} in all), and "
-                             f"{sum(map(is_global, learngene.tensors))} global tensors",
-                "templates": {role: f"{'x'.join(map(str, e['shape']))} @ {e['count']}" for role, e in config.items()},
-                "depths": "any depth >= 1 (scalers initialised by Eq. B.1, fitted with --data)",
-                "widths": widths,
-                "becomes": f"any depth, widths {', '.join(map(str, widths))}, ..."}
+        described = {"holds": f"templates for {len(config)} roles "
+                              f"({sum(e['count'] for e in config.values())} in all), and "
+                              f"{sum(map(is_global, learngene.tensors))} global tensors",
+                     "templates": {role: f"{'x'.join(map(str, e['shape']))} @ {e['count']}"
+                                   for role, e in config.items()},
+                     "depths": "any depth >= 1 (scalers initialised by Eq. B.1, fitted with --data)",
+                     "widths": widths,
+                     "becomes": f"any depth, widths {', '.join(map(str, widths))}, ..."}
+        trained = self.trained_widths(learngene)
+        if trained:
+            described["widths"] = sorted(set(widths) | set(trained))
+            described["trained_at"] = {"widths": list(trained), "depths": f"{learngene.spec.depth}"}
+            described["becomes"] += (f" (trained at widths {', '.join(map(str, trained))}: the narrower ones are "
+                                     f"slices of the widest)")
+        return described
 
 
 def fixed_shapes(stack: Stack, roles: list[str]) -> dict[str, tuple[int, ...]]:

@@ -1,0 +1,226 @@
+"""SWS: stage-wise weight sharing (Xia et al., IJCAI 2024, "Exploring
+Learngene via Stage-wise Weight Sharing for Initializing Variable-sized
+Models"; SPEC.md "SWS").
+
+The auxiliary model's blocks are divided into N stages of consecutive
+layers; every layer of a stage uses that stage's one set of weights. The
+learngene is those N sets (``S<s>.<role>``, s = 0..N-1, for every per-layer
+role: q, k, v, o, fc1, fc2, their biases, the norms, layer scale) and the
+globals. The reading lg takes of the paper and its public code
+(AlphaXia/SWS), facts only:
+
+- **Stages.** The reference auxiliary model has 16 blocks in 5 stages of
+  3, 3, 4, 3, 3 layers. lg's rule, for N stages over L layers: stage s holds
+  layers ``[b(s), b(s + 1))`` with ``b(s) = floor(s L / N + 1/2)`` (SWS rule
+  below), which gives 3, 3, 4, 3, 3 for L = 16, N = 5. ``--stages N``
+  (default 5, or the auxiliary depth when shallower; more is refused).
+- **What is shared.** Every per-layer role is shared within its stage, as
+  the reference code shares norm1, norm2, qkv, proj, fc1 and fc2; nothing
+  is shared across stages. The globals (patch and position embedding, class
+  token, final norm, head) are single tensors, inherited by descendants.
+- **Expansion.** The reference code maps descendant layer i to a stage by a
+  list given by hand (``--layers-source``). lg states one rule, the same as
+  the auxiliary model's: a descendant of depth L' takes stage s for its
+  layers ``[b'(s), b'(s + 1))``, ``b'(s) = floor(s L' / N + 1/2)``. At the
+  auxiliary depth the descendant is the auxiliary model itself; deeper, each
+  stage covers proportionally more layers; shallower than N, the stages
+  spread over depth and some give no layer.
+
+Condensing trains the stages' tensors and the globals through the auxiliary
+model, by ``(1 - alpha) CE + alpha tau^2 KL`` (the reference script's
+distillation weight 0.5 is the default). From the teacher (`--init
+ancestry`), stage s starts as the mean of the teacher's layers that the rule
+puts in stage s at the teacher's depth: the least-squares constant per
+stage. With ``--widths`` it is trained at several widths by nested slices,
+as TLEG (`widths.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..errors import LgError, UsageError
+from ..lazy import torch
+from ..options import Option
+from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
+from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
+                   globals_from_tensors, init_option, is_global)
+from .widths import check_trained_width, nested_slice, parse_widths, sliced_tensors, trained_widths, width_spec
+
+# The reference auxiliary model: 16 blocks in 5 stages (3, 3, 4, 3, 3).
+DEFAULT_STAGES = 5
+INIT_STD = 0.02
+PREFIX = "S"
+
+
+def stage_bounds(depth: int, stages: int) -> list[int]:
+    """b(s) = floor(s L / N + 1/2), s = 0..N: stage s holds layers [b(s), b(s + 1))."""
+    return [(2 * s * depth + stages) // (2 * stages) for s in range(stages + 1)]
+
+
+def stage_of_layers(depth: int, stages: int) -> list[int]:
+    """The stage each of `depth` layers takes (the SWS rule)."""
+    bounds = stage_bounds(depth, stages)
+    return [s for s in range(stages) for _ in range(bounds[s], bounds[s + 1])]
+
+
+def _stage_name(stage: int, role: str) -> str:
+    return f"{PREFIX}{stage}.{role}"
+
+
+def _split(name: str) -> tuple[int, str] | None:
+    """(stage, role) of a stage tensor's name, None for a global."""
+    head, _, role = name.partition(".")
+    if head[:1] == PREFIX and head[1:].isdigit() and role:
+        return int(head[1:]), role
+    return None
+
+
+def stage_count(tensors: Mapping[str, Any]) -> int:
+    return 1 + max(split[0] for split in map(_split, tensors) if split is not None)
+
+
+class Sws(LearngeneKind):
+    name = "sws"
+    summary = ("SWS: N stages of shared weights; a descendant of depth L' takes stage s for its layers "
+               "floor(s L'/N + 1/2) .. floor((s+1) L'/N + 1/2) - 1 (any depth, the learngene's width)")
+    condense_options = (
+        Option("alpha", float, 0.5, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL (the SWS "
+               "reference script's 0.5)", minimum=0.0, maximum=1.0),
+        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        Option("stages", int, None, "stages of shared weights (the paper: 5 stages of 3, 3, 4, 3, 3 layers over "
+               "16); at most the auxiliary depth [default: 5, or the auxiliary depth when shallower]", minimum=1),
+        Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128 "
+               "(nested slices, as TLEG's --widths); the widest must be the auxiliary model's"),
+        init_option(),
+    )
+    expand_options = ()
+
+    def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        return parse_widths(options.get("widths"), aux)
+
+    def trained_widths(self, learngene: Learngene) -> tuple[int, ...]:
+        return trained_widths(learngene.sizes, learngene.spec)
+
+    def _stages(self, aux: ArchSpec, options: Mapping[str, Any]) -> int:
+        if options.get("stages") is None:
+            return min(DEFAULT_STAGES, aux.depth)
+        stages = int(options["stages"])
+        if stages > aux.depth:
+            raise UsageError(f"--stages {stages} is more than the auxiliary depth {aux.depth}: every stage needs a "
+                             f"layer (give --stages {aux.depth} or fewer, or a deeper --aux-depth)")
+        return stages
+
+    def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
+                generator: torch.Generator, ancestry: Stack | None = None,
+                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """From random weights: every stage's matrices trunc-normal(0.02),
+        biases 0, gains the family's initial value. From an `ancestry` (the
+        teacher at this width): stage s is the mean of the teacher's layers
+        the SWS rule puts in stage s at the teacher's depth, and the globals
+        are the teacher's."""
+        stages = self._stages(aux, options)
+        tensors: dict[str, torch.Tensor] = {}
+        if ancestry is not None:
+            for role, named in ancestry.layers.items():
+                layers = named.data.float()
+                owner = torch.tensor(stage_of_layers(layers.shape[0], stages))
+                for s in range(stages):
+                    members = (owner == s).nonzero().flatten()
+                    # A teacher shallower than the stages: the nearest layer stands in.
+                    chosen = members if len(members) else torch.tensor([round(s * (layers.shape[0] - 1)
+                                                                              / max(1, stages - 1))])
+                    tensors[_stage_name(s, role)] = layers.index_select(0, chosen).mean(0)
+            tensors.update({name: t.float().clone() for name, t in globals_as_tensors(ancestry).items()})
+            return tensors, {}
+        for role, named in aux_init.layers.items():
+            first = named.data[0].float()
+            for s in range(stages):
+                if first.dim() >= 2:
+                    value = torch.empty_like(first)
+                    torch.nn.init.trunc_normal_(value, std=INIT_STD, generator=generator)
+                elif role.endswith("_bias"):
+                    value = torch.zeros_like(first)
+                else:
+                    value = first.clone()
+                tensors[_stage_name(s, role)] = value
+        tensors.update(globals_as_tensors(aux_init))
+        return tensors, {}
+
+    def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
+        """The SWS rule at `spec`'s depth (each layer its stage's tensors), on
+        the nested slices of the tensors at a narrower width."""
+        sizes = spec.axis_sizes()
+        tensors = sliced_tensors(tensors, lambda name: LAYER_ROLE_AXES[_split(name)[1]][1:]
+                                 if _split(name) else None, spec)
+        stages = stage_count(tensors)
+        owner = stage_of_layers(spec.depth, stages)
+        roles = sorted({split[1] for split in map(_split, tensors) if split is not None})
+        layers = {role: Named(torch.stack([tensors[_stage_name(s, role)] for s in owner]), LAYER_ROLE_AXES[role])
+                  for role in roles}
+        globals_ = {role: Named(nested_slice(named, sizes), named.axes)
+                    for role, named in globals_from_tensors(tensors, spec.family).items()}
+        return Stack(layers=layers, globals=globals_)
+
+    def keep(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return dict(tensors)
+
+    def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+        stages = self._stages(aux, options)
+        bounds = stage_bounds(aux.depth, stages)
+        sizes: dict[str, Any] = {"aux_depth": aux.depth, "stages": stages,
+                                 "stage_layers": [bounds[s + 1] - bounds[s] for s in range(stages)],
+                                 "width": aux.width, "heads": aux.heads, "mlp_dim": aux.mlp_dim}
+        widths = self.training_widths(aux, options)
+        if widths:
+            sizes.update({"widths": list(widths), "trained_depths": [aux.depth, aux.depth]})
+        return sizes
+
+    def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
+        check_trained_width("SWS", learngene.spec, self.trained_widths(learngene), target)
+
+    def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
+        stages = learngene.sizes.get("stages")
+        if not isinstance(stages, int) or isinstance(stages, bool) or not 1 <= stages <= template_depth(template):
+            raise LgError("refused: this sws learngene's metadata lacks a valid 'stages' count")
+        expected = expected_globals(template)
+        for role, named in template.layers.items():
+            for s in range(stages):
+                expected[_stage_name(s, role)] = tuple(named.data.shape[1:])
+        return expected
+
+    def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
+               context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
+        with torch.no_grad():
+            built = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
+        stack = Stack(layers=built.layers, globals={role: Named(named.data.clone(), named.axes)
+                                                    for role, named in built.globals.items()})
+        owner = stage_of_layers(target.depth, stage_count(learngene.tensors))
+        return stack, {"rule": "SWS: layer l takes stage s for floor(s L/N + 1/2) <= l < floor((s+1) L/N + 1/2)",
+                       "depth": target.depth, "stage_of_layer": owner}
+
+    def describe(self, learngene: Learngene) -> dict[str, Any]:
+        own = learngene.spec
+        stages = stage_count(learngene.tensors)
+        roles = sorted({split[1] for split in map(_split, learngene.tensors) if split is not None})
+        widths = list(self.trained_widths(learngene))
+        shapes = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})"
+                           for w in widths)
+        described = {"holds": f"{stages} stages of shared weights for {len(roles)} per-layer roles "
+                              f"(layers per stage at the auxiliary depth: "
+                              f"{', '.join(map(str, learngene.sizes.get('stage_layers', [])))}), and "
+                              f"{sum(map(is_global, learngene.tensors))} global tensors",
+                     "roles": roles,
+                     "depths": "any depth >= 1 (the SWS rule at the target depth)",
+                     "widths": widths,
+                     "becomes": f"depth 1, 2, 3, ... at width{'s' if len(widths) > 1 else ''} {shapes}"}
+        if "widths" in learngene.sizes:
+            described["trained_at"] = {"widths": widths, "depths": f"{own.depth}-{own.depth}"}
+        return described
+
+
+def template_depth(template: Stack) -> int:
+    return next(iter(template.layers.values())).data.shape[0]
+
+
+KIND = Sws()

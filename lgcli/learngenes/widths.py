@@ -1,0 +1,190 @@
+"""Learngenes at several widths (SPEC.md "Learngenes at several widths"):
+what a kind needs to train, and build, every width of a list from one set
+of tensors.
+
+- Nested slices: the descendant of width w holds the first w channels of
+  every ``embed`` axis, the first w / d whole heads of every ``attn`` /
+  ``kv`` axis (d the teacher's head dim, which never changes) and the first
+  F(w) neurons of every ``mlp`` axis, where F keeps the auxiliary model's MLP
+  ratio (`sizing.target_spec`). The learngene's tensors are the widest; the
+  globals (patch and position embeddings, norms, head) are sliced the same
+  way, so one slice rule serves every role of every family.
+- Importance order: slices keep the first channels, so before condensing
+  from the ancestry its channels are permuted so that the most important
+  come first, measured on the teacher by the calibration pass
+  (`lgcli.calibration`, Minitron's activation importance). The permutation
+  is the same on every tensor of the residual stream (embed), and per layer
+  on the heads and the MLP neurons: a pure relabelling of channels, so the
+  permuted teacher computes exactly what the teacher does.
+
+A kind that trains at several widths records them in its sizes (``widths``)
+and builds only those (`check_trained_width`); `lg grow --method M` resizes
+the nearest trained width for the rest (`lgcli.resize`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import LgError, UsageError, shown
+from ..lazy import torch
+from ..sizing import target_spec
+from ..stack import ATTN, EMBED, HEADS, KV, MLP, ArchSpec, Named, Stack
+
+# The axes a width change moves (layer, head_dim and the fixed axes never do).
+SLICED_AXES = (EMBED, ATTN, KV, MLP, HEADS)
+
+
+# ---------------------------------------------------------------- the widths trained
+
+def width_spec(widest: ArchSpec, width: int) -> ArchSpec:
+    """The model of `width` a learngene of `widest` builds: heads at the
+    widest's head dim, key/value heads in the same groups, the MLP at the
+    widest's ratio (`sizing.target_spec`)."""
+    if width == widest.width:
+        return widest
+    return target_spec(widest, width=width)
+
+
+def parse_widths(text: str | None, aux: ArchSpec, flag: str = "--widths") -> tuple[int, ...] | None:
+    """The widths of `--widths 64,128`, ascending; None when not given.
+
+    Each must be a whole number of heads at the auxiliary model's head dim,
+    and the widest must be the auxiliary model's own width: the learngene's
+    tensors are the widest descendant's, which every narrower one slices."""
+    if text is None or str(text).strip() == "":
+        return None
+    if aux.stages:
+        raise UsageError(f"{flag} trains the widths of a model of one stack of blocks; a model of stages "
+                         f"(Swin) is not width-trained yet")
+    parts = [part.strip() for part in str(text).split(",")]
+    if not all(re.fullmatch(r"[0-9]{1,9}", part, re.ASCII) for part in parts):
+        raise UsageError(f"{flag} takes comma-separated widths such as 64,128, not {shown(repr(str(text)))}")
+    widths = tuple(sorted({int(part) for part in parts}))
+    for width in widths:
+        if width < 1 or width % aux.head_dim:
+            raise UsageError(f"{flag}: width {width} is not a whole number of heads of dim {aux.head_dim} "
+                             f"(the auxiliary model's head dim)")
+        groups = aux.heads // aux.key_value_heads
+        if (width // aux.head_dim) % groups:
+            raise UsageError(f"{flag}: width {width} is not a whole number of grouped-query groups "
+                             f"({groups} heads of dim {aux.head_dim} each)")
+    if widths[-1] != aux.width:
+        raise UsageError(f"{flag} {','.join(map(str, widths))}: the widest must be the auxiliary model's width "
+                         f"{aux.width} (the learngene's tensors are the widest): add {aux.width}, or give "
+                         f"--aux-width {widths[-1]}")
+    for width in widths:
+        width_spec(aux, width)  # a width whose MLP or heads the family cannot have is refused here
+    return widths
+
+
+def trained_widths(sizes: Mapping[str, Any], own: ArchSpec) -> tuple[int, ...]:
+    """The widths a learngene was trained at: its sizes' ``widths``, or its own width alone."""
+    widths = sizes.get("widths")
+    if isinstance(widths, list) and widths and all(isinstance(w, int) and not isinstance(w, bool) for w in widths):
+        return tuple(widths)
+    return (own.width,)
+
+
+def check_trained_width(kind: str, own: ArchSpec, widths: Sequence[int], target: ArchSpec) -> None:
+    """Refuse a target that is not one of the trained widths (with its
+    heads and MLP), in one line naming them and the way to the rest."""
+    for width in widths:
+        built = width_spec(own, width)
+        if (target.width, target.heads, target.key_value_heads, target.mlp_dim) == (
+                built.width, built.heads, built.key_value_heads, built.mlp_dim):
+            return
+    trained = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})" for w in widths)
+    start = nearest_trained(widths, target.width)
+    way, method = ("shrink", "select") if start > target.width else ("grow", "bot")
+    raise LgError(f"this {kind} learngene was trained at width{'s' if len(widths) > 1 else ''} {trained}, at any "
+                  f"depth; width {target.width}, {target.heads} heads, MLP {target.mlp_dim} was asked: build a "
+                  f"trained width, or add --method {method} (or another method that can {way}) to resize "
+                  f"width {start} to it")
+
+
+def nearest_trained(widths: Sequence[int], width: int) -> int:
+    """The trained width a resize to `width` starts from: the narrowest one
+    at least as wide (a shrink keeps what was trained), else the widest (a grow)."""
+    wider = [w for w in widths if w >= width]
+    return min(wider) if wider else max(widths)
+
+
+# ---------------------------------------------------------------- nested slices
+
+def nested_slice(named: Named, sizes: Mapping[str, int]) -> torch.Tensor:
+    """The first `sizes[axis]` elements along every sliced axis of `named`
+    (a differentiable view: gradients reach the learngene's tensor)."""
+    data = named.data
+    for dim, axis in enumerate(named.axes):
+        if axis in SLICED_AXES and axis in sizes and data.shape[dim] != sizes[axis]:
+            if data.shape[dim] < sizes[axis]:  # check_trained_width stands before every build
+                raise RuntimeError(f"axis {axis} holds {data.shape[dim]} elements, {sizes[axis]} were asked")
+            data = data.narrow(dim, 0, sizes[axis])
+    return data
+
+
+def sliced_tensors(tensors: Mapping[str, torch.Tensor], axes_of: Callable[[str], tuple[str, ...] | None],
+                   spec: ArchSpec) -> dict[str, torch.Tensor]:
+    """Every tensor whose axes `axes_of(name)` gives, sliced to `spec`'s
+    sizes; the others as they are."""
+    sizes = spec.axis_sizes()
+    out = {}
+    for name, tensor in tensors.items():
+        axes = axes_of(name)
+        out[name] = tensor if axes is None else nested_slice(Named(tensor, axes), sizes)
+    return out
+
+
+# ---------------------------------------------------------------- importance order
+
+def importance_orders(statistics, spec: ArchSpec) -> dict[str, torch.Tensor]:
+    """The permutation of each sliced axis that puts the most important
+    channels first (descending importance; ties keep the earlier channel):
+    embed (D,) shared by every tensor, and per layer (L, n) for attn, kv,
+    heads and mlp. With grouped-query attention a key/value head moves with
+    the query heads it serves (a group's score is the sum of its heads'), so
+    query head h still reads key/value head h // g."""
+    def descending(scores: torch.Tensor) -> torch.Tensor:
+        return torch.sort(-scores.double(), dim=-1, stable=True).indices
+
+    layers = statistics.heads.shape[0]
+    group = spec.heads // spec.key_value_heads
+    groups = descending(statistics.heads.reshape(layers, spec.key_value_heads, group).sum(-1))  # (L, kv)
+    heads = (groups[..., None] * group + torch.arange(group)).reshape(layers, spec.heads)
+
+    def channels(head_order: torch.Tensor) -> torch.Tensor:
+        return (head_order[..., None] * spec.head_dim + torch.arange(spec.head_dim)).reshape(layers, -1)
+
+    return {EMBED: descending(statistics.embed), MLP: descending(statistics.mlp), HEADS: heads,
+            ATTN: channels(heads), KV: channels(groups)}
+
+
+def permuted_stack(stack: Stack, orders: Mapping[str, torch.Tensor]) -> Stack:
+    """`stack` with every sliced axis permuted by `orders` (`importance_orders`):
+    a (n,) order applies to every tensor, an (L, n) one per layer. The same
+    relabelling on every tensor that reads or writes a channel, so the model
+    computes the same function (LayerNorm and RMSNorm statistics are sums
+    over the channels, which a permutation does not change)."""
+    def permute(named: Named, per_layer: bool) -> Named:
+        data = named.data
+        for dim, axis in enumerate(named.axes):
+            if axis not in orders:
+                continue
+            order = orders[axis]
+            if order.dim() == 1:
+                data = data.index_select(dim, order)
+            elif per_layer and dim > 0:
+                data = torch.stack([data[layer].index_select(dim - 1, order[layer])
+                                    for layer in range(data.shape[0])])
+            else:  # a global with a per-layer axis: no family has one
+                raise RuntimeError(f"a global tensor has a per-layer axis {axis}")
+        return Named(data, named.axes)
+
+    return Stack(layers={role: permute(named, True) for role, named in stack.layers.items()},
+                 globals={role: permute(named, False) for role, named in stack.globals.items()})
+
+
+__all__ = ["width_spec", "parse_widths", "trained_widths", "check_trained_width", "nearest_trained",
+           "nested_slice", "sliced_tensors", "importance_orders", "permuted_stack"]

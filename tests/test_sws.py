@@ -1,0 +1,144 @@
+"""SWS (stage-wise weight sharing; SPEC.md "SWS", lgcli/learngenes/sws.py):
+the stage rule and the expansion checked entry by entry on hand-made cases,
+the warm start as a mean per stage, and descendants that load strictly in
+timm and transformers and run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import timm
+import torch
+
+import lgcli
+from lgcli.arch import get_adapter
+from lgcli.learngenes.sws import KIND as SWS
+from lgcli.learngenes.sws import stage_bounds, stage_of_layers
+
+from conftest import sample_input
+
+TEACHER = dict(depth=4, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
+FAST = ["--batch-size", "16", "--subset", "64", "--test-subset", "32", "--steps", "2"]
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    torch.manual_seed(0)
+    model = timm.create_model("vit_base_patch16_224", **TEACHER).eval()
+    path = tmp_path_factory.mktemp("teacher") / "teacher.safetensors"
+    lgcli.save_model(model, path)
+    return path
+
+
+def test_the_stage_rule_by_hand():
+    # The reference auxiliary model: 16 blocks in stages of 3, 3, 4, 3, 3.
+    assert stage_bounds(16, 5) == [0, 3, 6, 10, 13, 16]
+    # b(s) = floor(s L / N + 1/2): L = 12, N = 5 -> 0, 2 (2.9), 5 (5.3), 7 (7.7), 10 (10.1), 12.
+    assert stage_of_layers(12, 5) == [0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4]
+    assert stage_of_layers(5, 3) == [0, 0, 1, 2, 2]          # 0, 2 (2.17), 3 (3.83), 5
+    # Shallower than the stages: 0, 1 (1.1), 1 (1.7), 2 (2.3), 2 (2.9), 3 -> stages 0, 2 and 4.
+    assert stage_of_layers(3, 5) == [0, 2, 4]
+    assert stage_of_layers(4, 4) == [0, 1, 2, 3]             # one layer per stage at N = L
+
+
+def test_a_descendant_takes_each_layer_from_its_stage_entry_by_entry(teacher):
+    spec = lgcli.load(teacher).spec
+    template = get_adapter(spec.family).random_stack(spec, seed=0)
+    # Hand-made stage tensors: stage s, role number r holds the constant 100 s + r (then a ramp,
+    # so that a wrong slice shows too).
+    tensors = {}
+    roles = sorted(template.layers)
+    for r, role in enumerate(roles):
+        shape = template.layers[role].data.shape[1:]
+        for s in range(3):
+            tensors[f"S{s}.{role}"] = 100.0 * s + r + torch.arange(shape.numel(), dtype=torch.float32).reshape(
+                shape) / 1000
+    for role, named in template.globals.items():
+        tensors[f"global.{role}"] = named.data.float()
+    built = SWS.build(tensors, spec.with_sizes(depth=5))
+    for r, role in enumerate(roles):
+        data = built.layers[role].data
+        assert data.shape[0] == 5
+        for layer, stage in enumerate([0, 0, 1, 2, 2]):
+            assert torch.equal(data[layer], tensors[f"S{stage}.{role}"]), (role, layer)
+    # At width 16 (1 head of 16, MLP 64): the first 16 channels of every width axis.
+    narrow = SWS.build(tensors, spec.with_sizes(depth=5, width=16, heads=1, mlp_dim=64))
+    assert torch.equal(narrow.layers["fc1"].data[2], tensors["S1.fc1"][:64, :16])
+    assert torch.equal(narrow.layers["o"].data[4], tensors["S2.o"][:16, :16])
+    assert torch.equal(narrow.globals["pos_embed"].data, tensors["global.pos_embed"][..., :16])
+
+
+def test_the_warm_start_is_the_mean_of_each_stages_layers(teacher):
+    loaded = lgcli.load(teacher)
+    stack = loaded.stack.materialized()
+    tensors, frozen = SWS.initial(loaded.spec, stack, {"stages": 2}, torch.Generator().manual_seed(0),
+                                  ancestry=stack)
+    assert frozen == {}
+    for role, named in stack.layers.items():  # 4 layers in 2 stages: layers 0, 1 and 2, 3
+        assert torch.allclose(tensors[f"S0.{role}"], (named.data[0] + named.data[1]).float() / 2)
+        assert torch.allclose(tensors[f"S1.{role}"], (named.data[2] + named.data[3]).float() / 2)
+    for role, named in stack.globals.items():
+        assert torch.equal(tensors[f"global.{role}"], named.data.float())
+
+
+def test_sws_condenses_and_grows_into_strict_timm_models(teacher, tmp_path, lg):
+    gene = tmp_path / "sws.lg.safetensors"
+    result = lg("condense", str(teacher), "--method", "sws", "--stages", "2", "--data", "fashion-mnist-mini",
+                *FAST, "-o", str(gene), "--json")
+    assert result.code == 0, result.stderr
+    learngene = lgcli.load_learngene(gene)
+    assert learngene.sizes["stages"] == 2 and learngene.sizes["stage_layers"] == [2, 2]
+    assert sorted({name.split(".")[0] for name in learngene.tensors}) == ["S0", "S1", "global"]
+    for depth in (3, 6):
+        out = tmp_path / f"d{depth}.safetensors"
+        grown = lg("grow", str(gene), "--depth", str(depth), "-o", str(out), "--json")
+        assert grown.code == 0, grown.stderr
+        assert json.loads(grown.stdout)["details"]["stage_of_layer"] == stage_of_layers(depth, 2)
+        report = lgcli.inspect_checkpoint(out)
+        model = eval(report["load_call"].replace("'" + str(out) + "'", repr(str(out))), {"timm": timm})
+        assert len(model.blocks) == depth
+        assert torch.isfinite(model(sample_input(model))).all()
+        built = lgcli.load(out).stack.materialized()
+        owner = stage_of_layers(depth, 2)
+        for layer in range(depth):
+            assert torch.equal(built.layers["fc1"].data[layer], learngene.tensors[f"S{owner[layer]}.fc1"])
+    # Another width than the learngene's is refused in one line naming it, and reached with --method.
+    refused = lg("grow", str(gene), "--depth", "3", "--width", "64", "-o", str(tmp_path / "no.safetensors"))
+    assert refused.code != 0 and "trained at width 32 (2 heads, MLP 128)" in refused.stderr
+    assert "\n" not in refused.stderr.strip()
+    wide = tmp_path / "wide.safetensors"
+    assert lg("grow", str(gene), "--depth", "3", "--width", "64", "--method", "bot", "-o", str(wide)).code == 0
+
+
+def test_the_default_stage_count():
+    from lgcli.stack import ArchSpec
+
+    for depth, stages in ((16, 5), (12, 5), (4, 4), (2, 2)):
+        aux = ArchSpec(family="vit", depth=depth, width=32, heads=2, head_dim=16, mlp_dim=128)
+        assert SWS.sizes(aux, {})["stages"] == stages
+    assert SWS.sizes(ArchSpec(family="vit", depth=16, width=32, heads=2, head_dim=16, mlp_dim=128),
+                     {})["stage_layers"] == [3, 3, 4, 3, 3]
+
+
+def test_more_stages_than_layers_is_refused(teacher, tmp_path, lg):
+    out = tmp_path / "g.lg.safetensors"
+    result = lg("condense", str(teacher), "--method", "sws", "--stages", "5", "--data", "fashion-mnist-mini",
+                *FAST, "-o", str(out))
+    assert result.code != 0 and "--stages 5 is more than the auxiliary depth 4" in result.stderr
+    assert not out.exists() and "Traceback" not in result.stderr
+
+
+def test_an_sws_learngene_of_llama_grows_into_a_folder_transformers_loads(tmp_path, lg):
+    from text_models import load_strict, make_model, outputs, save_folder, token_ids
+
+    folder = save_folder(make_model("llama-gqa"), tmp_path / "llama", "llama-gqa")
+    gene = tmp_path / "sws.lg.safetensors"
+    result = lg("condense", str(folder), "--method", "sws", "--stages", "2", "--data", "kjv-mini", "--steps", "2",
+                "--batch-size", "4", "--seq-len", "12", "-o", str(gene))
+    assert result.code == 0, result.stderr
+    out = tmp_path / "grown"
+    assert lg("grow", str(gene), "--depth", "5", "-o", str(out)).code == 0
+    model = load_strict(out, "llama-gqa")
+    assert model.config.num_hidden_layers == 5
+    assert torch.isfinite(outputs(model, token_ids())).all()

@@ -1,0 +1,301 @@
+"""Learngenes trained at several widths (SPEC.md "Learngenes at several
+widths"; lgcli/learngenes/widths.py): `lg condense --widths`, a descendant at
+width W equal to the nested slices of the learngene computed by hand, exact
+repeats, refusals naming the trained widths, `--method` for the rest, and an
+importance order that keeps the teacher's function."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+import timm
+import torch
+
+import lgcli
+from lgcli.arch import get_adapter
+from lgcli.data import load_data
+from lgcli.learngenes import GeneratedModel
+from lgcli.learngenes.tleg import KIND as TLEG
+from lgcli.learngenes.widths import importance_orders, permuted_stack
+from lgcli.stack import ATTN, EMBED, HEADS, KV, MLP
+from lgcli.train import TrainConfig, train
+
+from conftest import sample_input
+
+# head dim 16: widths 32 (2 heads) and 64 (4 heads)
+TEACHER = dict(depth=2, embed_dim=64, num_heads=4, patch_size=7, img_size=28, in_chans=1, num_classes=10)
+FAST = ["--batch-size", "16", "--subset", "128", "--test-subset", "50"]
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    """A tiny timm ViT trained a few steps, so its logits and activations carry something."""
+    data = load_data(subset=128, test_subset=50, seed=0)
+    torch.manual_seed(0)
+    model = timm.create_model("vit_base_patch16_224", **TEACHER)
+    train(model, data.train, TrainConfig(steps=8, batch_size=16, lr=2e-3, progress=False))
+    path = tmp_path_factory.mktemp("teacher") / "teacher.safetensors"
+    lgcli.save_model(model.eval(), path)
+    return path
+
+
+def _condense(teacher, out, *extra):
+    from lgcli.cli import main
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    args = ["condense", str(teacher), "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "3",
+            "--depths", "2-3", "-o", str(out), "--json", *FAST, *extra]
+    with contextlib.redirect_stdout(buffer):
+        try:
+            main(args)
+        except SystemExit as exc:
+            assert not exc.code, f"lg {' '.join(args)} exited {exc.code}"
+    return json.loads(buffer.getvalue())
+
+
+@pytest.fixture(scope="module")
+def gene(tmp_path_factory, teacher):
+    out = tmp_path_factory.mktemp("gene") / "tleg.lg.safetensors"
+    report = _condense(teacher, out, "--widths", "32,64")
+    return out, report
+
+
+def _strict_load(path):
+    report = lgcli.inspect_checkpoint(path)
+    return eval(report["load_call"].replace("'" + str(path) + "'", repr(str(path))), {"timm": timm})
+
+
+def _first(tensor: torch.Tensor, axes: tuple[str, ...], sizes: dict[str, int]) -> torch.Tensor:
+    """The first sizes[axis] entries along every width axis, by explicit indices."""
+    for dim, axis in enumerate(axes):
+        if axis in sizes:
+            tensor = tensor.index_select(dim, torch.arange(sizes[axis]))
+    return tensor
+
+
+# ---------------------------------------------------------------- descendants are nested slices
+
+def test_a_descendant_at_a_trained_width_is_the_nested_slice_by_hand(gene, tmp_path, lg):
+    path, _ = gene
+    learngene = lgcli.load_learngene(path)
+    assert learngene.sizes["widths"] == [32, 64] and learngene.spec.width == 64
+    # The file says what the channels were ordered on.
+    assert learngene.condensed["importance_order"] == {"data": "fashion-mnist-mini", "samples": 64, "seed": 0,
+                                                       "positions": learngene.condensed["importance_order"]["positions"]}
+    out = tmp_path / "d.safetensors"
+    result = lg("grow", str(path), "--depth", "3", "--width", "32", "-o", str(out))
+    assert result.code == 0, result.stderr
+    built = lgcli.load(out)
+    assert (built.spec.depth, built.spec.width, built.spec.heads, built.spec.mlp_dim) == (3, 32, 2, 128)
+    # 32 channels, 2 whole heads of the teacher's 16 dims (rows 0..31 of q, k, v), 128 MLP neurons.
+    sizes = {EMBED: 32, ATTN: 32, KV: 32, MLP: 128, HEADS: 2}
+    for role, named in built.stack.layers.items():
+        a, b = learngene.tensors[f"A.{role}"], learngene.tensors[f"B.{role}"]
+        for layer in range(3):  # TLEG Eq. 1 on the slices: B + ((l - 1) / L) A, l = layer + 1
+            expected = _first(b, named.axes[1:], sizes) + (layer / 3) * _first(a, named.axes[1:], sizes)
+            assert torch.allclose(named.data[layer], expected, atol=1e-6), (role, layer)
+    for role, named in built.stack.globals.items():
+        expected = _first(learngene.tensors[f"global.{role}"], named.axes, sizes)
+        assert torch.equal(named.data, expected), role
+    # ... and it loads strictly in timm, with the line lg inspect prints, and runs.
+    model = _strict_load(out)
+    assert model(sample_input(model)).shape == (2, 10)
+
+
+def test_every_trained_width_builds_directly_and_inspect_lists_them(gene, tmp_path, lg):
+    path, _ = gene
+    for width, heads in ((32, 2), (64, 4)):
+        out = tmp_path / f"d{width}.safetensors"
+        assert lg("grow", str(path), "--depth", "2", "--width", str(width), "-o", str(out)).code == 0
+        model = _strict_load(out)
+        assert (model.embed_dim, len(model.blocks), model.blocks[0].attn.num_heads) == (width, 2, heads)
+        assert torch.isfinite(model(sample_input(model))).all()
+    report = json.loads(lg("inspect", str(path), "--json").stdout)
+    assert report["trained_at"] == {"widths": [32, 64], "depths": "2-3"}
+    assert "32 (2 heads, MLP 128), 64 (4 heads, MLP 256)" in report["becomes"]
+    assert "trained at depths 2-3" in report["becomes"]  # the row `lg inspect` shows
+
+
+def test_the_condense_draws_every_listed_width(teacher):
+    """GeneratedModel draws a (depth, width) per training step; each width is built from the same tensors."""
+    learngene = lgcli.load(teacher)
+    stack = learngene.stack.materialized()
+    trainable, _ = TLEG.initial(learngene.spec, stack, {}, torch.Generator().manual_seed(0), ancestry=stack)
+    model = GeneratedModel(learngene.spec, TLEG.build, trainable, depths=(2, 3), widths=(32, 64)).train()
+    torch.manual_seed(0)
+    images = torch.randn(2, 1, 28, 28)
+    for _ in range(30):  # four (depth, width) pairs, each drawn with chance 1/4 per step
+        model(images)
+    assert set(model._skeletons) == {(2, 32), (2, 64), (3, 32), (3, 64)}
+    # In eval, the widest at the auxiliary depth: exactly the teacher, as the fit starts from it (2 layers: exact line).
+    teacher_model = get_adapter("vit").load_model(learngene.spec, stack).eval()
+    assert torch.allclose(model.eval()(images), teacher_model(images), atol=1e-4)
+
+
+def test_the_same_seed_writes_the_same_bytes(gene, teacher, tmp_path):
+    path, _ = gene
+    again = tmp_path / "again.lg.safetensors"
+    _condense(teacher, again, "--widths", "32,64")
+    assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(again.read_bytes()).digest()
+
+
+# ---------------------------------------------------------------- refusals and --method
+
+def test_an_untrained_width_is_refused_in_one_line_naming_the_trained_ones(gene, tmp_path, lg):
+    path, _ = gene
+    out = tmp_path / "d48.safetensors"
+    result = lg("grow", str(path), "--depth", "2", "--width", "48", "-o", str(out))
+    assert result.code != 0 and not out.exists()
+    line = result.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "trained at widths 32 (2 heads, MLP 128), 64 (4 heads, MLP 256)" in line and "--method select" in line
+    # A trained width needs no method: --method is refused there, as for every learngene's own sizes.
+    result = lg("grow", str(path), "--depth", "2", "--width", "32", "--method", "select", "-o", str(out))
+    assert result.code == 2 and "--method does not apply" in result.stderr and not out.exists()
+
+
+def test_method_resizes_the_nearest_trained_width(gene, tmp_path, lg):
+    path, _ = gene
+    out = tmp_path / "d48.safetensors"
+    result = lg("grow", str(path), "--depth", "3", "--width", "48", "--method", "select", "-o", str(out))
+    assert result.code == 0, result.stderr
+    model = _strict_load(out)
+    assert (model.embed_dim, len(model.blocks)) == (48, 3)
+    assert torch.isfinite(model(sample_input(model))).all()
+    # What select computes from the learngene's width 64 at depth 3, exactly.
+    direct = tmp_path / "d64.safetensors"
+    assert lg("grow", str(path), "--depth", "3", "--width", "64", "-o", str(direct)).code == 0
+    piped = tmp_path / "piped.safetensors"
+    assert lg("shrink", str(direct), "--width", "48", "--method", "select", "-o", str(piped)).code == 0
+    got, expected = lgcli.load(out).stack.materialized(), lgcli.load(piped).stack.materialized()
+    for role in expected.layers:
+        assert torch.equal(got.layers[role].data, expected.layers[role].data), role
+    recorded = lgcli.inspect_checkpoint(out)["provenance"][0]["options"]
+    assert recorded["trained_width"] == 64 and recorded["width_method"] == "select"
+    # A grow beyond the widest goes the other way, and a method that cannot is refused in one line.
+    wide = tmp_path / "d96.safetensors"
+    assert lg("grow", str(path), "--depth", "2", "--width", "96", "--method", "bot", "-o", str(wide)).code == 0
+    assert _strict_load(wide).embed_dim == 96
+    refused = lg("grow", str(path), "--depth", "2", "--width", "96", "--method", "select", "-o",
+                 str(tmp_path / "no.safetensors"))
+    assert refused.code != 0 and "cannot grow" in refused.stderr and "\n" not in refused.stderr.strip()
+
+
+@pytest.mark.parametrize("widths, message", [
+    ("40,64", "not a whole number of heads of dim 16"),
+    ("32,48", "the widest must be the auxiliary model's width 64"),
+    ("32;64", "comma-separated widths"),
+])
+def test_bad_widths_are_refused(teacher, tmp_path, lg, widths, message):
+    out = tmp_path / "g.lg.safetensors"
+    result = lg("condense", str(teacher), "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "1",
+                *FAST, "--widths", widths, "-o", str(out))
+    assert result.code != 0 and message in result.stderr and not out.exists()
+    assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------- importance order
+
+def test_permuting_channels_keeps_the_logits(teacher):
+    loaded = lgcli.load(teacher)
+    spec, stack = loaded.spec, loaded.stack.materialized()
+    generator = torch.Generator().manual_seed(3)
+
+    class Scores:  # any scores: the permutation must keep the function whatever order they give
+        embed = torch.rand(spec.width, generator=generator)
+        mlp = torch.rand(spec.depth, spec.mlp_dim, generator=generator)
+        heads = torch.rand(spec.depth, spec.heads, generator=generator)
+
+    orders = importance_orders(Scores, spec)
+    assert torch.equal(orders[EMBED], torch.sort(-Scores.embed, stable=True).indices)
+    assert not torch.equal(orders[EMBED], torch.arange(spec.width))
+    adapter = get_adapter(spec.family)
+    before = adapter.load_model(spec, stack).eval()
+    after = adapter.load_model(spec, permuted_stack(stack, orders)).eval()
+    images = torch.randn(3, 1, 28, 28, generator=generator)
+    assert torch.allclose(before(images), after(images), atol=1e-5)
+
+
+def test_importance_order_puts_the_most_important_first(teacher):
+    from lgcli.calibration import calibrate, calibration_examples
+    from lgcli.condense import importance_ordered
+
+    loaded = lgcli.load(teacher)
+    ordered, _ = importance_ordered(loaded, loaded.stack.materialized(), "fashion-mnist-mini", seed=0,
+                                    device="cpu", seq_len=None, notify=lambda message: None)
+    adapter = get_adapter(loaded.spec.family)
+    model = adapter.load_model(loaded.spec, ordered).float()
+    examples, name = calibration_examples(model, loaded.spec, "fashion-mnist-mini", samples=64, seed=0,
+                                          seq_len=None, companions={}, where="test")
+    again = calibrate(model, loaded.spec, examples, name=name, seed=0)
+    # Measured again on the permuted teacher, every score is in descending order.
+    assert bool((again.embed[:-1] >= again.embed[1:] - 1e-9).all())
+    assert bool((again.mlp[:, :-1] >= again.mlp[:, 1:] - 1e-9).all())
+    assert bool((again.heads[:, :-1] >= again.heads[:, 1:] - 1e-9).all())
+
+
+def test_permutation_keeps_a_grouped_query_language_model(tmp_path):
+    from text_models import make_model, outputs, save_folder, token_ids
+
+    folder = save_folder(make_model("llama-gqa"), tmp_path / "llama", "llama-gqa")
+    loaded = lgcli.load(folder)
+    spec, stack = loaded.spec, loaded.stack.materialized()
+    assert spec.key_value_heads < spec.heads
+    generator = torch.Generator().manual_seed(5)
+
+    class Scores:
+        embed = torch.rand(spec.width, generator=generator)
+        mlp = torch.rand(spec.depth, spec.mlp_dim, generator=generator)
+        heads = torch.rand(spec.depth, spec.heads, generator=generator)
+
+    adapter = get_adapter(spec.family)
+    ids = token_ids()
+    before = outputs(adapter.load_model(spec, stack).eval(), ids)
+    after = outputs(adapter.load_model(spec, permuted_stack(stack, importance_orders(Scores, spec))).eval(), ids)
+    assert torch.allclose(before, after, atol=1e-5)
+
+
+def test_a_single_width_learngene_reaches_other_widths_with_method(teacher, tmp_path, lg):
+    """Today's TLEG learngene (no --widths) has one trained width, its own: --method resizes it."""
+    gene = tmp_path / "one.lg.safetensors"
+    _condense(teacher, gene)
+    refused = lg("grow", str(gene), "--depth", "2", "--width", "32", "-o", str(tmp_path / "no.safetensors"))
+    assert refused.code == 1 and "its own width 64" in refused.stderr and "--method" in refused.stderr
+    out = tmp_path / "d32.safetensors"
+    assert lg("grow", str(gene), "--depth", "2", "--width", "32", "--method", "select", "-o", str(out)).code == 0
+    model = _strict_load(out)
+    assert model.embed_dim == 32 and torch.isfinite(model(sample_input(model))).all()
+
+
+def test_wave_trained_widths_are_slices_of_its_widest(teacher, tmp_path, lg):
+    """WAVE --widths: a trained width is the nested slice of the widest built
+    at the same depth (Eq. 4 with Eq. B.1's scalers, the same seed)."""
+    from lgcli.cli import main
+    import contextlib
+    import io
+
+    gene = tmp_path / "wave.lg.safetensors"
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(["condense", str(teacher), "--method", "wave", "--data", "fashion-mnist-mini", "--steps", "3",
+                  "--widths", "32,64", "-o", str(gene), *FAST])
+        except SystemExit as exc:
+            assert not exc.code
+    assert lgcli.load_learngene(gene).sizes["widths"] == [32, 64]
+    narrow, wide = tmp_path / "d32.safetensors", tmp_path / "d64.safetensors"
+    assert lg("grow", str(gene), "--depth", "3", "--width", "32", "-o", str(narrow)).code == 0
+    assert lg("grow", str(gene), "--depth", "3", "--width", "64", "-o", str(wide)).code == 0
+    small, big = lgcli.load(narrow).stack.materialized(), lgcli.load(wide).stack.materialized()
+    sizes = {EMBED: 32, ATTN: 32, KV: 32, MLP: 128, HEADS: 2}
+    for role, named in small.layers.items():
+        assert torch.allclose(named.data, _first(big.layers[role].data, named.axes, sizes), atol=1e-6), role
+    for role, named in small.globals.items():
+        assert torch.equal(named.data, _first(big.globals[role].data, named.axes, sizes)), role
+    model = _strict_load(narrow)
+    assert model.embed_dim == 32 and torch.isfinite(model(sample_input(model))).all()
+    report = json.loads(lg("inspect", str(gene), "--json").stdout)
+    assert report["trained_at"]["widths"] == [32, 64] and 32 in report["widths"]
