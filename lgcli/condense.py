@@ -209,6 +209,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                                             settings) if settings.checkpoint else {})
     check_checkpoint_path(config)
     check_resume(config)  # a --resume refused in one line, before the plan below
+    preprocessing_of(loaded, notify=notify)  # says when it is assumed, once the run is known to go ahead
     if dry_run:
         per_step, timed = seconds_per_step(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model)
         learngene_parameters = sum(t.numel() for t in kind.keep(model.trained_tensors()).values())
@@ -433,7 +434,6 @@ def _load_teacher(checkpoint: Checkpoint, heads: int | None, role: str, override
     loaded = overridden(load(checkpoint, heads=heads), overrides)
     check_heads_known(loaded.spec, because="the learngene would record them", flag="--teacher-heads",
                       where=checkpoint.label)
-    preprocessing_of(loaded)  # says when it is assumed
     return loaded
 
 
@@ -470,6 +470,7 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
     the ancestry beside it."""
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
     loaded = _load_teacher(checkpoint, teacher_heads, "ancestry", overrides)
+    preprocessing_of(loaded)  # says when it is assumed
     kind = get_kind(kind.name, loaded.spec)  # per stage for a model of stages
     generator = torch.Generator().manual_seed(settings.seed)
     tensors, sizes = kind.sample(loaded.spec, loaded.stack, options, generator)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from .errors import LgError, UsageError, notify_stderr, shown
@@ -79,7 +79,9 @@ class Preprocessing:
     interpolation: str
     crop_pct: float
     input_size: tuple[int, int, int]  # (channels, height, width) the model takes
-    source: str
+    # Where lg found it: a note, not part of the recipe (two models prepared
+    # alike compare equal wherever their recipes were read from).
+    source: str = field(compare=False)
     crop_mode: str = DEFAULT_CROP_MODE
     # lg's default taken for a model that states none: said where images are
     # fed (`preprocessing_of`), and recorded as assumed, never as fact.

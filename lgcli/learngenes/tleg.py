@@ -164,8 +164,8 @@ class Tleg(LearngeneKind):
             step = width_step(own.with_sizes(depth=target.depth), target)
             reason = (f"a TLEG learngene builds models of its own width {own.width} ({own.heads} heads, MLP "
                       f"{own.mlp_dim}) at any depth; width {target.width}, {target.heads} heads, MLP "
-                      f"{target.mlp_dim} was asked. Build --depth only, then change the width with a resize method, "
-                      f"or add --method (e.g. bot) to do both in one command")
+                      f"{target.mlp_dim} was asked (add --method, e.g. bot, to do both in one command). Build "
+                      f"--depth only, then change the width with a resize method")
             if step is None:
                 raise LgError(f"{reason} (lg grow LG --depth N -o - | lg shrink - ... -o - | lg grow - ... -o OUT)")
             # The caller writes in the learngene, the output and its flags (RefusedWithPipe).
