@@ -170,6 +170,15 @@ def budget_report(shape: BudgetShape) -> dict[str, Any]:
     return report
 
 
+def calibration_record(report: dict[str, Any]) -> dict[str, Any]:
+    """What a data-aware resize records in the file it writes: the
+    calibration and what the statistics chose, so that a reader can tell
+    which layers, heads and channels of the source it holds."""
+    details = report["details"]
+    return {"calibration": details["calibration"],
+            "chosen": {key: value for key, value in details.items() if key.startswith(("kept_", "dropped_"))}}
+
+
 def on_device(stack: Stack, device: str) -> Stack:
     """The same lazy stack with each role moved to `device` as it is made:
     the methods' transforms then run there (torch ops, device-generic)."""
@@ -365,11 +374,7 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
         recorded["seed"] = report["seed"]
     if get_method(report["method"]).calibrated:
-        # What the statistics chose, so that a reader of the file can tell
-        # which layers, heads and channels of the source it holds.
-        recorded["calibration"] = report["details"]["calibration"]
-        recorded["chosen"] = {key: value for key, value in report["details"].items()
-                              if key.startswith(("kept_", "dropped_"))}
+        recorded.update(calibration_record(report))
     if "budget" in report:  # the shape was chosen for a budget: the file says which
         recorded["memory" if report["budget"]["unit"] == "bytes" else "params"] = report["budget"]["budget"]
     sha256 = save(output, spec, stack, method=report["method"], options=recorded, source=loaded,
@@ -506,9 +511,7 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
     recorded = {"direction": command, "trained_width": start, "width_method": method,
                 **{k: v for k, v in report["options"].items() if v is not None}, "seed": seed or 0}
     if chosen.calibrated:  # what the statistics chose, as a resize of a model records it
-        recorded["calibration"] = report["details"]["calibration"]
-        recorded["chosen"] = {key: value for key, value in report["details"].items()
-                              if key.startswith(("kept_", "dropped_"))}
+        recorded.update(calibration_record(report))
     report.update({"command": command, "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)},
                    "built": {"width": start, "details": first_report["details"]}})
     report["sha256"] = save(output, spec, stack, method=learngene.kind, options=recorded,

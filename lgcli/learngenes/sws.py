@@ -45,7 +45,7 @@ from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
                    globals_from_tensors, init_option, is_global)
-from .widths import check_trained_width, nested_slice, parse_widths, sliced_tensors, trained_widths, width_spec
+from .widths import NestedWidths, check_trained_width, nested_slice, sliced_tensors, width_spec
 
 # The reference auxiliary model: 16 blocks in 5 stages (3, 3, 4, 3, 3).
 DEFAULT_STAGES = 5
@@ -80,7 +80,7 @@ def stage_count(tensors: Mapping[str, Any]) -> int:
     return 1 + max(split[0] for split in map(_split, tensors) if split is not None)
 
 
-class Sws(LearngeneKind):
+class Sws(NestedWidths, LearngeneKind):
     name = "sws"
     summary = ("SWS: N stages of shared weights; a descendant of depth L' takes stage s for its layers "
                "floor(s L'/N + 1/2) .. floor((s+1) L'/N + 1/2) - 1 (any depth, the learngene's width)")
@@ -95,12 +95,6 @@ class Sws(LearngeneKind):
         init_option(),
     )
     expand_options = ()
-
-    def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
-        return parse_widths(options.get("widths"), aux)
-
-    def trained_widths(self, learngene: Learngene) -> tuple[int, ...]:
-        return trained_widths(learngene.sizes, learngene.spec)
 
     def _stages(self, aux: ArchSpec, options: Mapping[str, Any]) -> int:
         if options.get("stages") is None:

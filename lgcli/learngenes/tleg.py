@@ -28,7 +28,7 @@ from ..sizing import check_size, own_depth, spec_at_depth
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
                    globals_from_tensors, init_option, is_global)
-from .widths import check_trained_width, nested_slice, parse_widths, sliced_tensors, trained_widths, width_spec
+from .widths import NestedWidths, check_trained_width, nested_slice, sliced_tensors, width_spec
 
 # SPEC.md "TLEG": A and B trunc-normal(0.02), as the reference code's timm init.
 INIT_STD = 0.02
@@ -57,7 +57,7 @@ def ancestry_line(ancestry: Stack) -> dict[str, torch.Tensor]:
     return tensors
 
 
-class Tleg(LearngeneKind):
+class Tleg(NestedWidths, LearngeneKind):
     name = "tleg"
     summary = "TLEG: two layers A and B; layer l of L is B + ((l - 1) / L) A (any depth, the learngene's width)"
     condense_options = (
@@ -74,12 +74,6 @@ class Tleg(LearngeneKind):
         init_option(),
     )
     expand_options = ()
-
-    def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
-        return parse_widths(options.get("widths"), aux)
-
-    def trained_widths(self, learngene: Learngene) -> tuple[int, ...]:
-        return trained_widths(learngene.sizes, learngene.spec)
 
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         text = options.get("depths")

@@ -45,7 +45,7 @@ from ..sizing import DEFAULT_MAX_PARAMS, at_width
 from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, STAGE_IN, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
-from .widths import nested_slice, parse_widths, trained_widths, width_spec
+from .widths import NestedWidths, nested_slice, width_spec
 
 if TYPE_CHECKING:
     from .generated import GeneratedModel
@@ -304,7 +304,7 @@ def widen_globals(globals_: Mapping[str, Named], source: int, target: int, layou
 
 # ---------------------------------------------------------------- the kind
 
-class Wave(LearngeneKind):
+class Wave(NestedWidths, LearngeneKind):
     name = "wave"
     summary = "WAVE: weight templates shared by all layers, combined by per-layer scalers (any depth; widths " \
               "that are whole multiples of the templates)"
@@ -381,13 +381,10 @@ class Wave(LearngeneKind):
         tensors.update({name: t.float().clone() for name, t in globals_as_tensors(source).items()})
         return tensors, {}
 
-    def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
-        return parse_widths(options.get("widths"), aux)
-
     def trained_widths(self, learngene: Learngene) -> tuple[int, ...] | None:
         """Only a learngene condensed with --widths: without, WAVE's own
         widths are the multiples of its templates (`valid_widths`)."""
-        return trained_widths(learngene.sizes, learngene.spec) if "widths" in learngene.sizes else None
+        return super().trained_widths(learngene) if "widths" in learngene.sizes else None
 
     def _sliced_width(self, learngene: Learngene, target: ArchSpec) -> bool:
         """Whether `target` is a trained width narrower than the learngene,

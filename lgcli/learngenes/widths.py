@@ -186,5 +186,16 @@ def permuted_stack(stack: Stack, orders: Mapping[str, torch.Tensor]) -> Stack:
                  globals={role: permute(named, False) for role, named in stack.globals.items()})
 
 
-__all__ = ["width_spec", "parse_widths", "trained_widths", "check_trained_width", "nearest_trained",
+class NestedWidths:
+    """What a learngene kind trained at nested widths (`--widths`) says of
+    them: TLEG, WAVE and SWS alike (`base.LearngeneKind`'s members)."""
+
+    def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        return parse_widths(options.get("widths"), aux)
+
+    def trained_widths(self, learngene) -> tuple[int, ...] | None:
+        return trained_widths(learngene.sizes, learngene.spec)
+
+
+__all__ = ["NestedWidths", "width_spec", "parse_widths", "trained_widths", "check_trained_width", "nearest_trained",
            "nested_slice", "sliced_tensors", "importance_orders", "permuted_stack"]
