@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from rich.console import Console
 
 from .learngenes import KINDS
-from .methods import DEFAULT_METHODS, GROW, METHODS, SHRINK
+from .methods import DEFAULT_METHODS, FALLBACK_METHODS, GROW, METHODS, SHRINK
 from .options import Option
 from .tables import Column, print_table
 
@@ -40,6 +40,7 @@ def catalogue() -> dict[str, list[dict[str, Any]]]:
     methods = [{"name": method.name, "directions": list(method.directions),
                 "direction": direction_of(method.directions),
                 "default_for": [direction for direction, name in DEFAULT_METHODS.items() if name == method.name],
+                "fallback_for": [direction for direction, name in FALLBACK_METHODS.items() if name == method.name],
                 "description": method.summary, "options": [option_record(option) for option in method.options]}
                for method in METHODS.values()]
     learngenes = [{"name": kind.name, "directions": [SHRINK, GROW], "direction": BOTH, "trains": kind.trains,
@@ -71,10 +72,13 @@ def print_catalogue(report: dict[str, list[dict[str, Any]]], console: Console) -
     """Two tables within the console's width: the resize methods, then the learngene kinds."""
     method_rows = []
     for method in report["methods"]:
-        # "shrink (default)": lg shrink's default; "both (grow default)": lg grow's.
+        # "shrink (default)": lg shrink's default; "both (grow default)": lg grow's;
+        # "both (grow default where clone cannot)": the default's fallback.
         defaults = [direction for direction in method["default_for"] if direction != method["direction"]]
         default = (f" ({' and '.join(defaults)} default)" if defaults
                    else " (default)" if method["default_for"] else "")
+        for direction in method["fallback_for"]:
+            default += f" ({direction} default where {DEFAULT_METHODS[direction]} cannot)"
         method_rows.append([method["name"], method["direction"] + default, shown_options(method["options"]),
                             method["description"]])
     print_table(console, "Resize methods: lg shrink SRC --method NAME, lg grow SRC --method NAME",

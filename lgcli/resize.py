@@ -72,14 +72,24 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     and width by `sizing.shape_for_budget`'s rule, and the report's
     "budget" says what it chose."""
     started = time.perf_counter()
+    loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
+              else load(loaded_or_path, heads=source_heads, kv_heads=source_kv_heads, stdin=stdin))
     if method is None and direction in (GROW, SHRINK):
-        method = default_method(direction)  # measured by lg bench (docs/methods.md "Defaults")
+        def reaches(name: str) -> bool:
+            candidate = get_method(name)
+            try:
+                plan_resize(loaded, candidate, resolve_options(candidate, method_options), direction=direction,
+                            depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads,
+                            max_params=max_params)
+            except LgError:
+                return False
+            return True
+
+        method = default_method(direction, reaches)  # measured by lg bench (docs/methods.md "Defaults")
     chosen = get_method(method)
     if direction not in chosen.directions:
         raise UsageError(f"method '{method}' cannot {direction} (it can: {', '.join(chosen.directions)})")
     options = resolve_options(chosen, method_options)
-    loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
-              else load(loaded_or_path, heads=source_heads, kv_heads=source_kv_heads, stdin=stdin))
     budget = None
     if params is not None or memory is not None:
         budget = budget_shape(loaded, direction=direction, params=params, memory=memory,

@@ -71,8 +71,9 @@ def test_the_json_lists_every_registry_entry_with_its_declared_options(lg):
         assert entry["description"] == kind.summary and entry["trains"] == kind.trains
         assert [o["name"] for o in entry["condense_options"]] == [o.name for o in kind.condense_options]
         assert [o["name"] for o in entry["grow_options"]] == [o.name for o in kind.expand_options]
-    assert {"select": [SHRINK], "auto-lg": [GROW]} == {e["name"]: e["default_for"] for e in report["methods"]
-                                                     if e["default_for"]}
+    assert {"select": [SHRINK], "clone": [GROW]} == {e["name"]: e["default_for"] for e in report["methods"]
+                                                   if e["default_for"]}
+    assert {"auto-lg": [GROW]} == {e["name"]: e["fallback_for"] for e in report["methods"] if e["fallback_for"]}
 
 
 class _Kind(LearngeneKind):
@@ -126,4 +127,6 @@ def test_the_tables_fit_and_list_each_entrys_own_options(lg, monkeypatch, width)
         condense, grow = words.index("condense:"), words.index("grow:")
         assert flags_shown(words[condense:grow]) == [option.flag for option in kind.condense_options]
         assert flags_shown(words[grow:]) == [option.flag for option in kind.expand_options]
-    assert "shrink (default)" in " ".join(rows["select"]) and "both (grow default)" in " ".join(rows["auto-lg"])
+    assert "shrink (default)" in " ".join(rows["select"]) and "grow (default)" in " ".join(rows["clone"])
+    remaining = iter(rows["auto-lg"])  # in order; a narrow table interleaves the columns' words
+    assert all(word in remaining for word in "both (grow default where clone cannot)".split())

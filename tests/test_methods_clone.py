@@ -71,3 +71,22 @@ def test_clone_refuses_what_it_cannot_preserve(sizes, message, tmp_path):
     with pytest.raises(LgError, match=message):
         resize_file(src, tmp_path / "out.safetensors", direction="grow", method="clone", **sizes)
     assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_lg_grow_without_a_method_clones_where_clone_reaches_and_falls_back_to_auto_lg(tmp_path):
+    """The grow default (docs/methods.md "Defaults"): clone where every size
+    grows by a whole multiple, so the logits are kept; auto-lg where clone
+    cannot reach the width (96 is not a multiple of 64), said in the report."""
+    model = make_vit(depth=2, embed_dim=64, num_heads=2)
+    x = sample_input(model)
+    src = tmp_path / "src.safetensors"
+    lgcli.save_model(model, src)
+    report = resize_file(src, tmp_path / "wide.safetensors", direction="grow", depth=3, width=128)
+    assert report["method"] == "clone"
+    grown, _ = lgcli.load_model(tmp_path / "wide.safetensors")
+    with torch.no_grad():
+        expected, got = model(x), grown.eval()(x)
+    assert torch.linalg.vector_norm(got - expected) <= 1e-4 * torch.linalg.vector_norm(expected)
+    report = resize_file(src, tmp_path / "odd.safetensors", direction="grow", width=96, heads=3)
+    assert report["method"] == "auto-lg"
+    assert lgcli.inspect_checkpoint(tmp_path / "odd.safetensors")["provenance"][0]["method"] == "auto-lg"

@@ -36,8 +36,9 @@ def test_pipe_shrink_then_grow_records_both_steps(source):
     report = lgcli.inspect_checkpoint(folder / "b.safetensors")
     assert (report["depth"], report["width"], report["heads"], report["mlp_dim"]) == (8, 96, 3, 384)
     steps = report["provenance"]
-    # The defaults by direction (docs/methods.md "Defaults"): auto-lg grows, select shrinks.
-    assert [s.get("method") for s in steps[:2]] == ["auto-lg", "select"]
+    # The defaults by direction (docs/methods.md "Defaults"): clone grows where it
+    # reaches the size (here: depth only), select shrinks.
+    assert [s.get("method") for s in steps[:2]] == ["clone", "select"]
     assert steps[0]["options"]["direction"] == "grow" and steps[1]["options"]["direction"] == "shrink"
     assert steps[1]["file"] == "<stdin>" and steps[2]["file"] == "a.safetensors"
     model = eval(report["load_call"], {"timm": timm}).eval()

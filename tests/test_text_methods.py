@@ -170,7 +170,7 @@ def test_a_head_dim_apart_from_the_width_is_kept(width, heads, kv_heads, small_s
 @pytest.mark.parametrize("variant", ["qwen2", "mistral", "llama-model", "gpt2-model", "bert-sentence-transformers"])
 @pytest.mark.parametrize("direction, depth", [("shrink", 2), ("grow", 5)])
 def test_other_layouts_change_depth(variant, direction, depth, small_sources, lg, tmp_path):
-    """The default methods (select, auto-lg) on the other layouts: Qwen2's
+    """The default methods (select; clone, else auto-lg) on the other layouts: Qwen2's
     and Mistral's per-layer attention kinds follow the depth."""
     src, _ = small_sources(variant)
     result = lg(direction, src, "--depth", depth, "-o", tmp_path / "out")
