@@ -613,7 +613,7 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
           loss_fn: LossFn | None = None, teacher: torch.nn.Module | None = None,
           parameters: Iterable[torch.nn.Parameter] | None = None, on_step: StepCallback | None = None,
           image_size: int | None = None, channels: int | None = None,
-          preprocessing: Preprocessing | None = None) -> TrainResult:
+          preprocessing: Preprocessing | None = None, cache_teacher: bool = True) -> TrainResult:
     """Train `model` in place on `data` for `config.steps` optimiser steps.
 
     `data` is an `ImageSet` (batches shaped for the model: `image_size` and
@@ -624,7 +624,10 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     `GeneratedModel` whose parameters are a learngene's tensors.
     `parameters` restricts what is trained (default: every parameter that
     requires a gradient). `teacher`, if given, is frozen and run on every
-    batch; its logits are the third argument of `loss_fn`. Under torchrun
+    batch; its logits are the third argument of `loss_fn`, kept per image
+    where they can be (`TeacherLogits`) unless `cache_teacher` is False (a
+    loss that reads more of the teacher's forward than its logits: `lg
+    distill --hidden-weight`). Under torchrun
     each process passes the same model and data; the global batch is split
     between them.
     """
@@ -670,7 +673,7 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     plain_log = config.progress and distributed.rank == 0 and not progress.console.is_terminal
     last_logged = time.monotonic()
     task = progress.add_task(config.description, total=config.steps, completed=start_step, loss=float("nan"))
-    cache = TeacherLogits.for_run(teacher, data, len(data))
+    cache = TeacherLogits.for_run(teacher, data, len(data)) if cache_teacher else None
     started_at = time.monotonic()
     with progress:
         stream = _batch_stream(data, config, start_step, distributed)
