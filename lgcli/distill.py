@@ -58,7 +58,7 @@ from .arch import adapter_of_model, get_adapter
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .card import CardFacts
 from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
-from .data import (ImageData, builtin_names, check_channels, check_real, check_seed, check_whole, load_data)
+from .data import ImageData, builtin_names, check_channels, check_real, check_whole, load_data
 from .errors import LgError, UsageError, notify_stderr
 from .hidden_states import FROM_PROVENANCE, HiddenStateTerm, check_shapes, layer_map
 from .lazy import F, no_grad, nn, torch
@@ -67,7 +67,7 @@ from .options import (DEFAULT_DISTILL_ALPHA, DEFAULT_DISTILL_BATCH_SIZE, DEFAULT
 from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
 from .text import MAX_LOGIT_ELEMENTS, TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
-from .train import (IGNORE, ImageBatches, StepCallback, TrainConfig, auto_device_note, autocast,
+from .train import (IGNORE, ImageBatches, RunSettings, StepCallback, TrainConfig, auto_device_note, autocast,
                     check_checkpoint_path, check_resume, classes_of, concrete_device, distillation_loss,
                     distributed_setup, evaluate_accuracy, model_input, resolve_device, seconds_per_step, train)
 
@@ -81,50 +81,28 @@ SCORE_BATCH_SIZE = 256
 
 
 @dataclass
-class DistillSettings:
-    """A distillation run's settings, checked when constructed (and again by
-    `distill`) with the messages the CLI's flags would get."""
+class DistillSettings(RunSettings):
+    """A distillation run's settings (the training run's shared ones,
+    `train.RunSettings`: warm-up, by default 10 % of the steps, weight
+    decay, seed, device, checkpoint, --until), checked when constructed (and
+    again by `distill`) with the messages the CLI's flags would get."""
 
     steps: int = DEFAULT_DISTILL_STEPS
     batch_size: int = DEFAULT_DISTILL_BATCH_SIZE
     lr: float = DEFAULT_DISTILL_LR
-    warmup: int | None = None  # None: 10 % of the steps
-    weight_decay: float = 0.05
     alpha: float = DEFAULT_DISTILL_ALPHA  # pure distillation: see the module's docstring
     tau: float = DEFAULT_DISTILL_TAU
-    seed: int = 0
-    device: str = "auto"  # CUDA when present, else the CPU
-    checkpoint: str | None = None  # a training checkpoint to write (and --resume from)
-    checkpoint_every: int = 0
-    resume: bool = False
-    force: bool = False
-    progress: bool = True
-    # The stopping rule (None: run every step), as lg condense --until: stop
-    # once the student scores `until` of the teacher's figure on a split
-    # held out of the train data, or stops improving; --steps is the most it runs.
-    until: float | None = None
-    until_every: int = 100
     # W of the hidden-state term (0: logits only; `lgcli.hidden_states`).
     hidden_weight: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.check()
 
     def check(self) -> None:
         check_whole(self.steps, "--steps", 1)
         check_whole(self.batch_size, "--batch-size", 1)
         check_real(self.lr, "--lr", "a positive finite number", lambda v: v > 0)
-        if self.warmup is not None:
-            check_whole(self.warmup, "--warmup", 0)
-        check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
         check_real(self.alpha, "--alpha", "a number in [0, 1]", lambda v: 0 <= v <= 1)
         check_real(self.tau, "--tau", "a positive finite number", lambda v: v > 0)
-        check_seed(self.seed)
-        check_whole(self.checkpoint_every, "--checkpoint-every", 0)
-        if self.until is not None:
-            check_real(self.until, "--until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
-        check_whole(self.until_every, "--until-every", 1)
         check_real(self.hidden_weight, "--hidden-weight", "a finite number >= 0", lambda v: v >= 0)
+        super().check()
 
     def warmup_steps(self) -> int:
         return int(self.steps * DEFAULT_WARMUP_FRACTION) if self.warmup is None else self.warmup
