@@ -239,6 +239,18 @@ def test_a_width_mismatch_is_refused_in_one_line_and_nothing_is_written(teacher,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["narrow.safetensors"]
 
 
+def test_a_model_of_stages_is_refused_in_one_line(lg, tmp_path):
+    from test_swin import make_swin
+
+    swin = tmp_path / "swin.safetensors"
+    lgcli.save_model(make_swin(num_classes=10), swin)
+    out = tmp_path / "out.safetensors"
+    result = lg("distill", swin, "--teacher", swin, *IMAGES, "--steps", "1", "--hidden-weight", "1", "-o", out)
+    assert result.code != 0 and result.stderr.count("\n") == 1, result.stderr
+    assert "--hidden-weight matches one stack of blocks" in result.stderr and "stages" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["swin.safetensors"]
+
+
 def test_without_the_term_the_file_records_what_it_always_did(teacher, images, tmp_path):
     student = tmp_path / "student.safetensors"
     resize_file(teacher, student, direction="shrink", depth=2, notify=lambda m: None)
