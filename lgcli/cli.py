@@ -1047,6 +1047,10 @@ def distill_command(
                                      "(1: pure distillation, as Minitron heals pruned models)."),
     tau: float = typer.Option(DEFAULT_DISTILL_TAU, "--tau", metavar="X", rich_help_panel=TRAINING,
                               help="Softmax temperature of the distillation term (scaled by tau^2)."),
+    hidden_weight: float = typer.Option(0.0, "--hidden-weight", metavar="W", rich_help_panel=TRAINING,
+                                        help="Add W x the mean squared error between the student's hidden states "
+                                             "and the teacher's at matched blocks (TinyBERT, Minitron); equal "
+                                             "widths only; the teacher's logits are then not cached."),
     until: Optional[float] = typer.Option(None, "--until", metavar="F", rich_help_panel=TRAINING,
                                           help="Stop once the student scores this fraction of the teacher (top-1; "
                                                "text: the teacher's loss over its own) on a split held out of the "
@@ -1091,7 +1095,7 @@ def distill_command(
     settings = DistillSettings(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, weight_decay=weight_decay,
                                alpha=alpha, tau=tau, seed=seed, device=device, checkpoint=checkpoint,
                                checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
-                               until_every=until_every)
+                               until_every=until_every, hidden_weight=hidden_weight)
     report = distill_file(student, output, teacher=teacher, data=data, force=force, settings=settings,
                           subset=subset, test_subset=test_subset, seq_len=seq_len, student_heads=student_heads,
                           teacher_heads=teacher_heads, notify=note, dry_run=dry_run,

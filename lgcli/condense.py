@@ -26,7 +26,7 @@ from .api import is_learngene, load, save_learngene
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
-from .data import ImageData, check_real, check_seed, check_whole
+from .data import ImageData, check_real, check_whole
 from .errors import LgError, UsageError, notify_stderr
 from .fitting import data_for
 from .lazy import torch
@@ -38,7 +38,7 @@ from .recipe import preprocessing_of
 from .sizing import check_heads_known, spec_sizes, target_spec
 from .stack import ArchSpec, Stack
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
-from .train import (StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, check_resume,
+from .train import (RunSettings, StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, check_resume,
                     concrete_device, distillation_loss, distributed_setup, evaluate_accuracy, model_input,
                     seconds_per_step, train)
 
@@ -58,8 +58,12 @@ UNTIL_PATIENCE = 3
 
 
 @dataclass
-class CondenseSettings:
-    """The training run of a condense (the kind's own options are separate).
+class CondenseSettings(RunSettings):
+    """The training run of a condense (the kind's own options are separate):
+    its steps (or epochs), batch and rate, and the training run's shared
+    settings (`train.RunSettings`: warm-up, by default 5 % of the steps,
+    weight decay, seed, device, checkpoint, --until, whose patience is
+    UNTIL_PATIENCE checks).
 
     Checked when constructed, with the messages the CLI's flags would get:
     `lr` finite and > 0, `weight_decay` finite and >= 0, `batch_size` >= 1,
@@ -69,37 +73,15 @@ class CondenseSettings:
     epochs: float | None = None
     batch_size: int = DEFAULT_CONDENSE_BATCH_SIZE
     lr: float = 1e-3
-    warmup: int | None = None  # None: 5 % of the steps
-    weight_decay: float = 0.05
-    seed: int = 0
-    device: str = "auto"  # CUDA when present, else the CPU
-    checkpoint: str | None = None  # a training checkpoint to write (and --resume from)
-    checkpoint_every: int = 0
-    resume: bool = False
-    force: bool = False
-    progress: bool = True
-    # The stopping rule (None: run every step): stop once the auxiliary model
-    # scores `until` of the teacher on a split held out of the train data,
-    # or has not improved for UNTIL_PATIENCE checks; checked every
-    # `until_every` steps. --steps (or --epochs) is then the most it runs.
-    until: float | None = None
-    until_every: int = 100
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
         if self.steps is not None:
             check_whole(self.steps, "--steps", 1)
         if self.epochs is not None:
             check_real(self.epochs, "--epochs", "a positive finite number", lambda v: v > 0)
         check_whole(self.batch_size, "--batch-size", 1)
         check_real(self.lr, "--lr", "a positive finite number", lambda v: v > 0)
-        if self.warmup is not None:
-            check_whole(self.warmup, "--warmup", 0)
-        check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
-        check_seed(self.seed)
-        check_whole(self.checkpoint_every, "--checkpoint-every", 0)
-        if self.until is not None:
-            check_real(self.until, "--until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
-        check_whole(self.until_every, "--until-every", 1)
+        super().check()
 
     def total_steps(self, train_images: int) -> int:
         if self.steps is not None and self.epochs is not None:

@@ -29,16 +29,25 @@ TLEG's reference condense uses alpha = 1 too. It also needs no labels of
 the models' classes, so an image classifier of other classes than the data
 can still be distilled on them.
 
-SPEC.md's optional hidden-state term is not implemented: the one loop's loss
-sees logits only (`train.LossFn`), and feeding it hidden states of both
-models would need hooks that outlive DDP's wrapper and bypass the teacher's
-logit cache; it is left for a loop that returns them.
+`hidden_weight` W > 0 adds W times the mean squared error between the
+student's hidden states and the teacher's at matched blocks (TinyBERT's
+hidden-state loss, as Minitron heals depth-pruned models), where their widths
+are equal; the blocks are matched by the student's provenance where it says
+which teacher block each came from, else uniformly (`lgcli.hidden_states`).
+The teacher then runs on every step: its hidden states are not cached (per
+image they would be L x tokens x D numbers, where its logits are one row).
+
+A training checkpoint records what the run is made from (the student, the
+teacher, the data, alpha, tau, W, the stopping rule): `--resume` of one made
+from anything else is refused, naming each difference.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -49,17 +58,18 @@ from .arch import adapter_of_model, get_adapter
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .card import CardFacts
 from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
-from .data import (ImageData, builtin_names, check_channels, check_real, check_seed, check_whole, load_data)
+from .data import ImageData, builtin_names, check_channels, check_real, check_whole, load_data
 from .errors import LgError, UsageError, notify_stderr
+from .hidden_states import FROM_PROVENANCE, HiddenStateTerm, check_shapes, layer_map
 from .lazy import F, no_grad, nn, torch
 from .options import (DEFAULT_DISTILL_ALPHA, DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS,
                       DEFAULT_DISTILL_TAU)
 from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
 from .text import MAX_LOGIT_ELEMENTS, TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
-from .train import (IGNORE, ImageBatches, StepCallback, TrainConfig, auto_device_note, autocast,
-                    check_checkpoint_path, classes_of, concrete_device, distillation_loss, distributed_setup,
-                    evaluate_accuracy, model_input, resolve_device, seconds_per_step, train)
+from .train import (IGNORE, ImageBatches, RunSettings, StepCallback, TrainConfig, auto_device_note, autocast,
+                    check_checkpoint_path, check_resume, classes_of, concrete_device, distillation_loss,
+                    distributed_setup, evaluate_accuracy, model_input, resolve_device, seconds_per_step, train)
 
 Notify = Callable[[str], None]
 # The warm-up of an already-initialised model's fine-tuning (as lg eval's probe).
@@ -71,47 +81,28 @@ SCORE_BATCH_SIZE = 256
 
 
 @dataclass
-class DistillSettings:
-    """A distillation run's settings, checked when constructed (and again by
-    `distill`) with the messages the CLI's flags would get."""
+class DistillSettings(RunSettings):
+    """A distillation run's settings (the training run's shared ones,
+    `train.RunSettings`: warm-up, by default 10 % of the steps, weight
+    decay, seed, device, checkpoint, --until), checked when constructed (and
+    again by `distill`) with the messages the CLI's flags would get."""
 
     steps: int = DEFAULT_DISTILL_STEPS
     batch_size: int = DEFAULT_DISTILL_BATCH_SIZE
     lr: float = DEFAULT_DISTILL_LR
-    warmup: int | None = None  # None: 10 % of the steps
-    weight_decay: float = 0.05
     alpha: float = DEFAULT_DISTILL_ALPHA  # pure distillation: see the module's docstring
     tau: float = DEFAULT_DISTILL_TAU
-    seed: int = 0
-    device: str = "auto"  # CUDA when present, else the CPU
-    checkpoint: str | None = None  # a training checkpoint to write (and --resume from)
-    checkpoint_every: int = 0
-    resume: bool = False
-    force: bool = False
-    progress: bool = True
-    # The stopping rule (None: run every step), as lg condense --until: stop
-    # once the student scores `until` of the teacher's figure on a split
-    # held out of the train data, or stops improving; --steps is the most it runs.
-    until: float | None = None
-    until_every: int = 100
-
-    def __post_init__(self) -> None:
-        self.check()
+    # W of the hidden-state term (0: logits only; `lgcli.hidden_states`).
+    hidden_weight: float = 0.0
 
     def check(self) -> None:
         check_whole(self.steps, "--steps", 1)
         check_whole(self.batch_size, "--batch-size", 1)
         check_real(self.lr, "--lr", "a positive finite number", lambda v: v > 0)
-        if self.warmup is not None:
-            check_whole(self.warmup, "--warmup", 0)
-        check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
         check_real(self.alpha, "--alpha", "a number in [0, 1]", lambda v: 0 <= v <= 1)
         check_real(self.tau, "--tau", "a positive finite number", lambda v: v > 0)
-        check_seed(self.seed)
-        check_whole(self.checkpoint_every, "--checkpoint-every", 0)
-        if self.until is not None:
-            check_real(self.until, "--until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
-        check_whole(self.until_every, "--until-every", 1)
+        check_real(self.hidden_weight, "--hidden-weight", "a finite number >= 0", lambda v: v >= 0)
+        super().check()
 
     def warmup_steps(self) -> int:
         return int(self.steps * DEFAULT_WARMUP_FRACTION) if self.warmup is None else self.warmup
@@ -251,11 +242,13 @@ def _held_out_batches(model: nn.Module, data: ImageData | TextData):
 
 @no_grad
 def agreement(student: nn.Module, teacher: nn.Module, data: ImageData | TextData, *, tau: float = 1.0,
-              device: str = "cpu") -> dict[str, float]:
+              device: str = "cpu", hidden: HiddenStateTerm | None = None) -> dict[str, float]:
     """How far the student is from the teacher on the held-out split: the
     mean KL(softmax(z_t / tau) || softmax(z_s / tau)) per scored position
     (an image; a scored token) and the share of positions where their
-    top-1 agree (%)."""
+    top-1 agree (%); with `hidden` (made on these two models), the mean over
+    the student's blocks of the MSE between its hidden states and the
+    teacher's at the term's blocks ("hidden_mse", without the weight)."""
     batches = _held_out_batches(student, data)
     target = resolve_device(device, distributed_setup(device))
     was = student.training, teacher.training
@@ -266,38 +259,47 @@ def agreement(student: nn.Module, teacher: nn.Module, data: ImageData | TextData
     else:
         outputs = _vocabulary(student) or 1
         size = max(1, min(SCORE_BATCH_SIZE, MAX_LOGIT_ELEMENTS // (data.test.inputs.shape[1] * outputs)))
-    kl_sum, agree, count = 0.0, 0, 0
-    for first in range(0, len(batches), size):
-        inputs, targets = batches.batch(list(range(first, min(first + size, len(batches)))))
-        inputs, targets = inputs.to(target), targets.to(target)
-        with autocast(target):
-            student_logits = batches.logits(student, inputs).float()
-            teacher_logits = batches.logits(teacher, inputs).float()
-        scored = (targets != IGNORE).flatten()
-        s = student_logits.flatten(0, -2)[scored]
-        t = teacher_logits.flatten(0, -2)[scored]
-        kl_sum += float(F.kl_div(F.log_softmax(s / tau, -1), F.log_softmax(t / tau, -1), reduction="sum",
-                                 log_target=True))
-        agree += int((s.argmax(-1) == t.argmax(-1)).sum())
-        count += int(scored.sum())
+    kl_sum, agree, count, hidden_sum = 0.0, 0, 0, 0.0
+    with contextlib.ExitStack() as hooks:
+        if hidden is not None:
+            hooks.enter_context(hidden)
+        for first in range(0, len(batches), size):
+            inputs, targets = batches.batch(list(range(first, min(first + size, len(batches)))))
+            inputs, targets = inputs.to(target), targets.to(target)
+            with autocast(target):
+                student_logits = batches.logits(student, inputs).float()
+                teacher_logits = batches.logits(teacher, inputs).float()
+            if hidden is not None:  # every example has as many positions: a batch weighs its examples
+                hidden_sum += float(hidden.layer_mse().mean()) * len(inputs)
+            scored = (targets != IGNORE).flatten()
+            s = student_logits.flatten(0, -2)[scored]
+            t = teacher_logits.flatten(0, -2)[scored]
+            kl_sum += float(F.kl_div(F.log_softmax(s / tau, -1), F.log_softmax(t / tau, -1), reduction="sum",
+                                     log_target=True))
+            agree += int((s.argmax(-1) == t.argmax(-1)).sum())
+            count += int(scored.sum())
     student.train(was[0])
     teacher.train(was[1])
-    count = max(count, 1)
-    return {"kl": kl_sum / count, "agreement": 100.0 * agree / count}
+    figures = {"kl": kl_sum / max(count, 1), "agreement": 100.0 * agree / max(count, 1)}
+    if hidden is not None:
+        figures["hidden_mse"] = hidden_sum / max(len(batches), 1)
+    return figures
 
 
 def score(model: nn.Module, teacher: nn.Module | None, data: ImageData | TextData, *, with_labels: bool,
-          tau: float, device: str) -> dict[str, float]:
+          tau: float, device: str, hidden: HiddenStateTerm | None = None) -> dict[str, float]:
     """A model's figures on the held-out split: top-1, top-5 and loss on
     images of its classes, loss and perplexity on text; and, beside a
-    teacher, its KL from the teacher and their agreement."""
+    teacher, its KL from the teacher and their agreement (and with `hidden`,
+    the hidden states' MSE: `agreement`)."""
     figures: dict[str, float] = {}
     if with_labels:
         scored = (evaluate_accuracy(model, data.test, device=device) if isinstance(data, ImageData)
                   else evaluate_text(model, data.test, device=device))
         figures.update({k: round(v, 4) for k, v in scored.items() if k not in ("images", "tokens")})
     if teacher is not None:
-        figures.update({k: round(v, 4) for k, v in agreement(model, teacher, data, tau=tau, device=device).items()})
+        figures.update({k: round(v, 4) for k, v in agreement(model, teacher, data, tau=tau, device=device,
+                                                             hidden=hidden).items()})
     return figures
 
 
@@ -348,6 +350,18 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         check_student(pupil)
     master = read_party(teacher, "teacher", teacher_heads, stdin)
     check_pair(pupil, master)
+    mapping = None
+    if settings.hidden_weight > 0:
+        check_shapes(pupil.spec, master.spec, pupil.where, master.where)
+        mapping = layer_map(pupil.spec.depth, master.spec.depth, pupil.checkpoint.lg if pupil.checkpoint else None,
+                            master.checkpoint.sha256 if master.checkpoint else None)
+
+    def hidden_term(model: nn.Module) -> HiddenStateTerm | None:
+        """The hidden-state term on `model` (the student, or a copy) and the teacher; None when W is 0."""
+        if mapping is None:
+            return None
+        return HiddenStateTerm(settings.hidden_weight, model, pupil.spec, master.model, master.spec, mapping[0])
+
     dataset = read_data(pupil, master, data, subset=subset, test_subset=test_subset, test_fraction=test_fraction,
                         seq_len=seq_len, seed=settings.seed, notify=notify)
     with_labels = labels_fit(pupil, dataset)
@@ -371,25 +385,45 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
                          device=settings.device, checkpoint_path=settings.checkpoint,
                          checkpoint_every=settings.checkpoint_every, resume=settings.resume, force=settings.force,
                          progress=settings.progress, description="distilling",
-                         callback_every=1 if on_step is not None else settings.until_every)
+                         callback_every=1 if on_step is not None else settings.until_every,
+                         origin=_run_origin(pupil, master, dataset, settings, mapping,
+                                            {"subset": subset, "test_subset": test_subset,
+                                             "test_fraction": test_fraction, "seq_len": seq_len})
+                         if settings.checkpoint else {})
     check_checkpoint_path(config)  # a training checkpoint in the way is said before any work
+    check_resume(config)  # a --resume of another run refused in one line, before the plan below
     if dry_run:
-        per_step, timed = seconds_per_step(copy.deepcopy(pupil.model), dataset.train, config, loss_fn=loss_fn,
-                                           teacher=master.model)
+        trial = copy.deepcopy(pupil.model)
+        with contextlib.ExitStack() as hooks:
+            term = hidden_term(trial)
+            per_step, timed = seconds_per_step(
+                trial, dataset.train, config, teacher=master.model, cache_teacher=term is None,
+                loss_fn=loss_fn if term is None else hooks.enter_context(term).loss(loss_fn))
         plan = {"dry_run": True, "command": "distill", "student": pupil.sizes(), "teacher": master.sizes(),
                 "parameters": {"student": _parameters(pupil.model), "teacher": _parameters(master.model)},
                 "data": dataset.describe(), "steps": settings.steps, "batch_size": settings.batch_size,
                 "until": settings.until, "device": settings.device, "timed_steps": timed,
                 "seconds_per_step": per_step, "estimated_seconds": per_step * settings.steps}
+        if mapping is not None:
+            plan["hidden_weight"] = settings.hidden_weight
+            plan["hidden_layers"] = _hidden_record(mapping)
         return pupil, None, plan
     notify(f"distill: student {_shape(pupil.spec)} from teacher {_shape(master.spec)} on {dataset.name}, "
-           f"{settings.steps} steps of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}")
+           f"{settings.steps} steps of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}"
+           f"{f', hidden-state weight {settings.hidden_weight:g}' if mapping is not None else ''}")
+    if mapping is not None:
+        how = "the blocks they came from, by the student's provenance" if mapping[1] == FROM_PROVENANCE \
+            else "uniformly spaced"
+        notify(f"distill: the student's {pupil.spec.depth} blocks' hidden states match the teacher's blocks "
+               f"{','.join(map(str, mapping[0]))} ({how}); the teacher runs every step (its hidden states are "
+               f"not cached)")
     if device_note:
         notify(device_note)
+    term = hidden_term(pupil.model)
     figures = {"teacher": score(master.model, None, dataset, with_labels=with_labels, tau=settings.tau,
                                 device=settings.device),
                "before": score(pupil.model, master.model, dataset, with_labels=with_labels, tau=settings.tau,
-                               device=settings.device)}
+                               device=settings.device, hidden=term)}
     rule = None
     if held_out is not None:
         from .condense import StoppingRule
@@ -397,9 +431,17 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         rule = StoppingRule(settings.until, settings.until_every, held_out, master.model, settings.device, notify,
                             command="distill")
     callback = on_step if rule is None else rule.wrap(on_step)
-    result = train(pupil.model, dataset.train, config, loss_fn=loss_fn, teacher=master.model, on_step=callback)
+    if term is None:
+        result = train(pupil.model, dataset.train, config, loss_fn=loss_fn, teacher=master.model, on_step=callback)
+    else:
+        with term:
+            result = train(pupil.model, dataset.train, config, loss_fn=term.loss(loss_fn), teacher=master.model,
+                           on_step=callback, cache_teacher=False)
     figures["after"] = score(pupil.model, master.model, dataset, with_labels=with_labels, tau=settings.tau,
-                             device=settings.device)
+                             device=settings.device, hidden=term)
+    if term is not None:
+        notify(f"distill: held-out hidden-state MSE {figures['before']['hidden_mse']:.4g} -> "
+               f"{figures['after']['hidden_mse']:.4g}")
     pupil.model.cpu().eval()
     master.model.cpu()
     window = max(1, min(20, len(result.losses) // 5))
@@ -410,7 +452,10 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
                 "data": dataset.name, "alpha": settings.alpha, "tau": settings.tau, "steps": settings.steps,
                 "batch_size": settings.batch_size, "lr": settings.lr, "warmup": config.warmup_steps,
                 "weight_decay": settings.weight_decay, "seed": settings.seed,
-                **({"until": settings.until, "until_every": settings.until_every} if rule is not None else {})}
+                **({"until": settings.until, "until_every": settings.until_every} if rule is not None else {}),
+                # Only where the term was used: a run without it writes what it always wrote.
+                **({"hidden_weight": settings.hidden_weight, "hidden_layers": _hidden_record(mapping)}
+                   if mapping is not None else {})}
     report = {"command": "distill", "student": pupil.sizes(), "teacher": master.sizes(),
               "teacher_file": teacher_record, "data": dataset.describe(), "options": recorded,
               "steps": result.steps, "resumed_from": result.resumed_from,
@@ -420,6 +465,28 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     if rule is not None:
         report["until"] = rule.report(result.steps, settings.steps)
     return pupil, pupil.model, report
+
+
+def _hidden_record(mapping: tuple[list[int], str]) -> dict[str, Any]:
+    """The layer map as the report and the file record it."""
+    return {"teacher_blocks": mapping[0], "from": mapping[1]}
+
+
+def _run_origin(student: Party, teacher: Party, dataset: ImageData | TextData, settings: DistillSettings,
+                mapping: tuple[list[int], str] | None, reading: Mapping[str, Any]) -> dict[str, Any]:
+    """What a distillation run is made from, as its training checkpoint
+    records it: a --resume of a checkpoint made from another student,
+    teacher, data, loss (alpha, tau, hidden weight and layer map) or stopping
+    rule is refused, naming each difference (`lgcli.train`). The step
+    settings (steps, batch, rate, seed) are the training run's own, compared there."""
+    origin = {"student_sha256": student.checkpoint.sha256 if student.checkpoint else None,
+              "teacher_sha256": teacher.checkpoint.sha256 if teacher.checkpoint else None,
+              "student": student.sizes(), "teacher": teacher.sizes(), "data": dataset.describe(),
+              "reading": dict(reading), "alpha": settings.alpha, "tau": settings.tau,
+              "hidden_weight": settings.hidden_weight,
+              "hidden_layers": _hidden_record(mapping) if mapping is not None else None,
+              "until": settings.until, "until_every": settings.until_every}
+    return json.loads(json.dumps(origin, default=str))  # plain values: a weights_only load reads them
 
 
 def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
@@ -487,6 +554,8 @@ def distill_results(report: Mapping[str, Any]) -> list[str]:
             parts.append(f"perplexity {scores['perplexity']:.2f}")
         if "kl" in scores:
             parts.append(f"KL from the teacher {scores['kl']:.4f}, agreement {scores['agreement']:.1f} %")
+        if "hidden_mse" in scores:
+            parts.append(f"hidden-state MSE {scores['hidden_mse']:.4g}")
         return ", ".join(parts)
 
     teacher = report["options"]["teacher"]

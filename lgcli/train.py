@@ -127,6 +127,42 @@ class TrainConfig:
 
 
 @dataclass
+class RunSettings:
+    """What `lg condense`'s and `lg distill`'s training runs share, checked
+    (`check`) with the messages the CLI's flags get; each command's settings
+    add its steps, batch, rate and loss (`CondenseSettings`, `DistillSettings`)."""
+
+    warmup: int | None = None  # None: the command's share of the steps
+    weight_decay: float = 0.05
+    seed: int = 0
+    device: str = "auto"  # CUDA when present, else the CPU
+    checkpoint: str | None = None  # a training checkpoint to write (and --resume from)
+    checkpoint_every: int = 0
+    resume: bool = False
+    force: bool = False
+    progress: bool = True
+    # The stopping rule (None: run every step): stop once the trained model
+    # scores `until` of the teacher on a split held out of the train data, or
+    # has not improved for a few checks; checked every `until_every` steps.
+    # The steps asked for are then the most it runs.
+    until: float | None = None
+    until_every: int = 100
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        if self.warmup is not None:
+            check_whole(self.warmup, "--warmup", 0)
+        check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
+        check_seed(self.seed)
+        check_whole(self.checkpoint_every, "--checkpoint-every", 0)
+        if self.until is not None:
+            check_real(self.until, "--until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
+        check_whole(self.until_every, "--until-every", 1)
+
+
+@dataclass
 class TrainResult:
     steps: int
     losses: list[float] = field(default_factory=list)  # global-batch mean loss per step run here
@@ -613,7 +649,7 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
           loss_fn: LossFn | None = None, teacher: torch.nn.Module | None = None,
           parameters: Iterable[torch.nn.Parameter] | None = None, on_step: StepCallback | None = None,
           image_size: int | None = None, channels: int | None = None,
-          preprocessing: Preprocessing | None = None) -> TrainResult:
+          preprocessing: Preprocessing | None = None, cache_teacher: bool = True) -> TrainResult:
     """Train `model` in place on `data` for `config.steps` optimiser steps.
 
     `data` is an `ImageSet` (batches shaped for the model: `image_size` and
@@ -624,7 +660,10 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     `GeneratedModel` whose parameters are a learngene's tensors.
     `parameters` restricts what is trained (default: every parameter that
     requires a gradient). `teacher`, if given, is frozen and run on every
-    batch; its logits are the third argument of `loss_fn`. Under torchrun
+    batch; its logits are the third argument of `loss_fn`, kept per image
+    where they can be (`TeacherLogits`) unless `cache_teacher` is False (a
+    loss that reads more of the teacher's forward than its logits: `lg
+    distill --hidden-weight`). Under torchrun
     each process passes the same model and data; the global batch is split
     between them.
     """
@@ -670,7 +709,7 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     plain_log = config.progress and distributed.rank == 0 and not progress.console.is_terminal
     last_logged = time.monotonic()
     task = progress.add_task(config.description, total=config.steps, completed=start_step, loss=float("nan"))
-    cache = TeacherLogits.for_run(teacher, data, len(data))
+    cache = TeacherLogits.for_run(teacher, data, len(data)) if cache_teacher else None
     started_at = time.monotonic()
     with progress:
         stream = _batch_stream(data, config, start_step, distributed)

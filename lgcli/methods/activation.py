@@ -94,4 +94,4 @@ def activation(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[s
 METHOD = Method("activation", activation, (SHRINK,),
                 "Minitron: keep the most active MLP neurons, heads (grouped-query groups whole) and embedding "
                 "channels on calibration data", options=CALIBRATION_OPTIONS, validate=validate,
-                not_per_stage=NOT_PER_STAGE, calibrated=True)
+                not_per_stage=NOT_PER_STAGE, calibrated=True, keeps_first_layers=True)

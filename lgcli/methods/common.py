@@ -48,7 +48,11 @@ class Method:
     `depth_only`: the method keeps the width, heads and
     MLP (it copies whole layers); a request that changes them too is refused
     with the pipe that makes it, this method for the depth then another for
-    the width (`sizing.WidthKept`).
+    the width (`sizing.WidthKept`). `keeps_first_layers`: the result's block
+    i is the source's block i (a shallower result keeps the first blocks),
+    which `lg distill --hidden-weight` reads from a file's provenance to
+    match its blocks with its source's (`lgcli.hidden_states`); a method
+    that chooses its layers records them instead (`kept_layers`).
     """
 
     name: str
@@ -60,6 +64,7 @@ class Method:
     not_per_stage: str | None = None
     calibrated: bool = False
     depth_only: bool = False
+    keeps_first_layers: bool = False
 
 
 @dataclass(frozen=True)

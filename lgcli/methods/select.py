@@ -43,4 +43,5 @@ def select(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, 
     return MethodResult(out, report)
 
 
-METHOD = Method("select", select, (SHRINK,), "weight selection: first-N layers, uniformly spaced elements")
+METHOD = Method("select", select, (SHRINK,), "weight selection: first-N layers, uniformly spaced elements",
+                keeps_first_layers=True)
