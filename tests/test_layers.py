@@ -35,7 +35,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("data",),                            # image data sets
     ("train",),                           # the one training loop
     ("text",),                            # text data and language-model evaluation
-    ("calibration",),                     # a model's statistics on data, for the data-aware methods
+    ("calibration", "hidden_states"),     # a model's statistics on data, for the data-aware methods; the
+                                          # hidden states lg distill matches, block to block
     ("recipe",),                          # how a given model wants its images (reads checkpoints and models)
     ("fitting",),                         # training on data for what a learngene builds
     ("resize", "condense", "evaluate"),   # the commands, as library functions
