@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("resize", "condense", "evaluate"),   # the commands, as library functions
     ("distill",),                         # healing a model from a teacher (condense's stopping rule)
     ("bench", "report"),                  # the ladder of commands, and rendering results
+    ("commands",),                        # each command's flags, call and rendering (a module per group)
     ("cli", "__main__", "datasets"),      # the command line; scripts that make the embedded data
 ]
 
