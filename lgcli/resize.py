@@ -24,7 +24,7 @@ from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
 from .fitting import fit_or_say_why_not
 from .lazy import torch
-from .learngenes import ExpandContext, Learngene, get_kind
+from .learngenes import ExpandContext, Learngene, LearngeneKind, get_kind
 from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import DEFAULT_SHARD_SIZE, parse_byte_size
@@ -232,8 +232,8 @@ def expand(learngene: Learngene, *, depth: int | None = None, width: int | None 
     notify = notify or notify_stderr
     learngene = _with_overrides(learngene, options)
     kind = get_kind(learngene.kind, learngene.spec)
-    resolved, target = expand_target(learngene, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
-                                     kv_heads=kv_heads, max_params=max_params, **options)
+    resolved, target = _kind_target(kind, learngene, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
+                                    kv_heads=kv_heads, max_params=max_params, **options)
     context = ExpandContext(seed=seed, notify=notify, fit=partial(fit_or_say_why_not, seed=seed, notify=notify))
     stack, details = kind.expand(learngene, target, resolved, context)
     try:
@@ -267,7 +267,14 @@ def expand_target(learngene: Learngene, *, depth: int | None = None, width: int 
                   max_params: float | None = None, **options: Any) -> tuple[dict[str, Any], ArchSpec]:
     """The kind's expand options resolved, and the model a request builds
     from `learngene`, checked as `expand` checks it (before any work)."""
-    kind = get_kind(learngene.kind, learngene.spec)
+    return _kind_target(get_kind(learngene.kind, learngene.spec), learngene, depth=depth, width=width, heads=heads,
+                        mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params, **options)
+
+
+def _kind_target(kind: LearngeneKind, learngene: Learngene, *, depth: int | None, width: int | None,
+                 heads: int | None, mlp_dim: int | None, kv_heads: int | None, max_params: float | None,
+                 **options: Any) -> tuple[dict[str, Any], ArchSpec]:
+    """`expand_target` for the learngene's kind, found once by the caller (`expand`)."""
     resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
     if all(v is None for v in (depth, width, heads, mlp_dim)):
         raise UsageError("give the size to build: --depth (and --width where the learngene can change it)")
