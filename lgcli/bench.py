@@ -214,7 +214,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     size and ``OUT/summary.png``; return the report. `dry_run`: read and
     check everything, time a few steps, write nothing, and return the plan
     (`_plan`) instead."""
-    from .api import load
+    from .loading import load
     from .methods import METHODS
     from .sizing import check_heads_known
 
@@ -538,7 +538,7 @@ def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | N
 def _build(cell: Cell, context: _Context, resize_methods: dict):
     """The cell's model (a timm module), the parameters its method stores,
     and what building it did."""
-    from .api import create_model
+    from .loading import create_model
     from .arch import get_adapter
     from .resize import expand, resize
     from .sizing import check_direction, target_spec
@@ -610,7 +610,7 @@ def _learngene(kind: str, context: _Context):
     arguments match); the condense cost is recorded for the report."""
     if kind in context.learngenes:
         return context.learngenes[kind]
-    from .api import load_learngene
+    from .learngene_files import load_learngene
     from .condense import CondenseSettings, condense_file
 
     folder = context.out / "learngenes"

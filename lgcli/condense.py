@@ -22,7 +22,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Mapping
 
-from .api import is_learngene, load, save_learngene
+from .learngene_files import is_learngene, save_learngene
+from .loading import load
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION

@@ -44,7 +44,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .api import Loaded, check_card_file, is_learngene, load, load_line, plan_output, save, spec_of_model
+from .inspection import load_line
+from .learngene_files import is_learngene
+from .loading import Loaded, load, spec_of_model
+from .outputs import check_card_file, plan_output
+from .saving import save
 from .arch import adapter_of_model, get_adapter
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .card import CardFacts
@@ -430,7 +434,7 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
     own form (a timm file or hub folder, a Hugging Face folder with the
     student's tokenizer files) and dtypes, with provenance chained to the
     student and the teacher's sha256 in its options; `card` and `card_file`
-    as `lgcli.api.save` takes them. The output is checked before any work.
+    as `lgcli.saving.save` takes them. The output is checked before any work.
     Returns the report, with the output's name, sha256 and load line."""
     inputs = tuple(os.fspath(s) for s in (student, teacher) if isinstance(s, (str, os.PathLike)))
     check_output(output, force=force, inputs=inputs)

@@ -220,7 +220,7 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
     """The rows: each checkpoint's model, its images prepared as it wants
     them (`lgcli.preprocessing`, `preprocessing` over it); a random baseline
     is prepared as the row it copies."""
-    from lgcli.api import create_model, load_model
+    from lgcli.loading import create_model, load_model
 
     if not paths:
         raise UsageError("give at least one checkpoint to evaluate")

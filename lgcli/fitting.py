@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .api import load_model
+from .loading import load_model
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .data import ImageData, check_channels, load_data
 from .errors import LgError, notify_stderr

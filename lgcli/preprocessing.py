@@ -402,7 +402,7 @@ def attach(model, preprocessing: Preprocessing | None):
 
 
 def overridden(loaded, overrides: Overrides | None):
-    """`loaded` (a `lgcli.api.Loaded`) with `overrides` applied to its
+    """`loaded` (a `lgcli.loading.Loaded`) with `overrides` applied to its
     spec's recipe, so every model and file made from it carries them."""
     if not overrides:
         return loaded

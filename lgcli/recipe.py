@@ -3,7 +3,7 @@ path, a `Checkpoint`, a `Loaded`, a spec or a live model, from what
 `lgcli.preprocessing` reads (lg's metadata, a timm pretrained_cfg, a
 registered timm model's default, a Hugging Face preprocessor_config.json),
 else lg's default, said as assumed. It reads checkpoints and asks a live
-model its input, so it sits above `lgcli.api` and `lgcli.train`; the
+model its input, so it sits above `lgcli.loading` and `lgcli.train`; the
 recipes themselves are `lgcli.preprocessing`'s.
 """
 
@@ -34,7 +34,7 @@ def preprocessing_of(source: Any, *, overrides: Overrides | None = None,
 
 
 def _found(source: Any, notify: Callable[[str], None]) -> Preprocessing | None:
-    from .api import Loaded, load
+    from .loading import Loaded, load
     from .stack import ArchSpec
 
     if isinstance(source, ArchSpec):

@@ -17,7 +17,11 @@ import time
 from functools import partial
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .api import Loaded, check_card_file, is_learngene, load, load_learngene, load_line, plan_output, save
+from .inspection import load_line
+from .learngene_files import is_learngene, load_learngene
+from .loading import Loaded, load
+from .outputs import check_card_file, plan_output
+from .saving import save
 from .arch import get_adapter
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint

@@ -31,7 +31,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("sizing",),                          # the target sizes a request means, and the limits on them
     ("learngenes",),                      # learngene kinds: condense into tensors, expand to a Stack
     ("catalogue",),                       # the methods and kinds as their registries list them (lg methods)
-    ("api",),                             # load / save / inspect: the notebook surface
+    ("loading",),                         # reading a model: Loaded, load, load_model, its task
+    ("outputs",),                         # planning an output: its form, entries, companions, --card
+    ("saving", "learngene_files"),        # writing a model; reading and writing learngene files
+    ("inspection",),                      # what lg inspect reports, and the load line
+    ("api",),                             # load / save / inspect: the notebook surface, gathered
     ("data",),                            # image data sets
     ("train",),                           # the one training loop
     ("text",),                            # text data and language-model evaluation

@@ -22,7 +22,7 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report instead of a table."),
 ) -> None:
     """What a checkpoint is, and the exact line that loads it."""
-    from ..api import inspect_checkpoint
+    from ..inspection import inspect_checkpoint
 
     report = inspect_checkpoint(file, heads=heads)
     if as_json:
