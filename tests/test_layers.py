@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("card",),                            # model cards (README.md) from what a written model records
     ("methods",),                         # training-free resize methods
     ("sizing",),                          # the target sizes a request means, and the limits on them
+    ("hints",),                           # the shell text of the hints lg prints (lg shrink ... | lg grow ...)
     ("learngenes",),                      # learngene kinds: condense into tensors, expand to a Stack
     ("catalogue",),                       # the methods and kinds as their registries list them (lg methods)
     ("loading",),                         # reading a model: Loaded, load, load_model, its task
