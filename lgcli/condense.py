@@ -27,7 +27,8 @@ from .loading import load
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
-from .data import ImageData, check_real, check_seed, check_whole
+from .checks import check_real, check_seed, check_whole
+from .images import ImageData
 from .errors import LgError, UsageError, notify_stderr
 from .fitting import data_for
 from .lazy import torch
@@ -39,9 +40,11 @@ from .recipe import preprocessing_of
 from .sizing import check_heads_known, spec_sizes, target_spec
 from .stack import ArchSpec, Stack
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
-from .train import (StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, check_resume,
-                    concrete_device, distillation_loss, distributed_setup, evaluate_accuracy, model_input,
-                    seconds_per_step, train)
+from .accuracy import evaluate_accuracy
+from .devices import auto_device_note, concrete_device, distributed_setup
+from .heads import model_input
+from .losses import distillation_loss
+from .train import StepCallback, TrainConfig, check_checkpoint_path, check_resume, seconds_per_step, train
 
 if TYPE_CHECKING:
     from .learngenes.generated import GeneratedModel

@@ -53,7 +53,9 @@ from .arch import adapter_of_model, get_adapter
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .card import CardFacts
 from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
-from .data import (ImageData, builtin_names, check_channels, check_real, check_seed, check_whole, load_data)
+from .checks import check_real, check_seed, check_whole
+from .data import builtin_names, load_data
+from .images import ImageData, check_channels
 from .errors import LgError, UsageError, notify_stderr
 from .lazy import F, no_grad, nn, torch
 from .options import (DEFAULT_DISTILL_ALPHA, DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS,
@@ -61,9 +63,11 @@ from .options import (DEFAULT_DISTILL_ALPHA, DEFAULT_DISTILL_BATCH_SIZE, DEFAULT
 from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
 from .text import MAX_LOGIT_ELEMENTS, TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
-from .train import (IGNORE, ImageBatches, StepCallback, TrainConfig, auto_device_note, autocast,
-                    check_checkpoint_path, classes_of, concrete_device, distillation_loss, distributed_setup,
-                    evaluate_accuracy, model_input, resolve_device, seconds_per_step, train)
+from .accuracy import evaluate_accuracy
+from .devices import auto_device_note, autocast, concrete_device, distributed_setup, resolve_device
+from .heads import classes_of, model_input
+from .losses import IGNORE, distillation_loss
+from .train import ImageBatches, StepCallback, TrainConfig, check_checkpoint_path, seconds_per_step, train
 
 Notify = Callable[[str], None]
 # The warm-up of an already-initialised model's fine-tuning (as lg eval's probe).

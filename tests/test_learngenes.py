@@ -24,7 +24,8 @@ from lgcli.learngenes.wave import KIND as WAVE
 from lgcli.learngenes.wave import kronecker_sum, linear_padding_scalers, parse_templates
 from lgcli.options import resolve_options
 from lgcli.sizing import target_spec
-from lgcli.train import TrainConfig, distillation_loss, train
+from lgcli.losses import distillation_loss
+from lgcli.train import TrainConfig, train
 
 from conftest import sample_input
 

@@ -177,7 +177,9 @@ def bench_command(
                                       "JSON on stdout) and write nothing."),
 ) -> None:
     """Every method at every size on your ancestry model and data: how well and how fast each initialisation learns."""
-    from ..bench import BenchSettings, bench, markdown_table, parse_condense_steps, parse_sizes, print_bench_table
+    from ..bench import BenchSettings, bench, parse_sizes
+    from ..bench_settings import parse_condense_steps
+    from ..bench_tables import markdown_table, print_bench_table
     from ..evaluate import DEFAULT_LR, ProbeSettings
     from ..preprocessing import Overrides
 
