@@ -33,7 +33,8 @@ def measure(name: str, source: str, data: str, samples: int, seq_len: int | None
     from lgcli.api import load
     from lgcli.arch import get_adapter
     from lgcli.calibration import calibrate, calibration_examples
-    from lgcli.train import TrainConfig, cross_entropy_loss, train
+    from lgcli.losses import cross_entropy_loss
+    from lgcli.train import TrainConfig, train
 
     loaded = load(source)
     adapter = get_adapter(loaded.spec.family)

@@ -53,7 +53,8 @@ from lgcli.data import load_data  # noqa: E402
 from lgcli.learngenes import GeneratedModel, get_kind  # noqa: E402
 from lgcli.options import resolve_options  # noqa: E402
 from lgcli.sizing import target_spec  # noqa: E402
-from lgcli.train import TrainConfig, distillation_loss, train  # noqa: E402
+from lgcli.losses import distillation_loss  # noqa: E402
+from lgcli.train import TrainConfig, train  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "fmnist_vit.safetensors"
 KINDS = ("tleg", "wave")

@@ -38,7 +38,8 @@ def train_ancestry(path: Path, steps: int, seed: int) -> dict:
     sys.path.insert(0, str(REPO))
     from lgcli.api import load_model, save_model
     from lgcli.data import load_data
-    from lgcli.train import TrainConfig, evaluate_accuracy, train
+    from lgcli.accuracy import evaluate_accuracy
+    from lgcli.train import TrainConfig, train
 
     data = load_data("fashion-mnist", seed=seed)
     torch.manual_seed(seed)

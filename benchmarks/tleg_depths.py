@@ -15,7 +15,7 @@ from lgcli.data import load_data
 from lgcli.api import save_learngene
 from lgcli.resize import expand
 from lgcli.arch import get_adapter
-from lgcli.train import evaluate_accuracy
+from lgcli.accuracy import evaluate_accuracy
 method = sys.argv[1]; steps = int(sys.argv[2]); extra = ast.literal_eval(sys.argv[3]) if len(sys.argv) > 3 else {}
 data = load_data("fashion-mnist", seed=0, test_subset=2000)
 t = time.time()

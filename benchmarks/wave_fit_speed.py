@@ -64,7 +64,8 @@ from lgcli.resize import expand  # noqa: E402
 from lgcli.sizing import target_spec  # noqa: E402
 from lgcli.learngenes.wave import KIND as WAVE  # noqa: E402
 from lgcli.options import defaults  # noqa: E402
-from lgcli.train import TrainConfig, distillation_loss, train  # noqa: E402
+from lgcli.losses import distillation_loss  # noqa: E402
+from lgcli.train import TrainConfig, train  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 from condense_speed import _git_commit  # noqa: E402  (one copy of the helper)

@@ -27,7 +27,7 @@ from lgcli.api import load_learngene  # noqa: E402
 from lgcli.arch import get_adapter  # noqa: E402
 from lgcli.data import load_data  # noqa: E402
 from lgcli.resize import expand  # noqa: E402
-from lgcli.train import evaluate_accuracy  # noqa: E402
+from lgcli.accuracy import evaluate_accuracy  # noqa: E402
 
 
 def main() -> int:

@@ -25,163 +25,16 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import LgError, UsageError, notify_stderr, os_reason, shown
-from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
-from .tables import Cell, Column, joined, print_table
+from .errors import LgError, UsageError, notify_stderr, shown
+from .bench_settings import BENCH_VERSION, FIT, RANDOM, BenchSettings, Cell, all_methods, foreign_entry, parse_sizes
+from .bench_tables import plot_summary
 
-RANDOM = "random"
-FIT = "+fit"  # the row of a learngene kind whose per-size part is fitted before the probe
-BENCH_VERSION = 1
 Notify = Callable[[str], None]
-
-
-@dataclass
-class BenchSettings:
-    """What `lg bench` runs. `probe` is `lg eval`'s probe (steps, rates,
-    batch, seed, ...), the same for every cell. Each learngene kind that
-    trains is condensed once: `condense_steps` steps (one number for every
-    kind, or {kind: steps}), of `condense_batch_size`, started as `lg
-    condense` starts by default (from the ancestry when the widths match),
-    and with `condense_until` stopped by `lg condense --until`'s rule (the
-    steps are then the most it runs)."""
-
-    sizes: list[tuple[int, int]]
-    methods: list[str] | None = None  # None: every method that fits
-    probe: Any = None  # lgcli.evaluate.ProbeSettings (default: 300 steps)
-    condense_steps: int | dict[str, int] = DEFAULT_CONDENSE_STEPS
-    condense_batch_size: int = DEFAULT_CONDENSE_BATCH_SIZE
-    condense_until: float | None = None
-    fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
-    subset: str | None = None
-    test_subset: str | None = None
-    force: bool = False
-    # Each cell is run once per seed (seed, seed + 1, ...): the table gives
-    # the mean and a 95 % t-interval; one seed, a bootstrap over test examples.
-    seeds: int = 1
-    # Equal compute (SPEC.md "Measuring an initialisation"): every path gets
-    # `budget` training steps of `lg distill`'s batch on the bench's data
-    # before the probe: a resize distilled from the ancestry, a learngene
-    # condensed (once for every size). None: resizes cost nothing and each
-    # learngene its condense_steps, as before.
-    budget: int | None = None
-    calibrate_samples: int | None = None  # the data-aware methods' (their default when None)
-    # --mean, --std, --interpolation over the ancestry's own preprocessing
-    # (`lgcli.preprocessing`), which every cell's images are prepared by.
-    preprocessing: Any = None  # lgcli.preprocessing.Overrides
-
-    def __post_init__(self) -> None:
-        from .data import check_whole
-        from .evaluate import ProbeSettings
-
-        if not self.sizes:
-            raise UsageError("--sizes: give at least one size, e.g. 3x64,6x128")
-        if self.probe is None:
-            self.probe = ProbeSettings(steps=300)
-        if self.probe.steps < 1:
-            raise UsageError("--steps must be at least 1: the bench compares how models learn")
-        if isinstance(self.condense_steps, dict):
-            for kind, steps in self.condense_steps.items():
-                check_whole(steps, f"--condense-steps {kind}", 1)
-        else:
-            check_whole(self.condense_steps, "--condense-steps", 1)
-        check_whole(self.condense_batch_size, "--condense-batch-size", 1)
-        check_whole(self.seeds, "--seeds", 1)
-        if self.budget is not None:
-            check_whole(self.budget, "--budget", 0)
-        if self.condense_until is not None:
-            from .data import check_real
-
-            check_real(self.condense_until, "--condense-until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
-
-    def condense_budget(self, kind: str) -> int:
-        """The condense steps of `kind` (the most it runs, with condense_until):
-        the bench's budget when it has one."""
-        if self.budget is not None:
-            return self.budget
-        if isinstance(self.condense_steps, dict):
-            return self.condense_steps.get(kind, DEFAULT_CONDENSE_STEPS)
-        return self.condense_steps
-
-    def condense_key(self, kind: str) -> dict[str, Any]:
-        """What a learngene of `kind` depends on (its cells' reuse key)."""
-        return {"steps": self.condense_budget(kind), "batch_size": self.condense_batch_size,
-                "until": self.condense_until}
-        check_whole(self.fit_steps, "--fit-steps", 0)
-
-
-def parse_condense_steps(text: str) -> int | dict[str, int]:
-    """``600`` (every kind) or ``tleg=600,wave=1500`` (per kind; a kind not
-    named gets DEFAULT_CONDENSE_STEPS)."""
-    from .learngenes import KINDS
-
-    text = str(text).strip()
-    if re.fullmatch(r"[0-9]{1,9}", text, re.ASCII):
-        return int(text)
-    steps: dict[str, int] = {}
-    for part in text.split(","):
-        match = re.fullmatch(r"\s*([a-z]+)\s*=\s*([0-9]{1,9})\s*", part, re.ASCII)
-        if not match or match[1] not in KINDS:
-            raise UsageError(f"--condense-steps takes N, or KIND=N pairs comma-separated (kinds: "
-                             f"{', '.join(KINDS)}), not {shown(repr(part.strip()))}")
-        steps[match[1]] = int(match[2])
-    return steps
-
-
-# The largest sizes --sizes takes (the digits it always read: 6 and 7).
-MAX_BENCH_DEPTH, MAX_BENCH_WIDTH = 999_999, 9_999_999
-
-
-def parse_sizes(text: str) -> list[tuple[int, int]]:
-    """``3x64,6x128`` -> [(3, 64), (6, 128)] (depth x width), in the order given."""
-    sizes = []
-    for part in str(text).split(","):
-        match = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*", part, re.ASCII)
-        if not match or int(match[1]) < 1 or int(match[2]) < 1:
-            raise UsageError(f"--sizes takes DEPTHxWIDTH pairs, comma-separated (e.g. 3x64,6x128), "
-                             f"not {shown(repr(part.strip()))}")
-        # Well formed, but larger than any model a bench builds: said as such, not as malformed.
-        for name, value, most in (("depth", match[1], MAX_BENCH_DEPTH), ("width", match[2], MAX_BENCH_WIDTH)):
-            if len(value) > len(str(most)) or int(value) > most:
-                raise UsageError(f"--sizes {shown(part.strip())}: {name} {value} is too large "
-                                 f"(a bench builds {name}s up to {most:,})")
-        size = (int(match[1]), int(match[2]))
-        if size not in sizes:
-            sizes.append(size)
-    return sizes
-
-
-def all_methods(fitted: bool = True) -> list[str]:
-    """Every method the bench knows, in table order: resize methods, learngene
-    kinds, (with `fitted`) the fitted rows of the kinds that fit, random."""
-    from .learngenes import KINDS
-
-    from .methods import METHODS
-
-    fits = [f"{name}{FIT}" for name, kind in KINDS.items()
-            if fitted and any(option.name == "data" for option in kind.expand_options)]
-    return [*METHODS, *KINDS, *fits, RANDOM]
-
-
-@dataclass
-class Cell:
-    method: str
-    depth: int
-    width: int
-    seed: int | None = None  # None: the bench's one seed (the file names of a bench of one seed)
-
-    @property
-    def size(self) -> str:
-        return f"{self.depth}x{self.width}"
-
-    @property
-    def name(self) -> str:
-        return f"{self.method}@{self.size}" + (f"~seed{self.seed}" if self.seed is not None else "")
 
 
 @dataclass
@@ -214,7 +67,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     size and ``OUT/summary.png``; return the report. `dry_run`: read and
     check everything, time a few steps, write nothing, and return the plan
     (`_plan`) instead."""
-    from .api import load
+    from .loading import load
     from .methods import METHODS
     from .sizing import check_heads_known
 
@@ -246,7 +99,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
                       f"its own there and leaves every other file as it is)")
     from .checkpoint import check_source
     from .text import check_data_source
-    from .train import auto_device_note, concrete_device
+    from .devices import auto_device_note, concrete_device
 
     # A mistyped path is said before torch, a device or a model is paid for.
     check_source(ancestry)
@@ -303,50 +156,6 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     plot_summary(report, out / "summary.png")
     _write_json(out / "bench.json", report)
     return report
-
-
-# What lg bench writes in its folder: the report, its figures, and the
-# cells and learngenes an interrupted run resumes from.
-BENCH_FILES = re.compile(r"bench\.json|summary\.png|curves_[0-9]+x[0-9]+\.png", re.ASCII)
-BENCH_FOLDERS = {"cells": re.compile(r"[a-z0-9+_-]+@[0-9]+x[0-9]+(~seed[0-9]+)?\.json", re.ASCII),
-                 "learngenes": re.compile(r"[a-z0-9_-]+(\.lg\.safetensors|\.json)", re.ASCII)}
-# A temporary file of an atomic write cut short by a crash (lgcli.checkpoint.atomic).
-TEMPORARY = re.compile(r"\..*\.(tmp|old)(\..*)?", re.ASCII | re.DOTALL)
-
-
-def foreign_entry(out: Path) -> str | None:
-    """The first entry of the folder `out` that lg bench did not write, or
-    None when it wrote all of them (or the folder is empty or absent). A
-    folder is lg's own only when lg made it: it holds cells/ or bench.json,
-    and nothing but what a bench writes; a summary.png of the user's own in
-    an otherwise empty folder is theirs."""
-    if not out.is_dir():
-        return None
-    try:
-        entries = sorted(os.listdir(out))
-    except OSError as exc:
-        raise LgError(f"{shown(out)}: cannot list it ({os_reason(exc)})") from None
-    for name in entries:
-        entry = out / name
-        if TEMPORARY.fullmatch(name):
-            continue
-        if name in BENCH_FOLDERS:
-            if entry.is_symlink() or not entry.is_dir():
-                return name
-            try:
-                inner = sorted(os.listdir(entry))
-            except OSError:
-                return name
-            stray = next((f for f in inner if not (BENCH_FOLDERS[name].fullmatch(f) or TEMPORARY.fullmatch(f))),
-                         None)
-            if stray is not None:
-                return f"{name}/{stray}"
-        elif not BENCH_FILES.fullmatch(name) or entry.is_symlink() or not entry.is_file():
-            return name
-    kept = [name for name in entries if not TEMPORARY.fullmatch(name)]
-    if kept and not {"cells", "bench.json"} & set(kept):
-        return kept[0]
-    return None
 
 
 def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
@@ -445,10 +254,10 @@ def _saved_cell(cell: Cell, context: _Context) -> dict[str, Any] | None:
 def _candidate(cell: Cell, model, context: _Context):
     """The cell's model as `lg eval` probes it: an image model checked
     against the data's channels and given a head for its classes."""
-    from .data import check_channels
+    from .images import check_channels
     from .evaluate import Candidate, architecture_of, fit_head
     from .preprocessing import PREPROCESSING, attach
-    from .train import model_input
+    from .heads import model_input
 
     # Every cell's images are prepared as the ancestry wants them.
     attach(model, context.loaded.spec.extras.get(PREPROCESSING))
@@ -538,7 +347,7 @@ def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | N
 def _build(cell: Cell, context: _Context, resize_methods: dict):
     """The cell's model (a timm module), the parameters its method stores,
     and what building it did."""
-    from .api import create_model
+    from .loading import create_model
     from .arch import get_adapter
     from .resize import expand, resize
     from .sizing import check_direction, target_spec
@@ -610,7 +419,7 @@ def _learngene(kind: str, context: _Context):
     arguments match); the condense cost is recorded for the report."""
     if kind in context.learngenes:
         return context.learngenes[kind]
-    from .api import load_learngene
+    from .learngene_files import load_learngene
     from .condense import CondenseSettings, condense_file
 
     folder = context.out / "learngenes"
@@ -773,182 +582,4 @@ def _write_json(path: Path, obj: Any) -> None:
         tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
 
 
-# ---------------------------------------------------------------- presenting
-
-def _measure(report: dict[str, Any]) -> tuple[str, str, str]:
-    """(key, its name, its number format) of the figure a bench compares."""
-    if report.get("measure") == "loss":
-        return "loss", "test loss", ".3f"
-    return "top1", "top-1", ".1f"
-
-
-def cell_parts(cell: dict[str, Any], measure: str = "top1") -> tuple[str, ...]:
-    """('83.1 (71.2)', '· 42 (2.50x)'): final top-1 (instinct) and steps to
-    random's final (on text the test loss, with three decimals); the parts sit
-    side by side, or one under the other in a narrow terminal."""
-    from .report import steps_to_random_cell
-
-    if cell.get("status") != "done":
-        return ("n/a",)
-    row = cell["row"]
-    shown_as = ".3f" if measure == "loss" else ".1f"
-    text = f"{row['final'][measure]:{shown_as}} ({row['instinct'][measure]:{shown_as}})"
-    steps = steps_to_random_cell(row)
-    return (text, f"· {steps}") if steps and row["source"] != RANDOM else (text,)
-
-
-def cell_text(cell: dict[str, Any], measure: str = "top1") -> str:
-    """'83.1 (71.2) · 42': `cell_parts` on one line."""
-    return " ".join(cell_parts(cell, measure))
-
-
-def interval_parts(summary: dict[str, Any], measure: str = "top1") -> tuple[str, ...]:
-    """('83.1 ± 0.6 (71.2)',): the mean final figure, its 95 % interval's
-    half-width, the mean instinct."""
-    shown_as = ".3f" if measure == "loss" else ".1f"
-    half = (summary["high"] - summary["low"]) / 2
-    spread = f" ± {half:{shown_as}}" if summary["kind"] != "none" else ""
-    return (f"{summary['mean']:{shown_as}}{spread} ({summary['instinct']:{shown_as}})",)
-
-
-def table_rows(report: dict[str, Any]) -> list[list[Cell]]:
-    """Methods x sizes, with what each method stores and cost to make."""
-    seed = (report.get("seeds") or [None])[0]
-    by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("seed", seed) == seed}
-    summary = report.get("summary") or {}
-    several = len(report.get("seeds") or []) > 1
-    rows: list[list[Cell]] = []
-    for method in report["methods"]:
-        stored = next((c.get("stores") for c in report["cells"] if c["method"] == method and c.get("stores")), 0)
-        made = report["learngenes"].get(method.removesuffix(FIT))
-        cost = f"{made['steps']} steps, {made['seconds']:.0f} s" if made else "-"
-        if made and method.endswith(FIT):
-            cost += f", + {report['settings'].get('fit_steps')} fit steps per size"
-        total = report.get("costs", {}).get(method)
-        every = f"{total['total_seconds']:.0f} s" if total and total["sizes"] else "-"
-        measure = _measure(report)[0]
-        rows.append([method, *[(interval_parts(summary[method][size], measure) + _verdict_mark(report, method, size)
-                                if several and size in summary.get(method, {})
-                                else cell_parts(by.get((method, size), {}), measure)
-                                + (_verdict_mark(report, method, size) if size in summary.get(method, {}) else ()))
-                               for size in report["sizes"]],
-                     f"{stored / 1e6:.2f}M" if stored else "-", cost, every])
-    return rows
-
-
-def _verdict_mark(report: dict[str, Any], method: str, size: str) -> tuple[str, ...]:
-    """'best' or 'tie' under the size's best row and those its interval cannot tell apart."""
-    verdict = (report.get("verdicts") or {}).get(size) or {}
-    if verdict.get("best") == method:
-        return ("best" if not verdict.get("tied") else "best (tie)",)
-    return ("tie",) if method in verdict.get("tied", ()) else ()
-
-
-def headers(report: dict[str, Any]) -> list[str]:
-    return ["method", *[size.replace("x", " x ") for size in report["sizes"]], "stores", "made in",
-            "all sizes cost"]
-
-
-def markdown_table(report: dict[str, Any]) -> str:
-    lines = ["| " + " | ".join(headers(report)) + " |", "|" + "---|" * len(headers(report))]
-    lines += ["| " + " | ".join(joined(cell, stacked=False) for cell in row) + " |" for row in table_rows(report)]
-    name = _measure(report)[1]
-    caption = (f"Final {name} after {report['settings']['steps']} steps (instinct at step 0) · steps to "
-               f"random's final {name} (speed-up); {report['data']['name']}, {_seeds_text(report)}. "
-               f"{INTERVALS_LEGEND} {_budget_text(report)}All sizes cost: {ALL_SIZES_COST}.")
-    return "\n".join(lines) + "\n\n" + caption + "\n"
-
-
-INTERVALS_LEGEND = ("± : the 95 % interval (a t-interval over the seeds; for one seed, a bootstrap over the test "
-                    "examples, in bench.json); best: the size's best mean; tie: a row whose interval overlaps the "
-                    "best's (the data cannot tell them apart).")
-
-
-def _seeds_text(report: dict[str, Any]) -> str:
-    seeds = report.get("seeds") or [report["settings"]["seed"]]
-    return f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {seeds[0]}-{seeds[-1]}"
-
-
-def _budget_text(report: dict[str, Any]) -> str:
-    budget = report.get("budget")
-    if budget is None:
-        return ""
-    return (f"Equal compute: every path had {budget} training steps before the probe (a resize: lg distill from "
-            f"the ancestry; a learngene: its condense run, shared by every size; random: none). ")
-
-
-# What the last column of the bench's table adds up.
-ALL_SIZES_COST = ("seconds to make this row's model at every size it reaches (a learngene: condensed once, grown "
-                  "per size; a resize method: once per size)")
-
-
-def print_bench_table(report: dict[str, Any], console) -> None:
-    """The bench's table within the console's width (lgcli.tables): short
-    headers, each cell's parts one under the other when the sizes do not fit
-    side by side, the sizes over several tables when even that is too wide,
-    and a legend."""
-    name = _measure(report)[1]
-    steps = report["settings"]["steps"]
-    # Split where too wide: the scores (sizes) first, then what each row cost.
-    columns = [Column("method", "left"), *(Column(size) for size in report["sizes"]),
-               Column("stores", group=1), Column("made in", wrap=True, group=1), Column("all\nsizes", group=1)]
-    legend = (f"Each cell: final {name} after {steps} steps (instinct: at step 0) · steps to random's final {name} "
-              f"(speed-up over random); n/a: the method cannot reach that size (bench.json says why). "
-              f"{INTERVALS_LEGEND} {_budget_text(report)}Sizes: "
-              f"depth x width. stores: parameters kept to make every size, millions (the ancestry, or the "
-              f"learngene); made in: the learngene's condense run; all sizes: {ALL_SIZES_COST}.")
-    print_table(console, f"lg bench on {report['data']['name']}: final {name} after {steps} steps (instinct) · "
-                         f"steps to random's final (speed-up), {_seeds_text(report)}",
-                columns, table_rows(report), legend=legend)
-
-
-def summary_figure(report: dict[str, Any]):
-    """Final top-1 (on text: test loss) by method, a group of bars per size,
-    each method its own colour (`report.row_colours`).
-
-    The bars start at 0 (top-1 at 0 %), so that their lengths compare. A
-    cell that does not apply (n/a) is written as "n/a" where its bar would
-    be, so that it cannot be read as 0 %, and random init's final figure is a
-    dashed line across each size's group: the bar every other method has to beat.
-    """
-    from .report import import_matplotlib, row_colours
-
-    import_matplotlib()
-    import matplotlib.pyplot as plt
-
-    sizes, methods = report["sizes"], report["methods"]
-    key, name, _ = _measure(report)
-    by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("status") == "done"}
-    # About a quarter inch per bar, within what a page or a screen shows.
-    figure, axes = plt.subplots(figsize=(min(16.0, max(6.0, 2.0 + 0.22 * len(sizes) * len(methods))), 4.2))
-    width = 0.8 / max(1, len(methods))
-    for index, (method, colour) in enumerate(zip(methods, row_colours(len(methods)))):
-        xs = [i + (index - (len(methods) - 1) / 2) * width for i in range(len(sizes))]
-        present = [(x, by[(method, s)]["row"]["final"][key]) for x, s in zip(xs, sizes) if (method, s) in by]
-        axes.bar([x for x, _ in present], [y for _, y in present], width=width, color=colour, label=method,
-                 hatch="//" if method == RANDOM else None)
-        for x, size in zip(xs, sizes):
-            if (method, size) not in by:
-                axes.text(x, 0.5 if key == "top1" else 0.05, "n/a", rotation=90, ha="center", va="bottom",
-                          fontsize=7, color=colour)
-    for i, size in enumerate(sizes):
-        if (RANDOM, size) in by:
-            level = by[(RANDOM, size)]["row"]["final"][key]
-            axes.hlines(level, i - 0.45, i + 0.45, colors="black", linestyles="dashed", linewidth=0.8)
-    axes.set_ylim(bottom=0.0)
-    axes.set_xticks(range(len(sizes)), [s.replace("x", " x ") for s in sizes])
-    axes.set_ylabel(f"{name}{' %' if key == 'top1' else ''} after {report['settings']['steps']} steps")
-    axes.set_title(f"lg bench on {report['data']['name']} (dashed: random init's final)")
-    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    figure.tight_layout()
-    return figure
-
-
-def plot_summary(report: dict[str, Any], path: Path) -> None:
-    """`summary_figure`, written atomically to `path`."""
-    from .report import save_figure
-
-    save_figure(summary_figure(report), path)
-
-
-__all__ = ["BenchSettings", "bench", "parse_sizes", "all_methods", "markdown_table", "print_bench_table", "RANDOM"]
+__all__ = ["BenchSettings", "bench", "parse_sizes", "all_methods", "RANDOM"]

@@ -91,7 +91,8 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     `data` for `model`: images at its input size and channels, or token
     windows of its tokenizer. The examples are a seeded draw from the train
     split. Data of the wrong kind, or fewer examples than asked, is refused."""
-    from .data import ImageData, builtin_names, check_channels, load_data
+    from .data import builtin_names, load_data
+    from .images import ImageData, check_channels
     from .preprocessing import preprocessing_of_spec
     from .text import TextData, builtin_texts, text_data_for
     from .train import ImageBatches

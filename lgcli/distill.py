@@ -53,12 +53,18 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .api import Loaded, check_card_file, is_learngene, load, load_line, plan_output, save, spec_of_model
+from .inspection import load_line
+from .learngene_files import is_learngene
+from .loading import Loaded, load, spec_of_model
+from .outputs import check_card_file, plan_output
+from .saving import save
 from .arch import adapter_of_model, get_adapter
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .card import CardFacts
 from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
-from .data import ImageData, builtin_names, check_channels, check_real, check_whole, load_data
+from .checks import check_real, check_whole
+from .data import builtin_names, load_data
+from .images import ImageData, check_channels
 from .errors import LgError, UsageError, notify_stderr
 from .hidden_states import FROM_PROVENANCE, HiddenStateTerm, check_shapes, layer_map
 from .lazy import F, no_grad, nn, torch
@@ -67,9 +73,13 @@ from .options import (DEFAULT_DISTILL_ALPHA, DEFAULT_DISTILL_BATCH_SIZE, DEFAULT
 from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
 from .text import MAX_LOGIT_ELEMENTS, TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
-from .train import (IGNORE, ImageBatches, RunSettings, StepCallback, TrainConfig, auto_device_note, autocast,
-                    check_checkpoint_path, check_resume, classes_of, concrete_device, distillation_loss,
-                    distributed_setup, evaluate_accuracy, model_input, resolve_device, seconds_per_step, train)
+from .accuracy import evaluate_accuracy
+from .devices import auto_device_note, autocast, concrete_device, distributed_setup, resolve_device
+from .heads import classes_of, model_input
+from .losses import IGNORE, distillation_loss
+from .run_settings import RunSettings
+from .train import (ImageBatches, StepCallback, TrainConfig, check_checkpoint_path, check_resume,
+                    seconds_per_step, train)
 
 Notify = Callable[[str], None]
 # The warm-up of an already-initialised model's fine-tuning (as lg eval's probe).
@@ -83,7 +93,7 @@ SCORE_BATCH_SIZE = 256
 @dataclass
 class DistillSettings(RunSettings):
     """A distillation run's settings (the training run's shared ones,
-    `train.RunSettings`: warm-up, by default 10 % of the steps, weight
+    `run_settings.RunSettings`: warm-up, by default 10 % of the steps, weight
     decay, seed, device, checkpoint, --until), checked when constructed (and
     again by `distill`) with the messages the CLI's flags would get."""
 
@@ -497,7 +507,7 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
     own form (a timm file or hub folder, a Hugging Face folder with the
     student's tokenizer files) and dtypes, with provenance chained to the
     student and the teacher's sha256 in its options; `card` and `card_file`
-    as `lgcli.api.save` takes them. The output is checked before any work.
+    as `lgcli.saving.save` takes them. The output is checked before any work.
     Returns the report, with the output's name, sha256 and load line."""
     inputs = tuple(os.fspath(s) for s in (student, teacher) if isinstance(s, (str, os.PathLike)))
     check_output(output, force=force, inputs=inputs)
@@ -511,7 +521,6 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
     if model is None:  # a dry run
         return report
     spec, stack = materialise(pupil, model)
-    settings = kwargs.get("settings") or DistillSettings()
     if is_main_process():  # under torchrun, one process writes
         facts = CardFacts(command=card.command if card else None,
                           results=(*(card.results if card else ()), *distill_results(report)))

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Callable
 
 from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
-from lgcli.data import (DEFAULT_DATA, FASHION_MNIST_CLASSES, ImageData, check_channels, check_real, check_seed,
-                        check_whole, load_data)
+from lgcli.checks import check_real, check_seed, check_whole
+from lgcli.data import DEFAULT_DATA, FASHION_MNIST_CLASSES, load_data
+from lgcli.images import ImageData, check_channels
 from lgcli.checkpoint.reading import check_source, read_checkpoint
 from lgcli.errors import LgError, UsageError, notify_stderr, shown
 from lgcli.lazy import torch
@@ -35,8 +36,10 @@ from lgcli.recipe import preprocessing_of
 from lgcli.sizing import check_heads_known
 from lgcli.stack import ArchSpec
 from lgcli.text import TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
-from lgcli.train import (TrainConfig, auto_device_note, classes_of, concrete_device, evaluate_accuracy, model_input,
-                         reset_head, train)
+from lgcli.accuracy import evaluate_accuracy
+from lgcli.devices import auto_device_note, concrete_device
+from lgcli.heads import classes_of, model_input, reset_head
+from lgcli.train import TrainConfig, train
 
 # Fine-tuning defaults for an already-initialised model, measured by
 # benchmarks/probe_lr.py (figures in docs/eval.md): at 1e-3 a well-initialised
@@ -220,7 +223,7 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
     """The rows: each checkpoint's model, its images prepared as it wants
     them (`lgcli.preprocessing`, `preprocessing` over it); a random baseline
     is prepared as the row it copies."""
-    from lgcli.api import create_model, load_model
+    from lgcli.loading import create_model, load_model
 
     if not paths:
         raise UsageError("give at least one checkpoint to evaluate")

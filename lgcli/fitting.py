@@ -12,14 +12,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .api import load_model
+from .heads import classes_of_spec
+from .loading import load_model
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
-from .data import ImageData, check_channels, load_data
+from .data import load_data
+from .images import ImageData, check_channels
 from .errors import LgError, notify_stderr
 from .learngenes import Learngene
 from .recipe import preprocessing_of
 from .text import TextData, builtin_texts, text_data_for
-from .train import TrainConfig, auto_device_note, concrete_device, distillation_loss, train
+from .devices import auto_device_note, concrete_device
+from .losses import distillation_loss
+from .train import TrainConfig, train
 
 if TYPE_CHECKING:
     from .learngenes.generated import GeneratedModel
@@ -82,7 +86,7 @@ def data_for(model: GeneratedModel, data: Any, name: str, *, companions: Mapping
             data = load_data(data, subset=subset, test_subset=test_subset, seed=seed,
                              **({} if test_fraction is None else {"test_fraction": test_fraction}))
         check_channels(data, model.input_size[0])
-        classes = int(model.spec.extras.get("num_classes") or 0)
+        classes = int(classes_of_spec(model.spec) or 0)
         if data.num_classes != classes:
             raise LgError(f"{name} has {classes} classes and {data.name} has {data.num_classes}: fit {fitting} on "
                           f"data with the same classes")

@@ -24,7 +24,7 @@ everything lg writes from it: lg's metadata, a timm hub folder's
 load line's `pretrained_cfg_overlay` and the model card.
 
 `lgcli.recipe.preprocessing_of(x)` answers for a path, a `Checkpoint`, a `Loaded`, a spec,
-or a model `lgcli.load_model` built; `lgcli.data.ImageSet.batch` applies it.
+or a model `lgcli.load_model` built; `lgcli.images.ImageSet.batch` applies it.
 """
 
 from __future__ import annotations
@@ -402,7 +402,7 @@ def attach(model, preprocessing: Preprocessing | None):
 
 
 def overridden(loaded, overrides: Overrides | None):
-    """`loaded` (a `lgcli.api.Loaded`) with `overrides` applied to its
+    """`loaded` (a `lgcli.loading.Loaded`) with `overrides` applied to its
     spec's recipe, so every model and file made from it carries them."""
     if not overrides:
         return loaded

@@ -3,7 +3,7 @@ path, a `Checkpoint`, a `Loaded`, a spec or a live model, from what
 `lgcli.preprocessing` reads (lg's metadata, a timm pretrained_cfg, a
 registered timm model's default, a Hugging Face preprocessor_config.json),
 else lg's default, said as assumed. It reads checkpoints and asks a live
-model its input, so it sits above `lgcli.api` and `lgcli.train`; the
+model its input, so it sits above `lgcli.loading` and `lgcli.train`; the
 recipes themselves are `lgcli.preprocessing`'s.
 """
 
@@ -24,7 +24,7 @@ def preprocessing_of(source: Any, *, overrides: Overrides | None = None,
 
     This is what every command that feeds a model images calls: lg eval,
     bench, condense, grow --data, and a distillation or calibration run
-    (`lgcli.data.ImageSet.batch(..., preprocessing=...)` applies it)."""
+    (`lgcli.images.ImageSet.batch(..., preprocessing=...)` applies it)."""
     found = _found(source, notify)
     if found is not None and found.assumed and not (overrides and overrides.mean and overrides.std):
         why = found.source.split("assumed: ", 1)[-1]  # "X states no preprocessing"
@@ -34,7 +34,7 @@ def preprocessing_of(source: Any, *, overrides: Overrides | None = None,
 
 
 def _found(source: Any, notify: Callable[[str], None]) -> Preprocessing | None:
-    from .api import Loaded, load
+    from .loading import Loaded, load
     from .stack import ArchSpec
 
     if isinstance(source, ArchSpec):
@@ -45,7 +45,7 @@ def _found(source: Any, notify: Callable[[str], None]) -> Preprocessing | None:
         found = getattr(source, MODEL_ATTRIBUTE, None)
         if found is not None:
             return found
-        from .train import model_input
+        from .heads import model_input
 
         try:
             channels, size = model_input(source)

@@ -12,27 +12,30 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shlex
 import time
 from functools import partial
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .api import Loaded, check_card_file, is_learngene, load, load_learngene, load_line, plan_output, save
+from .hints import depth_then_width_pipe, mixed_change_pipe, output_flags, source_flags
+from .inspection import load_line
+from .learngene_files import is_learngene, load_learngene
+from .loading import Loaded, load
+from .outputs import check_card_file, plan_output
+from .saving import save
 from .arch import get_adapter
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
 from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
 from .fitting import fit_or_say_why_not
 from .lazy import torch
-from .learngenes import ExpandContext, Learngene, get_kind
+from .learngenes import ExpandContext, Learngene, LearngeneKind, get_kind
 from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_method, resolve_options
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
-from .options import DEFAULT_SHARD_SIZE, parse_byte_size
 from .options import resolve_options as resolve_declared
 from .preprocessing import PREPROCESSING, Overrides, with_preprocessing
 from .sizing import (BUDGET_FILL, BudgetShape, MixedChange, WidthKept, at_depths_of, check_direction,
-                     check_heads_known, depth_then_width_pipe, keeps_width, mixed_change_pipe, moves_heads,
-                     peak_memory, shape_for_budget, spec_sizes, target_spec)
+                     check_heads_known, keeps_width, moves_heads, peak_memory, shape_for_budget, spec_sizes,
+                     target_spec)
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
@@ -242,8 +245,8 @@ def expand(learngene: Learngene, *, depth: int | None = None, width: int | None 
     notify = notify or notify_stderr
     learngene = _with_overrides(learngene, options)
     kind = get_kind(learngene.kind, learngene.spec)
-    resolved, target = expand_target(learngene, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
-                                     kv_heads=kv_heads, max_params=max_params, **options)
+    resolved, target = _kind_target(kind, learngene, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
+                                    kv_heads=kv_heads, max_params=max_params, **options)
     context = ExpandContext(seed=seed, notify=notify, fit=partial(fit_or_say_why_not, seed=seed, notify=notify))
     stack, details = kind.expand(learngene, target, resolved, context)
     try:
@@ -277,7 +280,14 @@ def expand_target(learngene: Learngene, *, depth: int | None = None, width: int 
                   max_params: float | None = None, **options: Any) -> tuple[dict[str, Any], ArchSpec]:
     """The kind's expand options resolved, and the model a request builds
     from `learngene`, checked as `expand` checks it (before any work)."""
-    kind = get_kind(learngene.kind, learngene.spec)
+    return _kind_target(get_kind(learngene.kind, learngene.spec), learngene, depth=depth, width=width, heads=heads,
+                        mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params, **options)
+
+
+def _kind_target(kind: LearngeneKind, learngene: Learngene, *, depth: int | None, width: int | None,
+                 heads: int | None, mlp_dim: int | None, kv_heads: int | None, max_params: float | None,
+                 **options: Any) -> tuple[dict[str, Any], ArchSpec]:
+    """`expand_target` for the learngene's kind, found once by the caller (`expand`)."""
     resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
     if all(v is None for v in (depth, width, heads, mlp_dim)):
         raise UsageError("give the size to build: --depth (and --width where the learngene can change it)")
@@ -357,15 +367,13 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
                                 dry_run=dry_run, card=card, card_file=card_file, **kwargs)
         except RefusedWithPipe as refused:  # a pipe from this learngene to this output, with the user's flags
             raise LgError(refused.complete(str(source), str(output), (),
-                                           _output_options(force, kwargs.get("shard_size"), card_file))) from None
+                                           output_flags(force, kwargs.get("shard_size"), card_file))) from None
     loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads, kv_heads=source_kv_heads)
     shard_size = kwargs.pop("shard_size", None)
     # A hint's commands carry every flag the user gave that they need: the
     # source's to the command reading it, the output's to the one writing it.
-    source_options = ((f"--source-heads {source_heads}",) if source_heads is not None else ()) + \
-        ((f"--source-kv-heads {source_kv_heads}",) if source_kv_heads is not None else ()) + \
-        (("--allow-nonfinite",) if allow_nonfinite else ())
-    output_options = _output_options(force, shard_size, card_file)
+    source_options = source_flags(source_heads, source_kv_heads, allow_nonfinite)
+    output_options = output_flags(force, shard_size, card_file)
     src_text = loaded.checkpoint.source if isinstance(source, Loaded) else str(source)
     # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
     try:
@@ -395,13 +403,6 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     report["heads_assumed"] = spec.heads_assumed
     report.update(_next_step(spec))
     return report
-
-
-def _output_options(force: bool, shard_size: int | None, card_file: str | None) -> tuple[str, ...]:
-    """The flags about the output a user gave, for the command of a hint that writes it."""
-    shard_flag = shard_size is not None and shard_size != parse_byte_size(DEFAULT_SHARD_SIZE, "--shard-size")
-    return (("--force",) if force else ()) + ((f"--shard-size {shard_size}",) if shard_flag else ()) + \
-        ((f"--card {shlex.quote(str(card_file))}",) if card_file is not None else ())
 
 
 def _next_step(spec: ArchSpec) -> dict[str, Any]:

@@ -8,7 +8,6 @@ learngene kinds that check their own sizes, so each imports it from here.
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +72,7 @@ def _sized_target(source: ArchSpec, new_depth: int, new_width: int, new_mlp: int
     else:
         if heads is not None:
             if new_width % heads:
-                valid = _divisors(new_width)
+                valid = divisors(new_width)
                 raise LgError(f"width {new_width} does not split into {heads} heads "
                               f"(head counts that divide it: {_short_list(valid)})")
             new_heads = int(heads)
@@ -234,7 +233,7 @@ def _kv_heads(source: ArchSpec, heads: int, kv_heads: int | None) -> int:
         return heads // group
     if heads % kv_heads:
         raise LgError(f"--kv-heads {kv_heads} does not divide the {heads} heads (key/value heads that do: "
-                      f"{_short_list(_divisors(heads))})")
+                      f"{_short_list(divisors(heads))})")
     return int(kv_heads)
 
 
@@ -263,7 +262,7 @@ def peak_memory(spec: ArchSpec) -> int:
     return PEAK_ROLE_COPIES * 4 * get_adapter(spec.family).largest_role_elements(spec)
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
 
@@ -303,7 +302,7 @@ def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
 
 class MixedChange(LgError):
     """A request that makes some axes larger and others smaller: one command
-    cannot, a shrink piped into a grow can (`mixed_change_pipe`)."""
+    cannot, a shrink piped into a grow can (`lgcli.hints.mixed_change_pipe`)."""
 
     def __init__(self, message: str, source: ArchSpec, target: ArchSpec):
         super().__init__(message)
@@ -313,12 +312,12 @@ class MixedChange(LgError):
 class WidthKept(LgError):
     """A request to a method that changes depth only (`Method.depth_only`)
     that changes the width, heads or MLP too: the method at the target depth
-    piped into a width step can (`depth_then_width_pipe`)."""
+    piped into a width step can (`lgcli.hints.depth_then_width_pipe`)."""
 
     def __init__(self, method: str, source: ArchSpec, target: ArchSpec):
         changed = ", ".join(f"{label} {a} -> {b}" for label, a, b in _width_sizes(source, target) if a != b)
         then = ("grow the depth with it, then the width with another method"
-                if _depths(target) != _depths(source) else "change the width with another method")
+                if depths_of(target) != depths_of(source) else "change the width with another method")
         super().__init__(f"method '{method}' changes the depth only, keeping the width, heads and MLP "
                          f"({changed} asked): {then}")
         self.method, self.source, self.target = method, source, target
@@ -341,7 +340,7 @@ def keeps_width(source: ArchSpec, target: ArchSpec) -> bool:
     return all(a == b for _, a, b in _width_sizes(source, target))
 
 
-def _depths(spec: ArchSpec) -> tuple[int, ...]:
+def depths_of(spec: ArchSpec) -> tuple[int, ...]:
     """Each stage's depth (a plain model: its one depth)."""
     return tuple(stage.depth for stage in spec.stages) or (spec.depth,)
 
@@ -351,120 +350,6 @@ def at_depths_of(source: ArchSpec, target: ArchSpec) -> ArchSpec:
     if not source.stages:
         return source.with_sizes(depth=target.depth)
     return source.with_stages(tuple(a.with_sizes(depth=b.depth) for a, b in zip(source.stages, target.stages)))
-
-
-def depth_then_width_pipe(refused: WidthKept, *, src: str, output: str, width_method: str | None,
-                          source_options: tuple[str, ...] = (), output_options: tuple[str, ...] = ()) -> str | None:
-    """The commands that make what a depth-only method was asked: `lg grow`
-    with that method at the target depth (the width kept), piped into the
-    command that changes the width (`mixed_change_pipe`), with `width_method`
-    when given; the width step alone when the depth does not change. None
-    when no command changes the width that way."""
-    source, target = refused.source, refused.target
-    middle = at_depths_of(source, target)
-    width_options = {GROW: ("--method", width_method)} if width_method else {}
-    if _depths(target) == _depths(source):
-        return mixed_change_pipe(source, target, src=src, output=output, options=width_options,
-                                 source_options=source_options, output_options=output_options)
-    width_step = mixed_change_pipe(middle, target, src="-", output=output, options=width_options,
-                                   output_options=output_options)
-    if width_step is None:
-        return None
-    flags = " ".join([*source_options, "--method", refused.method, "--depth", ",".join(map(str, _depths(middle)))])
-    return f"lg grow {shlex.quote(src)} {flags} -o - | {width_step}"
-
-
-def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
-                      options: dict[str, tuple[str, ...]] | None = None,
-                      source_options: tuple[str, ...] = (), output_options: tuple[str, ...] = ()) -> str | None:
-    """The command that turns `source` (read from `src`) into `target` at
-    `output`, every size written out: the other command alone when it can,
-    else a shrink piped into a grow (or a grow into a shrink, when only that
-    order keeps the head dim one way per step); None when none can.
-    `options`: each command's own (--method) by its name; `source_options`
-    (the source's heads) go to the command that reads `src`, `output_options`
-    (--force, --shard-size) to the one that writes `output`. Each step is
-    checked as the commands will check it."""
-    options = options or {}
-    if source.stages:
-        return _staged_pipe(source, target, src=src, output=output, options=options, source_options=source_options,
-                            output_options=output_options)
-    gqa = source.kv_heads is not None
-
-    def sizes_of(spec: ArchSpec) -> dict[str, int]:
-        return {"depth": spec.depth, "width": spec.width, "heads": spec.heads, "mlp_dim": spec.mlp_dim,
-                **({"kv_heads": spec.key_value_heads} if gqa else {})}
-
-    def step(command: str, src_text: str, sizes: dict[str, int], out: str) -> str:
-        given = source_options if src_text != "-" else ()
-        flags = [*given, *options.get(command, ()), *(f"--{k.replace('_', '-')} {v}" for k, v in sizes.items()),
-                 *(output_options if out != "-" else ())]
-        return f"lg {command} {src_text} {' '.join(flags)} -o {out}"
-
-    def reaches(start: ArchSpec, sizes: dict[str, int], direction: str) -> ArchSpec | None:
-        try:
-            reached = target_spec(start, **sizes)
-            check_direction(start, reached, direction)
-        except LgError:
-            return None
-        return reached
-
-    final = sizes_of(target)
-    for direction in (SHRINK, GROW):
-        alone = reaches(source, final, direction)
-        if alone is not None and alone.axis_sizes() == target.axis_sizes():
-            return step(direction, shlex.quote(src), final, shlex.quote(output))
-    for first, then, pick in ((SHRINK, GROW, min), (GROW, SHRINK, max)):
-        width = pick(source.width, target.width)
-        heads_first = pick(source.heads, target.heads)
-        for heads in [heads_first] + [d for d in _divisors(width) if d != heads_first]:
-            kv_heads = pick(source.key_value_heads, target.key_value_heads)
-            if gqa and heads % kv_heads:
-                continue
-            sizes = {"depth": pick(source.depth, target.depth), "width": width, "heads": heads,
-                     "mlp_dim": pick(source.mlp_dim, target.mlp_dim), **({"kv_heads": kv_heads} if gqa else {})}
-            middle = reaches(source, sizes, first)
-            reached = middle and reaches(middle, final, then)
-            if reached is not None and reached.axis_sizes() == target.axis_sizes() \
-                    and reached.key_value_heads == target.key_value_heads:
-                return (f"{step(first, shlex.quote(src), sizes, '-')} | "
-                        f"{step(then, '-', final, shlex.quote(output))}")
-    return None
-
-
-def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
-                 options: dict[str, tuple[str, ...]], source_options: tuple[str, ...],
-                 output_options: tuple[str, ...] = ()) -> str | None:
-    """`mixed_change_pipe` for a model of stages: sized by `--depth` per stage
-    and the first stage's `--width` (heads and MLP follow), so the step
-    between is every stage at its smaller depth and the smaller width (a
-    shrink, then a grow), or the larger ones (a grow, then a shrink)."""
-    final = ([stage.depth for stage in target.stages], target.width)
-
-    def step(command: str, src_text: str, sizes: tuple[list[int], int], out: str) -> str:
-        flags = [*(source_options if src_text != "-" else ()), *options.get(command, ()),
-                 f"--depth {','.join(map(str, sizes[0]))}", f"--width {sizes[1]}",
-                 *(output_options if out != "-" else ())]
-        return f"lg {command} {src_text} {' '.join(flags)} -o {out}"
-
-    def reaches(start: ArchSpec, sizes: tuple[list[int], int], direction: str) -> ArchSpec | None:
-        try:
-            reached = target_spec(start, depth=sizes[0], width=sizes[1])
-            check_direction(start, reached, direction)
-        except LgError:
-            return None
-        return reached
-
-    for direction in (SHRINK, GROW):
-        if reaches(source, final, direction) is not None:
-            return step(direction, shlex.quote(src), final, shlex.quote(output))
-    for first, then, pick in ((SHRINK, GROW, min), (GROW, SHRINK, max)):
-        sizes = ([pick(a.depth, b.depth) for a, b in zip(source.stages, target.stages)],
-                 pick(source.width, target.width))
-        middle = reaches(source, sizes, first)
-        if middle is not None and reaches(middle, final, then) is not None:
-            return f"{step(first, shlex.quote(src), sizes, '-')} | {step(then, '-', final, shlex.quote(output))}"
-    return None
 
 
 # `lg shrink --params N` / `--memory BYTES` (docs/methods.md "Sizes as

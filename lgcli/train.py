@@ -29,11 +29,9 @@ therefore replays steps K+1.. exactly as the uninterrupted run did.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
-import re
 import sys
 import time
 import warnings
@@ -41,16 +39,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
-from lgcli.data import ImageSet, check_real, check_seed, check_whole, train_order
+from lgcli.checks import check_real, check_seed, check_whole
+from lgcli.data import train_order
+from lgcli.images import ImageSet
 from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, one_line, os_reason, shown
-from lgcli.lazy import F, dist, no_grad, torch
-from lgcli.preprocessing import MODEL_ATTRIBUTE, Preprocessing
+from lgcli.lazy import F, torch
+from lgcli.preprocessing import Preprocessing
+from lgcli.devices import Distributed, autocast, distributed_setup, resolve_device
+from lgcli.heads import image_logits, model_input, model_preprocessing
+from lgcli.losses import LossFn, cross_entropy_loss
 
-# `loss_fn(logits, labels, teacher_logits) -> scalar loss`; teacher_logits is
-# None unless `train` was given a teacher. Logits are (..., classes) and
-# labels the matching (...): one label per image, or one per token.
-LossFn = Callable[["torch.Tensor", "torch.Tensor", "torch.Tensor | None"], "torch.Tensor"]
 # `on_step(step, model)` after `step` optimiser steps (step 0: before any);
 # called on every rank, with the unwrapped model in train mode. Returning
 # True ends the run there (every rank must decide alike: the figures of
@@ -127,42 +126,6 @@ class TrainConfig:
 
 
 @dataclass
-class RunSettings:
-    """What `lg condense`'s and `lg distill`'s training runs share, checked
-    (`check`) with the messages the CLI's flags get; each command's settings
-    add its steps, batch, rate and loss (`CondenseSettings`, `DistillSettings`)."""
-
-    warmup: int | None = None  # None: the command's share of the steps
-    weight_decay: float = 0.05
-    seed: int = 0
-    device: str = "auto"  # CUDA when present, else the CPU
-    checkpoint: str | None = None  # a training checkpoint to write (and --resume from)
-    checkpoint_every: int = 0
-    resume: bool = False
-    force: bool = False
-    progress: bool = True
-    # The stopping rule (None: run every step): stop once the trained model
-    # scores `until` of the teacher on a split held out of the train data, or
-    # has not improved for a few checks; checked every `until_every` steps.
-    # The steps asked for are then the most it runs.
-    until: float | None = None
-    until_every: int = 100
-
-    def __post_init__(self) -> None:
-        self.check()
-
-    def check(self) -> None:
-        if self.warmup is not None:
-            check_whole(self.warmup, "--warmup", 0)
-        check_real(self.weight_decay, "--weight-decay", "a finite number >= 0", lambda v: v >= 0)
-        check_seed(self.seed)
-        check_whole(self.checkpoint_every, "--checkpoint-every", 0)
-        if self.until is not None:
-            check_real(self.until, "--until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
-        check_whole(self.until_every, "--until-every", 1)
-
-
-@dataclass
 class TrainResult:
     steps: int
     losses: list[float] = field(default_factory=list)  # global-batch mean loss per step run here
@@ -177,194 +140,6 @@ def learning_rate(step: int, config: TrainConfig) -> float:
     remaining = max(config.steps - config.warmup_steps, 1)
     progress = (step - config.warmup_steps) / remaining
     return config.lr * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
-
-
-# The target of a position that is not scored (F.cross_entropy's default
-# ignore_index): a token window's last position in a causal LM, every
-# unmasked position in a masked LM.
-IGNORE = -100
-
-
-def cross_entropy_loss(label_smoothing: float = 0.0) -> LossFn:
-    """Mean cross-entropy over every scored position: images' (B, K) logits
-    and (B,) labels as they are, token windows' (B, T, V) and (B, T)
-    flattened, so a batch's loss is the mean over its scored tokens (IGNORE
-    targets left out)."""
-    def loss(logits: torch.Tensor, labels: torch.Tensor, teacher_logits: torch.Tensor | None) -> torch.Tensor:
-        return F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(), ignore_index=IGNORE,
-                               label_smoothing=label_smoothing)
-
-    return loss
-
-
-def distillation_loss(alpha: float, tau: float = 1.0, label_smoothing: float = 0.0) -> LossFn:
-    """``(1 - alpha) * CE(z_s, y) + alpha * tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau))``
-    (SPEC.md "TLEG": the reference run's loss; Hinton's tau^2 keeps the soft
-    term's gradient scale independent of tau). alpha = 1 is pure soft
-    distillation; without a teacher only the CE term can be computed, so the
-    loss needs one whenever alpha > 0."""
-    if not 0.0 <= alpha <= 1.0:
-        raise LgError(f"--alpha must lie in [0, 1], not {alpha}")
-    if not tau > 0:
-        raise LgError(f"--tau must be positive, not {tau}")
-
-    def loss(logits: torch.Tensor, labels: torch.Tensor, teacher_logits: torch.Tensor | None) -> torch.Tensor:
-        # Positions flattened, as in cross_entropy_loss: an image is one
-        # position, a token window one per token. Both terms are means over
-        # the scored positions (labels not IGNORE): a causal LM's every next
-        # token, a masked LM's masked ones (DistilBERT's choice), each image.
-        logits = logits.float().flatten(0, -2)
-        labels = labels.flatten()
-        total = logits.new_zeros(())
-        if alpha < 1.0:
-            total = total + (1.0 - alpha) * F.cross_entropy(logits, labels, ignore_index=IGNORE,
-                                                            label_smoothing=label_smoothing)
-        if alpha > 0.0:
-            if teacher_logits is None:
-                raise ValueError("distillation_loss with alpha > 0 needs the teacher's logits")
-            scored = labels != IGNORE
-            soft_student = F.log_softmax(logits[scored] / tau, dim=-1)
-            soft_teacher = F.log_softmax(teacher_logits.float().flatten(0, -2)[scored] / tau, dim=-1)
-            total = total + alpha * tau * tau * F.kl_div(soft_student, soft_teacher, reduction="batchmean",
-                                                         log_target=True)
-        return total
-
-    return loss
-
-
-def image_logits(output: Any) -> torch.Tensor:
-    """An image classifier's logits: what a timm model returns, or the
-    `logits` of a transformers model's output (`ImageClassifierOutput`)."""
-    return output if isinstance(output, torch.Tensor) else output.logits
-
-
-def classes_of(model: torch.nn.Module) -> int:
-    """How many classes an image classifier has: timm's `num_classes`, or a
-    transformers model's `config.num_labels`."""
-    if hasattr(model, "num_classes"):
-        return int(model.num_classes)
-    return int(model.config.num_labels)
-
-
-def reset_head(model: torch.nn.Module, num_classes: int) -> None:
-    """A new, randomly initialised head for `num_classes` classes: timm's
-    `reset_classifier`, or the family adapter's for a transformers model."""
-    if hasattr(model, "reset_classifier"):
-        model.reset_classifier(num_classes)
-        return
-    from .arch import adapter_of_model
-
-    adapter_of_model(model).reset_head(model, num_classes)
-
-
-def model_input(model: torch.nn.Module) -> tuple[int, int]:
-    """(channels, image size) a model takes: a model built from a learngene
-    says so in its `input_size` attribute; otherwise its family's adapter knows."""
-    if getattr(model, "input_size", None) is not None:
-        channels, height, _ = model.input_size
-        return int(channels), int(height)
-    from .arch import adapter_of_model
-
-    return adapter_of_model(model).model_input(model)
-
-
-def model_preprocessing(model: torch.nn.Module) -> Preprocessing | None:
-    """How a model wants its images, as whoever built it said
-    (`lgcli.load_model`, lg eval, bench, condense: `preprocessing.MODEL_ATTRIBUTE`);
-    None: lg's own."""
-    return getattr(model, MODEL_ATTRIBUTE, None)
-
-
-@dataclass
-class Distributed:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @property
-    def active(self) -> bool:
-        return self.world_size > 1
-
-    def mean(self, value: torch.Tensor) -> torch.Tensor:
-        if self.active:
-            value = value.detach().clone()
-            dist.all_reduce(value)
-            value /= self.world_size
-        return value
-
-    def sum(self, value: torch.Tensor) -> torch.Tensor:
-        if self.active:
-            value = value.clone()
-            dist.all_reduce(value)
-        return value
-
-    def barrier(self) -> None:
-        if self.active:
-            dist.barrier()
-
-
-def distributed_setup(device: str) -> Distributed:
-    """Join the process group torchrun describes in the environment (if any)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
-        return Distributed()
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
-    return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
-
-
-# The devices lg trains and scores on: `--device` takes these (cuda:N, one GPU of several).
-DEVICE_NAMES = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?", re.ASCII)
-
-
-def concrete_device(device: str) -> str:
-    """`--device auto`: "cuda" when torch sees a CUDA device, else "cpu";
-    cpu, cuda or cuda:N as given. Anything else (meta, a device that holds
-    no data; a device torch has but lg does not train on), or cuda where
-    there is none, is refused in one line here, as a command starts: not
-    after its plan, nor as an internal error."""
-    if not isinstance(device, str) or not DEVICE_NAMES.fullmatch(device):
-        holds_no_data = " (it holds no data: lg trains and scores real numbers)" if str(device).startswith(
-            "meta") else ""
-        raise LgError(f"--device {shown(device)}: not a device lg runs on{holds_no_data}; give auto, cpu, cuda "
-                      f"or cuda:N")
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise LgError(f"--device {device}: no CUDA device is available here (use --device cpu)")
-    return device
-
-
-def auto_device_note(device: str) -> str | None:
-    """What `--device auto` chose, for a message (None for any other value).
-    Said once the input is checked, so a bad input still gets one line."""
-    if device != "auto":
-        return None
-    chosen = concrete_device(device)
-    where = (f"CUDA ({torch.cuda.get_device_name()}, bf16 autocast)" if chosen == "cuda"
-             else "the CPU (no CUDA device found)")
-    return f"--device auto: running on {where}"
-
-
-def resolve_device(device: str, distributed: Distributed) -> torch.device:
-    device = concrete_device(device)
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise LgError("--device cuda: no CUDA device is available here (use --device cpu)")
-        if distributed.active:
-            return torch.device("cuda", distributed.local_rank)
-        return torch.device(device)
-    if device != "cpu":
-        raise LgError(f"--device must be auto, cpu or cuda, got {device!r}")
-    return torch.device("cpu")
-
-
-def autocast(device: torch.device):
-    # bf16 on CUDA only: CPU bf16 autocast is slow on most CPUs and changes
-    # results between machines for no gain.
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:
@@ -814,44 +589,3 @@ def _progress(config: TrainConfig, distributed: Distributed):
                     TextColumn("loss {task.fields[loss]:.4f}"), TimeRemainingColumn(), console=console,
                     disable=not config.progress or distributed.rank != 0, transient=True)
 
-
-@no_grad
-def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int = 256, device: str = "cpu",
-                      image_size: int | None = None, channels: int | None = None,
-                      preprocessing: Preprocessing | None = None, examples: list | None = None) -> dict[str, float]:
-    """Top-1, top-5 (top-k for k = min(5, classes)) and mean cross-entropy on
-    all of `data`, its images prepared as `preprocessing` says (default: the
-    model's own, `model_preprocessing`). Under DDP each process scores a
-    share and the totals are summed, so every process returns the same figures.
-    `examples`, a list, gets each image's top-1 (100 or 0) of this process's
-    share, in order: what a bootstrap over test examples resamples
-    (`lgcli.intervals`)."""
-    batch_size = check_whole(batch_size, "the evaluation batch size", 1)
-    distributed = distributed_setup(device)
-    target = resolve_device(device, distributed)
-    if channels is None or image_size is None:
-        model_channels, model_size = model_input(model)
-        channels, image_size = channels or model_channels, image_size or model_size
-    preprocessing = preprocessing or model_preprocessing(model)
-    was_training = model.training
-    model.to(target).eval()
-    totals = torch.zeros(4, dtype=torch.float64)  # correct@1, correct@k, loss sum, count
-    indices = list(range(distributed.rank, len(data), distributed.world_size))
-    for start in range(0, len(indices), batch_size):
-        images, labels = data.batch(indices[start:start + batch_size], image_size, channels, preprocessing)
-        images, labels = images.to(target), labels.to(target)
-        with autocast(target):
-            logits = image_logits(model(images)).float()
-        k = min(5, logits.shape[-1])
-        top = logits.topk(k, dim=-1).indices
-        hits = top == labels[:, None]
-        if examples is not None:
-            examples.extend((100.0 * hits[:, 0].double()).tolist())
-        totals += torch.tensor([hits[:, 0].sum().item(), hits.any(-1).sum().item(),
-                                F.cross_entropy(logits, labels, reduction="sum").item(), len(labels)],
-                               dtype=torch.float64)
-    totals = distributed.sum(totals)
-    model.train(was_training)
-    count = max(totals[3].item(), 1.0)
-    return {"top1": 100.0 * totals[0].item() / count, "top5": 100.0 * totals[1].item() / count,
-            "loss": totals[2].item() / count, "images": int(totals[3].item())}

@@ -11,7 +11,8 @@ import timm
 import torch
 
 import lgcli
-from lgcli.bench import BenchSettings, bench, markdown_table, parse_sizes
+from lgcli.bench import BenchSettings, bench, parse_sizes
+from lgcli.bench_tables import markdown_table
 from lgcli.errors import LgError, UsageError
 from lgcli.evaluate import ProbeSettings, steps_to_reach
 
@@ -151,7 +152,7 @@ def test_costs_add_condensing_once_and_growth_per_size(first_run):
 @pytest.mark.parametrize("text, expected", [("600", 600), ("tleg=600,wave=1500", {"tleg": 600, "wave": 1500}),
                                             (" tleg = 5 ", {"tleg": 5})])
 def test_condense_steps_per_kind(text, expected):
-    from lgcli.bench import parse_condense_steps
+    from lgcli.bench_settings import parse_condense_steps
 
     assert parse_condense_steps(text) == expected
 

@@ -19,8 +19,8 @@ import torch
 from PIL import Image
 
 from lgcli import data as lgdata
-from lgcli.data import (FASHION_MNIST_DIR, balanced_subset, check_channels, load_data, parse_subset, read_idx,
-                        train_order, write_idx)
+from lgcli.data import FASHION_MNIST_DIR, balanced_subset, load_data, parse_subset, read_idx, train_order, write_idx
+from lgcli.images import check_channels
 from lgcli.errors import LgError
 
 

@@ -84,7 +84,7 @@ def test_without_steps_the_scores_are_the_checkpoint_as_is(checkpoints):
     (row,) = report["rows"]
     assert [p["step"] for p in row["curve"]] == [0] and row["lr"] is None
     from lgcli.api import load_model
-    from lgcli.train import evaluate_accuracy
+    from lgcli.accuracy import evaluate_accuracy
 
     model, _ = load_model(checkpoints[0])
     direct = evaluate_accuracy(model, data.test)

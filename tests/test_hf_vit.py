@@ -195,7 +195,7 @@ def test_a_new_head_for_the_datas_classes(built):
     labels to match: the bench and eval figures are then of the data's classes."""
     import copy
 
-    from lgcli.train import classes_of, reset_head
+    from lgcli.heads import classes_of, reset_head
 
     model = copy.deepcopy(built("deit-with-teacher")[1])  # the fixture's model stays as built
     assert classes_of(model) == 10

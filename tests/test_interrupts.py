@@ -31,13 +31,13 @@ def fire():
     for _ in range(times):
         os.kill(os.getpid(), sig)
 
-import lgcli.api, lgcli.checkpoint.writing
+import lgcli.saving, lgcli.checkpoint.writing
 if moment == "start":  # the output is about to be written: nothing of it exists yet
-    real_write = lgcli.api.write_tensors
+    real_write = lgcli.saving.write_tensors
     def write_tensors(*args, **kwargs):
         fire()
         return real_write(*args, **kwargs)
-    lgcli.api.write_tensors = write_tensors
+    lgcli.saving.write_tensors = write_tensors
 elif moment == "middle":  # the first tensors are in the temporary file, the rest are not
     real_stream = lgcli.checkpoint.writing._stream_safetensors
     def _stream_safetensors(out, encoded, tensors, *args, **kwargs):

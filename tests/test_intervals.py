@@ -14,7 +14,8 @@ import timm
 import torch
 
 import lgcli
-from lgcli.bench import BenchSettings, bench, markdown_table, parse_sizes
+from lgcli.bench import BenchSettings, bench, parse_sizes
+from lgcli.bench_tables import markdown_table
 from lgcli.errors import UsageError
 from lgcli.evaluate import ProbeSettings
 from lgcli.intervals import bootstrap_interval, student_t_quantile, t_interval, verdict

@@ -24,7 +24,8 @@ from lgcli.learngenes.wave import KIND as WAVE
 from lgcli.learngenes.wave import kronecker_sum, linear_padding_scalers, parse_templates
 from lgcli.options import resolve_options
 from lgcli.sizing import target_spec
-from lgcli.train import TrainConfig, distillation_loss, train
+from lgcli.losses import distillation_loss
+from lgcli.train import TrainConfig, train
 
 from conftest import sample_input
 
@@ -472,3 +473,20 @@ def test_same_condense_and_grow_write_identical_bytes(genes, teacher, tmp_path, 
             assert result.code == 0, result.stderr
             grown.append(out.read_bytes())
         assert grown[0] == grown[1], method
+
+
+def test_growing_a_learngene_finds_its_kind_once(genes, tmp_path, monkeypatch):
+    """`lg grow WAVE.lg` looks the kind up once: expand checks the target
+    with the kind it already holds (issue 29)."""
+    folder, _ = genes
+    looked_up = []
+
+    def counted(name, spec=None):
+        looked_up.append(name)
+        return get_kind(name, spec)
+
+    monkeypatch.setattr(lgcli.resize, "get_kind", counted)
+    report = lgcli.resize.resize_file(folder / "wave.lg.safetensors", tmp_path / "out.safetensors",
+                                      direction="grow", depth=4, notify=lambda message: None)
+    assert report["target"]["depth"] == 4
+    assert looked_up == ["wave"]

@@ -28,7 +28,7 @@ import lgcli
 from hf_image_models import non_trivial
 from lgcli.api import inspect_checkpoint
 from lgcli.checkpoint import read_checkpoint
-from lgcli.data import FolderImages
+from lgcli.images import FolderImages
 from lgcli.preprocessing import PREPROCESSING, Preprocessing, from_image_processor
 from lgcli.recipe import preprocessing_of
 

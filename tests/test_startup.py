@@ -156,7 +156,7 @@ def test_help_names_values_not_python_types_and_takes_h(command, lg):
 
 
 def test_shrink_help_shows_only_the_options_of_shrinking_methods(lg):
-    from lgcli.cli import RESIZE_METHODS
+    from lgcli.methods import RESIZE_METHODS
     from lgcli.methods import METHODS
 
     shrink, grow = _help(lg, "shrink", "--help"), _help(lg, "grow", "--help")

@@ -14,7 +14,8 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from lgcli.bench import RANDOM, print_bench_table
+from lgcli.bench import RANDOM
+from lgcli.bench_tables import print_bench_table
 from lgcli.errors import LgError
 from lgcli.report import check_plot_path, curves_figure, plot_curves, print_eval_table, row_colours
 from lgcli.tables import Column, fitted_widths, print_table
@@ -364,7 +365,7 @@ def test_25_curves_each_have_their_own_colour_and_style():
 
 
 def test_the_bench_summary_bars_start_at_zero_and_25_methods_have_25_colours():
-    from lgcli.bench import summary_figure
+    from lgcli.bench_tables import summary_figure
 
     report = bench_report()
     methods = [f"method-{index}" for index in range(24)] + [RANDOM]

@@ -14,9 +14,10 @@ import torch
 from lgcli.arch.base import CAUSAL_LM, MASKED_LM
 from lgcli.checkpoint import folder_companions
 from lgcli.errors import LgError
-from lgcli.text import (EMBEDDED_TEXT, IGNORE, KJV_MINI_BOOKS, ByteTokenizer, FileTokenizer, Masking,
-                        bible_text, causal_targets, cut_windows, folder_tokenizer, load_text, normalise_bible,
-                        read_text, shared_tokenizer)
+from lgcli.losses import IGNORE
+from lgcli.text import (EMBEDDED_TEXT, KJV_MINI_BOOKS, Masking, bible_text, causal_targets, cut_windows, load_text,
+                        normalise_bible, read_text)
+from lgcli.tokenizing import ByteTokenizer, FileTokenizer, folder_tokenizer, shared_tokenizer
 
 
 # ---- reading text ----

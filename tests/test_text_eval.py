@@ -20,7 +20,9 @@ from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENC
 from lgcli.errors import LgError
 from lgcli.evaluate import (LOSS, Candidate, ProbeSettings, add_steps_to_baseline, architecture_of, evaluate,
                             model_task, probe_row, steps_to_reach)
-from lgcli.text import IGNORE, ByteTokenizer, evaluate_text, load_text, read_text
+from lgcli.losses import IGNORE
+from lgcli.text import evaluate_text, load_text, read_text
+from lgcli.tokenizing import ByteTokenizer
 from lgcli.train import TrainConfig, train
 
 from test_text_data import write_wordpiece_tokenizer
@@ -179,7 +181,8 @@ DDP_WORKER = """
 import json, sys
 import torch, torch.distributed as dist, transformers
 from lgcli.arch.base import MASKED_LM
-from lgcli.text import ByteTokenizer, evaluate_text, load_text
+from lgcli.text import evaluate_text, load_text
+from lgcli.tokenizing import ByteTokenizer
 from lgcli.train import TrainConfig, train
 
 out, text = sys.argv[1], sys.argv[2]

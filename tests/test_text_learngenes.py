@@ -18,7 +18,7 @@ from lgcli.api import load
 from lgcli.arch import get_adapter
 from lgcli.learngenes import GeneratedModel, get_kind
 from lgcli.sizing import target_spec
-from lgcli.train import IGNORE, distillation_loss
+from lgcli.losses import IGNORE, distillation_loss
 
 from text_models import POSITIONS, Sources, load_strict, outputs, relative_error, token_ids
 
@@ -222,7 +222,8 @@ def test_positions_limit_the_window(sources, words, lg, tmp_path):
 def test_bench_compares_text_initialisations_by_test_loss(sources, words, tmp_path):
     """lg bench on a language model: every cell probed on the text with the
     ancestry's tokenizer, compared by test loss (lower is better)."""
-    from lgcli.bench import BenchSettings, bench, markdown_table, parse_sizes
+    from lgcli.bench import BenchSettings, bench, parse_sizes
+    from lgcli.bench_tables import markdown_table
     from lgcli.evaluate import LOSS, ProbeSettings, steps_to_reach
 
     folder, _ = sources("llama-gqa")

@@ -18,7 +18,7 @@ from PIL import Image
 import lgcli
 from lgcli.api import inspect_checkpoint
 from lgcli.arch.timm_vit_names import REGISTERED_PREPROCESSING, REGISTERED_VITS, SPECIAL_VARIANTS, USABLE_KWARGS
-from lgcli.data import TensorImages
+from lgcli.images import TensorImages
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "fmnist_vit.safetensors"
@@ -166,7 +166,7 @@ def test_a_line_of_a_model_prepared_otherwise_gives_a_transform_that_preprocesse
     from safetensors.torch import save_file
 
     from lgcli.api import load
-    from lgcli.data import FolderImages
+    from lgcli.images import FolderImages
     from lgcli.preprocessing import PREPROCESSING
     from lgcli.resize import resize_file
 

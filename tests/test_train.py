@@ -14,9 +14,11 @@ import pytest
 import timm
 import torch
 
-from lgcli.data import TensorImages, load_data
+from lgcli.data import load_data
+from lgcli.images import TensorImages
 from lgcli.errors import LgError
-from lgcli.train import TrainConfig, augment_batch, evaluate_accuracy, learning_rate, train
+from lgcli.accuracy import evaluate_accuracy
+from lgcli.train import TrainConfig, augment_batch, learning_rate, train
 
 
 def tiny_vit(seed: int = 0) -> torch.nn.Module:
@@ -136,7 +138,8 @@ DDP_WORKER = textwrap.dedent("""
     import json, sys, timm, torch
     import torch.distributed as dist
     from lgcli.data import load_data
-    from lgcli.train import TrainConfig, evaluate_accuracy, train
+    from lgcli.accuracy import evaluate_accuracy
+    from lgcli.train import TrainConfig, train
     torch.manual_seed(0)
     model = timm.create_model("vit_tiny_patch16_224", depth=2, embed_dim=32, num_heads=2, patch_size=7,
                               img_size=28, in_chans=1, num_classes=10)
@@ -225,7 +228,7 @@ class CountingTeacher(torch.nn.Module):
 
 
 def _distil(student, teacher, data, steps, augment=False):
-    from lgcli.train import distillation_loss
+    from lgcli.losses import distillation_loss
 
     return train(student, data, TrainConfig(steps=steps, batch_size=8, lr=1e-3, progress=False, augment=augment),
                  loss_fn=distillation_loss(0.5, 1.0), teacher=teacher)

@@ -65,7 +65,7 @@ def main() -> None:
 
     from lgcli.distill import DistillSettings, distill
     from lgcli.resize import resize_file
-    from lgcli.train import concrete_device
+    from lgcli.devices import concrete_device
 
     device = concrete_device(args.device)
     done = set()

@@ -33,6 +33,14 @@ DEFAULT_METHODS = {SHRINK: "select", GROW: "clone"}
 FALLBACK_METHODS = {GROW: "auto-lg"}
 
 
+# The methods of each direction, as `lg shrink` and `lg grow` list them for
+# --method: the default first, then the registry's order.
+RESIZE_METHODS: dict[str, tuple[str, ...]] = {
+    direction: (DEFAULT_METHODS[direction], *(name for name, m in METHODS.items()
+                                              if direction in m.directions and name != DEFAULT_METHODS[direction]))
+    for direction in (SHRINK, GROW)}
+
+
 def default_method(direction: str, reaches: Callable[[str], bool] = lambda name: True) -> str:
     """The default for `direction`; `reaches(name)` says whether a method can
     make the size asked (else the direction's fallback is taken)."""
@@ -53,5 +61,6 @@ def resolve_options(method: Method, given: Mapping[str, Any]) -> dict[str, Any]:
     return resolve_declared(f"method '{method.name}'", method.options, given)
 
 
-__all__ = ["METHODS", "DEFAULT_METHODS", "FALLBACK_METHODS", "default_method", "Method", "MethodContext", "MethodResult", "get_method", "resolve_options",
+__all__ = ["METHODS", "DEFAULT_METHODS", "FALLBACK_METHODS", "RESIZE_METHODS", "default_method", "Method", "MethodContext",
+           "MethodResult", "get_method", "resolve_options",
            "GROW", "SHRINK"]

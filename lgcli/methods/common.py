@@ -88,7 +88,7 @@ def axis_changes(named: Named, source: ArchSpec, target: ArchSpec,
 
 def as_compute(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor in float32 (a no-op for float32 input): methods compute in
-    float32 and `lgcli.api.save` writes the source's dtype."""
+    float32 and `lgcli.saving.save` writes the source's dtype."""
     return tensor.to(torch.float32)
 
 

@@ -1,0 +1,207 @@
+"""What an lg bench run is asked (`BenchSettings`: sizes, methods, the probe,
+the learngenes' condense steps) and parsed from its flags, the cells it
+runs (`Cell`: a method at a size and seed), and what it may write in its
+results folder (`foreign_entry`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import LgError, UsageError, os_reason, shown
+from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
+
+
+RANDOM = "random"
+FIT = "+fit"  # the row of a learngene kind whose per-size part is fitted before the probe
+BENCH_VERSION = 1
+
+
+@dataclass
+class BenchSettings:
+    """What `lg bench` runs. `probe` is `lg eval`'s probe (steps, rates,
+    batch, seed, ...), the same for every cell. Each learngene kind that
+    trains is condensed once: `condense_steps` steps (one number for every
+    kind, or {kind: steps}), of `condense_batch_size`, started as `lg
+    condense` starts by default (from the ancestry when the widths match),
+    and with `condense_until` stopped by `lg condense --until`'s rule (the
+    steps are then the most it runs)."""
+
+    sizes: list[tuple[int, int]]
+    methods: list[str] | None = None  # None: every method that fits
+    probe: Any = None  # lgcli.evaluate.ProbeSettings (default: 300 steps)
+    condense_steps: int | dict[str, int] = DEFAULT_CONDENSE_STEPS
+    condense_batch_size: int = DEFAULT_CONDENSE_BATCH_SIZE
+    condense_until: float | None = None
+    fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
+    subset: str | None = None
+    test_subset: str | None = None
+    force: bool = False
+    # Each cell is run once per seed (seed, seed + 1, ...): the table gives
+    # the mean and a 95 % t-interval; one seed, a bootstrap over test examples.
+    seeds: int = 1
+    # Equal compute (SPEC.md "Measuring an initialisation"): every path gets
+    # `budget` training steps of `lg distill`'s batch on the bench's data
+    # before the probe: a resize distilled from the ancestry, a learngene
+    # condensed (once for every size). None: resizes cost nothing and each
+    # learngene its condense_steps, as before.
+    budget: int | None = None
+    calibrate_samples: int | None = None  # the data-aware methods' (their default when None)
+    # --mean, --std, --interpolation over the ancestry's own preprocessing
+    # (`lgcli.preprocessing`), which every cell's images are prepared by.
+    preprocessing: Any = None  # lgcli.preprocessing.Overrides
+
+    def __post_init__(self) -> None:
+        from .checks import check_whole
+        from .evaluate import ProbeSettings
+
+        if not self.sizes:
+            raise UsageError("--sizes: give at least one size, e.g. 3x64,6x128")
+        if self.probe is None:
+            self.probe = ProbeSettings(steps=300)
+        if self.probe.steps < 1:
+            raise UsageError("--steps must be at least 1: the bench compares how models learn")
+        if isinstance(self.condense_steps, dict):
+            for kind, steps in self.condense_steps.items():
+                check_whole(steps, f"--condense-steps {kind}", 1)
+        else:
+            check_whole(self.condense_steps, "--condense-steps", 1)
+        check_whole(self.condense_batch_size, "--condense-batch-size", 1)
+        check_whole(self.seeds, "--seeds", 1)
+        if self.budget is not None:
+            check_whole(self.budget, "--budget", 0)
+        if self.condense_until is not None:
+            from .checks import check_real
+
+            check_real(self.condense_until, "--condense-until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
+
+    def condense_budget(self, kind: str) -> int:
+        """The condense steps of `kind` (the most it runs, with condense_until):
+        the bench's budget when it has one."""
+        if self.budget is not None:
+            return self.budget
+        if isinstance(self.condense_steps, dict):
+            return self.condense_steps.get(kind, DEFAULT_CONDENSE_STEPS)
+        return self.condense_steps
+
+    def condense_key(self, kind: str) -> dict[str, Any]:
+        """What a learngene of `kind` depends on (its cells' reuse key)."""
+        return {"steps": self.condense_budget(kind), "batch_size": self.condense_batch_size,
+                "until": self.condense_until}
+        check_whole(self.fit_steps, "--fit-steps", 0)
+
+
+def parse_condense_steps(text: str) -> int | dict[str, int]:
+    """``600`` (every kind) or ``tleg=600,wave=1500`` (per kind; a kind not
+    named gets DEFAULT_CONDENSE_STEPS)."""
+    from .learngenes import KINDS
+
+    text = str(text).strip()
+    if re.fullmatch(r"[0-9]{1,9}", text, re.ASCII):
+        return int(text)
+    steps: dict[str, int] = {}
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*([a-z]+)\s*=\s*([0-9]{1,9})\s*", part, re.ASCII)
+        if not match or match[1] not in KINDS:
+            raise UsageError(f"--condense-steps takes N, or KIND=N pairs comma-separated (kinds: "
+                             f"{', '.join(KINDS)}), not {shown(repr(part.strip()))}")
+        steps[match[1]] = int(match[2])
+    return steps
+
+
+# The largest sizes --sizes takes (the digits it always read: 6 and 7).
+MAX_BENCH_DEPTH, MAX_BENCH_WIDTH = 999_999, 9_999_999
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """``3x64,6x128`` -> [(3, 64), (6, 128)] (depth x width), in the order given."""
+    sizes = []
+    for part in str(text).split(","):
+        match = re.fullmatch(r"\s*([0-9]+)\s*x\s*([0-9]+)\s*", part, re.ASCII)
+        if not match or int(match[1]) < 1 or int(match[2]) < 1:
+            raise UsageError(f"--sizes takes DEPTHxWIDTH pairs, comma-separated (e.g. 3x64,6x128), "
+                             f"not {shown(repr(part.strip()))}")
+        # Well formed, but larger than any model a bench builds: said as such, not as malformed.
+        for name, value, most in (("depth", match[1], MAX_BENCH_DEPTH), ("width", match[2], MAX_BENCH_WIDTH)):
+            if len(value) > len(str(most)) or int(value) > most:
+                raise UsageError(f"--sizes {shown(part.strip())}: {name} {value} is too large "
+                                 f"(a bench builds {name}s up to {most:,})")
+        size = (int(match[1]), int(match[2]))
+        if size not in sizes:
+            sizes.append(size)
+    return sizes
+
+
+def all_methods(fitted: bool = True) -> list[str]:
+    """Every method the bench knows, in table order: resize methods, learngene
+    kinds, (with `fitted`) the fitted rows of the kinds that fit, random."""
+    from .learngenes import KINDS
+
+    from .methods import METHODS
+
+    fits = [f"{name}{FIT}" for name, kind in KINDS.items()
+            if fitted and any(option.name == "data" for option in kind.expand_options)]
+    return [*METHODS, *KINDS, *fits, RANDOM]
+
+
+@dataclass
+class Cell:
+    method: str
+    depth: int
+    width: int
+    seed: int | None = None  # None: the bench's one seed (the file names of a bench of one seed)
+
+    @property
+    def size(self) -> str:
+        return f"{self.depth}x{self.width}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.method}@{self.size}" + (f"~seed{self.seed}" if self.seed is not None else "")
+
+
+# What lg bench writes in its folder: the report, its figures, and the
+# cells and learngenes an interrupted run resumes from.
+BENCH_FILES = re.compile(r"bench\.json|summary\.png|curves_[0-9]+x[0-9]+\.png", re.ASCII)
+BENCH_FOLDERS = {"cells": re.compile(r"[a-z0-9+_-]+@[0-9]+x[0-9]+(~seed[0-9]+)?\.json", re.ASCII),
+                 "learngenes": re.compile(r"[a-z0-9_-]+(\.lg\.safetensors|\.json)", re.ASCII)}
+# A temporary file of an atomic write cut short by a crash (lgcli.checkpoint.atomic).
+TEMPORARY = re.compile(r"\..*\.(tmp|old)(\..*)?", re.ASCII | re.DOTALL)
+
+
+def foreign_entry(out: Path) -> str | None:
+    """The first entry of the folder `out` that lg bench did not write, or
+    None when it wrote all of them (or the folder is empty or absent). A
+    folder is lg's own only when lg made it: it holds cells/ or bench.json,
+    and nothing but what a bench writes; a summary.png of the user's own in
+    an otherwise empty folder is theirs."""
+    if not out.is_dir():
+        return None
+    try:
+        entries = sorted(os.listdir(out))
+    except OSError as exc:
+        raise LgError(f"{shown(out)}: cannot list it ({os_reason(exc)})") from None
+    for name in entries:
+        entry = out / name
+        if TEMPORARY.fullmatch(name):
+            continue
+        if name in BENCH_FOLDERS:
+            if entry.is_symlink() or not entry.is_dir():
+                return name
+            try:
+                inner = sorted(os.listdir(entry))
+            except OSError:
+                return name
+            stray = next((f for f in inner if not (BENCH_FOLDERS[name].fullmatch(f) or TEMPORARY.fullmatch(f))),
+                         None)
+            if stray is not None:
+                return f"{name}/{stray}"
+        elif not BENCH_FILES.fullmatch(name) or entry.is_symlink() or not entry.is_file():
+            return name
+    kept = [name for name in entries if not TEMPORARY.fullmatch(name)]
+    if kept and not {"cells", "bench.json"} & set(kept):
+        return kept[0]
+    return None

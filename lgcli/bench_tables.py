@@ -1,0 +1,187 @@
+"""How a bench's results read: each cell as text (top-1, its interval, the
+steps to reach the random row), the table on a terminal or in Markdown, and
+the summary figure (summary.png)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .bench_settings import FIT, RANDOM
+from .tables import Cell, Column, joined, print_table
+
+
+def _measure(report: dict[str, Any]) -> tuple[str, str, str]:
+    """(key, its name, its number format) of the figure a bench compares."""
+    if report.get("measure") == "loss":
+        return "loss", "test loss", ".3f"
+    return "top1", "top-1", ".1f"
+
+
+def cell_parts(cell: dict[str, Any], measure: str = "top1") -> tuple[str, ...]:
+    """('83.1 (71.2)', '· 42 (2.50x)'): final top-1 (instinct) and steps to
+    random's final (on text the test loss, with three decimals); the parts sit
+    side by side, or one under the other in a narrow terminal."""
+    from .report import steps_to_random_cell
+
+    if cell.get("status") != "done":
+        return ("n/a",)
+    row = cell["row"]
+    shown_as = ".3f" if measure == "loss" else ".1f"
+    text = f"{row['final'][measure]:{shown_as}} ({row['instinct'][measure]:{shown_as}})"
+    steps = steps_to_random_cell(row)
+    return (text, f"· {steps}") if steps and row["source"] != RANDOM else (text,)
+
+
+def cell_text(cell: dict[str, Any], measure: str = "top1") -> str:
+    """'83.1 (71.2) · 42': `cell_parts` on one line."""
+    return " ".join(cell_parts(cell, measure))
+
+
+def interval_parts(summary: dict[str, Any], measure: str = "top1") -> tuple[str, ...]:
+    """('83.1 ± 0.6 (71.2)',): the mean final figure, its 95 % interval's
+    half-width, the mean instinct."""
+    shown_as = ".3f" if measure == "loss" else ".1f"
+    half = (summary["high"] - summary["low"]) / 2
+    spread = f" ± {half:{shown_as}}" if summary["kind"] != "none" else ""
+    return (f"{summary['mean']:{shown_as}}{spread} ({summary['instinct']:{shown_as}})",)
+
+
+def table_rows(report: dict[str, Any]) -> list[list[Cell]]:
+    """Methods x sizes, with what each method stores and cost to make."""
+    seed = (report.get("seeds") or [None])[0]
+    by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("seed", seed) == seed}
+    summary = report.get("summary") or {}
+    several = len(report.get("seeds") or []) > 1
+    rows: list[list[Cell]] = []
+    for method in report["methods"]:
+        stored = next((c.get("stores") for c in report["cells"] if c["method"] == method and c.get("stores")), 0)
+        made = report["learngenes"].get(method.removesuffix(FIT))
+        cost = f"{made['steps']} steps, {made['seconds']:.0f} s" if made else "-"
+        if made and method.endswith(FIT):
+            cost += f", + {report['settings'].get('fit_steps')} fit steps per size"
+        total = report.get("costs", {}).get(method)
+        every = f"{total['total_seconds']:.0f} s" if total and total["sizes"] else "-"
+        measure = _measure(report)[0]
+        rows.append([method, *[(interval_parts(summary[method][size], measure) + _verdict_mark(report, method, size)
+                                if several and size in summary.get(method, {})
+                                else cell_parts(by.get((method, size), {}), measure)
+                                + (_verdict_mark(report, method, size) if size in summary.get(method, {}) else ()))
+                               for size in report["sizes"]],
+                     f"{stored / 1e6:.2f}M" if stored else "-", cost, every])
+    return rows
+
+
+def _verdict_mark(report: dict[str, Any], method: str, size: str) -> tuple[str, ...]:
+    """'best' or 'tie' under the size's best row and those its interval cannot tell apart."""
+    verdict = (report.get("verdicts") or {}).get(size) or {}
+    if verdict.get("best") == method:
+        return ("best" if not verdict.get("tied") else "best (tie)",)
+    return ("tie",) if method in verdict.get("tied", ()) else ()
+
+
+def headers(report: dict[str, Any]) -> list[str]:
+    return ["method", *[size.replace("x", " x ") for size in report["sizes"]], "stores", "made in",
+            "all sizes cost"]
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    lines = ["| " + " | ".join(headers(report)) + " |", "|" + "---|" * len(headers(report))]
+    lines += ["| " + " | ".join(joined(cell, stacked=False) for cell in row) + " |" for row in table_rows(report)]
+    name = _measure(report)[1]
+    caption = (f"Final {name} after {report['settings']['steps']} steps (instinct at step 0) · steps to "
+               f"random's final {name} (speed-up); {report['data']['name']}, {_seeds_text(report)}. "
+               f"{INTERVALS_LEGEND} {_budget_text(report)}All sizes cost: {ALL_SIZES_COST}.")
+    return "\n".join(lines) + "\n\n" + caption + "\n"
+
+
+INTERVALS_LEGEND = ("± : the 95 % interval (a t-interval over the seeds; for one seed, a bootstrap over the test "
+                    "examples, in bench.json); best: the size's best mean; tie: a row whose interval overlaps the "
+                    "best's (the data cannot tell them apart).")
+
+
+def _seeds_text(report: dict[str, Any]) -> str:
+    seeds = report.get("seeds") or [report["settings"]["seed"]]
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {seeds[0]}-{seeds[-1]}"
+
+
+def _budget_text(report: dict[str, Any]) -> str:
+    budget = report.get("budget")
+    if budget is None:
+        return ""
+    return (f"Equal compute: every path had {budget} training steps before the probe (a resize: lg distill from "
+            f"the ancestry; a learngene: its condense run, shared by every size; random: none). ")
+
+
+# What the last column of the bench's table adds up.
+ALL_SIZES_COST = ("seconds to make this row's model at every size it reaches (a learngene: condensed once, grown "
+                  "per size; a resize method: once per size)")
+
+
+def print_bench_table(report: dict[str, Any], console) -> None:
+    """The bench's table within the console's width (lgcli.tables): short
+    headers, each cell's parts one under the other when the sizes do not fit
+    side by side, the sizes over several tables when even that is too wide,
+    and a legend."""
+    name = _measure(report)[1]
+    steps = report["settings"]["steps"]
+    # Split where too wide: the scores (sizes) first, then what each row cost.
+    columns = [Column("method", "left"), *(Column(size) for size in report["sizes"]),
+               Column("stores", group=1), Column("made in", wrap=True, group=1), Column("all\nsizes", group=1)]
+    legend = (f"Each cell: final {name} after {steps} steps (instinct: at step 0) · steps to random's final {name} "
+              f"(speed-up over random); n/a: the method cannot reach that size (bench.json says why). "
+              f"{INTERVALS_LEGEND} {_budget_text(report)}Sizes: "
+              f"depth x width. stores: parameters kept to make every size, millions (the ancestry, or the "
+              f"learngene); made in: the learngene's condense run; all sizes: {ALL_SIZES_COST}.")
+    print_table(console, f"lg bench on {report['data']['name']}: final {name} after {steps} steps (instinct) · "
+                         f"steps to random's final (speed-up), {_seeds_text(report)}",
+                columns, table_rows(report), legend=legend)
+
+
+def summary_figure(report: dict[str, Any]):
+    """Final top-1 (on text: test loss) by method, a group of bars per size,
+    each method its own colour (`report.row_colours`).
+
+    The bars start at 0 (top-1 at 0 %), so that their lengths compare. A
+    cell that does not apply (n/a) is written as "n/a" where its bar would
+    be, so that it cannot be read as 0 %, and random init's final figure is a
+    dashed line across each size's group: the bar every other method has to beat.
+    """
+    from .report import import_matplotlib, row_colours
+
+    import_matplotlib()
+    import matplotlib.pyplot as plt
+
+    sizes, methods = report["sizes"], report["methods"]
+    key, name, _ = _measure(report)
+    by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("status") == "done"}
+    # About a quarter inch per bar, within what a page or a screen shows.
+    figure, axes = plt.subplots(figsize=(min(16.0, max(6.0, 2.0 + 0.22 * len(sizes) * len(methods))), 4.2))
+    width = 0.8 / max(1, len(methods))
+    for index, (method, colour) in enumerate(zip(methods, row_colours(len(methods)))):
+        xs = [i + (index - (len(methods) - 1) / 2) * width for i in range(len(sizes))]
+        present = [(x, by[(method, s)]["row"]["final"][key]) for x, s in zip(xs, sizes) if (method, s) in by]
+        axes.bar([x for x, _ in present], [y for _, y in present], width=width, color=colour, label=method,
+                 hatch="//" if method == RANDOM else None)
+        for x, size in zip(xs, sizes):
+            if (method, size) not in by:
+                axes.text(x, 0.5 if key == "top1" else 0.05, "n/a", rotation=90, ha="center", va="bottom",
+                          fontsize=7, color=colour)
+    for i, size in enumerate(sizes):
+        if (RANDOM, size) in by:
+            level = by[(RANDOM, size)]["row"]["final"][key]
+            axes.hlines(level, i - 0.45, i + 0.45, colors="black", linestyles="dashed", linewidth=0.8)
+    axes.set_ylim(bottom=0.0)
+    axes.set_xticks(range(len(sizes)), [s.replace("x", " x ") for s in sizes])
+    axes.set_ylabel(f"{name}{' %' if key == 'top1' else ''} after {report['settings']['steps']} steps")
+    axes.set_title(f"lg bench on {report['data']['name']} (dashed: random init's final)")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    figure.tight_layout()
+    return figure
+
+
+def plot_summary(report: dict[str, Any], path: Path) -> None:
+    """`summary_figure`, written atomically to `path`."""
+    from .report import save_figure
+
+    save_figure(summary_figure(report), path)

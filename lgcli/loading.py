@@ -1,0 +1,113 @@
+"""Reading a model: a checkpoint into lg's canonical view (`Loaded`: spec
+and stack), or into its family's live model; a live model back into a spec
+and stack; and what a model of a spec does (its task)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import BinaryIO, Mapping
+
+from .arch import detect_family, family_of_config, get_adapter, known_model_types
+from .checkpoint import Checkpoint, check_memory, read_checkpoint
+from .errors import LgError, shown
+from .lazy import nn, torch
+from .preprocessing import MODEL_ATTRIBUTE, PREPROCESSING, resolve, with_preprocessing
+from .stack import ArchSpec, Stack
+
+MODEL, LEARNGENE = "model", "learngene"
+
+
+@dataclass
+class Loaded:
+    """A checkpoint read into lg's canonical view."""
+
+    spec: ArchSpec
+    stack: Stack
+    checkpoint: Checkpoint
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return dominant_dtype(self.checkpoint.tensors)
+
+
+def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
+         *, kv_heads: int | None = None, stdin: BinaryIO | None = None) -> Loaded:
+    """Read a model checkpoint (file, '-', sharded folder, .pth) into (spec, stack).
+
+    `heads` (or `kv_heads`, for grouped-query attention) gives the heads
+    when the file does not record them; else they are read from the weights
+    where they show them, else assumed (`spec.heads_assumed`).
+
+    The stack is lazy: each role is read from the file when it is asked for
+    (`loaded.stack.layers["fc1"]`), and not kept, so a checkpoint of any size
+    loads in the memory of its largest role. `loaded.stack.materialized()`
+    holds every role in memory."""
+    checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
+    lg = checkpoint.lg
+    if lg.get("kind", MODEL) == LEARNGENE:
+        raise LgError(f"{checkpoint.label}: is a learngene, not a model: build a model from it with "
+                      f"`lg grow {checkpoint.label} --depth N -o OUT`")
+    if lg.get("kind", MODEL) != MODEL:
+        raise LgError(f"{checkpoint.label}: is a {lg.get('kind')}, not a model checkpoint")
+    # A model folder's config.json is its configuration (lg's own metadata
+    # records the same when lg wrote the folder); a single file's is lg.config.
+    config = checkpoint.config if checkpoint.config is not None else lg.get("config")
+    family = lg.get("family") or (family_of_config(checkpoint.config) if checkpoint.config is not None else None)
+    if checkpoint.config is not None and family is None:
+        raise LgError(f"{checkpoint.label}: config.json's model_type {shown(checkpoint.config.get('model_type'))} "
+                      f"is not one lg reads ({', '.join(known_model_types())})")
+    adapter = get_adapter(family or detect_family(checkpoint.tensors))
+    try:
+        spec, stack = adapter.to_stack(checkpoint.tensors, config=config, heads=heads, kv_heads=kv_heads,
+                                       reader=checkpoint.read_into)
+        # How an image model's images are prepared (`lgcli.preprocessing`): carried by the spec into every output.
+        spec = with_preprocessing(spec, resolve(checkpoint, spec, adapter))
+    except LgError as exc:  # name the file or folder the problem is in
+        where = checkpoint.label
+        raise (exc if str(exc).startswith(where) else LgError(f"{where}: {exc}")) from None
+    # A role stack is a copy of its layers' tensors: one larger than the memory
+    # available (a sparse file, say) is refused with the figures, not half-made.
+    check_memory(stack.largest_role_elements() * 4, f"{checkpoint.label}: its largest role stack (float32)")
+    return Loaded(spec=spec, stack=stack, checkpoint=checkpoint)
+
+
+def task_of(spec: ArchSpec) -> str:
+    """What a model of `spec` does (`lgcli.arch.base.TASKS`), as its family says."""
+    with torch.device("meta"):  # a skeleton: no memory, no initialisation
+        model = get_adapter(spec.family).create_model(spec)
+    return get_adapter(spec.family).model_task(model)
+
+
+def load_model(source: str | os.PathLike | Checkpoint, heads: int | None = None,
+               *, stdin: BinaryIO | None = None) -> tuple[nn.Module, ArchSpec]:
+    """A timm model built from a checkpoint and loaded strictly (float32)."""
+    loaded = load(source, heads=heads, stdin=stdin)
+    model = get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack)
+    # How its images are prepared, for whoever feeds it (`lgcli.recipe.preprocessing_of(model)`).
+    setattr(model, MODEL_ATTRIBUTE, loaded.spec.extras.get(PREPROCESSING))
+    return model.float(), loaded.spec
+
+
+def spec_of_model(model: nn.Module, family: str | None = None) -> tuple[ArchSpec, Stack]:
+    """(spec, stack) of a live model of a family lg knows."""
+    from .arch import adapter_of_model
+
+    adapter = get_adapter(family) if family is not None else adapter_of_model(model)
+    config = adapter.spec_of_model(model)
+    spec, stack = adapter.to_stack(adapter.saved_state(model), config=config)
+    # A model lgcli.load_model built says how its images are prepared.
+    return with_preprocessing(spec, getattr(model, MODEL_ATTRIBUTE, None)), stack
+
+
+def create_model(spec: ArchSpec, seed: int | None = None) -> nn.Module:
+    """The family's own random initialisation of the architecture `spec` describes."""
+    return get_adapter(spec.family).create_model(spec, seed=seed)
+
+
+def dominant_dtype(tensors: Mapping[str, torch.Tensor]) -> torch.dtype | None:
+    counts: dict[torch.dtype, int] = {}
+    for t in tensors.values():
+        if t.is_floating_point():
+            counts[t.dtype] = counts.get(t.dtype, 0) + t.numel()
+    return max(counts, key=counts.get) if counts else None
