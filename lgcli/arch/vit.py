@@ -33,38 +33,16 @@ from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
 from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing, from_record
 from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
+from .timm import (BLOCK_KEYS, QKV_BIAS, QKV_ROLES, QKV_WEIGHT, TIMM_HUB_CONFIG, check_recorded_size,
+                   is_timm_hub_config, json_shown, local_dir_call, positive_number, refuse_unloadable,
+                   timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
 from .timm_vit_names import REGISTERED_PREPROCESSING, registered_alike, registered_name
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
 DISTILLED_MODEL_NAME = "deit_base_distilled_patch16_224"
-# A recorded configuration (a learngene's) describing more parameters than
-# this is refused before any model is built from it.
-MAX_RECORDED_PARAMS = 20_000_000_000
 
-# Per-block parameter (after "blocks.N.") -> canonical role. attn.qkv fuses
-# three (LAYOUT's fused_keys).
-BLOCK_KEYS = {
-    "norm1.weight": "norm1_weight",
-    "norm1.bias": "norm1_bias",
-    "attn.q_norm.weight": "q_norm_weight",
-    "attn.q_norm.bias": "q_norm_bias",
-    "attn.k_norm.weight": "k_norm_weight",
-    "attn.k_norm.bias": "k_norm_bias",
-    "attn.proj.weight": "o",
-    "attn.proj.bias": "o_bias",
-    "ls1.gamma": "ls1",
-    "norm2.weight": "norm2_weight",
-    "norm2.bias": "norm2_bias",
-    "mlp.fc1.weight": "fc1",
-    "mlp.fc1.bias": "fc1_bias",
-    "mlp.fc2.weight": "fc2",
-    "mlp.fc2.bias": "fc2_bias",
-    "ls2.gamma": "ls2",
-}
-QKV_WEIGHT, QKV_BIAS = "attn.qkv.weight", "attn.qkv.bias"
-
-# Global state dict key -> (role, axes).
+# Global state dict key -> (role, axes); the blocks' keys are timm's (`timm.BLOCK_KEYS`).
 GLOBAL_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cls_token": ("cls_token", (FIXED, FIXED, EMBED)),
     "dist_token": ("dist_token", (FIXED, FIXED, EMBED)),
@@ -87,9 +65,7 @@ GLOBAL_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
 # A timm ViT state dict, as data: fused qkv rows are ordered (q|k|v, head,
 # head_dim), so q, k and v are the three equal row blocks; the sizes are
 # timm's model_args (the MLP's is a ratio: `_mlp_ratio`).
-LAYOUT = Layout(family=FAMILY, layers="blocks", layer_keys=BLOCK_KEYS,
-                fused_keys={QKV_WEIGHT: ("q", "k", "v"), QKV_BIAS: ("q_bias", "k_bias", "v_bias")},
-                base_globals=GLOBAL_KEYS,
+LAYOUT = Layout(family=FAMILY, layers="blocks", layer_keys=BLOCK_KEYS, fused_keys=QKV_ROLES, base_globals=GLOBAL_KEYS,
                 size_fields={"depth": "depth", "width": "embed_dim", "heads": "num_heads"})
 
 # The timm constructor arguments lg records and passes (in this order).
@@ -104,8 +80,6 @@ CONFIG_BOOLS = ("class_token", "no_embed_class", "pre_norm", "final_norm", "qkv_
 # Pooling lg reads and evaluates (timm's "map" adds keys lg does not map; ""
 # classifies every token).
 GLOBAL_POOLS = ("token", "avg", "max", "avgmax")
-# Where a spec keeps the config.json of the timm hub folder it was read from.
-TIMM_HUB_CONFIG = "timm_hub_config"
 # timm VisionTransformer defaults: the load call omits arguments equal to these.
 TIMM_DEFAULTS = {"global_pool": "token", "class_token": True, "reg_tokens": 0,
                  "no_embed_class": False, "pre_norm": False, "final_norm": True,
@@ -129,9 +103,9 @@ def check_config(config: Any) -> dict[str, Any]:
             raise bad(key, "true or false")
     if "fc_norm" in config and config["fc_norm"] is not None and type(config["fc_norm"]) is not bool:
         raise bad("fc_norm", "true, false or null")
-    if "mlp_ratio" in config and not _positive_number(config["mlp_ratio"]):
+    if "mlp_ratio" in config and not positive_number(config["mlp_ratio"]):
         raise bad("mlp_ratio", "a positive number")
-    if "init_values" in config and config["init_values"] is not None and not _positive_number(config["init_values"]):
+    if "init_values" in config and config["init_values"] is not None and not positive_number(config["init_values"]):
         raise bad("init_values", "a positive number or null")
     if "global_pool" in config and config["global_pool"] not in GLOBAL_POOLS:
         raise bad("global_pool", " or ".join(repr(p) for p in GLOBAL_POOLS))
@@ -140,15 +114,6 @@ def check_config(config: Any) -> dict[str, Any]:
     if "model_name" in config and config["model_name"] not in (PLAIN_MODEL_NAME, DISTILLED_MODEL_NAME):
         raise bad("model_name", f"{PLAIN_MODEL_NAME!r} or {DISTILLED_MODEL_NAME!r}")
     return dict(config)
-
-
-def is_timm_hub_config(config: Any) -> bool:
-    """Whether a folder's config.json is timm's (save_for_hf, push_to_hf_hub):
-    a timm `architecture` name with its model_args or pretrained_cfg, and no
-    transformers `model_type`."""
-    return (isinstance(config, Mapping) and "model_type" not in config
-            and isinstance(config.get("architecture"), str)
-            and ("model_args" in config or "pretrained_cfg" in config))
 
 
 def timm_hub_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -172,116 +137,26 @@ def timm_hub_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
             "num_classes": int(model.num_classes), TIMM_HUB_CONFIG: dict(config)}
 
 
-def timm_hub_meta_model(config: Mapping[str, Any], model_class: type, reads: str) -> tuple[nn.Module, str]:
-    """(the model timm builds from a timm hub folder's config.json, on the
-    meta device: shapes only; its architecture name), refused unless it is a
-    `model_class` (lg `reads` those)."""
-    import copy
-
-    import timm
-    # The parser both of timm's folder loaders use (local-dir:, hf-hub:).
-    from timm.models._hub import _parse_model_cfg
-
-    for key in ("model_args", "pretrained_cfg"):
-        if key in config and not isinstance(config[key], Mapping):
-            raise LgError(f"config.json's {key} must be a JSON object, found {json_shown(config[key])}")
-    name = config["architecture"]
-    if not timm.is_model(name):
-        raise LgError(f"config.json's architecture {json_shown(name)} is not a timm model")
-    pretrained_cfg, name, model_args = _parse_model_cfg(copy.deepcopy(dict(config)), {})
-    check_recorded_size(model_args, "config.json")
-    try:
-        with torch.device("meta"):  # shapes only: no memory, no initialisation
-            model = timm.create_model(name, pretrained=False, pretrained_cfg=pretrained_cfg, **model_args)
-    except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
-        raise LgError(f"config.json does not describe a model timm builds ({exc})".splitlines()[0]) from None
-    if not isinstance(model, model_class):
-        raise LgError(f"config.json's architecture {json_shown(name)} is not a timm {model_class.__name__} "
-                      f"(it builds {type(model).__name__}); lg reads {reads}")
-    return model, name
-
-
-def local_dir_call(spec: ArchSpec, path: str) -> str | None:
-    """The line that loads a timm hub folder (the folder says the rest), or
-    None for a model read from a file or a stream."""
-    if TIMM_HUB_CONFIG in spec.extras and path != "<file>":
-        return f"timm.create_model({'local-dir:' + path!r}, pretrained=True)"
-    return None
-
-
-def timm_hub_folder_config(hub: Mapping[str, Any], sizes: Mapping[str, Any], num_features: int,
-                           num_classes: int, spec: ArchSpec | None = None) -> dict[str, Any]:
-    """A timm hub folder's config.json (`hub`, the source's) with a resized
-    model's sizes: timm builds `architecture` with `model_args` over its
-    defaults, so every size a resize changes is written there. Its
-    `pretrained_cfg` states the preprocessing `spec` carries (the source's,
-    or what lg trained it with), so timm's `resolve_data_config` prepares
-    images as lg did."""
-    import copy
-
-    config = copy.deepcopy(dict(hub))
-    config["model_args"] = {**(config.get("model_args") or {}), **sizes, "num_classes": num_classes}
-    config["num_features"] = num_features
-    config["num_classes"] = num_classes
-    if isinstance(config.get("pretrained_cfg"), dict):
-        config["pretrained_cfg"]["num_classes"] = num_classes
-    preprocessing = spec.extras.get(PREPROCESSING) if spec is not None else None
-    if preprocessing is not None:
-        config["pretrained_cfg"] = {**(config.get("pretrained_cfg") or {}),
-                                    **{k: list(v) if isinstance(v, tuple) else v
-                                       for k, v in preprocessing.timm_cfg().items()}}
-    return config
-
-
-def timm_stated_preprocessing(spec: ArchSpec, input_size: tuple[int, int, int],
-                              registered: str | None = None) -> Preprocessing | None:
-    """What timm says of a model's images: a timm hub folder's
-    `pretrained_cfg` (timm's defaults for the fields it leaves out, as
-    `resolve_data_config` takes them), else the default pretrained config of
-    the `registered` model the file's architecture is (lg's table of timm's
-    registry), else nothing."""
-    hub = spec.extras.get(TIMM_HUB_CONFIG)
-    if hub is not None:
-        cfg = hub.get("pretrained_cfg") or {}
-        try:
-            return from_record(cfg, input_size, "timm hub folder's config.json pretrained_cfg")
-        except LgError as error:
-            raise LgError(f"config.json's pretrained_cfg: {error}") from None
-    if registered is not None and registered in REGISTERED_PREPROCESSING:
-        mean, std, interpolation, crop_pct, crop_mode = REGISTERED_PREPROCESSING[registered]
-        if len(mean) == input_size[0]:
-            recipe = from_record({"mean": mean, "std": std, "interpolation": interpolation, "crop_pct": crop_pct,
-                                  "crop_mode": crop_mode}, input_size,
-                                 f"timm's default pretrained_cfg of {registered} (the file's architecture)")
-            # One architecture, several trainings prepared otherwise: the
-            # load line's model is taken, and said to be assumed.
-            others = [name for name in registered_alike(registered)
-                      if REGISTERED_PREPROCESSING[name] != REGISTERED_PREPROCESSING[registered]]
-            if others:
-                return dataclasses.replace(
-                    recipe, assumed=True,
-                    source=f"timm's default pretrained_cfg of {registered}, assumed: the file's architecture is "
-                           f"also {', '.join(others)}'s, prepared otherwise")
-            return recipe
-    return None
-
-
-def check_recorded_size(args: Mapping[str, Any], where: str) -> None:
-    """Refuse recorded sizes over MAX_RECORDED_PARAMS before timm builds even
-    a meta-device model of them (a depth of 1e9 would take hours)."""
-    depth, width = args.get("depth", 12), args.get("embed_dim", 768)
-    ratio = args.get("mlp_ratio", 4.0)
-    stages = args.get("depths")
-    if isinstance(stages, (list, tuple)) and stages and all(_positive_number(v) for v in stages):
-        # A model of stages (Swin): bounded as if every block had the last, widest stage's width.
-        depth = sum(stages)
-        width = width * 2 ** (len(stages) - 1) if _positive_number(width) else width
-    if not all(_positive_number(v) for v in (depth, width, ratio)):
-        return  # timm or check_config refuses the value itself
-    rough = depth * width * width * (4 + 2 * ratio)
-    if rough > MAX_RECORDED_PARAMS:
-        raise LgError(f"{where} describes a model of about {rough:.3g} parameters "
-                      f"(depth {depth}, width {width}); lg reads at most {MAX_RECORDED_PARAMS:.3g}")
+def registered_preprocessing(registered: str | None, input_size: tuple[int, int, int]) -> Preprocessing | None:
+    """The default pretrained config of the `registered` timm model the
+    file's architecture is (lg's table of timm's registry), else nothing."""
+    if registered is None or registered not in REGISTERED_PREPROCESSING:
+        return None
+    mean, std, interpolation, crop_pct, crop_mode = REGISTERED_PREPROCESSING[registered]
+    if len(mean) != input_size[0]:
+        return None
+    recipe = from_record({"mean": mean, "std": std, "interpolation": interpolation, "crop_pct": crop_pct,
+                          "crop_mode": crop_mode}, input_size,
+                         f"timm's default pretrained_cfg of {registered} (the file's architecture)")
+    # One architecture, several trainings prepared otherwise: the load
+    # line's model is taken, and said to be assumed.
+    others = [name for name in registered_alike(registered)
+              if REGISTERED_PREPROCESSING[name] != REGISTERED_PREPROCESSING[registered]]
+    if others:
+        return dataclasses.replace(
+            recipe, assumed=True, source=f"timm's default pretrained_cfg of {registered}, assumed: the file's "
+                                         f"architecture is also {', '.join(others)}'s, prepared otherwise")
+    return recipe
 
 
 def _shard_folder(spec: ArchSpec, path: str, folder: bool | None = None) -> bool:
@@ -292,19 +167,6 @@ def _shard_folder(spec: ArchSpec, path: str, folder: bool | None = None) -> bool
 
     is_folder = os.path.isdir(path) if folder is None else folder
     return TIMM_HUB_CONFIG not in spec.extras and is_folder
-
-
-def _positive_number(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value) and value > 0
-
-
-def json_shown(value: Any) -> str:
-    import json
-
-    from ..errors import shown
-
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return shown(text if len(text) <= 40 else text[:37] + "...")
 
 
 class VitAdapter(DeclaredAdapter):
@@ -509,7 +371,9 @@ class VitAdapter(DeclaredAdapter):
         file's architecture is exactly that model's."""
         name, differ = registered_name(self.model_args(spec), bool(spec.extras.get("distilled")),
                                        self.model_name(spec))
-        return timm_stated_preprocessing(spec, input_size, None if differ else name)
+        if TIMM_HUB_CONFIG in spec.extras:
+            return timm_stated_preprocessing(spec, input_size)
+        return registered_preprocessing(None if differ else name, input_size)
 
     @staticmethod
     def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
@@ -722,20 +586,6 @@ class VitAdapter(DeclaredAdapter):
             "img_size": int(img_size[0]) if isinstance(img_size, (tuple, list)) else int(img_size),
             "init_values": _layer_scale_init(model),
         }
-
-
-def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
-                      state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
-    """Refuse a state dict (tensors, or shapes alone) that timm would not
-    load strictly into the model whose shapes are `expected`."""
-    for key in sorted(set(expected) ^ set(state)):
-        problem = "lacks" if key in expected else "has an unexpected"
-        raise LgError(f"refusing to write: the model {problem} tensor {key} for the timm config it records")
-    for key, shape in expected.items():
-        found = tuple(getattr(state[key], "shape", state[key]))
-        if found != shape:
-            raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
-                          f"it records builds {shape}")
 
 
 def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any], where: str) -> None:
