@@ -4,7 +4,8 @@ reaches what it shares with others through the shared toolkit modules
 below), and the modules of `arch` import one another without a circle
 (imports inside functions and type-only ones included: a circle hidden in a
 function or behind TYPE_CHECKING is still one module needing the other to
-be read)."""
+be read). Also: no file of `arch` is over 600 lines, and the base every
+declared family's adapter derives from has at most 25 members."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ ARCH = Path(__file__).resolve().parents[1] / "lgcli" / "arch"
 # What every family may import: the registry (`__init__`, which imports
 # every family to register it), the protocol (`base`), the declared reader
 # and writer (`declared`), the Hugging Face reader (`hf`) and its image
-# families' adapter (`hf_image`), the timm toolkit (`timm`) and the reader
-# of models of stages (`staged`). Every other module is a family's.
-SHARED = {"__init__", "base", "declared", "hf", "hf_image", "staged", "timm"}
+# families' adapter (`hf_image`), the timm toolkit (`timm`), the reader of
+# models of stages (`staged`) and the count of a model's parameters
+# (`shapes`). Every other module is a family's.
+SHARED = {"__init__", "base", "declared", "hf", "hf_image", "shapes", "staged", "timm"}
 # Modules that are part of a family without being its adapter: the family they belong to.
 PART_OF = {"timm_vit_names": "vit"}
+MAX_LINES = 600
+MAX_BASE_MEMBERS = 25
 
 MODULES = sorted(path.stem for path in ARCH.glob("*.py"))
 
@@ -119,3 +123,16 @@ def test_the_checks_find_what_they_look_for():
     assert cross_family_imports("timm_vit_names", {"vit", "timm"}) == []  # a family's own part
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+@pytest.mark.parametrize("module", MODULES)
+def test_no_arch_file_is_over_600_lines(module):
+    assert len((ARCH / f"{module}.py").read_text().splitlines()) <= MAX_LINES
+
+
+def test_the_declared_base_has_at_most_25_members():
+    """`declared.DeclaredAdapter`, the base of every declared family (a
+    family of stages declares each stage with it): what a new family's
+    author reads is short."""
+    from lgcli.arch.declared import DeclaredAdapter
+
+    members = [name for name in vars(DeclaredAdapter) if not (name.startswith("__") and name.endswith("__"))]
+    assert len(members) <= MAX_BASE_MEMBERS, members

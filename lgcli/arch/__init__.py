@@ -4,6 +4,11 @@ An adapter is the only code that knows a family's key names and layouts;
 methods work on the canonical Stack alone. A family is declared as data
 (`declared.Layout`) in its own file and registered here; `declared` reads
 and writes every family's state dict.
+
+Family modules (vit, timm_vit_names, swin, gpt2, llama, bert, hf_vit,
+hf_dinov2, hf_clip, hf_swin) never import one another; what they share is
+in modules of no family (base, declared, hf, hf_image, timm, staged,
+shapes). tests/test_arch_imports.py holds both lists and checks the imports.
 """
 
 from __future__ import annotations

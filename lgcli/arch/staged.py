@@ -25,6 +25,7 @@ from ..lazy import torch
 from ..stack import EMBED, FIXED, STAGE_IN, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape
 from .base import Reader
 from .declared import DeclaredAdapter, Layout, StoredTensors, checked_reading, compute_dtype, memory_reader
+from .shapes import LayerShapes, ModelShapes
 
 # Neighbours a patch merging concatenates (a 2 x 2 patch of the stage before).
 MERGED = 4
@@ -106,6 +107,18 @@ def _merge_roles(stage: str, keys: Mapping[str, str], stored: Mapping[str, torch
         return out.to(compute_dtype(tensor.dtype))
 
     return RoleMap(info, make)
+
+
+def _block_role_shapes(stage: ArchSpec, window: int, qkv_bias: bool) -> dict[str, tuple[int, ...]]:
+    """One block's roles in a stage of `stage`'s sizes, at its `window`."""
+    width, attn, mlp = stage.width, stage.attn_dim, stage.mlp_dim
+    shapes = {"norm1_weight": (width,), "norm1_bias": (width,), "q": (attn, width), "k": (attn, width),
+              "v": (attn, width), "rel_pos_bias": ((2 * window - 1) ** 2, stage.heads), "o": (width, attn),
+              "o_bias": (width,), "norm2_weight": (width,), "norm2_bias": (width,), "fc1": (mlp, width),
+              "fc1_bias": (mlp,), "fc2": (width, mlp), "fc2_bias": (width,)}
+    if qkv_bias:
+        shapes.update(q_bias=(attn,), k_bias=(attn,), v_bias=(attn,))
+    return shapes
 
 
 def _stored_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -253,34 +266,39 @@ class StagedAdapter:
                 [*(value for layout in layouts for value in layout.global_roles.values()), *MERGE_KEYS.values()]}
 
     # ------------------------------------------------------------ sizes
-    def _role_sizes(self, spec: ArchSpec) -> tuple[list[tuple[int, list[int]]], list[int]]:
-        """Elements of every role, from sizes alone: per stage (depth, one
-        block's roles), and the tensors outside blocks."""
-        e = spec.extras
-        stages, others = [], []
+    def model_shapes(self, spec: ArchSpec) -> ModelShapes:
+        """The state dict of a model of `spec`, as shapes, from its sizes
+        alone (nothing is built): each stage's blocks and globals under the
+        names its layout gives each role, and the patch merging before it."""
+        e, prefix, count = spec.extras, self.write_prefix(spec), len(spec.stages)
+        first, last, patch, classes = spec.stages[0].width, spec.stages[-1].width, int(e["patch_size"]), int(
+            e["num_classes"])
+        global_roles = {"patch_embed_weight": (first, int(e["in_chans"]), patch, patch), "patch_embed_bias": (first,),
+                        "patch_norm_weight": (first,), "patch_norm_bias": (first,), "norm_weight": (last,),
+                        "norm_bias": (last,), **({"head_weight": (classes, last), "head_bias": (classes,)}
+                                                 if classes else {})}
+        layers, globals_ = [], {}
         for index, (stage, window) in enumerate(zip(spec.stages, self.windows(spec))):
-            width, attn, mlp = stage.width, stage.attn_dim, stage.mlp_dim
-            bias = attn if e["qkv_bias"] else 0
-            block = [width] * 4 + [(2 * window - 1) ** 2 * stage.heads, attn * width, attn * width, attn * width,
-                                   bias, bias, bias, width * attn, width, mlp * width, mlp, width * mlp, width]
-            stages.append((stage.depth, block))
+            layout = self.stage_layout(index, count)
+            roles = _block_role_shapes(stage, window, bool(e["qkv_bias"]))
+            layer = {suffix: roles[role] for suffix, role in layout.layer_keys.items() if role in roles}
+            layer.update({suffix: (sum(roles[role][0] for role in fused), *roles[fused[0]][1:])
+                          for suffix, fused in layout.fused_keys.items() if all(role in roles for role in fused)})
+            layers.append(LayerShapes(layout, prefix, stage.depth, layer))
+            globals_.update({layout.key(key, prefix): global_roles[role]
+                             for key, (role, _) in layout.global_roles.items() if role in global_roles})
             if index:
-                previous = spec.stages[index - 1].width
-                others += [MERGED * previous] * 2 + [width * MERGED * previous]
-        first, last = spec.stages[0].width, spec.stages[-1].width
-        patch = int(e["patch_size"])
-        others += [first * int(e["in_chans"]) * patch * patch, first, first, first, last, last]
-        if e["num_classes"]:
-            others += [int(e["num_classes"]) * last, int(e["num_classes"])]
-        return stages, others
+                merged = MERGED * spec.stages[index - 1].width
+                globals_.update({prefix + self.merge_key(index, suffix): shape for suffix, shape in (
+                    ("downsample.norm.weight", (merged,)), ("downsample.norm.bias", (merged,)),
+                    ("downsample.reduction.weight", (stage.width, merged)))})
+        return ModelShapes(tuple(layers), globals_)
 
     def parameter_count(self, spec: ArchSpec) -> int:
-        stages, others = self._role_sizes(spec)
-        return sum(depth * sum(block) for depth, block in stages) + sum(others)
+        return self.model_shapes(spec).parameter_count()
 
     def largest_role_elements(self, spec: ArchSpec) -> int:
-        stages, others = self._role_sizes(spec)
-        return max([depth * max(block) for depth, block in stages] + others)
+        return self.model_shapes(spec).largest_role_elements()
 
     def no_weight_decay_roles(self) -> frozenset[str]:
         return frozenset({"rel_pos_bias"})  # timm's no_weight_decay keyword for Swin

@@ -23,20 +23,20 @@ is written as one (`folder_config`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
-from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing, from_record
+from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing
 from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
+from .shapes import LayerShapes, ModelShapes
 from .timm import (BLOCK_KEYS, QKV_BIAS, QKV_ROLES, QKV_WEIGHT, TIMM_HUB_CONFIG, check_recorded_size,
                    is_timm_hub_config, json_shown, local_dir_call, positive_number, refuse_unloadable,
                    timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
-from .timm_vit_names import REGISTERED_PREPROCESSING, registered_alike, registered_name
+from .timm_vit_names import registered_name, registered_preprocessing
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
@@ -135,28 +135,6 @@ def timm_hub_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return {**built, "depth": len(model.blocks), "embed_dim": int(model.embed_dim),
             "patch_size": int(model.patch_embed.patch_size[0]), "in_chans": int(model.patch_embed.proj.in_channels),
             "num_classes": int(model.num_classes), TIMM_HUB_CONFIG: dict(config)}
-
-
-def registered_preprocessing(registered: str | None, input_size: tuple[int, int, int]) -> Preprocessing | None:
-    """The default pretrained config of the `registered` timm model the
-    file's architecture is (lg's table of timm's registry), else nothing."""
-    if registered is None or registered not in REGISTERED_PREPROCESSING:
-        return None
-    mean, std, interpolation, crop_pct, crop_mode = REGISTERED_PREPROCESSING[registered]
-    if len(mean) != input_size[0]:
-        return None
-    recipe = from_record({"mean": mean, "std": std, "interpolation": interpolation, "crop_pct": crop_pct,
-                          "crop_mode": crop_mode}, input_size,
-                         f"timm's default pretrained_cfg of {registered} (the file's architecture)")
-    # One architecture, several trainings prepared otherwise: the load
-    # line's model is taken, and said to be assumed.
-    others = [name for name in registered_alike(registered)
-              if REGISTERED_PREPROCESSING[name] != REGISTERED_PREPROCESSING[registered]]
-    if others:
-        return dataclasses.replace(
-            recipe, assumed=True, source=f"timm's default pretrained_cfg of {registered}, assumed: the file's "
-                                         f"architecture is also {', '.join(others)}'s, prepared otherwise")
-    return recipe
 
 
 def _shard_folder(spec: ArchSpec, path: str, folder: bool | None = None) -> bool:
@@ -283,9 +261,9 @@ class VitAdapter(DeclaredAdapter):
         else:
             # pos_embed covers prefix tokens too unless no_embed_class (DeiT-3 style).
             with_prefix, without = tokens - prefix, tokens
-            if _is_square(with_prefix) and with_prefix > 0:
+            if with_prefix > 0 and math.isqrt(with_prefix) ** 2 == with_prefix:
                 no_embed_class, patches = False, with_prefix
-            elif _is_square(without):
+            elif math.isqrt(without) ** 2 == without:
                 no_embed_class, patches = True, without
             else:
                 raise LgError(_not_vit(f"pos_embed has {tokens} tokens: neither it nor it minus {prefix} "
@@ -477,30 +455,24 @@ class VitAdapter(DeclaredAdapter):
                 glob["head_dist.weight"], glob["head_dist.bias"] = (classes, width), (classes,)
         return block, glob
 
-    def parameter_count(self, spec: ArchSpec) -> int:
-        """Parameters of the timm model `spec` describes, from its sizes alone
-        (no tensor is made): sizes are checked before anything is allocated."""
+    def model_shapes(self, spec: ArchSpec) -> ModelShapes:
+        """The state dict timm builds for `spec`, as shapes (`timm_shapes`):
+        what lg counts and checks, before anything is allocated."""
         block, glob = self.timm_shapes(spec)
-        return spec.depth * sum(map(math.prod, block.values())) + sum(map(math.prod, glob.values()))
+        return ModelShapes((LayerShapes(LAYOUT, "", spec.depth, block),), glob)
+
+    def parameter_count(self, spec: ArchSpec) -> int:
+        return self.model_shapes(spec).parameter_count()
 
     def largest_role_elements(self, spec: ArchSpec) -> int:
-        """Elements of the largest role stack of a model of `spec` (one of q,
-        k, v counts as a role, not the fused qkv): what bounds the memory of a
-        resize, which makes one role at a time."""
-        block, glob = self.timm_shapes(spec)
-        per_block = [math.prod(shape) // (3 if key in (QKV_WEIGHT, QKV_BIAS) else 1) for key, shape in block.items()]
-        return max(spec.depth * max(per_block), max(map(math.prod, glob.values())))
+        return self.model_shapes(spec).largest_role_elements()
 
     def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
         """Refuse to write a state dict timm would not load strictly for the
         config lg records (a key missing or extra, a shape that differs).
         `state` maps names to tensors or to shapes alone (checked before
         anything is computed)."""
-        block, glob = self.timm_shapes(spec)
-        expected = dict(glob)
-        for index in range(spec.depth):
-            expected.update({f"blocks.{index}.{key}": shape for key, shape in block.items()})
-        refuse_unloadable(expected, state)
+        refuse_unloadable(self.model_shapes(spec).state(), state)
 
     @staticmethod
     def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
@@ -617,10 +589,6 @@ def _mlp_ratio(width: int, mlp_dim: int) -> float:
     if int(width * ratio) != mlp_dim:
         ratio = (mlp_dim + 0.5) / width
     return ratio
-
-
-def _is_square(n: int) -> bool:
-    return n >= 0 and math.isqrt(n) ** 2 == n
 
 
 def _not_vit(found: str) -> str:
