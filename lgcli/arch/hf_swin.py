@@ -22,7 +22,8 @@ relative position tables with a `heads` axis. What differs, said here:
   hidden_size (embed_dim · 2^(stages - 1)).
 
 Keys are those save_pretrained writes (transformers 5 renames the live
-model's: `hf_image.HfImageAdapter` maps between them where a live model is built).
+model's: `hf_image.HfImageAdapter` maps between them where a live model is
+built).
 """
 
 from __future__ import annotations
@@ -53,14 +54,14 @@ BLOCK_KEYS = {
 # The globals on the first stage's width (the patch embedding) and on the
 # last's (the final norm; the classifier, `CLASSIFIER`), with the timm Swin's
 # role names (swin.py), so every method treats both forms the same.
+PATCH_EMBEDDING = "embeddings.patch_embeddings.projection.weight"
 FIRST_STAGE = {
-    "embeddings.patch_embeddings.projection.weight": ("patch_embed_weight", (EMBED, FIXED, FIXED, FIXED)),
+    PATCH_EMBEDDING: ("patch_embed_weight", (EMBED, FIXED, FIXED, FIXED)),
     "embeddings.patch_embeddings.projection.bias": ("patch_embed_bias", (EMBED,)),
     "embeddings.norm.weight": ("patch_norm_weight", (EMBED,)),
     "embeddings.norm.bias": ("patch_norm_bias", (EMBED,)),
 }
 LAST_STAGE = {"layernorm.weight": ("norm_weight", (EMBED,)), "layernorm.bias": ("norm_bias", (EMBED,))}
-PATCH_EMBEDDING = "embeddings.patch_embeddings.projection.weight"
 CLASSIFIER = {"classifier.weight": ("head_weight", (CLASSES, EMBED)), "classifier.bias": ("head_bias", (CLASSES,))}
 # Buffers older checkpoints carry (transformers ignores them on load).
 IGNORED = (r"\.relative_position_index$",)
