@@ -4,6 +4,11 @@ An adapter is the only code that knows a family's key names and layouts;
 methods work on the canonical Stack alone. A family is declared as data
 (`declared.Layout`) in its own file and registered here; `declared` reads
 and writes every family's state dict.
+
+Family modules (vit, timm_vit_names, swin, gpt2, llama, bert, hf_vit,
+hf_dinov2, hf_clip, hf_swin) never import one another; what they share is
+in modules of no family (base, declared, hf, hf_image, timm, staged,
+shapes). tests/test_arch_imports.py holds both lists and checks the imports.
 """
 
 from __future__ import annotations
@@ -16,9 +21,9 @@ from .base import FamilyAdapter
 from .bert import BertAdapter
 from .gpt2 import Gpt2Adapter
 from .hf_clip import ClipVisionAdapter
-from .hf_dinov2 import Dinov2Adapter, Dinov2RegistersAdapter
+from .hf_dinov2 import REGISTERS_ADAPTER, Dinov2Adapter
 from .hf_swin import HfSwinAdapter
-from .hf_vit import HfDeitAdapter, HfVitAdapter
+from .hf_vit import DEIT_ADAPTER, VIT_ADAPTER
 from .llama import LlamaAdapter
 from .swin import SwinAdapter
 from .vit import VitAdapter
@@ -40,9 +45,8 @@ def unregister(family: str) -> None:
 
 
 # Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config).
-for _adapter in (SwinAdapter(), VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), HfVitAdapter(),
-                 HfDeitAdapter(), Dinov2Adapter(), Dinov2RegistersAdapter(), ClipVisionAdapter(),
-                 HfSwinAdapter()):
+for _adapter in (SwinAdapter(), VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), VIT_ADAPTER,
+                 DEIT_ADAPTER, Dinov2Adapter(), REGISTERS_ADAPTER, ClipVisionAdapter(), HfSwinAdapter()):
     register(_adapter)
 
 

@@ -11,10 +11,9 @@ that alone this module sorts a state dict's keys, checks every tensor,
 builds the lazy canonical `Stack` and writes a stack back to the same keys.
 
 `DeclaredAdapter` is the reading and writing half of `base.FamilyAdapter`
-for any declared family. A family subclasses it with its `layout` and gives,
-in its own file, only what the declaration cannot say: its configuration
-beyond the sizes (`spec_from`), the heads a state dict cannot show, and the
-family's library (load line, random model).
+for any declared family; a family gives it its `layout` and, in its own file,
+only what the declaration cannot say: its configuration beyond the sizes
+(`spec_from`), the heads a state dict cannot show, and its library.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ import contextlib
 import copy
 import dataclasses
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -33,6 +32,7 @@ from ..lazy import nn, torch
 from ..stack import ArchSpec, Stack
 from .base import TEXT_ENCODER, Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors, conventional_heads
+from .shapes import ModelShapes
 
 # A configuration describing more parameters than this is refused before a
 # model (even on the meta device) is built from it.
@@ -443,17 +443,16 @@ class HfAdapter(DeclaredAdapter):
                               f"{spec.extras['architecture']} config it records builds {shape}")
 
     # ------------------------------------------------------------ sizes
+    def model_shapes(self, spec: ArchSpec) -> ModelShapes:
+        """The state dict save_pretrained writes for `spec`, as shapes, read
+        off the meta-device model (`expected_shapes`)."""
+        return ModelShapes.of_state(self.expected_shapes(spec), [(self.layout, self.write_prefix(spec))])
+
     def parameter_count(self, spec: ArchSpec) -> int:
-        return sum(math.prod(shape) for shape in self._role_shapes(spec).values())
+        return self.model_shapes(spec).parameter_count()
 
     def largest_role_elements(self, spec: ArchSpec) -> int:
-        return max(math.prod(shape) for shape in self._role_shapes(spec).values())
-
-    def _role_shapes(self, spec: ArchSpec) -> dict[str, tuple[int, ...]]:
-        """Every role's shape in a model of `spec`, from its sizes alone: the
-        meta-device model's state dict, read as a source would be."""
-        _, stack = self._read_shapes(self.expected_shapes(spec), self.config(spec))
-        return {role: shape for role, _, shape, _ in stack.shapes()}
+        return self.model_shapes(spec).largest_role_elements()
 
     def _read_shapes(self, shapes: Mapping[str, tuple[int, ...]], config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
         """(spec, stack on the meta device) of a state dict known by its shapes alone."""

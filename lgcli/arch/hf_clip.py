@@ -31,7 +31,7 @@ from ..errors import LgError
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION
 from .hf import HfLayout, config_int
-from .hf_vit import SIZE_FIELDS, HfVitAdapter, ImageArchitecture
+from .hf_image import SIZE_FIELDS, HfImageAdapter, ImageArchitecture
 
 BLOCK_KEYS = {
     "layer_norm1.weight": "norm1_weight", "layer_norm1.bias": "norm1_bias",
@@ -73,8 +73,8 @@ LAYOUT = HfLayout(
 WHOLE_CLIP = "clip"  # a CLIPModel's model_type: refused, with the way to its vision tower
 
 
-class ClipVisionAdapter(HfVitAdapter):
-    """`HfVitAdapter` with CLIP's projection, and the whole CLIPModel refused."""
+class ClipVisionAdapter(HfImageAdapter):
+    """`HfImageAdapter` with CLIP's projection, and the whole CLIPModel refused."""
 
     image_processor = "CLIPImageProcessor"
 

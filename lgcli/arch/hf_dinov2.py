@@ -38,7 +38,7 @@ from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack, TensorGroup
 from .base import IMAGE_CLASSIFICATION
 from .declared import StoredTensors
 from .hf import HfLayout, Sizes, config_int
-from .hf_vit import HfVitAdapter, ImageArchitecture
+from .hf_image import HfImageAdapter, ImageArchitecture
 
 PLAIN_MLP = {"mlp.fc1.weight": "fc1", "mlp.fc1.bias": "fc1_bias", "mlp.fc2.weight": "fc2", "mlp.fc2.bias": "fc2_bias"}
 SWIGLU_MLP = {"mlp.weights_out.weight": "fc2", "mlp.weights_out.bias": "fc2_bias"}
@@ -130,8 +130,8 @@ def swiglu_of(config: Mapping[str, Any]) -> bool:
     return value
 
 
-class Dinov2Adapter(HfVitAdapter):
-    """`HfVitAdapter` with DINOv2's MLP size and its two MLPs."""
+class Dinov2Adapter(HfImageAdapter):
+    """`HfImageAdapter` with DINOv2's MLP size and its two MLPs."""
 
     image_processor = "BitImageProcessor"
 
@@ -176,7 +176,6 @@ class Dinov2Adapter(HfVitAdapter):
         return [*super().inspect_fields(spec), ("swiglu_ffn", "SwiGLU MLP", bool(config.get("use_swiglu_ffn")))]
 
 
-class Dinov2RegistersAdapter(Dinov2Adapter):
-    """DINOv2 with registers: DINOv2's adapter on its own declaration."""
-
-    layout = REGISTERS_LAYOUT
+# DINOv2 with registers: DINOv2's adapter on its own declaration (an
+# instance with another layout, not a subclass).
+REGISTERS_ADAPTER = Dinov2Adapter(REGISTERS_LAYOUT)

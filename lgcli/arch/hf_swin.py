@@ -1,7 +1,7 @@
 """Hugging Face Swin folders (`SwinForImageClassification`, `SwinModel`;
 model_type swin)  <->  (ArchSpec with stages, Stack with stages).
 
-The same stage view as timm's Swin (swin.py, whose `StagedAdapter` reads and
+The same stage view as timm's Swin (swin.py; `staged.StagedAdapter` reads and
 writes both): each stage declared as data with the timm Swin's role names,
 the patch merging before stage i as (out, 4 neighbours, stage_in), the
 relative position tables with a `heads` axis. What differs, said here:
@@ -22,7 +22,8 @@ relative position tables with a `heads` axis. What differs, said here:
   hidden_size (embed_dim · 2^(stages - 1)).
 
 Keys are those save_pretrained writes (transformers 5 renames the live
-model's: `HfVitAdapter` maps between them where a live model is built).
+model's: `hf_image.HfImageAdapter` maps between them where a live model is
+built).
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from typing import Any, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
-from ..stack import CLASSES, EMBED, ArchSpec, Stack
+from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION
 from .declared import Layout
 from .hf import MAX_CONFIG_PARAMS, HfLayout
-from .hf_vit import HfVitAdapter, ImageArchitecture
-from .swin import FIRST_STAGE_GLOBALS, LAST_STAGE_GLOBALS, StagedAdapter, window_of_table
+from .hf_image import HfImageAdapter, ImageArchitecture
+from .staged import StagedAdapter, window_of_table
 
 BLOCK_KEYS = {
     "layernorm_before.weight": "norm1_weight", "layernorm_before.bias": "norm1_bias",
@@ -50,13 +51,17 @@ BLOCK_KEYS = {
     "intermediate.dense.weight": "fc1", "intermediate.dense.bias": "fc1_bias",
     "output.dense.weight": "fc2", "output.dense.bias": "fc2_bias",
 }
-# The timm Swin's globals (swin.py), under transformers' names.
-GLOBAL_NAMES = {"patch_embed_weight": "embeddings.patch_embeddings.projection.weight",
-                "patch_embed_bias": "embeddings.patch_embeddings.projection.bias",
-                "patch_norm_weight": "embeddings.norm.weight", "patch_norm_bias": "embeddings.norm.bias",
-                "norm_weight": "layernorm.weight", "norm_bias": "layernorm.bias"}
-FIRST_STAGE = {GLOBAL_NAMES[role]: (role, axes) for role, axes in FIRST_STAGE_GLOBALS.values()}
-LAST_STAGE = {GLOBAL_NAMES[role]: (role, axes) for role, axes in LAST_STAGE_GLOBALS.values() if role in GLOBAL_NAMES}
+# The globals on the first stage's width (the patch embedding) and on the
+# last's (the final norm; the classifier, `CLASSIFIER`), with the timm Swin's
+# role names (swin.py), so every method treats both forms the same.
+PATCH_EMBEDDING = "embeddings.patch_embeddings.projection.weight"
+FIRST_STAGE = {
+    PATCH_EMBEDDING: ("patch_embed_weight", (EMBED, FIXED, FIXED, FIXED)),
+    "embeddings.patch_embeddings.projection.bias": ("patch_embed_bias", (EMBED,)),
+    "embeddings.norm.weight": ("patch_norm_weight", (EMBED,)),
+    "embeddings.norm.bias": ("patch_norm_bias", (EMBED,)),
+}
+LAST_STAGE = {"layernorm.weight": ("norm_weight", (EMBED,)), "layernorm.bias": ("norm_bias", (EMBED,))}
 CLASSIFIER = {"classifier.weight": ("head_weight", (CLASSES, EMBED)), "classifier.bias": ("head_bias", (CLASSES,))}
 # Buffers older checkpoints carry (transformers ignores them on load).
 IGNORED = (r"\.relative_position_index$",)
@@ -93,10 +98,11 @@ def _config_error(found: str) -> LgError:
     return LgError(f"config.json: {found}")
 
 
-class HfSwinAdapter(StagedAdapter, HfVitAdapter):
+class HfSwinAdapter(StagedAdapter, HfImageAdapter):
     """A Hugging Face Swin: read and written in stages by `StagedAdapter`, its
     config.json, transformers' models and their training by lg (a classifier:
-    images in, logits out) by `HfVitAdapter` (see the module's docstring)."""
+    images in, logits out) by `HfImageAdapter` (see the module's docstring);
+    both shared modules, neither another family's."""
 
     layout = LAYOUT
     stage_root = "encoder.layers"
@@ -154,9 +160,9 @@ class HfSwinAdapter(StagedAdapter, HfVitAdapter):
         if set(heads_found) != set(wanted):
             raise LgError(f"{architecture} has the head tensors {', '.join(wanted) or 'none'}; the weights have "
                           f"{', '.join(sorted(heads_found)) or 'none'}")
-        patch = state_dict.get(prefix + GLOBAL_NAMES["patch_embed_weight"])
+        patch = state_dict.get(prefix + PATCH_EMBEDDING)
         if patch is None or patch.dim() != 4 or patch.shape[-1] != patch.shape[-2]:
-            raise LgError(self.not_family(f"no square patch embedding ({prefix}{GLOBAL_NAMES['patch_embed_weight']})"))
+            raise LgError(self.not_family(f"no square patch embedding ({prefix}{PATCH_EMBEDDING})"))
         tables = {window_of_table(state_dict[f"{prefix}encoder.layers.{i}.blocks.0.attention.self."
                                              f"relative_position_bias_table"].shape[0]) for i in range(len(specs))}
         window = config.get("window_size", 7)
@@ -181,11 +187,6 @@ class HfSwinAdapter(StagedAdapter, HfVitAdapter):
         if rough > MAX_CONFIG_PARAMS:
             raise LgError(f"the config describes a model of about {rough:.3g} parameters; lg reads at most "
                           f"{MAX_CONFIG_PARAMS:.3g}")
-
-    def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
-        """A recorded config.json's spec and meta-device stack, read from the
-        names save_pretrained writes (as for every transformers family)."""
-        return HfVitAdapter.template_from_config(self, config)
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
         """config.json must say what the weights say."""

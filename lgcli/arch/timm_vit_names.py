@@ -14,6 +14,10 @@ norm or pooling ("map") has an architecture no safetensors file says.
 
 from __future__ import annotations
 
+import dataclasses
+
+from ..preprocessing import Preprocessing, from_record
+
 # The keyword arguments of timm's VisionTransformer that lg reads from a file.
 USABLE_KWARGS = ("depth", "embed_dim", "num_heads", "mlp_ratio", "patch_size", "img_size", "class_token",
                  "reg_tokens", "no_embed_class", "pre_norm", "final_norm", "fc_norm", "qkv_bias", "qk_norm",
@@ -241,3 +245,25 @@ def registered_name(args: dict, distilled: bool, preferred: str) -> tuple[str, l
             found.append((len(differ), name != preferred, not name.startswith("vit_"), name, differ))
     _, _, _, name, differ = min(found)
     return name, differ
+
+
+def registered_preprocessing(registered: str | None, input_size: tuple[int, int, int]) -> Preprocessing | None:
+    """The default pretrained config of the `registered` timm model the
+    file's architecture is (lg's table of timm's registry), else nothing."""
+    if registered is None or registered not in REGISTERED_PREPROCESSING:
+        return None
+    mean, std, interpolation, crop_pct, crop_mode = REGISTERED_PREPROCESSING[registered]
+    if len(mean) != input_size[0]:
+        return None
+    recipe = from_record({"mean": mean, "std": std, "interpolation": interpolation, "crop_pct": crop_pct,
+                          "crop_mode": crop_mode}, input_size,
+                         f"timm's default pretrained_cfg of {registered} (the file's architecture)")
+    # One architecture, several trainings prepared otherwise: the load
+    # line's model is taken, and said to be assumed.
+    others = [name for name in registered_alike(registered)
+              if REGISTERED_PREPROCESSING[name] != REGISTERED_PREPROCESSING[registered]]
+    if others:
+        return dataclasses.replace(
+            recipe, assumed=True, source=f"timm's default pretrained_cfg of {registered}, assumed: the file's "
+                                         f"architecture is also {', '.join(others)}'s, prepared otherwise")
+    return recipe

@@ -23,48 +23,26 @@ is written as one (`folder_config`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
-from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing, from_record
+from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing
 from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
-from .timm_vit_names import REGISTERED_PREPROCESSING, registered_alike, registered_name
+from .shapes import LayerShapes, ModelShapes
+from .timm import (BLOCK_KEYS, QKV_BIAS, QKV_ROLES, QKV_WEIGHT, TIMM_HUB_CONFIG, check_recorded_size,
+                   is_timm_hub_config, json_shown, local_dir_call, positive_number, refuse_unloadable,
+                   timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
+from .timm_vit_names import registered_name, registered_preprocessing
 
 FAMILY = "vit"
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
 DISTILLED_MODEL_NAME = "deit_base_distilled_patch16_224"
-# A recorded configuration (a learngene's) describing more parameters than
-# this is refused before any model is built from it.
-MAX_RECORDED_PARAMS = 20_000_000_000
 
-# Per-block parameter (after "blocks.N.") -> canonical role. attn.qkv fuses
-# three (LAYOUT's fused_keys).
-BLOCK_KEYS = {
-    "norm1.weight": "norm1_weight",
-    "norm1.bias": "norm1_bias",
-    "attn.q_norm.weight": "q_norm_weight",
-    "attn.q_norm.bias": "q_norm_bias",
-    "attn.k_norm.weight": "k_norm_weight",
-    "attn.k_norm.bias": "k_norm_bias",
-    "attn.proj.weight": "o",
-    "attn.proj.bias": "o_bias",
-    "ls1.gamma": "ls1",
-    "norm2.weight": "norm2_weight",
-    "norm2.bias": "norm2_bias",
-    "mlp.fc1.weight": "fc1",
-    "mlp.fc1.bias": "fc1_bias",
-    "mlp.fc2.weight": "fc2",
-    "mlp.fc2.bias": "fc2_bias",
-    "ls2.gamma": "ls2",
-}
-QKV_WEIGHT, QKV_BIAS = "attn.qkv.weight", "attn.qkv.bias"
-
-# Global state dict key -> (role, axes).
+# Global state dict key -> (role, axes); the blocks' keys are timm's (`timm.BLOCK_KEYS`).
 GLOBAL_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cls_token": ("cls_token", (FIXED, FIXED, EMBED)),
     "dist_token": ("dist_token", (FIXED, FIXED, EMBED)),
@@ -87,9 +65,7 @@ GLOBAL_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
 # A timm ViT state dict, as data: fused qkv rows are ordered (q|k|v, head,
 # head_dim), so q, k and v are the three equal row blocks; the sizes are
 # timm's model_args (the MLP's is a ratio: `_mlp_ratio`).
-LAYOUT = Layout(family=FAMILY, layers="blocks", layer_keys=BLOCK_KEYS,
-                fused_keys={QKV_WEIGHT: ("q", "k", "v"), QKV_BIAS: ("q_bias", "k_bias", "v_bias")},
-                base_globals=GLOBAL_KEYS,
+LAYOUT = Layout(family=FAMILY, layers="blocks", layer_keys=BLOCK_KEYS, fused_keys=QKV_ROLES, base_globals=GLOBAL_KEYS,
                 size_fields={"depth": "depth", "width": "embed_dim", "heads": "num_heads"})
 
 # The timm constructor arguments lg records and passes (in this order).
@@ -104,8 +80,6 @@ CONFIG_BOOLS = ("class_token", "no_embed_class", "pre_norm", "final_norm", "qkv_
 # Pooling lg reads and evaluates (timm's "map" adds keys lg does not map; ""
 # classifies every token).
 GLOBAL_POOLS = ("token", "avg", "max", "avgmax")
-# Where a spec keeps the config.json of the timm hub folder it was read from.
-TIMM_HUB_CONFIG = "timm_hub_config"
 # timm VisionTransformer defaults: the load call omits arguments equal to these.
 TIMM_DEFAULTS = {"global_pool": "token", "class_token": True, "reg_tokens": 0,
                  "no_embed_class": False, "pre_norm": False, "final_norm": True,
@@ -129,9 +103,9 @@ def check_config(config: Any) -> dict[str, Any]:
             raise bad(key, "true or false")
     if "fc_norm" in config and config["fc_norm"] is not None and type(config["fc_norm"]) is not bool:
         raise bad("fc_norm", "true, false or null")
-    if "mlp_ratio" in config and not _positive_number(config["mlp_ratio"]):
+    if "mlp_ratio" in config and not positive_number(config["mlp_ratio"]):
         raise bad("mlp_ratio", "a positive number")
-    if "init_values" in config and config["init_values"] is not None and not _positive_number(config["init_values"]):
+    if "init_values" in config and config["init_values"] is not None and not positive_number(config["init_values"]):
         raise bad("init_values", "a positive number or null")
     if "global_pool" in config and config["global_pool"] not in GLOBAL_POOLS:
         raise bad("global_pool", " or ".join(repr(p) for p in GLOBAL_POOLS))
@@ -140,15 +114,6 @@ def check_config(config: Any) -> dict[str, Any]:
     if "model_name" in config and config["model_name"] not in (PLAIN_MODEL_NAME, DISTILLED_MODEL_NAME):
         raise bad("model_name", f"{PLAIN_MODEL_NAME!r} or {DISTILLED_MODEL_NAME!r}")
     return dict(config)
-
-
-def is_timm_hub_config(config: Any) -> bool:
-    """Whether a folder's config.json is timm's (save_for_hf, push_to_hf_hub):
-    a timm `architecture` name with its model_args or pretrained_cfg, and no
-    transformers `model_type`."""
-    return (isinstance(config, Mapping) and "model_type" not in config
-            and isinstance(config.get("architecture"), str)
-            and ("model_args" in config or "pretrained_cfg" in config))
 
 
 def timm_hub_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -172,118 +137,6 @@ def timm_hub_model_config(config: Mapping[str, Any]) -> dict[str, Any]:
             "num_classes": int(model.num_classes), TIMM_HUB_CONFIG: dict(config)}
 
 
-def timm_hub_meta_model(config: Mapping[str, Any], model_class: type, reads: str) -> tuple[nn.Module, str]:
-    """(the model timm builds from a timm hub folder's config.json, on the
-    meta device: shapes only; its architecture name), refused unless it is a
-    `model_class` (lg `reads` those)."""
-    import copy
-
-    import timm
-    # The parser both of timm's folder loaders use (local-dir:, hf-hub:).
-    from timm.models._hub import _parse_model_cfg
-
-    for key in ("model_args", "pretrained_cfg"):
-        if key in config and not isinstance(config[key], Mapping):
-            raise LgError(f"config.json's {key} must be a JSON object, found {json_shown(config[key])}")
-    name = config["architecture"]
-    if not timm.is_model(name):
-        raise LgError(f"config.json's architecture {json_shown(name)} is not a timm model")
-    pretrained_cfg, name, model_args = _parse_model_cfg(copy.deepcopy(dict(config)), {})
-    check_recorded_size(model_args, "config.json")
-    try:
-        with torch.device("meta"):  # shapes only: no memory, no initialisation
-            model = timm.create_model(name, pretrained=False, pretrained_cfg=pretrained_cfg, **model_args)
-    except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
-        raise LgError(f"config.json does not describe a model timm builds ({exc})".splitlines()[0]) from None
-    if not isinstance(model, model_class):
-        raise LgError(f"config.json's architecture {json_shown(name)} is not a timm {model_class.__name__} "
-                      f"(it builds {type(model).__name__}); lg reads {reads}")
-    return model, name
-
-
-def local_dir_call(spec: ArchSpec, path: str) -> str | None:
-    """The line that loads a timm hub folder (the folder says the rest), or
-    None for a model read from a file or a stream."""
-    if TIMM_HUB_CONFIG in spec.extras and path != "<file>":
-        return f"timm.create_model({'local-dir:' + path!r}, pretrained=True)"
-    return None
-
-
-def timm_hub_folder_config(hub: Mapping[str, Any], sizes: Mapping[str, Any], num_features: int,
-                           num_classes: int, spec: ArchSpec | None = None) -> dict[str, Any]:
-    """A timm hub folder's config.json (`hub`, the source's) with a resized
-    model's sizes: timm builds `architecture` with `model_args` over its
-    defaults, so every size a resize changes is written there. Its
-    `pretrained_cfg` states the preprocessing `spec` carries (the source's,
-    or what lg trained it with), so timm's `resolve_data_config` prepares
-    images as lg did."""
-    import copy
-
-    config = copy.deepcopy(dict(hub))
-    config["model_args"] = {**(config.get("model_args") or {}), **sizes, "num_classes": num_classes}
-    config["num_features"] = num_features
-    config["num_classes"] = num_classes
-    if isinstance(config.get("pretrained_cfg"), dict):
-        config["pretrained_cfg"]["num_classes"] = num_classes
-    preprocessing = spec.extras.get(PREPROCESSING) if spec is not None else None
-    if preprocessing is not None:
-        config["pretrained_cfg"] = {**(config.get("pretrained_cfg") or {}),
-                                    **{k: list(v) if isinstance(v, tuple) else v
-                                       for k, v in preprocessing.timm_cfg().items()}}
-    return config
-
-
-def timm_stated_preprocessing(spec: ArchSpec, input_size: tuple[int, int, int],
-                              registered: str | None = None) -> Preprocessing | None:
-    """What timm says of a model's images: a timm hub folder's
-    `pretrained_cfg` (timm's defaults for the fields it leaves out, as
-    `resolve_data_config` takes them), else the default pretrained config of
-    the `registered` model the file's architecture is (lg's table of timm's
-    registry), else nothing."""
-    hub = spec.extras.get(TIMM_HUB_CONFIG)
-    if hub is not None:
-        cfg = hub.get("pretrained_cfg") or {}
-        try:
-            return from_record(cfg, input_size, "timm hub folder's config.json pretrained_cfg")
-        except LgError as error:
-            raise LgError(f"config.json's pretrained_cfg: {error}") from None
-    if registered is not None and registered in REGISTERED_PREPROCESSING:
-        mean, std, interpolation, crop_pct, crop_mode = REGISTERED_PREPROCESSING[registered]
-        if len(mean) == input_size[0]:
-            recipe = from_record({"mean": mean, "std": std, "interpolation": interpolation, "crop_pct": crop_pct,
-                                  "crop_mode": crop_mode}, input_size,
-                                 f"timm's default pretrained_cfg of {registered} (the file's architecture)")
-            # One architecture, several trainings prepared otherwise: the
-            # load line's model is taken, and said to be assumed.
-            others = [name for name in registered_alike(registered)
-                      if REGISTERED_PREPROCESSING[name] != REGISTERED_PREPROCESSING[registered]]
-            if others:
-                return dataclasses.replace(
-                    recipe, assumed=True,
-                    source=f"timm's default pretrained_cfg of {registered}, assumed: the file's architecture is "
-                           f"also {', '.join(others)}'s, prepared otherwise")
-            return recipe
-    return None
-
-
-def check_recorded_size(args: Mapping[str, Any], where: str) -> None:
-    """Refuse recorded sizes over MAX_RECORDED_PARAMS before timm builds even
-    a meta-device model of them (a depth of 1e9 would take hours)."""
-    depth, width = args.get("depth", 12), args.get("embed_dim", 768)
-    ratio = args.get("mlp_ratio", 4.0)
-    stages = args.get("depths")
-    if isinstance(stages, (list, tuple)) and stages and all(_positive_number(v) for v in stages):
-        # A model of stages (Swin): bounded as if every block had the last, widest stage's width.
-        depth = sum(stages)
-        width = width * 2 ** (len(stages) - 1) if _positive_number(width) else width
-    if not all(_positive_number(v) for v in (depth, width, ratio)):
-        return  # timm or check_config refuses the value itself
-    rough = depth * width * width * (4 + 2 * ratio)
-    if rough > MAX_RECORDED_PARAMS:
-        raise LgError(f"{where} describes a model of about {rough:.3g} parameters "
-                      f"(depth {depth}, width {width}); lg reads at most {MAX_RECORDED_PARAMS:.3g}")
-
-
 def _shard_folder(spec: ArchSpec, path: str, folder: bool | None = None) -> bool:
     """Whether `path` is a folder of shards (past --shard-size), not a timm
     hub folder. `folder` says so for an output not yet written (its card is
@@ -292,19 +145,6 @@ def _shard_folder(spec: ArchSpec, path: str, folder: bool | None = None) -> bool
 
     is_folder = os.path.isdir(path) if folder is None else folder
     return TIMM_HUB_CONFIG not in spec.extras and is_folder
-
-
-def _positive_number(value: Any) -> bool:
-    return type(value) in (int, float) and math.isfinite(value) and value > 0
-
-
-def json_shown(value: Any) -> str:
-    import json
-
-    from ..errors import shown
-
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return shown(text if len(text) <= 40 else text[:37] + "...")
 
 
 class VitAdapter(DeclaredAdapter):
@@ -421,9 +261,9 @@ class VitAdapter(DeclaredAdapter):
         else:
             # pos_embed covers prefix tokens too unless no_embed_class (DeiT-3 style).
             with_prefix, without = tokens - prefix, tokens
-            if _is_square(with_prefix) and with_prefix > 0:
+            if with_prefix > 0 and math.isqrt(with_prefix) ** 2 == with_prefix:
                 no_embed_class, patches = False, with_prefix
-            elif _is_square(without):
+            elif math.isqrt(without) ** 2 == without:
                 no_embed_class, patches = True, without
             else:
                 raise LgError(_not_vit(f"pos_embed has {tokens} tokens: neither it nor it minus {prefix} "
@@ -509,7 +349,9 @@ class VitAdapter(DeclaredAdapter):
         file's architecture is exactly that model's."""
         name, differ = registered_name(self.model_args(spec), bool(spec.extras.get("distilled")),
                                        self.model_name(spec))
-        return timm_stated_preprocessing(spec, input_size, None if differ else name)
+        if TIMM_HUB_CONFIG in spec.extras:
+            return timm_stated_preprocessing(spec, input_size)
+        return registered_preprocessing(None if differ else name, input_size)
 
     @staticmethod
     def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
@@ -613,30 +455,24 @@ class VitAdapter(DeclaredAdapter):
                 glob["head_dist.weight"], glob["head_dist.bias"] = (classes, width), (classes,)
         return block, glob
 
-    def parameter_count(self, spec: ArchSpec) -> int:
-        """Parameters of the timm model `spec` describes, from its sizes alone
-        (no tensor is made): sizes are checked before anything is allocated."""
+    def model_shapes(self, spec: ArchSpec) -> ModelShapes:
+        """The state dict timm builds for `spec`, as shapes (`timm_shapes`):
+        what lg counts and checks, before anything is allocated."""
         block, glob = self.timm_shapes(spec)
-        return spec.depth * sum(map(math.prod, block.values())) + sum(map(math.prod, glob.values()))
+        return ModelShapes((LayerShapes(LAYOUT, "", spec.depth, block),), glob)
+
+    def parameter_count(self, spec: ArchSpec) -> int:
+        return self.model_shapes(spec).parameter_count()
 
     def largest_role_elements(self, spec: ArchSpec) -> int:
-        """Elements of the largest role stack of a model of `spec` (one of q,
-        k, v counts as a role, not the fused qkv): what bounds the memory of a
-        resize, which makes one role at a time."""
-        block, glob = self.timm_shapes(spec)
-        per_block = [math.prod(shape) // (3 if key in (QKV_WEIGHT, QKV_BIAS) else 1) for key, shape in block.items()]
-        return max(spec.depth * max(per_block), max(map(math.prod, glob.values())))
+        return self.model_shapes(spec).largest_role_elements()
 
     def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
         """Refuse to write a state dict timm would not load strictly for the
         config lg records (a key missing or extra, a shape that differs).
         `state` maps names to tensors or to shapes alone (checked before
         anything is computed)."""
-        block, glob = self.timm_shapes(spec)
-        expected = dict(glob)
-        for index in range(spec.depth):
-            expected.update({f"blocks.{index}.{key}": shape for key, shape in block.items()})
-        refuse_unloadable(expected, state)
+        refuse_unloadable(self.model_shapes(spec).state(), state)
 
     @staticmethod
     def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
@@ -724,20 +560,6 @@ class VitAdapter(DeclaredAdapter):
         }
 
 
-def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
-                      state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
-    """Refuse a state dict (tensors, or shapes alone) that timm would not
-    load strictly into the model whose shapes are `expected`."""
-    for key in sorted(set(expected) ^ set(state)):
-        problem = "lacks" if key in expected else "has an unexpected"
-        raise LgError(f"refusing to write: the model {problem} tensor {key} for the timm config it records")
-    for key, shape in expected.items():
-        found = tuple(getattr(state[key], "shape", state[key]))
-        if found != shape:
-            raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
-                          f"it records builds {shape}")
-
-
 def _check_agreement(config: Mapping[str, Any], derived: Mapping[str, Any], where: str) -> None:
     """Each recorded field must say what the tensors say."""
     for key, value in config.items():
@@ -767,10 +589,6 @@ def _mlp_ratio(width: int, mlp_dim: int) -> float:
     if int(width * ratio) != mlp_dim:
         ratio = (mlp_dim + 0.5) / width
     return ratio
-
-
-def _is_square(n: int) -> bool:
-    return n >= 0 and math.isqrt(n) ** 2 == n
 
 
 def _not_vit(found: str) -> str:
