@@ -185,14 +185,13 @@ class Lets(LearngeneKind):
         in (condensing scores the auxiliary model at it)."""
         from .tleg import KIND as TLEG
 
-        if aux.stages:
-            raise UsageError("lets builds a model of one stack of blocks; a model of stages (Swin) is not "
-                             "supported (use tleg, wave, sws or peg)")
+        _refuse_stages(aux)
         return tuple(sorted(set(TLEG.training_depths(aux, options)) | {aux.depth}))
 
     def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...]:
         # Always a tuple: the learngene is narrower than the auxiliary model,
         # so a warm start slices the teacher's most important channels.
+        _refuse_stages(aux)
         return parse_widths(options.get("widths"), aux) or (aux.width,)
 
     def _gene_spec(self, aux: ArchSpec, options: Mapping[str, Any]) -> ArchSpec:
@@ -384,6 +383,12 @@ class Lets(LearngeneKind):
 
 
 # ---------------------------------------------------------------- helpers
+
+def _refuse_stages(aux: ArchSpec) -> None:
+    if aux.stages:
+        raise UsageError("lets builds a model of one stack of blocks; a model of stages (Swin) is not supported "
+                         "(use tleg, wave, sws or peg)")
+
 
 def _width_map_shapes(roles: Sequence[str], gene: ArchSpec, widest: Mapping[str, int]) -> dict[str, tuple[int, int]]:
     """Every width map a learngene of `gene` needs to reach the `widest`
