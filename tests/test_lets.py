@@ -213,19 +213,24 @@ def test_a_model_of_stages_is_refused_in_one_line(tmp_path, lg):
 
 # ---------------------------------------------------------------- transformers
 
-def test_a_lets_learngene_of_llama_grows_into_a_folder_transformers_loads(tmp_path, lg):
+@pytest.mark.parametrize("variant", ["llama-gqa", "gpt2-lm", "bert-mlm"])
+def test_a_lets_learngene_of_a_text_model_grows_into_folders_transformers_loads(variant, tmp_path, lg):
     from text_models import load_strict, make_model, outputs, save_folder, token_ids
 
-    folder = save_folder(make_model("llama-gqa"), tmp_path / "llama", "llama-gqa")
+    folder = save_folder(make_model(variant), tmp_path / "src", variant)
+    if variant.startswith("bert"):  # a masked LM is scored with its tokenizer's mask token (a word of its vocabulary)
+        (folder / "tokenizer_config.json").write_text(json.dumps({"mask_token": "w4"}))
     gene = tmp_path / "lets.lg.safetensors"
-    result = lg("condense", str(folder), "--method", "lets", "--depths", "2-4", "--data", "kjv-mini", "--steps", "2",
-                "--batch-size", "4", "--seq-len", "12", "-o", str(gene))
+    result = lg("condense", str(folder), "--method", "lets", "--depths", "2-4", "--widths", "16,32", "--data",
+                "kjv-mini", "--steps", "2", "--batch-size", "4", "--seq-len", "12", "-o", str(gene))
     assert result.code == 0, result.stderr
-    out = tmp_path / "grown"
-    assert lg("grow", str(gene), "--depth", "4", "-o", str(out)).code == 0
-    model = load_strict(out, "llama-gqa")
-    assert model.config.num_hidden_layers == 4
-    assert torch.isfinite(outputs(model, token_ids())).all()
+    for depth, width in ((4, 32), (2, 16)):
+        out = tmp_path / f"grown{depth}x{width}"
+        grown = lg("grow", str(gene), "--depth", str(depth), "--width", str(width), "-o", str(out))
+        assert grown.code == 0, grown.stderr
+        model = load_strict(out, variant)
+        assert model.config.num_hidden_layers == depth and model.config.hidden_size == width
+        assert torch.isfinite(outputs(model, token_ids())).all()
 
 
 def test_a_lets_learngene_of_a_hugging_face_vit_grows_into_a_folder_transformers_loads(tmp_path, lg):
