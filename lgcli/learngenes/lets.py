@@ -370,9 +370,10 @@ class Lets(LearngeneKind):
                    if (parts := _parts(name)) is not None and parts[0] != GENE)
         shapes = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})"
                            for w in widths)
-        return {"holds": f"a compact learngene of {gene.depth} layers at width {gene.width} ({gene.heads} heads, "
+        return {"holds": f"a compact learngene of {gene.depth} layer{'s' if gene.depth != 1 else ''} at width "
+                         f"{gene.width} ({gene.heads} head{'s' if gene.heads != 1 else ''}, "
                          f"MLP {gene.mlp_dim}) for {len(roles)} per-layer roles, "
-                         f"{sum(map(is_global, learngene.tensors))} global tensors, and {maps} numbers of learned "
+                         f"{sum(map(is_global, learngene.tensors))} global tensors, and {maps:,} numbers of learned "
                          f"depth and width maps",
                 "roles": roles,
                 "depths": depths,
