@@ -10,7 +10,8 @@ protocol, same seed 0).
 Each job's result is written as JSON when it finishes (``lets_learngene/``);
 a rerun skips what is done.
 
-    OMP_NUM_THREADS=1 nice python benchmarks/lets_learngene.py --sizes 3x64,3x128,6x64,8x128,12x128 --seed 0
+    OMP_NUM_THREADS=1 nice python benchmarks/lets_learngene.py --sizes 3x64,3x128,6x64,8x128,12x128 --seed 0 \
+        --variant lets-widths-fit     # or lets-widths: the reference's start of the width maps
 
 writes lets_learngene.md (this learngene's rows beside the width study's of
 the same seed).
@@ -35,17 +36,21 @@ _spec.loader.exec_module(study)
 
 CONDENSE = ["--method", "lets", "--widths", "64,128", "--depths", "2-12", "--init", "ancestry",
             "--steps", str(study.STEPS), "--data", study.DATA]
+# The width maps' start: the reference's uniform rows (the rows "lets-widths" were run before the flag
+# existed, when it was the only start), and the least-squares fit to the teacher (the default from it).
+VARIANTS = {"lets-widths": ["--width-maps", "rand"], "lets-widths-fit": ["--width-maps", "fit"]}
 
 
-def run(sizes: list[tuple[int, int]], seed: int) -> dict:
+def run(sizes: list[tuple[int, int]], seed: int, variant: str) -> dict:
     OUT.mkdir(parents=True, exist_ok=True)
     study.CACHE.mkdir(parents=True, exist_ok=True)
-    gene = study.CACHE / f"lets-widths-s{seed}.lg.safetensors"
+    gene = study.CACHE / f"{variant}-s{seed}.lg.safetensors"
     results = {}
-    target = OUT / f"condense-lets-widths-s{seed}.json"
+    target = OUT / f"condense-{variant}-s{seed}.json"
     if not target.exists() or not gene.exists():
         started = time.perf_counter()
-        args = ["condense", study.EXAMPLE, *CONDENSE, "--seed", str(seed), "-o", gene, "--force", "--json"]
+        args = ["condense", study.EXAMPLE, *CONDENSE, *VARIANTS[variant], "--seed", str(seed), "-o", gene,
+                "--force", "--json"]
         report = json.loads(study.lg(*args).stdout)
         target.write_text(json.dumps({"command": " ".join(map(str, ["lg", *args])),
                                       "seconds": round(time.perf_counter() - started, 1),
@@ -53,7 +58,7 @@ def run(sizes: list[tuple[int, int]], seed: int) -> dict:
                                      indent=1) + "\n")
     results["condense"] = json.loads(target.read_text())
     for depth, width in sizes:
-        name = f"probe-lets-widths@{depth}x{width}-s{seed}"
+        name = f"probe-{variant}@{depth}x{width}-s{seed}"
         target = OUT / f"{name}.json"
         if not target.exists():
             print(f"[{time.strftime('%H:%M:%S')}] {name}", file=sys.stderr, flush=True)
@@ -85,7 +90,8 @@ def report(seed: int) -> str:
 
     rows = [("best training-free", theirs, None), ("tleg --widths 64,128 (1,500 steps)", theirs, "probe-tleg-widths"),
             ("tleg, one width (1,500 steps; width 64 via --method bot)", theirs, "probe-tleg"),
-            ("**lets --widths 64,128 --depths 2-12 (1,500 steps)**", ours, "probe-lets-widths")]
+            ("**lets --widths 64,128 --depths 2-12 --width-maps rand (1,500 steps)**", ours, "probe-lets-widths"),
+            ("**lets --widths 64,128 --depths 2-12 --width-maps fit (1,500 steps)**", ours, "probe-lets-widths-fit")]
     lines = ["| row | " + " | ".join(f"{d} x {w}" for d, w in study.SIZES) + " |", "|---" * (len(study.SIZES) + 1) + "|"]
     for label, results, prefix in rows:
         cells = [(f"{study.BEST_FREE[size][0]} " if prefix is None else "")
@@ -95,14 +101,16 @@ def report(seed: int) -> str:
                  and name.endswith(f"-s{seed}")}
     seconds = "; ".join(f"{name[9:]} {r['seconds']:.0f} s (auxiliary model {r['accuracy']['top1']:.1f} %)"
                         for name, r in sorted(condensed.items()))
-    command = ours.get(f"condense-lets-widths-s{seed}", {}).get("command", "")
+    commands = "; ".join(f"`{r['command']}`" for name, r in sorted(ours.items())
+                         if name.startswith("condense-") and name.endswith(f"-s{seed}"))
     text = "\n".join(lines) + (
         f"\n\nSeed {seed}, one seed per row. Final top-1 % after the probe (300 steps, best of rates 1e-4, 3e-4, "
         f"1e-3), (instinct at step 0); full Fashion-MNIST, 2,000 test images; the other rows are "
         f"benchmarks/width_learngenes/results. Condense wall times (2 busy CPU cores): {seconds}.\n\n"
-        f"LeTs condensed with: `{command}` (paths as run); each descendant: `lg grow GENE --depth D --width W`, "
+        f"LeTs condensed with: {commands} (paths as run; the rand row's run predates --width-maps, rand was then "
+        f"the only start); each descendant: `lg grow GENE --depth D --width W`, "
         f"then the probe. Rerun: `OMP_NUM_THREADS=1 nice python benchmarks/lets_learngene.py --sizes "
-        f"3x64,3x128,6x64,8x128,12x128 --seed {seed}`.\n")
+        f"3x64,3x128,6x64,8x128,12x128 --seed {seed} --variant lets-widths|lets-widths-fit`.\n")
     (HERE / "lets_learngene.md").write_text(text)
     return text
 
@@ -111,9 +119,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="3x64,3x128,6x64,8x128,12x128")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--variant", choices=list(VARIANTS), default="lets-widths-fit")
     args = parser.parse_args()
     sizes = [tuple(int(v) for v in size.split("x")) for size in args.sizes.split(",")]
-    run(sizes, args.seed)
+    run(sizes, args.seed, args.variant)
     print(report(args.seed))
 
 

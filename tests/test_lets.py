@@ -255,3 +255,15 @@ def test_a_lets_learngene_of_a_hugging_face_vit_grows_into_a_folder_transformers
     assert model.config.num_hidden_layers == 3 and model.config.hidden_size == 32
     with torch.no_grad():
         assert torch.isfinite(model(pixel_values=torch.randn(2, 1, 16, 16)).logits).all()
+
+
+def test_fitted_width_maps_recover_channels_that_are_combinations_of_the_kept_ones():
+    from lgcli.learngenes.lets import fitted_width_maps
+    from lgcli.stack import Named
+
+    g = torch.Generator().manual_seed(3)
+    kept = torch.randn(3, 40, generator=g)
+    truth = torch.randn(2, 3, generator=g)  # channels 3 and 4 are truth @ channels 0..2
+    fc1 = Named(torch.cat([kept, truth @ kept]).reshape(5, 8, 5), ("mlp", "embed", "-"))
+    fitted = fitted_width_maps({"width0.mlp": (2, 3)}, {0: [fc1]}, [])
+    assert torch.allclose(fitted["width0.mlp"], truth, atol=1e-2)  # up to the small ridge

@@ -53,7 +53,9 @@ The reading lg takes of the paper's public code (eddiexia98/LeTs,
   family's random initialisation, or (``--init ancestry``) from the teacher:
   learngene layer k is the mean of the teacher layers the SWS rule groups
   into k, on the teacher's most important channels (the importance order
-  `lg condense` measures before a width-trained run).
+  `lg condense` measures before a width-trained run), and the width maps
+  are fitted to the teacher by least squares (lg's own addition,
+  `fitted_width_maps`).
 - Defaults: a learngene of half the auxiliary depth at half its width (the
   reference: 8 layers of 384 for a 16 x 768 auxiliary model), or the
   narrowest of ``--widths``; depths 2 to twice the auxiliary depth, as TLEG.
@@ -145,6 +147,34 @@ def normalised_uniform(shape: tuple[int, ...], generator: torch.Generator) -> to
     return values / values.sum(-1, keepdim=True)
 
 
+def fitted_width_maps(shapes: Mapping[str, tuple[int, int]], grouped: Mapping[int, Sequence[Named]],
+                      globals_: Sequence[Named]) -> dict[str, torch.Tensor]:
+    """Width maps fitted to a teacher (lg's warm start; the reference starts
+    from random weights): for each map, the ridge least-squares F with
+    ``X[n:] ~ F X[:n]`` over every tensor the map widens, X the tensor's
+    full-width values along the map's axis (the other axes flattened), n the
+    learngene's channels. The embedding map fits every learngene layer's
+    tensors (`grouped[k]`: the group means the learngene layers are sliced
+    from) and the globals; learngene layer k's maps fit its own tensors."""
+    fitted = {}
+    for name, (added, held) in shapes.items():
+        _, layer, axis = _parts(name)
+        pool = [t for k in grouped for t in grouped[k]] + list(globals_) if layer is None else grouped[layer]
+        gram = torch.zeros(held, held, dtype=torch.float64)
+        cross = torch.zeros(added, held, dtype=torch.float64)
+        for named in pool:
+            for dim, tensor_axis in enumerate(named.axes):
+                if tensor_axis != axis:
+                    continue
+                values = named.data.double().movedim(dim, 0).reshape(held + added, -1)
+                gram += values[:held] @ values[:held].T
+                cross += values[held:] @ values[:held].T
+        # A ridge of 1e-3 of the mean diagonal keeps a rank-deficient fit finite.
+        ridge = 1e-3 * float(gram.diagonal().mean()) + 1e-12
+        fitted[name] = torch.linalg.solve(gram + ridge * torch.eye(held, dtype=torch.float64), cross.T).T.float()
+    return fitted
+
+
 def initial_depth_map(depth: int, gene_depth: int, generator: torch.Generator) -> torch.Tensor:
     """The reference's "stackbert_noisy": row l is one-hot at the learngene
     layer the SWS rule gives layer l, plus uniform noise in [0, 0.03),
@@ -175,6 +205,10 @@ class Lets(LearngeneKind):
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128 "
                "(LeTs: the first rows of its learned width maps); the widest must be the auxiliary model's"),
         init_option(),
+        Option("width_maps", str, "auto", "LeTs: where the width maps start: rand (the reference's: uniform rows "
+               "summing to 1), fit (least squares from the learngene's channels to the teacher's others; needs "
+               "--init ancestry), or auto: fit when starting from the teacher, else rand",
+               choices=("auto", "fit", "rand")),
     )
     expand_options = ()
 
@@ -246,12 +280,18 @@ class Lets(LearngeneKind):
         initialisation of the first auxiliary layer the SWS rule groups into
         k, on its first channels; from an `ancestry` (the teacher at this
         width, its channels in order of importance), the mean of the teacher
-        layers grouped into k, on its first channels. The maps start as the
-        reference's defaults (`initial_depth_map`, `normalised_uniform`)."""
+        layers grouped into k, on its first channels. The depth maps start
+        as the reference's ("stackbert_noisy", `initial_depth_map`); the
+        width maps as the reference's ("rand", `normalised_uniform`) from
+        random weights, and from an `ancestry` fitted to it
+        (`fitted_width_maps`: the least-squares map from the kept channels to
+        the others, so the auxiliary model starts as close to the teacher as
+        a linear rebuild of its dropped channels gets)."""
         gene = self._gene_spec(aux, options)
         gene_sizes, aux_sizes = gene.axis_sizes(), aux.axis_sizes()
         source = ancestry if ancestry is not None else aux_init
         tensors: dict[str, torch.Tensor] = {}
+        grouped: dict[int, list[Named]] = {k: [] for k in range(gene.depth)}  # group means at the full width
         for role, named in source.layers.items():
             layers = named.data.float()
             owner = torch.tensor(stage_of_layers(layers.shape[0], gene.depth))
@@ -260,16 +300,23 @@ class Lets(LearngeneKind):
                 if not len(members):  # a teacher shallower than the learngene: the nearest layer stands in
                     members = torch.tensor([round(k * (layers.shape[0] - 1) / max(1, gene.depth - 1))])
                 value = layers.index_select(0, members).mean(0) if ancestry is not None else layers[members[0]]
-                tensors[gene_name(k, role)] = nested_slice(Named(value, LAYER_ROLE_AXES[role][1:]),
-                                                           gene_sizes).clone()
+                grouped[k].append(Named(value, LAYER_ROLE_AXES[role][1:]))
+                tensors[gene_name(k, role)] = nested_slice(grouped[k][-1], gene_sizes).clone()
         for role, named in source.globals.items():
             tensors["global." + role] = nested_slice(Named(named.data.float(), named.axes), gene_sizes).clone()
         roles = sorted(source.layers)
         for depth in self.training_depths(aux, options):
             for role in roles:
                 tensors[depth_map_name(depth, role)] = initial_depth_map(depth, gene.depth, generator)
-        for name, shape in _width_map_shapes(roles, gene, aux_sizes).items():
-            tensors[name] = normalised_uniform(shape, generator)
+        shapes = _width_map_shapes(roles, gene, aux_sizes)
+        maps = options.get("width_maps") or "auto"
+        if maps == "fit" and ancestry is None:
+            raise UsageError("--width-maps fit fits the maps to the teacher: it needs --init ancestry (the auxiliary "
+                             "model at the teacher's width)")
+        if maps == "fit" or (maps == "auto" and ancestry is not None):
+            tensors.update(fitted_width_maps(shapes, grouped, list(ancestry.globals.values())))
+        else:
+            tensors.update({name: normalised_uniform(shape, generator) for name, shape in shapes.items()})
         return tensors, {}
 
     def no_weight_decay(self, name: str) -> bool:
