@@ -267,3 +267,11 @@ def test_fitted_width_maps_recover_channels_that_are_combinations_of_the_kept_on
     fc1 = Named(torch.cat([kept, truth @ kept]).reshape(5, 8, 5), ("mlp", "embed", "-"))
     fitted = fitted_width_maps({"width0.mlp": (2, 3)}, {0: [fc1]}, [])
     assert torch.allclose(fitted["width0.mlp"], truth, atol=1e-2)  # up to the small ridge
+
+
+def test_fitted_width_maps_without_the_teacher_are_refused_in_one_line(teacher, tmp_path, lg):
+    out = tmp_path / "g.lg.safetensors"
+    result = lg("condense", str(teacher), "--method", "lets", "--init", "random", "--width-maps", "fit",
+                "--data", "fashion-mnist-mini", *FAST, "--steps", "1", "-o", str(out))
+    assert result.code != 0 and "--width-maps fit" in result.stderr and "\n" not in result.stderr.strip()
+    assert not out.exists()
