@@ -69,8 +69,8 @@ from ..errors import LgError, UsageError
 from ..lazy import torch
 from ..options import Option
 from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
-                   globals_from_tensors, init_option, is_global)
+from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_from_tensors,
+                   init_option, is_global)
 from .sws import stage_of_layers
 from .widths import nearest_trained_size, nested_slice, parse_widths, trained_widths, width_spec
 
