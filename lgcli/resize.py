@@ -473,8 +473,10 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
     widths (`kind.trained_widths`): W is not one of them (a trained width is
     built by the learngene's own rule, and M is refused), so the nearest
     trained width is built at the target depth (`widths.nearest_trained`),
-    then resized to W by M. The file records both steps."""
-    from .learngenes.widths import nearest_trained
+    then resized to W by M. A kind that builds only its trained depths
+    (`kind.trained_depths`: LeTs) starts from the nearest trained depth
+    too, and M resizes depth and width together. The file records both steps."""
+    from .learngenes.widths import nearest_trained, nearest_trained_size
 
     kind = get_kind(learngene.kind, learngene.spec)
     declared = {option.name for option in kind.expand_options}
@@ -490,24 +492,39 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
     except LgError:
         pass
     else:  # a width it was trained at: its own rule builds it, and a method has nothing to do
-        raise UsageError(f"width {asked.width} is one the {kind.name} learngene was trained at, built by its own "
+        size = f"width {asked.width}" if kind.trained_depths(learngene) is None else \
+            f"depth {asked.depth}, width {asked.width}"
+        raise UsageError(f"{size} is one the {kind.name} learngene was trained at, built by its own "
                          f"rule: --method does not apply (drop it)")
-    start = nearest_trained(kind.trained_widths(learngene), asked.width)
-    direction = SHRINK if start > asked.width else GROW
+    # A kind that builds only its trained depths (LeTs) starts from a trained depth too, and M resizes both.
+    depths = kind.trained_depths(learngene)
+    if depths is None:
+        start, start_depth = nearest_trained(kind.trained_widths(learngene), asked.width), asked.depth
+    else:
+        nearest = nearest_trained_size(kind.trained_widths(learngene), depths, asked.width, asked.depth)
+        if nearest is None:
+            raise UsageError(f"depth {asked.depth}, width {asked.width} is reached from the {kind.name} learngene's "
+                             f"trained sizes only by a grow of one and a shrink of the other: build a trained size, "
+                             f"then shrink and grow it in two steps (lg grow LG --depth D --width W -o - | lg shrink "
+                             f"- ... -o - | lg grow - ... -o OUT)")
+        start, start_depth = nearest
+    direction = SHRINK if (start, start_depth) > (asked.width, asked.depth) else GROW
     chosen = get_method(method)
     if direction not in chosen.directions:
-        raise UsageError(f"width {asked.width} is reached from the trained width {start} by a {direction}; method "
-                         f"'{method}' cannot {direction} (methods that can: "
+        raise UsageError(f"depth {asked.depth}, width {asked.width} is reached from the trained depth {start_depth}, "
+                         f"width {start} by a {direction}; method '{method}' cannot {direction} (methods that can: "
                          f"{', '.join(default_method_list(direction))})")
-    built = dict(depth=asked.depth, width=start, kv_heads=kv_heads, max_params=max_params)
+    built = dict(depth=start_depth, width=start, kv_heads=kv_heads, max_params=max_params)
     resize_to = dict(width=width if width is not None else asked.width, heads=heads, mlp_dim=mlp_dim,
                      kv_heads=kv_heads, max_params=max_params)
+    if start_depth != asked.depth:
+        resize_to["depth"] = asked.depth
     if dry_run:
         _, first = expand_target(learngene, **built, **kind_options)
         placeholder = Loaded(first, get_adapter(first.family).template_from_config(
             get_adapter(first.family).config(first))[1], learngene.checkpoint)
         source, target = plan_resize(placeholder, chosen, resolve_options(chosen, method_options),
-                                     direction=direction, depth=None, **resize_to)
+                                     direction=direction, **{"depth": None, **resize_to})
         report = {"command": command, "method": f"{learngene.kind}+{method}", "options": method_options,
                   "seed": seed, "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)},
                   "target": spec_sizes(target), "parameters": {"source": learngene.num_parameters()}}
@@ -518,8 +535,9 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
     spec, stack, report = resize(Loaded(first, first_stack, learngene.checkpoint), direction=direction,
                                  method=method, seed=seed, **resize_to, **method_options)
     notify(f"built width {start} (trained) from the {kind.name} learngene at depth {first.depth}, then "
-           f"{direction} to width {spec.width} by {method}")
+           f"{direction} to depth {spec.depth}, width {spec.width} by {method}")
     recorded = {"direction": command, "trained_width": start, "width_method": method,
+                **({"trained_depth": start_depth} if start_depth != asked.depth else {}),
                 **{k: v for k, v in report["options"].items() if v is not None}, "seed": seed or 0}
     if chosen.calibrated:  # what the statistics chose, as a resize of a model records it
         recorded.update(calibration_record(report))

@@ -96,7 +96,7 @@ def test_an_entry_added_or_removed_in_a_registry_changes_the_list(lg, monkeypatc
     assert (added["name"], added["direction"], added["description"]) == ("test-method", "grow",
                                                                          "a method only this test adds")
     assert [o["flag"] for o in added["options"]] == ["--test-knob"]
-    assert [k["name"] for k in report["learngenes"]] == ["tleg", "wave", "sws", "test-kind"]
+    assert [k["name"] for k in report["learngenes"]] == ["tleg", "wave", "sws", "lets", "test-kind"]
     monkeypatch.setenv("COLUMNS", "80")
     text = lg("methods").stdout.decode()
     rows = rows_of(text, set(METHODS) | set(KINDS) | {"bot", "peg"})

@@ -1,4 +1,4 @@
-"""Learngene kinds, one module each (`tleg.py`, `wave.py`, `peg.py`, `sws.py`), and their registry.
+"""Learngene kinds, one module each (`tleg.py`, `wave.py`, `peg.py`, `sws.py`, `lets.py`), and their registry.
 
 A kind condenses a teacher into its own tensors and expands them into a
 canonical Stack of any size it can reach; `base.LearngeneKind` is the
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from . import peg, sws, tleg, wave
+from . import lets, peg, sws, tleg, wave
 from ..stack import ArchSpec
 from .base import ExpandContext, Learngene, LearngeneKind
 from .stages import StagedKind
@@ -21,7 +21,7 @@ from .stages import StagedKind
 if TYPE_CHECKING:
     from .generated import GeneratedModel
 
-KINDS: dict[str, LearngeneKind] = {kind.name: kind for kind in (tleg.KIND, wave.KIND, peg.KIND, sws.KIND)}
+KINDS: dict[str, LearngeneKind] = {kind.name: kind for kind in (tleg.KIND, wave.KIND, peg.KIND, sws.KIND, lets.KIND)}
 
 
 def get_kind(name: str | None, spec: ArchSpec | None = None) -> LearngeneKind:

@@ -83,7 +83,9 @@ class LearngeneKind:
       built from the learngene's (widest) tensors by nested slices
       (`widths.py`); `trained_widths(learngene)`: those a learngene builds
       directly, for `lg grow --method` to resize the nearest one to the
-      rest (None: the kind takes no --method).
+      rest (None: the kind takes no --method); `trained_depths(learngene)`
+      likewise for a kind that builds only the depths it was trained at
+      (LeTs; None: any depth).
     """
 
     name: str = ""
@@ -164,6 +166,11 @@ class LearngeneKind:
     def trained_widths(self, learngene: Learngene) -> tuple[int, ...] | None:
         """The widths `learngene` builds directly, when other widths are
         reached by a resize of the nearest (None: the kind's own rule only)."""
+        return None
+
+    def trained_depths(self, learngene: Learngene) -> tuple[int, ...] | None:
+        """The depths `learngene` builds directly, when other depths are
+        reached by a resize of the nearest (None: its rule builds any depth)."""
         return None
 
 

@@ -111,6 +111,28 @@ def nearest_trained(widths: Sequence[int], width: int) -> int:
     return min(wider) if wider else max(widths)
 
 
+def nearest_trained_size(widths: Sequence[int], depths: Sequence[int] | None, width: int,
+                         depth: int) -> tuple[int, int] | None:
+    """The trained (width, depth) a resize to (`width`, `depth`) starts from,
+    for a kind that builds only its trained depths too (`depths`; None: any
+    depth): both at least the asked (a shrink, which keeps what was
+    trained), else both at most (a grow); None when only a grow of one and
+    a shrink of the other reach it."""
+    def up(values: Sequence[int] | None, asked: int) -> int | None:
+        wider = [v for v in values if v >= asked] if values else [asked]
+        return min(wider) if wider else None
+
+    def down(values: Sequence[int] | None, asked: int) -> int | None:
+        narrower = [v for v in values if v <= asked] if values else [asked]
+        return max(narrower) if narrower else None
+
+    for pick in (up, down):
+        start_width, start_depth = pick(widths, width), pick(depths, depth)
+        if start_width is not None and start_depth is not None:
+            return start_width, start_depth
+    return None
+
+
 # ---------------------------------------------------------------- nested slices
 
 def nested_slice(named: Named, sizes: Mapping[str, int]) -> torch.Tensor:
@@ -198,4 +220,4 @@ class NestedWidths:
 
 
 __all__ = ["NestedWidths", "width_spec", "parse_widths", "trained_widths", "check_trained_width", "nearest_trained",
-           "nested_slice", "sliced_tensors", "importance_orders", "permuted_stack"]
+           "nearest_trained_size", "nested_slice", "sliced_tensors", "importance_orders", "permuted_stack"]
