@@ -412,3 +412,30 @@ def test_a_folder_trained_with_other_settings_states_them_in_its_processor_confi
     assert recipe_of(out).same_recipe(trained)
     processor = transformers.AutoImageProcessor.from_pretrained(out)
     assert list(processor.image_mean) == [0.1, 0.2, 0.3]
+
+
+def test_a_timm_swin_files_load_line_states_the_preprocessing_lg_feeds_it(tmp_path, lg):
+    """A plain timm Swin file (no hub folder): its load line's
+    pretrained_cfg_overlay gives timm's resolve_data_config the recipe lg
+    uses, entry by entry, and create_transform the same pixels; so does a
+    resized copy's."""
+    import safetensors.torch
+
+    torch.manual_seed(0)
+    model = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, embed_dim=16, depths=(2, 2),
+                              num_heads=(2, 4), img_size=32, patch_size=2, window_size=4, num_classes=5)
+    path = tmp_path / "swin.safetensors"
+    safetensors.torch.save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
+    out = tmp_path / "small.safetensors"
+    assert lg("shrink", path, "--depth", "1", "-o", out).code == 0
+    for checkpoint in (path, out):
+        recipe = recipe_of(checkpoint)
+        report = inspect_checkpoint(checkpoint)
+        assert "pretrained_cfg_overlay" in report["load_call"]
+        scope: dict = {}
+        exec(f"{report['load_imports']}\nmodel = {report['load_call']}", scope)
+        config = timm.data.resolve_data_config(model=scope["model"])
+        assert_same_as_timm(recipe, config)
+        image = picture(tmp_path, (40, 52), seed=2)
+        expected = timm.data.create_transform(**config)(Image.open(image).convert("RGB"))
+        torch.testing.assert_close(lg_pixels(image, recipe), expected, rtol=0, atol=1e-6)

@@ -40,6 +40,7 @@ from typing import Any, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
+from ..preprocessing import PREPROCESSING, default_preprocessing
 from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION
 from .declared import Layout
@@ -274,7 +275,14 @@ class SwinAdapter(StagedAdapter):
         """The exact line that builds the model in timm and loads the file
         strictly (a timm hub folder: the folder says the rest, as for a ViT)."""
         args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
-        return local_dir_call(spec, path) or (f"timm.create_model({MODEL_NAME!r}, pretrained=False, {args}); "
+        # The data config rides in pretrained_cfg_overlay, so that
+        # timm.data.resolve_data_config(model=model) feeds the model as lg does.
+        e = spec.extras
+        input_size = (e["in_chans"], e["img_size"], e["img_size"])
+        recipe = e.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
+        overlay = ", ".join(f"{k}={v!r}" for k, v in {"input_size": input_size, **recipe.timm_cfg()}.items())
+        return local_dir_call(spec, path) or (f"timm.create_model({MODEL_NAME!r}, pretrained=False, {args}, "
+                                              f"pretrained_cfg_overlay=dict({overlay})); "
                                               f"model.load_state_dict(safetensors.torch.load_file({path!r}), "
                                               f"strict=True)")
 
