@@ -27,4 +27,5 @@ print(json.dumps({'row': '$name', 'options': '$*', 'grow_seconds': $grown, 'arch
 }
 row original --depth 12  # lg grow to its own size: the model as it is (a copy)
 for method in clone auto-lg bot heur-lg; do row "$method-12x768" --width 768 --heads 12 --method "$method"; done
-for method in clone auto-lg heur-lg identity-insert stack depth-upscale; do row "$method-18x384" --depth 18 --method "$method"; done
+# (stack reaches whole multiples of the depth only: 24, not 18)
+for method in clone auto-lg heur-lg identity-insert depth-upscale; do row "$method-18x384" --depth 18 --method "$method"; done

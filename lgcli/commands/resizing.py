@@ -118,8 +118,8 @@ DryRunOption = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
 RESIZE_SUMMARIES = {
     "shrink": "Make a model smaller without training (weight selection by default), or build a model of any size "
               "from a learngene.",
-    "grow": "Make a model larger without training (Auto-LG by default), or build a model of any size "
-            "from a learngene.",
+    "grow": "Make a model larger without training (by default keeping its function: clone, or Auto-LG where "
+            "clone cannot reach the size), or build a model of any size from a learngene.",
 }
 
 
@@ -129,6 +129,17 @@ def _resize_methods(direction: str) -> tuple[str, ...]:
     from ..methods import RESIZE_METHODS
 
     return RESIZE_METHODS[direction]
+
+
+def _default_text(direction: str, methods: tuple[str, ...]) -> str:
+    """`clone (the default; auto-lg where it cannot reach the size)`: the
+    default --method and, where the direction has one, its fallback."""
+    if not methods:
+        return "the default"
+    from ..methods import FALLBACK_METHODS
+
+    fallback = FALLBACK_METHODS.get(direction)
+    return f"{methods[0]} (the default" + (f"; {fallback} where it cannot reach the size)" if fallback else ")")
 
 
 def register_resize(app: typer.Typer, direction: str, declared: bool) -> None:
@@ -176,7 +187,7 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
                  "source's dtype (200MB, 1GiB), by the rule --params follows."),
         method: Optional[str] = typer.Option(
             None, "--method", metavar="METHOD", rich_help_panel=METHOD,
-            help=f"{methods[0] if methods else 'the default'} (the default), {', '.join(methods[1:])} "
+            help=f"{_default_text(direction, methods)}, {', '.join(methods[1:])} "
                  f"(docs/methods.md; the default was measured by lg bench); for a learngene, only to reach a width "
                  f"it was not trained at (its nearest trained width is built, then resized by this method)."),
         seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=METHOD,
