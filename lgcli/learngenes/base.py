@@ -120,6 +120,16 @@ class LearngeneKind:
     def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
         raise NotImplementedError
 
+    def built_descendant(self, learngene: Learngene, target: ArchSpec) -> Stack:
+        """`build` at `target` from the learngene's tensors (in float32, no
+        gradients), for a kind whose descendant is what it trains: the
+        globals cloned, since slices are views of the learngene's tensors and
+        the descendant owns its own."""
+        with torch.no_grad():
+            built = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
+        return Stack(layers=built.layers, globals={role: Named(named.data.clone(), named.axes)
+                                                   for role, named in built.globals.items()})
+
     def keep(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 

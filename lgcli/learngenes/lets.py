@@ -399,10 +399,7 @@ class Lets(LearngeneKind):
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
-        with torch.no_grad():
-            built = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
-        stack = Stack(layers=built.layers, globals={role: Named(named.data.clone(), named.axes)
-                                                    for role, named in built.globals.items()})
+        stack = self.built_descendant(learngene, target)
         gene = self._recorded_gene(learngene)
         return stack, {"rule": "LeTs: layer l = sum_k M_L[l, k] [I; F_out] G_k [I; F_in]^T (learned maps)",
                        "depth": target.depth, "width": target.width,

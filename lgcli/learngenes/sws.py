@@ -185,10 +185,7 @@ class Sws(NestedWidths, LearngeneKind):
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
-        with torch.no_grad():
-            built = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
-        stack = Stack(layers=built.layers, globals={role: Named(named.data.clone(), named.axes)
-                                                    for role, named in built.globals.items()})
+        stack = self.built_descendant(learngene, target)
         owner = stage_of_layers(target.depth, stage_count(learngene.tensors))
         return stack, {"rule": "SWS: layer l takes stage s for floor(s L/N + 1/2) <= l < floor((s+1) L/N + 1/2)",
                        "depth": target.depth, "stage_of_layer": owner}

@@ -174,11 +174,7 @@ class Tleg(NestedWidths, LearngeneKind):
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
-        with torch.no_grad():
-            built = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
-        # Slices are views of the learngene's tensors: the descendant owns its own.
-        stack = Stack(layers=built.layers, globals={role: Named(named.data.clone(), named.axes)
-                                                    for role, named in built.globals.items()})
+        stack = self.built_descendant(learngene, target)
         report = {"rule": "TLEG Eq. 1: theta_l = B + ((l - 1) / L) A", "depth": target.depth}
         if target.width != learngene.spec.width:
             report["width"] = (f"the first {target.width} channels, {target.heads} heads and {target.mlp_dim} MLP "
