@@ -71,6 +71,7 @@ class BenchSettings:
             check_whole(self.condense_steps, "--condense-steps", 1)
         check_whole(self.condense_batch_size, "--condense-batch-size", 1)
         check_whole(self.seeds, "--seeds", 1)
+        check_whole(self.fit_steps, "--fit-steps", 0)
         if self.budget is not None:
             check_whole(self.budget, "--budget", 0)
         if self.condense_until is not None:
@@ -91,7 +92,6 @@ class BenchSettings:
         """What a learngene of `kind` depends on (its cells' reuse key)."""
         return {"steps": self.condense_budget(kind), "batch_size": self.condense_batch_size,
                 "until": self.condense_until}
-        check_whole(self.fit_steps, "--fit-steps", 0)
 
 
 def parse_condense_steps(text: str) -> int | dict[str, int]:

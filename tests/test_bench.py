@@ -210,6 +210,8 @@ def test_bad_requests_are_one_line(ancestry, tmp_path, lg):
     assert parse_sizes("3x64, 3x64,6x128") == [(3, 64), (6, 128)]
     with pytest.raises(LgError):
         BenchSettings(sizes=[], probe=ProbeSettings(steps=1))
+    with pytest.raises(LgError, match="--fit-steps"):  # the library checks it, not only typer's min=0
+        BenchSettings(sizes=[(1, 32)], probe=ProbeSettings(steps=1), fit_steps=-1)
 
 
 def test_fitted_rows_fit_per_size_and_leave_the_other_cells_reused(first_run, ancestry, tmp_path):
