@@ -99,8 +99,10 @@ def test_angular_drops_the_contiguous_identity_blocks_of_a_stage(tmp_path):
 def test_activation_drops_the_neurons_that_never_activate_and_merges_consistently(tmp_path):
     """Half the MLP neurons of one block per stage dead (fc1 row and bias
     zero: GELU(0) = 0 on every patch): halving the width keeps exactly the
-    live half there. The patch merging before stage 1 keeps, on its input,
-    the channels stage 0 kept, neighbour by neighbour."""
+    live half there. Two of stage 1's four heads in block 0 silent (their
+    values zero): the other two are kept, with their position tables. The
+    patch merging before stage 1 keeps, on its input, the channels stage 0
+    kept, neighbour by neighbour."""
     model = make_swin()
     dead = {(0, 1): torch.arange(0, 64, 2), (1, 0): torch.arange(1, 128, 2)}
     with torch.no_grad():
@@ -108,12 +110,17 @@ def test_activation_drops_the_neurons_that_never_activate_and_merges_consistentl
             fc1 = model.layers[stage].blocks[block].mlp.fc1
             fc1.weight[rows] = 0
             fc1.bias[rows] = 0
+        qkv = model.layers[1].blocks[0].attn.qkv  # rows: q, k, v of 32 each; head h's v rows 64 + 8h ..
+        for head in (0, 2):
+            qkv.weight[64 + 8 * head:72 + 8 * head] = 0
+            qkv.bias[64 + 8 * head:72 + 8 * head] = 0
     out = tmp_path / "act.safetensors"
     report = resize_file(saved(model, tmp_path / "swin.safetensors"), out, direction="shrink", method="activation",
                          width=8, **CALIBRATION)
     stages = report["details"]["stages"]
     assert stages[0]["kept_mlp"][1] == list(range(1, 64, 2))
     assert stages[1]["kept_mlp"][0] == list(range(0, 128, 2))
+    assert stages[1]["kept_heads"][0] == [1, 3]
     written, original = load_file(str(out)), model.state_dict()
     embed = [torch.tensor(s["kept_embed"]) for s in stages]
     assert [len(e) for e in embed] == [8, 16]
@@ -126,6 +133,8 @@ def test_activation_drops_the_neurons_that_never_activate_and_merges_consistentl
     assert torch.equal(written["layers.1.downsample.norm.weight"], norm[:, embed[0]].reshape(32))
     assert torch.equal(written["patch_embed.proj.weight"], original["patch_embed.proj.weight"][embed[0]])
     assert torch.equal(written["head.fc.weight"], original["head.fc.weight"][:, embed[1]])
+    table = "layers.1.blocks.0.attn.relative_position_bias_table"
+    assert torch.equal(written[table], original[table][:, [1, 3]])
     with torch.no_grad():
         assert printed_model(out)(images(model)).isfinite().all()
 
