@@ -23,6 +23,11 @@ is a running sum over positions, so memory is one batch's hidden states.
 - ``embed[c]``: the mean |value| of embedding channel c at the two norms'
   outputs, summed over blocks (Minitron reads LayerNorm outputs).
 
+A model of stages (a Swin) is measured in the same one forward pass, stage
+by stage (the adapter's `stage_layer_modules`): each stage's statistics are
+over its own blocks and its own width, and a data-aware method runs on each
+stage with that stage's (`methods.stages`).
+
 The same data, samples and seed give the same examples, in the same order,
 and so the same statistics (on one device, bit for bit).
 """
@@ -65,6 +70,11 @@ class Calibration:
     heads: torch.Tensor  # (L, H)
     embed: torch.Tensor  # (D,)
     seconds: float = 0.0
+    # A model of stages: one Calibration per stage (the fields above are
+    # then its first stage's); a stage after the first also holds the
+    # previous stage's `embed`, which its patch merging's input follows.
+    stages: tuple["Calibration", ...] = ()
+    input_embed: torch.Tensor | None = None
 
     @property
     def depth(self) -> int:
@@ -149,20 +159,60 @@ def _enough(available: int, samples: int, name: str, unit: str) -> None:
 def calibrate(model: torch.nn.Module, spec: ArchSpec, examples: Any, *, name: str, seed: int,
               device: str = "cpu") -> Calibration:
     """Run `examples` (a `Batches`) through `model` (the family's own model of
-    `spec`) and gather the statistics, on `device`."""
+    `spec`) and gather the statistics, on `device`. A model of stages (a
+    Swin) is measured stage by stage in the same forward pass: the result's
+    `stages` holds one Calibration per stage, over that stage's blocks
+    (h_0 enters its first block, after the patch merging before it; h_L
+    leaves its last, before the merging after it)."""
     started = time.perf_counter()
     adapter = get_adapter(spec.family)
-    modules = adapter.layer_modules(spec, model)
+    if spec.stages:
+        groups = list(zip(adapter.stage_layer_modules(spec, model), spec.stages))
+    else:
+        groups = [(adapter.layer_modules(spec, model), spec)]
     named = dict(model.named_modules())
-    missing = [m for m in ("block", "o", "fc2") if m not in modules] + \
-        [m for names in modules.values() for m in names if m not in named]
-    if missing:  # a family declaration that does not match its library's model: lg's bug
-        raise RuntimeError(f"{spec.family}: no module for {missing[0]} in the model")
-    depth = len(modules["block"])
+    for modules, _ in groups:
+        missing = [m for m in ("block", "o", "fc2") if m not in modules] + \
+            [m for names in modules.values() for m in names if m not in named]
+        if missing:  # a family declaration that does not match its library's model: lg's bug
+            raise RuntimeError(f"{spec.family}: no module for {missing[0]} in the model")
     where = torch.device(device)
     model = model.to(where).eval()
-    sums = _Sums(depth, spec, where)
-    hooks = []
+    sums = [_Sums(len(modules["block"]), part, where) for modules, part in groups]
+    hooks: list = []
+    try:
+        for (modules, _), part_sums in zip(groups, sums):
+            hooks += _hooks(modules, named, part_sums)
+        per_batch = CALIBRATION_BATCH.get(examples.unit, 8)
+        with torch.inference_mode():
+            for start in range(0, len(examples), per_batch):
+                inputs, _ = examples.batch(range(start, min(start + per_batch, len(examples))))
+                if examples.unit == "images":
+                    model(inputs.to(where))
+                else:
+                    model(input_ids=inputs.to(where))
+                for part_sums in sums:
+                    part_sums.add_hidden()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    seconds = time.perf_counter() - started
+    results = [part_sums.result(name=name, samples=len(examples), seed=seed, seconds=seconds) for part_sums in sums]
+    if not spec.stages:
+        return results[0]
+    for previous, stage in zip(results, results[1:]):
+        # The patch merging before a stage reads the previous stage's
+        # channels: its input axis keeps what that stage's embedding keeps.
+        stage.input_embed = previous.embed
+    first = results[0]  # the positions a model of stages is measured at: its first stage's patches
+    return Calibration(data=name, samples=len(examples), seed=seed, positions=first.positions, cosine=first.cosine,
+                       angle=first.angle, mlp=first.mlp, heads=first.heads, embed=first.embed, seconds=seconds,
+                       stages=tuple(results))
+
+
+def _hooks(modules: Mapping[str, list[str]], named: Mapping[str, torch.nn.Module], sums: "_Sums") -> list:
+    """Hooks on one stack of blocks (a plain model's, or one stage's) that feed `sums`."""
+    depth = len(modules["block"])
 
     def capture_input(index: int):
         def hook(module, args, kwargs):
@@ -185,29 +235,17 @@ def calibrate(model: torch.nn.Module, spec: ArchSpec, examples: Any, *, name: st
     def capture_norm(module, args, output):
         sums.add_embed(_first_tensor((output,) if torch.is_tensor(output) else output, {}))
 
-    try:
-        for index, block in enumerate(modules["block"]):
-            hooks.append(named[block].register_forward_pre_hook(capture_input(index), with_kwargs=True))
-        hooks.append(named[modules["block"][-1]].register_forward_hook(capture_last))
-        for index, module in enumerate(modules["o"]):
-            hooks.append(named[module].register_forward_pre_hook(capture_heads(index), with_kwargs=True))
-        for index, module in enumerate(modules["fc2"]):
-            hooks.append(named[module].register_forward_pre_hook(capture_mlp(index), with_kwargs=True))
-        for module in (*modules.get("norm1", ()), *modules.get("norm2", ())):
-            hooks.append(named[module].register_forward_hook(capture_norm))
-        per_batch = CALIBRATION_BATCH.get(examples.unit, 8)
-        with torch.inference_mode():
-            for start in range(0, len(examples), per_batch):
-                inputs, _ = examples.batch(range(start, min(start + per_batch, len(examples))))
-                if examples.unit == "images":
-                    model(inputs.to(where))
-                else:
-                    model(input_ids=inputs.to(where))
-                sums.add_hidden()
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return sums.result(name=name, samples=len(examples), seed=seed, seconds=time.perf_counter() - started)
+    hooks = []
+    for index, block in enumerate(modules["block"]):
+        hooks.append(named[block].register_forward_pre_hook(capture_input(index), with_kwargs=True))
+    hooks.append(named[modules["block"][-1]].register_forward_hook(capture_last))
+    for index, module in enumerate(modules["o"]):
+        hooks.append(named[module].register_forward_pre_hook(capture_heads(index), with_kwargs=True))
+    for index, module in enumerate(modules["fc2"]):
+        hooks.append(named[module].register_forward_pre_hook(capture_mlp(index), with_kwargs=True))
+    for module in (*modules.get("norm1", ()), *modules.get("norm2", ())):
+        hooks.append(named[module].register_forward_hook(capture_norm))
+    return hooks
 
 
 def _first_tensor(args: tuple, kwargs: Mapping[str, Any]) -> torch.Tensor:

@@ -188,8 +188,14 @@ def calibration_record(report: dict[str, Any]) -> dict[str, Any]:
     calibration and what the statistics chose, so that a reader can tell
     which layers, heads and channels of the source it holds."""
     details = report["details"]
-    return {"calibration": details["calibration"],
-            "chosen": {key: value for key, value in details.items() if key.startswith(("kept_", "dropped_"))}}
+
+    def chosen(part: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in part.items() if key.startswith(("kept_", "dropped_"))}
+
+    if "stages" in details:  # a Swin: one calibration pass, each stage's own choice
+        return {"calibration": details["stages"][0]["calibration"],
+                "chosen": {"stages": [chosen(stage) for stage in details["stages"]]}}
+    return {"calibration": details["calibration"], "chosen": chosen(details)}
 
 
 def on_device(stack: Stack, device: str) -> Stack:

@@ -224,6 +224,23 @@ class StagedAdapter:
                 parts[0][key] = tensor  # the patch embedding; `declared` refuses anything else
         return parts, merges
 
+    def stage_layer_modules(self, spec: ArchSpec, model: Any) -> list[dict[str, list[str]]]:
+        """Where the calibration pass looks inside `model` (the form's own
+        model of `spec`), stage by stage: each stage's `layer_modules` as a
+        declared family gives them ("block", "o", "fc2", "norm1", "norm2",
+        one name per block of the stage), from the stage's layout, so a
+        data-aware method measures each stage's blocks on their own
+        (`lgcli.calibration`)."""
+        prefix, count = self.write_prefix(spec), len(spec.stages)
+        modules = []
+        for index, stage_spec in enumerate(spec.stages):
+            stage = StageAdapter(self.stage_layout(index, count), self.not_family, prefix)
+            renamed = getattr(self, "live_keys", None)  # the library's own names (transformers may rename)
+            if renamed is not None:
+                stage.live_keys = renamed
+            modules.append(stage.layer_modules(stage_spec, model))
+        return modules
+
     # ------------------------------------------------------------ writing
     def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
         """Each stage's blocks and globals as `declared` writes them, and the

@@ -12,6 +12,10 @@ channels that are most active on calibration data.
 - Embedding channels: the D' of largest mean |value| at the norms' outputs,
   summed over blocks; one choice for every tensor on the residual stream.
 
+On a Swin each stage is measured and resized on its own
+(`methods.stages`): its embedding channels by its own norms, the patch
+merging before it on its input side by the previous stage's choice.
+
 Kept elements stay in their original order. Depth keeps the first N blocks,
 as weight selection does: this method measures width only
 (`block-influence` and `angular` measure depth).
@@ -23,8 +27,8 @@ from typing import Any
 
 from ..errors import LgError
 from ..lazy import torch
-from ..stack import ATTN, EMBED, HEADS, KV, MLP, ArchSpec, Stack
-from .calibrated import CALIBRATION_OPTIONS, NOT_PER_STAGE, most_important, selected_stack, uniform
+from ..stack import ATTN, EMBED, HEADS, KV, MLP, STAGE_IN, ArchSpec, Stack
+from .calibrated import CALIBRATION_OPTIONS, most_important, selected_stack, uniform
 from .common import SHRINK, AxisChange, Method, MethodContext, MethodResult
 
 
@@ -86,6 +90,11 @@ def activation(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[s
             return channels(kv, source.head_dim)
         if change.axis == HEADS:
             return heads
+        if change.axis == STAGE_IN and statistics.input_embed is not None:
+            # One stage of a Swin: the patch merging before it reads the
+            # previous stage's channels, so it keeps the ones that stage's
+            # embedding kept (the same rule on the same statistics).
+            return most_important(statistics.input_embed.float(), change.target)
         return uniform(change)
 
     return MethodResult(selected_stack(stack, source, target, layers, indices), report)
@@ -94,4 +103,4 @@ def activation(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[s
 METHOD = Method("activation", activation, (SHRINK,),
                 "Minitron: keep the most active MLP neurons, heads (grouped-query groups whole) and embedding "
                 "channels on calibration data", options=CALIBRATION_OPTIONS, validate=validate,
-                not_per_stage=NOT_PER_STAGE, calibrated=True, keeps_first_layers=True)
+                calibrated=True, keeps_first_layers=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..stack import ArchSpec, Stack
-from .calibrated import CALIBRATION_OPTIONS, NOT_PER_STAGE, selected_stack, uniform
+from .calibrated import CALIBRATION_OPTIONS, selected_stack, uniform
 from .common import SHRINK, Method, MethodContext, MethodResult
 
 
@@ -42,4 +42,4 @@ def torch_argmin_first(values) -> int:
 
 METHOD = Method("angular", angular, (SHRINK,),
                 "Gromov et al.: drop the contiguous blocks with the smallest angular distance on calibration data",
-                options=CALIBRATION_OPTIONS, not_per_stage=NOT_PER_STAGE, calibrated=True)
+                options=CALIBRATION_OPTIONS, calibrated=True)

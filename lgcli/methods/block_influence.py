@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..stack import ArchSpec, Stack
-from .calibrated import CALIBRATION_OPTIONS, NOT_PER_STAGE, most_important, selected_stack, uniform
+from .calibrated import CALIBRATION_OPTIONS, most_important, selected_stack, uniform
 from .common import SHRINK, Method, MethodContext, MethodResult
 
 
@@ -28,4 +28,4 @@ def block_influence(stack: Stack, source: ArchSpec, target: ArchSpec, options: d
 
 METHOD = Method("block-influence", block_influence, (SHRINK,),
                 "ShortGPT: keep the blocks that change their input most on calibration data",
-                options=CALIBRATION_OPTIONS, not_per_stage=NOT_PER_STAGE, calibrated=True)
+                options=CALIBRATION_OPTIONS, calibrated=True)

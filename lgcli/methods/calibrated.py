@@ -27,8 +27,6 @@ CALIBRATION_OPTIONS = (
            minimum=2),
 )
 
-NOT_PER_STAGE = "its statistics are gathered over one stack of blocks; a Swin's stages are not calibrated yet"
-
 # indices(change) along an axis: a (k,) tensor shared by every layer, or an
 # (L_source, k) tensor holding each source layer's own indices.
 Indices = Callable[[AxisChange], "torch.Tensor"]
