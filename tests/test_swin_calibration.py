@@ -188,3 +188,7 @@ def test_cli_shrinks_a_swin_with_block_influence(tmp_path, lg):
                 "--calibrate-samples", "8", "-o", out, "--json")
     assert result.code == 0, result.stderr
     assert [s["dropped_layers"] for s in json.loads(result.stdout)["details"]["stages"]] == [[1], [1]]
+    # lg inspect's one line says what each stage kept.
+    shown = lg("inspect", out)
+    assert shown.code == 0, shown.stderr
+    assert "stage 1: layers [0] | stage 2: layers [0]" in " ".join(shown.stdout.decode().split())

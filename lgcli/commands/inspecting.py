@@ -50,6 +50,13 @@ def _provenance_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def _chosen_text(chosen: dict[str, Any]) -> str:
     """What a data-aware method kept, in a line (`lg inspect --json` has every index)."""
+    return _chosen_parts(chosen) + " (every index: lg inspect --json)"
+
+
+def _chosen_parts(chosen: dict[str, Any]) -> str:
+    if "stages" in chosen:  # a model of stages (Swin): each stage chose its own
+        return " | ".join(f"stage {index + 1}: {_chosen_parts(stage)}"
+                          for index, stage in enumerate(chosen["stages"]))
     parts = []
     if "kept_layers" in chosen:
         parts.append(f"layers {chosen['kept_layers']}")
@@ -59,7 +66,7 @@ def _chosen_text(chosen: dict[str, Any]) -> str:
         parts.append(f"{len(chosen['kept_mlp'][0]) if chosen['kept_mlp'] else 0} MLP neurons per layer")
     if "kept_embed" in chosen:
         parts.append(f"{len(chosen['kept_embed'])} embedding channels")
-    return "; ".join(parts) + " (every index: lg inspect --json)"
+    return "; ".join(parts)
 
 
 def _print_rows(title: str, rows: list[tuple[str, Any]]) -> None:
