@@ -21,7 +21,7 @@ from ..stack import ArchSpec, Stack, TensorGroup
 # read(key, out, start): fill `out` with elements start.. of tensor `key`, flattened.
 Reader = Callable[[str, "torch.Tensor", int], None]
 
-# What a family's model does (`model_task`): image classification (timm ViT:
+# What a family's model does (`task`, `model_task`): image classification (timm ViT:
 # images in, class logits out), causal or masked language modelling (token ids
 # in, vocabulary logits out), or a text encoder with no LM head (hidden states
 # out: nothing for `lg eval` to score).
@@ -133,9 +133,12 @@ class FamilyAdapter(Protocol):
     def spec_of_model(self, model: nn.Module) -> dict[str, Any]:
         """The configuration a live model was built with."""
 
+    def task(self, spec: ArchSpec) -> str:
+        """What a model of `spec` does, which says how it is fed and scored:
+        one of TASKS, from the spec alone (no model is built to ask)."""
+
     def model_task(self, model: nn.Module) -> str:
-        """What a live model of this family does, which says how it is fed and
-        scored: one of TASKS."""
+        """What a live model of this family does: one of TASKS."""
 
     def model_input(self, model: nn.Module) -> tuple[int, int]:
         """What an image model takes: (channels, image size)."""

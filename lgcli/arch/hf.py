@@ -525,6 +525,9 @@ class HfAdapter(DeclaredAdapter):
         return getattr(config, "model_type", None) in self.layout.model_types and \
             type(model).__name__ in self.layout.architectures
 
+    def task(self, spec: ArchSpec) -> str:
+        return self.architecture(spec).task
+
     def model_task(self, model: nn.Module) -> str:
         return self.layout.architectures[type(model).__name__].task
 
@@ -562,8 +565,7 @@ class HfAdapter(DeclaredAdapter):
         return self._read_shapes(self._saved_shapes(model), checked)
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
-        """A file copied beside the weights (tokenizer, generation config),
-        changed where it states a size; unchanged by default."""
+        """A companion (tokenizer, generation config) changed where it states a size; unchanged by default."""
         return data
 
 

@@ -20,6 +20,7 @@ from ..errors import LgError, shown
 from ..lazy import nn, torch
 from ..preprocessing import PREPROCESSING, Preprocessing, from_record
 from ..stack import ArchSpec
+from .base import IMAGE_CLASSIFICATION
 
 # A recorded configuration (a learngene's, a hub folder's) describing more
 # parameters than this is refused before any model is built from it.
@@ -173,3 +174,16 @@ def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
             raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
                           f"it records builds {shape}")
 
+
+class TimmClassifier:
+    """What every timm family's model is, whatever its blocks: an image
+    classifier (`base.FamilyAdapter`'s task members). A timm family's adapter
+    derives from it beside its reader (vit.py, swin.py)."""
+
+    @staticmethod
+    def task(spec: ArchSpec) -> str:
+        return IMAGE_CLASSIFICATION
+
+    @staticmethod
+    def model_task(model: nn.Module) -> str:
+        return IMAGE_CLASSIFICATION
