@@ -33,7 +33,8 @@ def hf(model_class, config_class, **fields):
 
 
 # case -> (family, the library's model, the config its state dict is read
-# with, what it does, its classes: None where it has no classifier head)
+# with, what it does, its classes: 0 or None where it has no classifier head,
+# as the family records it)
 MODELS = {
     "vit": ("vit", lambda: timm_vit(4), lambda m: None, IMAGE_CLASSIFICATION, 4),
     "vit no head": ("vit", lambda: timm_vit(0), lambda m: None, IMAGE_CLASSIFICATION, 0),
@@ -44,7 +45,7 @@ MODELS = {
     "hf-vit classifier": ("hf-vit", lambda: hf(transformers.ViTForImageClassification, transformers.ViTConfig,
                                                **HF_VIT), lambda m: m.config.to_dict(), IMAGE_CLASSIFICATION, 4),
     "hf-swin features": ("hf-swin", lambda: hf(transformers.SwinModel, transformers.SwinConfig, **HF_SWIN),
-                         lambda m: m.config.to_dict(), IMAGE_CLASSIFICATION, None),
+                         lambda m: m.config.to_dict(), IMAGE_CLASSIFICATION, 0),
     "gpt2 lm": ("gpt2", lambda: hf(transformers.GPT2LMHeadModel, transformers.GPT2Config, **GPT2),
                 lambda m: m.config.to_dict(), CAUSAL_LM, None),
     "gpt2 encoder": ("gpt2", lambda: hf(transformers.GPT2Model, transformers.GPT2Config, **GPT2),
@@ -71,3 +72,20 @@ def test_the_task_is_answered_from_the_spec(case, monkeypatch):
     monkeypatch.setattr(type(adapter), "create_model", lambda *a, **k: pytest.fail("a model was built"))
     assert adapter.task(spec) == MODELS[case][3]
     assert task_of(spec) == MODELS[case][3]
+
+
+@pytest.mark.parametrize("case", sorted(MODELS))
+def test_the_classes_are_answered_from_the_spec(case):
+    """The classes the family read from the head are the library's count
+    (0 or None: no classifier head); an image classifier's live count is the
+    same, and a new head of other classes is counted as such and used."""
+    adapter, model, spec = read(case)
+    classes = MODELS[case][4]
+    assert adapter.num_classes(spec) == classes
+    if not classes:
+        return
+    assert adapter.classes_of(model) == classes
+    adapter.reset_head(model, classes + 2)
+    assert adapter.classes_of(model) == classes + 2
+    output = model(torch.zeros(1, 3, 32, 32))
+    assert (output if isinstance(output, torch.Tensor) else output.logits).shape == (1, classes + 2)

@@ -140,6 +140,18 @@ class FamilyAdapter(Protocol):
     def model_task(self, model: nn.Module) -> str:
         """What a live model of this family does: one of TASKS."""
 
+    # ---- an image classifier's head (the library's convention for it)
+    def num_classes(self, spec: ArchSpec) -> int | None:
+        """How many classes the head of a model of `spec` has, as the family
+        read them (0 or None: it has no classifier head)."""
+
+    def classes_of(self, model: nn.Module) -> int:
+        """How many classes a live image classifier of this family has (an image family's member)."""
+
+    def reset_head(self, model: nn.Module, num_classes: int) -> None:
+        """A new, randomly initialised head of `num_classes` classes on a live
+        image classifier of this family (an image family's member)."""
+
     def model_input(self, model: nn.Module) -> tuple[int, int]:
         """What an image model takes: (channels, image size)."""
 

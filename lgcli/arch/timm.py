@@ -177,8 +177,9 @@ def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
 
 class TimmClassifier:
     """What every timm family's model is, whatever its blocks: an image
-    classifier (`base.FamilyAdapter`'s task members). A timm family's adapter
-    derives from it beside its reader (vit.py, swin.py)."""
+    classifier with timm's head conventions (`num_classes`,
+    `reset_classifier`): `base.FamilyAdapter`'s task and head members. A
+    timm family's adapter derives from it beside its reader (vit.py, swin.py)."""
 
     @staticmethod
     def task(spec: ArchSpec) -> str:
@@ -187,3 +188,16 @@ class TimmClassifier:
     @staticmethod
     def model_task(model: nn.Module) -> str:
         return IMAGE_CLASSIFICATION
+
+    @staticmethod
+    def num_classes(spec: ArchSpec) -> int | None:
+        """The classes the family recorded when it read the head (0: none)."""
+        return spec.extras.get("num_classes")
+
+    @staticmethod
+    def classes_of(model: nn.Module) -> int:
+        return int(model.num_classes)
+
+    @staticmethod
+    def reset_head(model: nn.Module, num_classes: int) -> None:
+        model.reset_classifier(num_classes)  # timm's: a new head, timm's initialisation
