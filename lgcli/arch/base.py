@@ -58,6 +58,11 @@ class FamilyAdapter(Protocol):
     def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
         """Whether these state-dict keys are this family's."""
 
+    def recognises_config(self, config: Mapping[str, Any]) -> bool:
+        """Whether a folder's config.json is one this family reads (a
+        transformers model_type; a timm hub folder's architecture): the
+        registry asks it of every family (`family_of_config`)."""
+
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
                  heads: int | None = None, reader: Reader | None = None,
                  kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
