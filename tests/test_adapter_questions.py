@@ -113,3 +113,17 @@ def test_every_family_has_the_protocols_members():
         image = adapter.library == "timm" or hasattr(adapter, "image_processor")
         missing = sorted(name for name in members - (set() if image else IMAGE_ONLY) if not hasattr(adapter, name))
         assert set(missing) <= KNOWN_GAPS.get(family, set()), (family, missing)
+
+
+def test_no_shared_module_reads_a_familys_classes_entry():
+    """`spec.extras` is the family's own (`lgcli.stack.ArchSpec`): code
+    outside `lgcli/arch/` asks the adapter (`num_classes`) instead."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "lgcli"
+    pattern = re.compile(r"""extras(\.get\(|\[)\s*["']num_classes["']""")
+    readers = [str(path.relative_to(root)) for path in sorted(root.rglob("*.py"))
+               if "arch" not in path.relative_to(root).parts and pattern.search(path.read_text())]
+    assert readers == []
+    assert pattern.search('spec.extras.get("num_classes")') and pattern.search("e.extras['num_classes']")
