@@ -171,15 +171,15 @@ def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
 
     spec, checkpoint = loaded.spec, loaded.checkpoint
     adapter = get_adapter(spec.family)
-    with torch.device("meta"):  # what it does, its vocabulary and positions; no memory
-        skeleton = adapter.create_model(spec)
-    task = adapter.model_task(skeleton)
+    task = adapter.task(spec)
     if task == IMAGE_CLASSIFICATION:
         return load_data(data, subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed)
     where = checkpoint.label
     if task == TEXT_ENCODER:
         raise LgError(f"{where} is a text encoder without a language-model head: lg bench scores image "
                       f"classifiers and causal or masked language models")
+    with torch.device("meta"):  # its vocabulary and positions; no memory
+        skeleton = adapter.create_model(spec)
     return text_data_for([("the ancestry", skeleton, checkpoint.companions, where)], task, data,
                          subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed,
                          notify=notify)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .heads import classes_of_spec
 from .loading import load_model
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .data import load_data
@@ -86,7 +85,7 @@ def data_for(model: GeneratedModel, data: Any, name: str, *, companions: Mapping
             data = load_data(data, subset=subset, test_subset=test_subset, seed=seed,
                              **({} if test_fraction is None else {"test_fraction": test_fraction}))
         check_channels(data, model.input_size[0])
-        classes = int(classes_of_spec(model.spec) or 0)
+        classes = int(model.adapter.num_classes(model.spec) or 0)
         if data.num_classes != classes:
             raise LgError(f"{name} has {classes} classes and {data.name} has {data.num_classes}: fit {fitting} on "
                           f"data with the same classes")

@@ -1,8 +1,9 @@
 """What lg needs of a model's input and head, whichever library built it:
 its logits, its classes, a new head, the images it takes and how they are
-prepared. The libraries' conventions (timm's num_classes and
-reset_classifier, a transformers output's logits) are known here, and a
-family's own through its adapter."""
+prepared. A library's convention for its head (timm's num_classes and
+reset_classifier, a transformers config's num_labels) is its families'
+adapters' to know (`lgcli.arch.base.FamilyAdapter`: num_classes,
+classes_of, reset_head); a transformers output's logits are known here."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any
 
 from lgcli.lazy import torch
 from lgcli.preprocessing import MODEL_ATTRIBUTE, Preprocessing
-from lgcli.stack import ArchSpec
 
 
 def image_logits(output: Any) -> torch.Tensor:
@@ -20,19 +20,16 @@ def image_logits(output: Any) -> torch.Tensor:
 
 
 def classes_of(model: torch.nn.Module) -> int:
-    """How many classes an image classifier has: timm's `num_classes`, or a
-    transformers model's `config.num_labels`."""
-    if hasattr(model, "num_classes"):
-        return int(model.num_classes)
-    return int(model.config.num_labels)
+    """How many classes an image classifier has, as its family's library
+    counts them (its adapter's `classes_of`)."""
+    from .arch import adapter_of_model
+
+    return adapter_of_model(model).classes_of(model)
 
 
 def reset_head(model: torch.nn.Module, num_classes: int) -> None:
-    """A new, randomly initialised head for `num_classes` classes: timm's
-    `reset_classifier`, or the family adapter's for a transformers model."""
-    if hasattr(model, "reset_classifier"):
-        model.reset_classifier(num_classes)
-        return
+    """A new, randomly initialised head for `num_classes` classes, as its
+    family's library makes one (its adapter's `reset_head`)."""
     from .arch import adapter_of_model
 
     adapter_of_model(model).reset_head(model, num_classes)
@@ -54,11 +51,3 @@ def model_preprocessing(model: torch.nn.Module) -> Preprocessing | None:
     (`lgcli.load_model`, lg eval, bench, condense: `preprocessing.MODEL_ATTRIBUTE`);
     None: lg's own."""
     return getattr(model, MODEL_ATTRIBUTE, None)
-
-
-def classes_of_spec(spec: ArchSpec) -> int | None:
-    """How many classes the head of a model of `spec` has (None: it has no
-    classifier head), as its family recorded them when it read the model.
-    The one place shared code reads that entry of `spec.extras`, which is
-    otherwise the family's own."""
-    return spec.extras.get("num_classes")

@@ -10,7 +10,6 @@ from typing import Any, BinaryIO
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, provenance_chain, read_checkpoint
 from .hub import hub_name_of_path
-from .heads import classes_of_spec
 from .learngene_files import is_learngene, load_learngene
 from .loading import LEARNGENE, MODEL, load, task_of
 from .learngenes import get_kind
@@ -114,7 +113,7 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         "head_dim": spec.head_dim,
         "mlp_dim": spec.mlp_dim,
         "stages": spec_sizes(spec).get("stages"),  # a model of stages (Swin): its sizes per stage
-        "num_classes": classes_of_spec(spec),
+        "num_classes": get_adapter(spec.family).num_classes(spec),
         # What a descendant's model does, as its family says (a ViT classifies
         # images; a text family names its causal or masked LM, or encoder).
         "task": task_of(spec),

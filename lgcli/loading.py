@@ -74,9 +74,7 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
 
 def task_of(spec: ArchSpec) -> str:
     """What a model of `spec` does (`lgcli.arch.base.TASKS`), as its family says."""
-    with torch.device("meta"):  # a skeleton: no memory, no initialisation
-        model = get_adapter(spec.family).create_model(spec)
-    return get_adapter(spec.family).model_task(model)
+    return get_adapter(spec.family).task(spec)
 
 
 def load_model(source: str | os.PathLike | Checkpoint, heads: int | None = None,

@@ -21,7 +21,7 @@ from ..stack import ArchSpec, Stack, TensorGroup
 # read(key, out, start): fill `out` with elements start.. of tensor `key`, flattened.
 Reader = Callable[[str, "torch.Tensor", int], None]
 
-# What a family's model does (`model_task`): image classification (timm ViT:
+# What a family's model does (`task`, `model_task`): image classification (timm ViT:
 # images in, class logits out), causal or masked language modelling (token ids
 # in, vocabulary logits out), or a text encoder with no LM head (hidden states
 # out: nothing for `lg eval` to score).
@@ -57,6 +57,11 @@ class FamilyAdapter(Protocol):
     # ---- recognising and reading
     def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
         """Whether these state-dict keys are this family's."""
+
+    def recognises_config(self, config: Mapping[str, Any]) -> bool:
+        """Whether a folder's config.json is one this family reads (a
+        transformers model_type; a timm hub folder's architecture): the
+        registry asks it of every family (`family_of_config`)."""
 
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
                  heads: int | None = None, reader: Reader | None = None,
@@ -133,9 +138,24 @@ class FamilyAdapter(Protocol):
     def spec_of_model(self, model: nn.Module) -> dict[str, Any]:
         """The configuration a live model was built with."""
 
+    def task(self, spec: ArchSpec) -> str:
+        """What a model of `spec` does, which says how it is fed and scored:
+        one of TASKS, from the spec alone (no model is built to ask)."""
+
     def model_task(self, model: nn.Module) -> str:
-        """What a live model of this family does, which says how it is fed and
-        scored: one of TASKS."""
+        """What a live model of this family does: one of TASKS."""
+
+    # ---- an image classifier's head (the library's convention for it)
+    def num_classes(self, spec: ArchSpec) -> int | None:
+        """How many classes the head of a model of `spec` has, as the family
+        read them (0 or None: it has no classifier head)."""
+
+    def classes_of(self, model: nn.Module) -> int:
+        """How many classes a live image classifier of this family has (an image family's member)."""
+
+    def reset_head(self, model: nn.Module, num_classes: int) -> None:
+        """A new, randomly initialised head of `num_classes` classes on a live
+        image classifier of this family (an image family's member)."""
 
     def model_input(self, model: nn.Module) -> tuple[int, int]:
         """What an image model takes: (channels, image size)."""

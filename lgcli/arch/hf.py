@@ -65,8 +65,7 @@ class HfLayout(Layout):
     `optional_sizes` are the sizes a config.json may leave out (of
     `size_fields`; the others it must give). `tied_head_input` names the
     roles of the norm whose output a tied LM head reads (SPEC.md
-    "Baselines", clone).
-    """
+    "Baselines", clone)."""
 
     config_classes: Mapping[str, str] = field(default_factory=dict)  # model_type -> transformers config class
     architectures: Mapping[str, Architecture] = field(default_factory=dict)
@@ -86,8 +85,7 @@ SIZE_NAMES = ("depth", "width", "heads", "kv_heads", "head_dim", "mlp_dim", "voc
 
 @dataclass(frozen=True)
 class Sizes:
-    """The sizes a config.json gives (None: the field is absent, or the
-    family has none)."""
+    """The sizes a config.json gives (None: the field is absent, or the family has none)."""
 
     depth: int
     width: int
@@ -525,6 +523,12 @@ class HfAdapter(DeclaredAdapter):
         return getattr(config, "model_type", None) in self.layout.model_types and \
             type(model).__name__ in self.layout.architectures
 
+    def task(self, spec: ArchSpec) -> str:
+        return self.architecture(spec).task
+
+    def num_classes(self, spec: ArchSpec) -> int | None:
+        return spec.extras.get("num_classes")  # an image classifier's (`hf_image`); a text model has none
+
     def model_task(self, model: nn.Module) -> str:
         return self.layout.architectures[type(model).__name__].task
 
@@ -562,8 +566,7 @@ class HfAdapter(DeclaredAdapter):
         return self._read_shapes(self._saved_shapes(model), checked)
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
-        """A file copied beside the weights (tokenizer, generation config),
-        changed where it states a size; unchanged by default."""
+        """A companion (tokenizer, generation config) changed where it states a size; unchanged by default."""
         return data
 
 

@@ -247,6 +247,10 @@ class HfImageAdapter(HfAdapter):
         """A classifier is trained and scored by lg; a model of features has no head (`model_input`)."""
         return bool(self.architecture(spec).head_keys)
 
+    def classes_of(self, model: nn.Module) -> int:
+        """How many classes a live classifier has: its config's `num_labels`."""
+        return int(model.config.num_labels)
+
     def reset_head(self, model: nn.Module, num_classes: int) -> None:
         """Every head of `model` new (a Linear of its width to `num_classes`,
         transformers' initialisation), and its config's labels to match."""

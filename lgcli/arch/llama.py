@@ -60,6 +60,7 @@ LAYOUT = HfLayout(
 
 class LlamaAdapter(HfAdapter):
     layout = LAYOUT
+    bot_wavelets: dict[str, str] = {}  # the BoT paper chose none for Llama: haar both ways
 
     def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
         super().set_sizes(config, spec)

@@ -42,12 +42,11 @@ from ..errors import LgError
 from ..lazy import nn, torch
 from ..preprocessing import PREPROCESSING, default_preprocessing
 from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack
-from .base import IMAGE_CLASSIFICATION
 from .declared import Layout
 from .staged import StagedAdapter, window_of_table
-from .timm import (BLOCK_KEYS as TIMM_BLOCK_KEYS, QKV_BIAS, QKV_ROLES, TIMM_HUB_CONFIG, is_timm_hub_config,
-                   json_shown, local_dir_call, positive_number, refuse_unloadable, timm_hub_folder_config,
-                   timm_hub_meta_model, timm_stated_preprocessing)
+from .timm import (BLOCK_KEYS as TIMM_BLOCK_KEYS, QKV_BIAS, QKV_ROLES, TIMM_HUB_CONFIG, TimmClassifier,
+                   is_timm_hub_config, json_shown, local_dir_call, positive_number, refuse_unloadable,
+                   timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
 
 FAMILY = "swin"
 MODEL_NAME = "swin_tiny_patch4_window7_224"
@@ -155,7 +154,7 @@ def check_config(config: Any) -> dict[str, Any]:
     return dict(config)
 
 
-class SwinAdapter(StagedAdapter):
+class SwinAdapter(TimmClassifier, StagedAdapter):
     """timm SwinTransformer state dicts (`lgcli.arch.base.FamilyAdapter`), as
     stages (see the module's docstring)."""
 
@@ -340,10 +339,6 @@ class SwinAdapter(StagedAdapter):
         if not self.owns_model(model):
             raise LgError(f"{type(model).__name__} is not a timm SwinTransformer")
         return {"img_size": int(model.patch_embed.img_size[0])}
-
-    @staticmethod
-    def model_task(model: nn.Module) -> str:
-        return IMAGE_CLASSIFICATION
 
     @staticmethod
     def scored_by_lg(spec: ArchSpec) -> bool:

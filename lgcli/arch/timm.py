@@ -20,6 +20,7 @@ from ..errors import LgError, shown
 from ..lazy import nn, torch
 from ..preprocessing import PREPROCESSING, Preprocessing, from_record
 from ..stack import ArchSpec
+from .base import IMAGE_CLASSIFICATION
 
 # A recorded configuration (a learngene's, a hub folder's) describing more
 # parameters than this is refused before any model is built from it.
@@ -173,3 +174,30 @@ def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
             raise LgError(f"refusing to write: {key} has shape {found}; the timm config "
                           f"it records builds {shape}")
 
+
+class TimmClassifier:
+    """What every timm family's model is, whatever its blocks: an image
+    classifier with timm's head conventions (`num_classes`,
+    `reset_classifier`): `base.FamilyAdapter`'s task and head members. A
+    timm family's adapter derives from it beside its reader (vit.py, swin.py)."""
+
+    @staticmethod
+    def task(spec: ArchSpec) -> str:
+        return IMAGE_CLASSIFICATION
+
+    @staticmethod
+    def model_task(model: nn.Module) -> str:
+        return IMAGE_CLASSIFICATION
+
+    @staticmethod
+    def num_classes(spec: ArchSpec) -> int | None:
+        """The classes the family recorded when it read the head (0: none)."""
+        return spec.extras.get("num_classes")
+
+    @staticmethod
+    def classes_of(model: nn.Module) -> int:
+        return int(model.num_classes)
+
+    @staticmethod
+    def reset_head(model: nn.Module, num_classes: int) -> None:
+        model.reset_classifier(num_classes)  # timm's: a new head, timm's initialisation

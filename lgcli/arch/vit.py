@@ -30,12 +30,12 @@ from ..errors import LgError
 from ..lazy import nn, torch
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
 from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing
-from .base import IMAGE_CLASSIFICATION, Reader
+from .base import Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
 from .shapes import LayerShapes, ModelShapes
-from .timm import (BLOCK_KEYS, QKV_BIAS, QKV_ROLES, QKV_WEIGHT, TIMM_HUB_CONFIG, check_recorded_size,
-                   is_timm_hub_config, json_shown, local_dir_call, positive_number, refuse_unloadable,
-                   timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
+from .timm import (BLOCK_KEYS, QKV_BIAS, QKV_ROLES, QKV_WEIGHT, TIMM_HUB_CONFIG, TimmClassifier,
+                   check_recorded_size, is_timm_hub_config, json_shown, local_dir_call, positive_number,
+                   refuse_unloadable, timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
 from .timm_vit_names import registered_name, registered_preprocessing
 
 FAMILY = "vit"
@@ -147,7 +147,7 @@ def _shard_folder(spec: ArchSpec, path: str, folder: bool | None = None) -> bool
     return TIMM_HUB_CONFIG not in spec.extras and is_folder
 
 
-class VitAdapter(DeclaredAdapter):
+class VitAdapter(TimmClassifier, DeclaredAdapter):
     """timm VisionTransformer (and DeiT distilled) state dicts
     (`lgcli.arch.base.FamilyAdapter`): `LAYOUT` read and written by
     `declared`, and what only a ViT has (its configuration from its tensors,
@@ -487,10 +487,6 @@ class VitAdapter(DeclaredAdapter):
     @staticmethod
     def owns_model(model: nn.Module) -> bool:
         return hasattr(model, "patch_embed") and hasattr(model, "blocks")
-
-    @staticmethod
-    def model_task(model: nn.Module) -> str:
-        return IMAGE_CLASSIFICATION
 
     @staticmethod
     def model_input(model: nn.Module) -> tuple[int, int]:

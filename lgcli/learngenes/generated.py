@@ -131,7 +131,7 @@ class GeneratedModel(nn.Module):
     @property
     def task(self) -> str:
         """What the family's model does (`lgcli.arch.base.TASKS`)."""
-        return self.adapter.model_task(self._skeleton(self.spec))
+        return self.adapter.task(self.spec)
 
     @property
     def config(self) -> Any:
