@@ -32,9 +32,9 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from .errors import LgError, UsageError, notify_stderr, shown
+from .errors import LgError, UsageError, shown
 
 # lg's own preprocessing, what lg fed every image model before it read each
 # model's own (and still feeds one that states none, and its example models,

@@ -94,9 +94,9 @@ def test_the_classes_are_answered_from_the_spec(case):
 # The members of the protocol only an image family has (a text family's
 # models take token ids: it has no classifier head to count or renew).
 IMAGE_ONLY = {"classes_of", "reset_head"}
-# Members a family lacks today, each with why: timm's Swin has no calibration
-# hooks yet (`layer_modules`, which the data-aware methods ask; the Swin
-# calibration work adds them). Remove an entry when its family gains it.
+# Members a family lacks, each with why: a timm Swin is calibrated stage by
+# stage (`StagedAdapter.stage_layer_modules`), so it has no one stack's
+# `layer_modules`. Remove an entry when its family gains the member.
 KNOWN_GAPS = {"swin": {"layer_modules"}}
 
 

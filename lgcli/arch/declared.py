@@ -182,7 +182,6 @@ def check_tensors(layout: Layout, stored: StoredTensors, not_family: Callable[[s
                 raise LgError(not_family(f"layer {index}'s {key} is {tuple(tensor.shape)} "
                                          f"{str(tensor.dtype).replace('torch.', '')}, layer 0's is "
                                          f"{tuple(first[key].shape)} {str(first[key].dtype).replace('torch.', '')}"))
-    global_roles = layout.global_roles
     named = [(f"{stored.prefix}{layout.layers}.0.{suffix}", t, layout.suffix_rank(suffix)) for suffix, t in first.items()]
     named += [(stored.stored_global(key)[0], t, layout.global_rank(key))
               for key, t in [*stored.globals.items(), *stored.heads.items()]]

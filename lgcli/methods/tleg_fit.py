@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import LgError, RefusedWithPipe
+from ..errors import RefusedWithPipe
 from ..lazy import torch
 from ..stack import LAYER, ArchSpec, Named, Stack
 from .clone import width_step
