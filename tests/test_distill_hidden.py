@@ -146,14 +146,22 @@ def test_a_provenance_step_that_does_not_say_where_its_blocks_came_from_falls_ba
     assert layer_map(2, 4, chained, "t" * 64) == ([1, 2], "provenance")
 
 
-# ---- the term is the MSE, entry by entry
+# ---- the term is the MSE of normalised states, entry by entry
+
+def by_hand_normalised(states: torch.Tensor) -> torch.Tensor:
+    """SPEC.md's normalised hidden state: each position's vector less its
+    mean over the channels, over the root of its variance (biased) + 1e-5."""
+    centred = states - states.mean(-1, keepdim=True)
+    return centred / torch.sqrt((centred ** 2).mean(-1, keepdim=True) + 1e-5)
+
 
 def _check_term(student, teacher, inputs, by_hand, call):
     (student_spec, _), (teacher_spec, _) = spec_of_model(student), spec_of_model(teacher)
     mapping = uniform_layer_map(student_spec.depth, teacher_spec.depth)
     with torch.no_grad():
         ours, theirs = by_hand(student, inputs), by_hand(teacher, inputs)
-    expected = torch.stack([((ours[i] - theirs[m]) ** 2).mean() for i, m in enumerate(mapping)])
+    expected = torch.stack([((by_hand_normalised(ours[i]) - by_hand_normalised(theirs[m])) ** 2).mean()
+                            for i, m in enumerate(mapping)])
     assert (expected > 0).all()
     weight = 0.7
     with HiddenStateTerm(weight, student, student_spec, teacher, teacher_spec, mapping) as term:
@@ -189,7 +197,8 @@ def _hidden_mse(student: torch.nn.Module, teacher: torch.nn.Module, batch: torch
     mapping = uniform_layer_map(len(student.blocks), len(teacher.blocks))
     with torch.no_grad():
         ours, theirs = vit_block_outputs(student, batch), vit_block_outputs(teacher, batch)
-    return float(torch.stack([((ours[i] - theirs[m]) ** 2).mean() for i, m in enumerate(mapping)]).mean())
+    return float(torch.stack([((by_hand_normalised(ours[i]) - by_hand_normalised(theirs[m])) ** 2).mean()
+                              for i, m in enumerate(mapping)]).mean())
 
 
 def test_distilling_with_the_term_lowers_the_hidden_states_mse_on_a_fixed_batch(teacher, images):
