@@ -401,12 +401,18 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
         recorded.update(calibration_record(report))
     if "budget" in report:  # the shape was chosen for a budget: the file says which
         recorded["memory" if report["budget"]["unit"] == "bytes" else "params"] = report["budget"]["budget"]
-    sha256 = save(output, spec, stack, method=report["method"], options=recorded, source=loaded,
-                  force=force, stdout=stdout, shard_size=shard_size, card=card, card_file=card_file)
-    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
-    report["sha256"] = sha256
-    report["load_line"] = load_line(spec, output)
     report["heads_assumed"] = spec.heads_assumed
+    return _written(report, output, spec, stack, method=report["method"], options=recorded, source=loaded,
+                    force=force, stdout=stdout, shard_size=shard_size, card=card, card_file=card_file)
+
+
+def _written(report: dict[str, Any], output: str | os.PathLike, spec: ArchSpec, stack: Stack,
+             **save_options: Any) -> dict[str, Any]:
+    """`report` once the model is saved (`save`'s options): its sha256,
+    where it went, the line that loads it and what to do next."""
+    report["sha256"] = save(output, spec, stack, **save_options)
+    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
+    report["load_line"] = load_line(spec, output)
     report.update(_next_step(spec))
     return report
 
@@ -442,13 +448,9 @@ def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: st
         recorded["seed"] = report["seed"]
     facts = CardFacts(command=card.command if card else None,
                       results=(*(card.results if card else ()), *fitting_results(report["details"])))
-    report["sha256"] = save(output, spec, stack, method=learngene.kind, options=recorded,
-                            source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size,
-                            card=facts, card_file=card_file)
-    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
-    report["load_line"] = load_line(spec, output)
-    report.update(_next_step(spec))
-    return report
+    return _written(report, output, spec, stack, method=learngene.kind, options=recorded,
+                    source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size, card=facts,
+                    card_file=card_file)
 
 
 def _width_kept_hint(kept: WidthKept, loaded: Loaded, src: str, output: str | os.PathLike,
@@ -549,13 +551,9 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
         recorded.update(calibration_record(report))
     report.update({"command": command, "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)},
                    "built": {"width": start, "details": first_report["details"]}})
-    report["sha256"] = save(output, spec, stack, method=learngene.kind, options=recorded,
-                            source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size,
-                            card=card, card_file=card_file)
-    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
-    report["load_line"] = load_line(spec, output)
-    report.update(_next_step(spec))
-    return report
+    return _written(report, output, spec, stack, method=learngene.kind, options=recorded,
+                    source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size, card=card,
+                    card_file=card_file)
 
 
 def default_method_list(direction: str) -> list[str]:

@@ -238,6 +238,15 @@ def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
     )
 
 
+def distillation_options(alpha: float, why: str) -> tuple[Option, Option]:
+    """The `alpha` and `tau` every condensing kind declares: (1 - alpha) CE +
+    alpha tau^2 KL, `alpha`'s default as the kind's paper or reference run
+    has it (`why` says which)."""
+    return (Option("alpha", float, alpha, f"weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL ({why})",
+                   minimum=0.0, maximum=1.0),
+            Option("tau", float, 1.0, "distillation temperature", minimum=1e-6))
+
+
 @dataclass
 class ExpandContext:
     """What a kind's `expand` may need besides the learngene, the target and

@@ -69,8 +69,8 @@ from ..errors import LgError, UsageError
 from ..lazy import torch
 from ..options import Option
 from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_from_tensors,
-                   init_option, is_global)
+from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
+                   globals_from_tensors, init_option, is_global)
 from .sws import stage_of_layers
 from .widths import nearest_trained_size, nested_slice, parse_widths, trained_widths, width_spec
 
@@ -191,9 +191,7 @@ class Lets(LearngeneKind):
     summary = ("LeTs: a compact learngene (K layers at width s) and learned linear maps to the depths and widths "
                "it was trained at; layer l of L is sum_k M_L[l, k] [I; F_out] G_k [I; F_in]^T")
     condense_options = (
-        Option("alpha", float, 1.0, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL (the LeTs "
-               "reference run: 1, pure soft distillation)", minimum=0.0, maximum=1.0),
-        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        *distillation_options(1.0, "the LeTs reference run: 1, pure soft distillation"),
         Option("gene_depth", int, None, "LeTs: layers of the compact learngene [default: half the auxiliary depth, "
                "as the reference's 8 of 16]", minimum=1),
         Option("gene_width", int, None, "LeTs: width of the compact learngene, a whole number of heads at most the "

@@ -43,8 +43,8 @@ from ..errors import LgError, UsageError
 from ..lazy import torch
 from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
-                   globals_from_tensors, init_option, is_global)
+from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
+                   globals_as_tensors, globals_from_tensors, init_option, is_global)
 from .widths import NestedWidths, check_trained_width, nested_slice, sliced_tensors, width_spec
 
 # The reference auxiliary model: 16 blocks in 5 stages (3, 3, 4, 3, 3).
@@ -85,9 +85,7 @@ class Sws(NestedWidths, LearngeneKind):
     summary = ("SWS: N stages of shared weights; a descendant of depth L' takes stage s for its layers "
                "floor(s L'/N + 1/2) .. floor((s+1) L'/N + 1/2) - 1 (any depth, the learngene's width)")
     condense_options = (
-        Option("alpha", float, 0.5, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL (the SWS "
-               "reference script's 0.5)", minimum=0.0, maximum=1.0),
-        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        *distillation_options(0.5, "the SWS reference script's 0.5"),
         Option("stages", int, None, "stages of shared weights (the paper: 5 stages of 3, 3, 4, 3, 3 layers over "
                "16); at most the auxiliary depth [default: 5, or the auxiliary depth when shallower]", minimum=1),
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128 "

@@ -26,8 +26,8 @@ from ..methods.tleg_fit import fit_line
 from ..options import Option
 from ..sizing import check_size, own_depth, spec_at_depth
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, globals_as_tensors,
-                   globals_from_tensors, init_option, is_global)
+from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
+                   globals_as_tensors, globals_from_tensors, init_option, is_global)
 from .widths import NestedWidths, check_trained_width, nested_slice, sliced_tensors, width_spec
 
 # SPEC.md "TLEG": A and B trunc-normal(0.02), as the reference code's timm init.
@@ -61,9 +61,7 @@ class Tleg(NestedWidths, LearngeneKind):
     name = "tleg"
     summary = "TLEG: two layers A and B; layer l of L is B + ((l - 1) / L) A (any depth, the learngene's width)"
     condense_options = (
-        Option("alpha", float, 1.0, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL "
-               "(the TLEG reference run: 1, pure soft distillation)", minimum=0.0, maximum=1.0),
-        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        *distillation_options(1.0, "the TLEG reference run: 1, pure soft distillation"),
         Option("depths", str, None, "train the auxiliary model at a depth drawn each step from this range, "
                "e.g. 3-12, so that every depth in it makes a good descendant; one depth (e.g. 6) trains at that "
                "depth only, as the paper [default: 2 to twice the auxiliary depth]"),

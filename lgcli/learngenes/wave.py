@@ -43,7 +43,7 @@ from ..methods.common import is_linear_weight
 from ..options import Option
 from ..sizing import DEFAULT_MAX_PARAMS, at_width
 from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, STAGE_IN, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, fit_options,
+from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
 from .widths import NestedWidths, nested_slice, width_spec
 
@@ -309,9 +309,7 @@ class Wave(NestedWidths, LearngeneKind):
     summary = "WAVE: weight templates shared by all layers, combined by per-layer scalers (any depth; widths " \
               "that are whole multiples of the templates)"
     condense_options = (
-        Option("alpha", float, 0.5, "weight of the distillation term: (1 - alpha) CE + alpha tau^2 KL "
-               "(WAVE Eq. 6, KL + CE, is alpha 0.5 up to a factor 2)", minimum=0.0, maximum=1.0),
-        Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
+        *distillation_options(0.5, "WAVE Eq. 6, KL + CE, is alpha 0.5 up to a factor 2"),
         Option("template_dim", int, None, "matrix templates are D0 x D0, vectors scaled by D0 / width "
                "[default: the auxiliary width]; descendants' widths are multiples of it", minimum=1),
         Option("templates", str, None, "per-role override, ROLE=W1xW2@N or ROLE=W@N, comma-separated "
