@@ -33,11 +33,6 @@ def cell_parts(cell: dict[str, Any], measure: str = "top1") -> tuple[str, ...]:
     return (text, f"· {steps}") if steps and row["source"] != RANDOM else (text,)
 
 
-def cell_text(cell: dict[str, Any], measure: str = "top1") -> str:
-    """'83.1 (71.2) · 42': `cell_parts` on one line."""
-    return " ".join(cell_parts(cell, measure))
-
-
 def interval_parts(summary: dict[str, Any], measure: str = "top1") -> tuple[str, ...]:
     """('83.1 ± 0.6 (71.2)',): the mean final figure, its 95 % interval's
     half-width, the mean instinct."""

@@ -126,10 +126,6 @@ class Preprocessing:
         """Whether both prepare images alike (their sources aside)."""
         return {**self.record(), "assumed": False} == {**other.record(), "assumed": False}
 
-    def at_input(self, input_size: tuple[int, int, int]) -> "Preprocessing":
-        """The same recipe for a model of another input (a resized model's)."""
-        return replace(self, input_size=tuple(int(v) for v in input_size))
-
     def with_overrides(self, mean: Any = None, std: Any = None, interpolation: str | None = None) -> "Preprocessing":
         """`--mean`, `--std`, `--interpolation` over this recipe (None: kept);
         checked as a recorded one is, the flags named."""
