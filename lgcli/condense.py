@@ -23,9 +23,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Mapping
 
 from .learngene_files import is_learngene, save_learngene
+from .outputs import checked_output
 from .loading import load
 from .arch import get_adapter
-from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
+from .checkpoint import STDIO, Checkpoint, check_source, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
 from .checks import check_real, check_whole
 from .images import ImageData
@@ -278,7 +279,8 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
     """`condense`, then write the learngene to `output` ('-' for stdout) with
     provenance chained to the teacher (and the teacher's tokenizer files, for
     a language model). The output is checked before any work."""
-    check_output(output, force=force, inputs=() if isinstance(teacher, Checkpoint) else (str(teacher),))
+    target = checked_output(output, force=force, inputs=(teacher.source if isinstance(teacher, Checkpoint)
+                                                           else str(teacher),))
     settings: CondenseSettings = kwargs.get("settings") or CondenseSettings()
     learngene, checkpoint, report = condense(teacher, data or None, stdin=stdin, **kwargs)
     if kwargs.get("dry_run"):
@@ -288,7 +290,7 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
         report["output"] = "<stdout>" if str(output) == STDIO else str(output)
         return report
     if distributed_setup(settings.device).rank == 0:
-        report["sha256"] = save_learngene(output, learngene, options=report["options"], source=checkpoint,
+        report["sha256"] = save_learngene(target, learngene, options=report["options"], source=checkpoint,
                                           force=force, stdout=stdout)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     return report

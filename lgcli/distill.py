@@ -56,12 +56,12 @@ from typing import Any, BinaryIO, Callable, Mapping
 from .inspection import load_line
 from .learngene_files import is_learngene
 from .loading import Loaded, load, spec_of_model
-from .outputs import check_card_file, plan_output
+from .outputs import checked_output, plan_output
 from .saving import save
 from .arch import adapter_of_model, get_adapter
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .card import CardFacts
-from .checkpoint import STDIO, Checkpoint, check_output, check_source, read_checkpoint
+from .checkpoint import STDIO, Checkpoint, check_source, read_checkpoint
 from .checks import check_real, check_whole
 from .data import builtin_names, load_data
 from .images import ImageData, check_channels
@@ -509,12 +509,14 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
     student and the teacher's sha256 in its options; `card` and `card_file`
     as `lgcli.saving.save` takes them. The output is checked before any work.
     Returns the report, with the output's name, sha256 and load line."""
-    inputs = tuple(os.fspath(s) for s in (student, teacher) if isinstance(s, (str, os.PathLike)))
-    check_output(output, force=force, inputs=inputs)
-    if card_file is not None:
-        check_card_file(card_file, output, force=force, inputs=inputs)
+    # The files the student and teacher were read from, whatever form they were handed in.
+    inputs = tuple(os.fspath(s) if isinstance(s, (str, os.PathLike)) else
+                   s.checkpoint.source if isinstance(s, Loaded) else s.source
+                   for s in (student, teacher) if isinstance(s, (str, os.PathLike, Loaded, Checkpoint)))
+    target = checked_output(output, force=force, inputs=inputs, card_file=card_file)
+
     def plan(pupil: Party) -> None:  # an output the student's form cannot take is refused before training
-        plan_output(output, pupil.spec, pupil.stack, source=pupil.loaded, force=force)
+        plan_output(target, pupil.spec, pupil.stack, source=pupil.loaded, force=force)
 
     pupil, model, report = run(student, teacher, data, check_student=plan, **kwargs)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
@@ -524,8 +526,8 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
     if is_main_process():  # under torchrun, one process writes
         facts = CardFacts(command=card.command if card else None,
                           results=(*(card.results if card else ()), *distill_results(report)))
-        report["sha256"] = save(output, spec, stack, method="distill", options=report["options"],
-                                source=pupil.loaded, force=force, stdout=stdout, card=facts, card_file=card_file,
+        report["sha256"] = save(target, spec, stack, method="distill", options=report["options"],
+                                source=pupil.loaded, force=force, stdout=stdout, card=facts,
                                 dtype=None if pupil.loaded is not None else pupil.dtype)
     report["load_line"] = load_line(spec, output)
     return report

@@ -7,11 +7,11 @@ import os
 from typing import Any, BinaryIO, Mapping
 
 from .arch import get_adapter
-from .checkpoint import Checkpoint, check_output, provenance_metadata, read_checkpoint, write_checkpoint
+from .checkpoint import Checkpoint, provenance_metadata, read_checkpoint, write_checkpoint
 from .errors import LgError
 from .loading import LEARNGENE, MODEL
-from .outputs import carried_companions
-from .learngenes import Learngene, get_kind
+from .outputs import CheckedOutput, carried_companions, checked_output
+from .learngenes import Learngene, for_spec, get_kind
 from .learngenes.base import check_tensors
 from .preprocessing import PREPROCESSING, resolve, with_preprocessing
 
@@ -29,7 +29,7 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
         raise LgError(f"{checkpoint.label}: is a model checkpoint, not a learngene (make one with "
                       f"`lg condense TEACHER --method tleg|wave --data D -o OUT`)")
     try:
-        get_kind(lg.get("method"))
+        named = get_kind(lg.get("method"))
     except LgError as exc:  # what the file says, not a mistyped flag: a refusal of the file (exit 1)
         raise LgError(f"{checkpoint.label}: refused: metadata lg.method: {exc}") from None
     adapter = get_adapter(lg.get("family") or "")
@@ -38,7 +38,7 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
         spec = with_preprocessing(spec, resolve(checkpoint, spec, adapter))
     except LgError as exc:
         raise LgError(f"{checkpoint.label}: {exc}") from None
-    kind = get_kind(lg.get("method"), spec)
+    kind = for_spec(named, spec)
     info = lg.get("learngene") or {}
     sizes, condensed = info.get("sizes", {}), info.get("condensed", {})
     if not isinstance(sizes, dict) or not isinstance(condensed, dict):
@@ -49,13 +49,15 @@ def load_learngene(source: str | os.PathLike | Checkpoint, *, stdin: BinaryIO | 
     return learngene
 
 
-def save_learngene(destination: str | os.PathLike, learngene: Learngene, *, options: Mapping[str, Any] | None = None,
+def save_learngene(destination: str | os.PathLike | CheckedOutput, learngene: Learngene, *,
+                   options: Mapping[str, Any] | None = None,
                    source: Checkpoint | None = None, force: bool = False,
                    stdout: BinaryIO | None = None) -> str:
     """Write a learngene file (kind ``learngene``): its tensors by role in
     float32, the family configuration it expands from, its sizes, the condense
-    settings (`options`) and the teacher's provenance (`source`)."""
-    check_output(destination, force=force, inputs=(source.source,) if source else ())
+    settings (`options`) and the teacher's provenance (`source`). `destination`
+    is checked unless it is a `CheckedOutput` (checked before any work)."""
+    destination = checked_output(destination, force=force, inputs=(source.source,) if source else ()).path
     adapter = get_adapter(learngene.spec.family)
     preprocessing = learngene.spec.extras.get(PREPROCESSING)
     metadata = provenance_metadata(kind=LEARNGENE, family=learngene.spec.family,

@@ -11,13 +11,42 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .arch import get_adapter
-from .checkpoint import (STDIO, Checkpoint, atomic_path, check_output, companion_bytes, companion_metadata,
-                         companion_size)
+from .checkpoint import (STDIO, Checkpoint, atomic_path, check_form, check_output, companion_bytes,
+                         companion_metadata, companion_size)
 from .checkpoint.writing import shard_parts
 from .errors import LgError, notify_stderr, shown
 from .lazy import torch
 from .loading import Loaded, dominant_dtype
 from .stack import ArchSpec, Stack
+
+
+@dataclass(frozen=True)
+class CheckedOutput:
+    """An output, and the --card file beside it, checked once
+    (`checked_output`): before any work, by the command that was given them.
+    What runs after (planning, saving) takes it as it is and checks only what
+    it alone knows: the form the family writes (`check_form`). The writer's
+    own guard at the moment of writing (`lgcli.checkpoint.writing`) is not a
+    check of the user's path but the refusal of a file that appeared since."""
+
+    path: str | os.PathLike
+    force: bool
+    card_file: str | None = None
+
+
+def checked_output(destination: str | os.PathLike | CheckedOutput, *, force: bool,
+                   inputs: tuple[str | os.PathLike, ...] = (), card_file: str | None = None) -> CheckedOutput:
+    """Refuse an output (and a --card file) that exists without force, is or
+    holds an input, or cannot be written; one already checked is returned as
+    it is (it carries its own card file)."""
+    if isinstance(destination, CheckedOutput):
+        if card_file is not None and card_file != destination.card_file:  # a caller's bug, not a user error
+            raise ValueError("a checked output carries its own card file")
+        return destination
+    check_output(destination, force=force, inputs=inputs)
+    if card_file is not None:
+        check_card_file(card_file, destination, force=force, inputs=inputs)
+    return CheckedOutput(destination, force, card_file)
 
 
 @dataclass
@@ -44,19 +73,20 @@ class OutputPlan:
         return "folder" if self.folder_config is not None else "shards" if self.shards > 1 else "file"
 
 
-def plan_output(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *,
+def plan_output(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, stack: Stack, *,
                 source: Loaded | Checkpoint | None = None, force: bool = False, dtype: torch.dtype | None = None,
                 shard_size: int | None = None) -> OutputPlan:
-    """Check the output (where it goes, that the family loads it strictly)
-    and plan it from the stack's shapes alone: what `save` writes, and what
-    `--dry-run` reports."""
+    """Check the output (where it goes, unless `destination` was checked
+    already; its form; that the family loads it strictly) and plan it from
+    the stack's shapes alone: what `save` writes, and what `--dry-run` reports."""
     parent = source.checkpoint if isinstance(source, Loaded) else source
+    target = checked_output(destination, force=force, inputs=(parent.source,) if parent else ())
+    destination = target.path
     adapter = get_adapter(spec.family)
     # A folder's config.json, or None: the output is one file (the family's
     # form, or the source's: a timm ViT read from a timm hub folder).
     folder_config = adapter.folder_config(spec)
-    check_output(destination, force=force, inputs=(parent.source,) if parent else (),
-                 folder=folder_config is not None)
+    check_form(destination, folder=folder_config is not None)
     groups = adapter.write_plan(spec, stack)
     shapes = {key: shape for group in groups for key, shape in group.entries}
     try:

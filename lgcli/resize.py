@@ -20,11 +20,11 @@ from .hints import depth_then_width_pipe, mixed_change_pipe, output_flags, sourc
 from .inspection import load_line
 from .learngene_files import is_learngene, load_learngene
 from .loading import Loaded, load
-from .outputs import check_card_file, plan_output
+from .outputs import CheckedOutput, checked_output, plan_output
 from .saving import save
 from .arch import get_adapter
 from .card import CardFacts, fitting_results
-from .checkpoint import STDIO, Checkpoint, check_output, read_checkpoint
+from .checkpoint import STDIO, Checkpoint, read_checkpoint
 from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
 from .fitting import fit_or_say_why_not
 from .lazy import torch
@@ -304,14 +304,14 @@ def _kind_target(kind: LearngeneKind, learngene: Learngene, *, depth: int | None
     return resolved, target
 
 
-def dry_run_plan(report: dict[str, Any], output: str | os.PathLike, spec: ArchSpec, stack: Stack, *,
-                 source: Loaded | Checkpoint, source_spec: ArchSpec, force: bool,
-                 shard_size: int | None) -> dict[str, Any]:
-    """What a resize or an expansion would write, from the target's shapes
-    alone, with the checks the real run makes on its output: the target's
-    sizes and parameters, the output's form and tensor bytes, and the peak
-    memory of making it one role at a time (`sizing.peak_memory`)."""
-    plan = plan_output(output, spec, stack, source=source, force=force, shard_size=shard_size)
+def dry_run_plan(report: dict[str, Any], target: CheckedOutput, spec: ArchSpec, stack: Stack, *,
+                 source: Loaded | Checkpoint, source_spec: ArchSpec, shard_size: int | None) -> dict[str, Any]:
+    """What a resize or an expansion would write to the checked output, from
+    the model's shapes alone, with the checks the real run makes on its
+    output: the model's sizes and parameters, the output's form and tensor
+    bytes, and the peak memory of making it one role at a time (`sizing.peak_memory`)."""
+    output = target.path
+    plan = plan_output(target, spec, stack, source=source, force=target.force, shard_size=shard_size)
     return {"dry_run": True, **{k: report[k] for k in ("command", "method", "options", "seed", "source", "target",
                                                        "budget") if k in report},
             "parameters": {"source": report["parameters"]["source"], "target": stack.num_parameters()},
@@ -342,19 +342,15 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     `dry_run`: check and plan everything, write nothing, and return the plan
     (`dry_run_plan`) instead of the report. `card` and `card_file`: the model
     card (`lgcli.card`), as `save` takes them."""
-    inputs = () if isinstance(source, Loaded) else (str(source),)
-    check_output(output, force=force, inputs=inputs)
-    if card_file is not None:
-        check_card_file(card_file, output, force=force,
-                        inputs=(source.checkpoint.source,) if isinstance(source, Loaded) else inputs)
+    target = checked_output(output, force=force, card_file=card_file,
+                            inputs=(source.checkpoint.source if isinstance(source, Loaded) else str(source),))
     checkpoint = source.checkpoint if isinstance(source, Loaded) else read_checkpoint(source, stdin=stdin)
     checkpoint.allow_nonfinite = allow_nonfinite
     if is_learngene(checkpoint):
         learngene = load_learngene(checkpoint)
         if method is not None and get_kind(learngene.kind, learngene.spec).trained_widths(learngene) is not None:
-            return _expand_then_resize(learngene, output, method=method, command=direction, force=force,
-                                       stdout=stdout, notify=notify or notify_stderr, dry_run=dry_run, card=card,
-                                       card_file=card_file, **kwargs)
+            return _expand_then_resize(learngene, target, method=method, command=direction, stdout=stdout,
+                                       notify=notify or notify_stderr, dry_run=dry_run, card=card, **kwargs)
         if method is not None:
             ways = get_method(method).directions  # the resize step goes the way the method can
             then = direction if direction in ways else ways[0]
@@ -369,8 +365,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
             flag = "--source-heads" if source_heads is not None else "--source-kv-heads"
             raise UsageError(f"{flag} does not apply to a learngene: it records its own heads")
         try:
-            return _expand_file(learngene, output, command=direction, force=force, stdout=stdout, notify=notify,
-                                dry_run=dry_run, card=card, card_file=card_file, **kwargs)
+            return _expand_file(learngene, target, command=direction, stdout=stdout, notify=notify,
+                                dry_run=dry_run, card=card, **kwargs)
         except RefusedWithPipe as refused:  # a pipe from this learngene to this output, with the user's flags
             raise LgError(refused.complete(str(source), str(output), (),
                                            output_flags(force, kwargs.get("shard_size"), card_file))) from None
@@ -392,7 +388,7 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     except RefusedWithPipe as refused:
         raise LgError(refused.complete(src_text, str(output), source_options, output_options)) from None
     if dry_run:
-        return dry_run_plan(report, output, spec, stack, source=loaded, source_spec=loaded.spec, force=force,
+        return dry_run_plan(report, target, spec, stack, source=loaded, source_spec=loaded.spec,
                             shard_size=shard_size)
     recorded = {"direction": direction, **report["options"]}
     if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
@@ -402,17 +398,17 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     if "budget" in report:  # the shape was chosen for a budget: the file says which
         recorded["memory" if report["budget"]["unit"] == "bytes" else "params"] = report["budget"]["budget"]
     report["heads_assumed"] = spec.heads_assumed
-    return _written(report, output, spec, stack, method=report["method"], options=recorded, source=loaded,
-                    force=force, stdout=stdout, shard_size=shard_size, card=card, card_file=card_file)
+    return _written(report, target, spec, stack, method=report["method"], options=recorded, source=loaded,
+                    stdout=stdout, shard_size=shard_size, card=card)
 
 
-def _written(report: dict[str, Any], output: str | os.PathLike, spec: ArchSpec, stack: Stack,
+def _written(report: dict[str, Any], target: CheckedOutput, spec: ArchSpec, stack: Stack,
              **save_options: Any) -> dict[str, Any]:
-    """`report` once the model is saved (`save`'s options): its sha256,
-    where it went, the line that loads it and what to do next."""
-    report["sha256"] = save(output, spec, stack, **save_options)
-    report["output"] = "<stdout>" if str(output) == STDIO else str(output)
-    report["load_line"] = load_line(spec, output)
+    """`report` once the model is saved to the checked output (`save`'s
+    options): its sha256, where it went, the line that loads it and what to do next."""
+    report["sha256"] = save(target, spec, stack, force=target.force, **save_options)
+    report["output"] = "<stdout>" if str(target.path) == STDIO else str(target.path)
+    report["load_line"] = load_line(spec, target.path)
     report.update(_next_step(spec))
     return report
 
@@ -424,23 +420,23 @@ def _next_step(spec: ArchSpec) -> dict[str, Any]:
     return {"scored_by_lg": adapter.scored_by_lg(spec), "fine_tune": adapter.fine_tune}
 
 
-def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: str, force: bool,
+def _expand_file(learngene: Learngene, target: CheckedOutput, *, command: str,
                  stdout: BinaryIO | None, notify: Callable[[str], None] | None, seed: int | None = None,
                  shard_size: int | None = None, dry_run: bool = False, card: CardFacts | None = None,
-                 card_file: str | None = None, **size_and_options: Any) -> dict[str, Any]:
+                 **size_and_options: Any) -> dict[str, Any]:
     """`expand`, then write the descendant; the file records `command` (grow
     or shrink: what was typed) with the kind's options and the seed. A dry
     run plans the descendant from its sizes (a meta-device stack of the
     family's shapes) and neither builds nor fits it."""
     seed = 0 if seed is None else seed
     if dry_run:
-        resolved, target = expand_target(learngene, **size_and_options)
-        shapes = get_adapter(target.family).template_from_config(get_adapter(target.family).config(target))[1]
+        resolved, built = expand_target(learngene, **size_and_options)
+        shapes = get_adapter(built.family).template_from_config(get_adapter(built.family).config(built))[1]
         report = {"command": command, "method": learngene.kind, "options": resolved, "seed": seed,
-                  "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)}, "target": spec_sizes(target),
+                  "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)}, "target": spec_sizes(built),
                   "parameters": {"source": learngene.num_parameters()}}
-        return dry_run_plan(report, output, target, shapes, source=learngene.checkpoint, source_spec=learngene.spec,
-                            force=force, shard_size=shard_size)
+        return dry_run_plan(report, target, built, shapes, source=learngene.checkpoint, source_spec=learngene.spec,
+                            shard_size=shard_size)
     spec, stack, report = expand(learngene, seed=seed, notify=notify, **size_and_options)
     report["command"] = command
     recorded = {"direction": command, **{k: v for k, v in report["options"].items() if v is not None}}
@@ -448,9 +444,8 @@ def _expand_file(learngene: Learngene, output: str | os.PathLike, *, command: st
         recorded["seed"] = report["seed"]
     facts = CardFacts(command=card.command if card else None,
                       results=(*(card.results if card else ()), *fitting_results(report["details"])))
-    return _written(report, output, spec, stack, method=learngene.kind, options=recorded,
-                    source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size, card=facts,
-                    card_file=card_file)
+    return _written(report, target, spec, stack, method=learngene.kind, options=recorded,
+                    source=learngene.checkpoint, stdout=stdout, shard_size=shard_size, card=facts)
 
 
 def _width_kept_hint(kept: WidthKept, loaded: Loaded, src: str, output: str | os.PathLike,
@@ -471,9 +466,9 @@ def _width_kept_hint(kept: WidthKept, loaded: Loaded, src: str, output: str | os
     return f"run: {pipe}" if pipe else "no width step reaches these sizes"
 
 
-def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, method: str, command: str,
-                        force: bool, stdout: BinaryIO | None, notify: Callable[[str], None], dry_run: bool,
-                        card: CardFacts | None, card_file: str | None, seed: int | None = None,
+def _expand_then_resize(learngene: Learngene, target: CheckedOutput, *, method: str, command: str,
+                        stdout: BinaryIO | None, notify: Callable[[str], None], dry_run: bool,
+                        card: CardFacts | None, seed: int | None = None,
                         shard_size: int | None = None, depth: int | None = None, width: int | None = None,
                         heads: int | None = None, mlp_dim: int | None = None, kv_heads: int | None = None,
                         max_params: float | None = None, **options: Any) -> dict[str, Any]:
@@ -531,14 +526,14 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
         _, first = expand_target(learngene, **built, **kind_options)
         placeholder = Loaded(first, get_adapter(first.family).template_from_config(
             get_adapter(first.family).config(first))[1], learngene.checkpoint)
-        source, target = plan_resize(placeholder, chosen, resolve_options(chosen, method_options),
-                                     direction=direction, **{"depth": None, **resize_to})
+        source, resized = plan_resize(placeholder, chosen, resolve_options(chosen, method_options),
+                                      direction=direction, **{"depth": None, **resize_to})
         report = {"command": command, "method": f"{learngene.kind}+{method}", "options": method_options,
                   "seed": seed, "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)},
-                  "target": spec_sizes(target), "parameters": {"source": learngene.num_parameters()}}
-        shapes = get_adapter(target.family).template_from_config(get_adapter(target.family).config(target))[1]
-        return dry_run_plan(report, output, target, shapes, source=learngene.checkpoint,
-                            source_spec=learngene.spec, force=force, shard_size=shard_size)
+                  "target": spec_sizes(resized), "parameters": {"source": learngene.num_parameters()}}
+        shapes = get_adapter(resized.family).template_from_config(get_adapter(resized.family).config(resized))[1]
+        return dry_run_plan(report, target, resized, shapes, source=learngene.checkpoint,
+                            source_spec=learngene.spec, shard_size=shard_size)
     first, first_stack, first_report = expand(learngene, seed=seed or 0, notify=notify, **built, **kind_options)
     spec, stack, report = resize(Loaded(first, first_stack, learngene.checkpoint), direction=direction,
                                  method=method, seed=seed, **resize_to, **method_options)
@@ -551,9 +546,8 @@ def _expand_then_resize(learngene: Learngene, output: str | os.PathLike, *, meth
         recorded.update(calibration_record(report))
     report.update({"command": command, "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)},
                    "built": {"width": start, "details": first_report["details"]}})
-    return _written(report, output, spec, stack, method=learngene.kind, options=recorded,
-                    source=learngene.checkpoint, force=force, stdout=stdout, shard_size=shard_size, card=card,
-                    card_file=card_file)
+    return _written(report, target, spec, stack, method=learngene.kind, options=recorded,
+                    source=learngene.checkpoint, stdout=stdout, shard_size=shard_size, card=card)
 
 
 def default_method_list(direction: str) -> list[str]:

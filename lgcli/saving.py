@@ -13,12 +13,12 @@ from .card import CardFacts, model_card
 from .checkpoint import STDIO, Checkpoint, atomic_path, provenance_metadata, write_tensors
 from .lazy import nn, torch
 from .loading import MODEL, Loaded, spec_of_model, task_of
-from .outputs import carried_companions, check_card_file, folder_files, plan_output
+from .outputs import CheckedOutput, carried_companions, checked_output, folder_files, plan_output
 from .preprocessing import PREPROCESSING, preprocessing_of_spec, with_preprocessing
 from .stack import ArchSpec, Stack
 
 
-def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: str = MODEL,
+def save(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, stack: Stack, *, kind: str = MODEL,
          method: str | None = None, options: Mapping[str, Any] | None = None,
          source: Loaded | Checkpoint | None = None, force: bool = False,
          dtype: torch.dtype | None = None, stdout: BinaryIO | None = None,
@@ -33,15 +33,20 @@ def save(destination: str | os.PathLike, spec: ArchSpec, stack: Stack, *, kind: 
     the output is a sharded folder with its index. A folder output holds
     its model card (README.md, `lgcli.card`), `card` adding what the
     metadata does not say; `card_file` gets the same text whatever the
-    output. Returns the sha256 of what was written.
+    output. `destination` is checked (with the card file) unless it is a
+    `CheckedOutput`, which the command checked before any work. Returns the
+    sha256 of what was written.
     """
     # How an image model's images are prepared: what its metadata, folder
     # configs, load line and card all state (a live model's spec may carry none).
     spec = with_preprocessing(spec, preprocessing_of_spec(spec, get_adapter(spec.family)))
-    plan = plan_output(destination, spec, stack, source=source, force=force, dtype=dtype, shard_size=shard_size)
-    parent, folder_config = plan.parent, plan.folder_config
-    if card_file is not None:
-        check_card_file(card_file, destination, force=force, inputs=(parent.source,) if parent else ())
+    parent = source.checkpoint if isinstance(source, Loaded) else source
+    # Checked once: here, unless the command that was given it checked it before any work.
+    target = checked_output(destination, force=force, inputs=(parent.source,) if parent else (),
+                            card_file=card_file)
+    destination, card_file = target.path, target.card_file
+    plan = plan_output(target, spec, stack, source=source, force=force, dtype=dtype, shard_size=shard_size)
+    folder_config = plan.folder_config
     adapter = get_adapter(spec.family)
 
     # A folder holds the source's tokenizer files beside the weights; a

@@ -24,7 +24,7 @@ This package re-exports what the rest of lg imports from it.
 
 from .atomic import atomic_path, committed_outputs, raise_or_defer
 from .companions import COMPANION_KEY, companion_bytes, companion_metadata, companion_size, folder_companions
-from .destination import check_output
+from .destination import check_form, check_output
 from .loaded import Checkpoint
 from .memory import available_memory, check_memory, release_freed_memory
 from .metadata import decode_lg_metadata, encode_lg_metadata, provenance_chain, provenance_metadata
@@ -33,6 +33,6 @@ from .pickles import unwrap_state_dict
 from .reading import check_source, read_bytes, read_checkpoint
 from .writing import write_checkpoint, write_tensors
 
-__all__ = ["Checkpoint", "check_source", "read_checkpoint", "write_checkpoint", "check_output",
+__all__ = ["Checkpoint", "check_source", "read_checkpoint", "write_checkpoint", "check_output", "check_form",
            "provenance_metadata", "provenance_chain", "decode_lg_metadata", "encode_lg_metadata",
            "unwrap_state_dict", "read_bytes", "STDIO"]

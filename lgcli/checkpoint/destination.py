@@ -30,12 +30,8 @@ def check_output(destination: str | os.PathLike, *, force: bool,
     if dst == STDIO:
         return
     path = Path(dst)
-    if dst.endswith(("/", os.sep)) and folder is False:
-        raise LgError(f"{shown(dst)}: names a folder; this model is one file: give a file name for the output")
-    if folder and path.suffix == ".safetensors" and not path.is_dir():
-        raise LgError(f"{shown(dst)}: a Hugging Face model is written as a folder (config.json, weights, "
-                      f"tokenizer) that from_pretrained or timm's local-dir: loads: give a folder name, "
-                      f"or -o - for a pipe")
+    if folder is not None:
+        check_form(dst, folder=folder)
     for src in inputs:
         _refuse_output_over_input(path, str(src))
     if os.path.lexists(path):
@@ -53,6 +49,22 @@ def check_output(destination: str | os.PathLike, *, force: bool,
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise LgError(f"{shown(dst)}: folder {shown(parent)} does not exist")
+
+
+def check_form(destination: str | os.PathLike, *, folder: bool) -> None:
+    """Refuse an output name that says the other form: a folder name for a
+    model written as one file, a `.safetensors` name for a model folder.
+    Known only once the model's family has planned its output
+    (`lgcli.outputs.plan_output`), so apart from `check_output`'s other checks."""
+    dst = str(destination)
+    if dst == STDIO:
+        return
+    if dst.endswith(("/", os.sep)) and not folder:
+        raise LgError(f"{shown(dst)}: names a folder; this model is one file: give a file name for the output")
+    if folder and Path(dst).suffix == ".safetensors" and not Path(dst).is_dir():
+        raise LgError(f"{shown(dst)}: a Hugging Face model is written as a folder (config.json, weights, "
+                      f"tokenizer) that from_pretrained or timm's local-dir: loads: give a folder name, "
+                      f"or -o - for a pipe")
 
 
 # What a model folder may hold besides the files lg writes: what a Hugging

@@ -31,7 +31,12 @@ def get_kind(name: str | None, spec: ArchSpec | None = None) -> LearngeneKind:
         kind = KINDS[str(name)]
     except KeyError:
         raise UsageError(f"unknown learngene kind {name!r} (known: {', '.join(KINDS)})") from None
-    return StagedKind(kind) if spec is not None and spec.stages else kind
+    return for_spec(kind, spec) if spec is not None else kind
+
+
+def for_spec(kind: LearngeneKind, spec: ArchSpec) -> LearngeneKind:
+    """`kind` as it applies to a model of `spec`: stage by stage for a model of stages."""
+    return StagedKind(kind) if spec.stages else kind
 
 
 def __getattr__(name: str):
