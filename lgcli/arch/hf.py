@@ -1,8 +1,9 @@
 """Hugging Face transformers text models  <->  (ArchSpec, Stack): what every
 text family shares. A family (gpt2.py, llama.py, bert.py) is declared as data
-(`HfLayout`: its key names, which stored tensors fuse several roles, which
-are stored transposed, the config fields that hold its sizes), as mergekit
-declares architectures; this module reads, checks and writes any of them.
+(`hf_layout.HfLayout`: its key names, which stored tensors fuse several
+roles, which are stored transposed, the config fields that hold its sizes,
+and a few hooks), as mergekit declares architectures; this module reads,
+checks and writes any of them: a family is ``HfAdapter(LAYOUT)``.
 
 Layouts (SPEC.md "Text families"): roles are kept in PyTorch's (out, in)
 layout, so a tensor stored the other way round (GPT-2's `Conv1D`) is
@@ -21,17 +22,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import json
 import re
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import LgError, debugging, one_line, shown
 from ..header import HeaderTensor, value_dtype
 from ..lazy import nn, torch
-from ..stack import ArchSpec, Stack
+from ..stack import ArchSpec, Stack, TensorGroup
 from .base import TEXT_ENCODER, Reader
-from .declared import DeclaredAdapter, Heads, Layout, StoredTensors, conventional_heads
+from .declared import DeclaredAdapter, Heads, StoredTensors, conventional_heads
+from .hf_layout import SIZE_NAMES, Architecture, HfLayout, Sizes, config_int
 from .shapes import ModelShapes
 
 # A configuration describing more parameters than this is refused before a
@@ -39,69 +39,12 @@ from .shapes import ModelShapes
 MAX_CONFIG_PARAMS = 1_000_000_000_000
 
 
-@dataclass(frozen=True)
-class Architecture:
-    """One model class of a family: what it does (`base.TASKS`), the Auto
-    class that loads it, and whether its weights sit under the family's base
-    prefix (``transformer.``, ``model.``, ``bert.``) with head keys beside."""
-
-    task: str
-    auto_class: str
-    prefixed: bool
-
-
-@dataclass(frozen=True)
-class HfLayout(Layout):
-    """A text family's state dict and configuration, as data: its keys
-    (`declared.Layout`), and what transformers adds.
-
-    `config_classes` maps a config.json model_type to its transformers
-    config class, `architectures` a model class to what it is. `tied_copies`
-    maps a head key to the key it is a copy of when the config ties the word
-    embeddings (the LM head: the token embedding): a tensor of its own only
-    in an untied model. `table_sizes` maps a lookup table's role (token,
-    position, token-type embeddings) to the config field that holds its row
-    count: a bare state dict's config takes them from the weights.
-    `optional_sizes` are the sizes a config.json may leave out (of
-    `size_fields`; the others it must give). `tied_head_input` names the
-    roles of the norm whose output a tied LM head reads (SPEC.md
-    "Baselines", clone)."""
-
-    config_classes: Mapping[str, str] = field(default_factory=dict)  # model_type -> transformers config class
-    architectures: Mapping[str, Architecture] = field(default_factory=dict)
-    tied_copies: Mapping[str, str] = field(default_factory=dict)
-    table_sizes: Mapping[str, str] = field(default_factory=dict)
-    optional_sizes: frozenset[str] = frozenset({"kv_heads", "head_dim", "vocab", "positions"})
-    tied_head_input: tuple[str, ...] = ()
-
-    @property
-    def model_types(self) -> tuple[str, ...]:
-        return tuple(self.config_classes)
-
-
-# The sizes a text family's config.json holds (`HfLayout.size_fields` names their fields).
-SIZE_NAMES = ("depth", "width", "heads", "kv_heads", "head_dim", "mlp_dim", "vocab", "positions")
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """The sizes a config.json gives (None: the field is absent, or the family has none)."""
-
-    depth: int
-    width: int
-    heads: int | None
-    kv_heads: int | None
-    head_dim: int | None
-    mlp_dim: int | None
-    vocab: int | None
-    positions: int | None
-
-
 class HfAdapter(DeclaredAdapter):
     """A Hugging Face text family (`lgcli.arch.base.FamilyAdapter`): its
-    `layout` read and written by `declared`, its config.json and
-    transformers' models; a subclass gives the layout, and overrides
-    `sizes` / `set_sizes` where its config says a size in its own way."""
+    declaration (`HfLayout`) read and written by `declared`, its config.json
+    and transformers' models. A family is an instance,
+    ``HfAdapter(LAYOUT)``; what its data cannot say is in the declaration's
+    hooks (`HfLayout`), not in a subclass."""
 
     layout: HfLayout
     writes_folder = True
@@ -109,29 +52,48 @@ class HfAdapter(DeclaredAdapter):
     fine_tune = ("transformers' `Trainer` (or your own loop) on the model the load line builds, with the "
                  "tokenizer files beside the weights")
 
+    def __init__(self, layout: HfLayout) -> None:
+        self.layout = layout
+
+    @property
+    def bot_wavelets(self) -> Mapping[str, str]:
+        return self.layout.bot_wavelets
+
     # ------------------------------------------------------------ sizes in config.json
     def sizes(self, config: Mapping[str, Any]) -> Sizes:
         """The sizes the family's config fields hold (`layout.size_fields`),
         each checked, in the order the layout declares them."""
         read = {name: config_int(config, name_in_config, required=name not in self.layout.optional_sizes)
                 for name, name_in_config in self.layout.size_fields.items()}
-        return Sizes(**{name: read.get(name) for name in SIZE_NAMES})
+        sizes = Sizes(**{name: read.get(name) for name in SIZE_NAMES})
+        if sizes.mlp_dim is None and self.layout.implicit_mlp_ratio:
+            sizes = dataclasses.replace(sizes, mlp_dim=self.layout.implicit_mlp_ratio * sizes.width)
+        return self.layout.read_sizes(config, sizes) if self.layout.read_sizes else sizes
 
     def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
         """Write the spec's sizes into the family's config fields (a head
         dimension is written by the family that has one apart from the width)."""
         values = {"depth": spec.depth, "width": spec.width, "heads": spec.heads,
                   "kv_heads": spec.key_value_heads, "mlp_dim": spec.mlp_dim}
+        ratio, mlp_field = self.layout.implicit_mlp_ratio, self.layout.size_fields.get("mlp_dim")
+        implicit = bool(ratio) and config.get(mlp_field) is None and spec.mlp_dim == ratio * spec.width
         config.update({self.layout.size_fields[name]: value for name, value in values.items()
                        if name in self.layout.size_fields})
+        if implicit:  # null means ratio x width; a config that spells the size out keeps doing so
+            config[mlp_field] = None
+        if self.layout.write_sizes:
+            self.layout.write_sizes(config, spec)
 
     # ------------------------------------------------------------ identity
     def recognises_config(self, config: Mapping[str, Any]) -> bool:
-        return config.get("model_type") in self.layout.model_types
+        return config.get("model_type") in (*self.layout.model_types, *self.layout.refused_model_types)
 
     # ------------------------------------------------------------ reading (declared.DeclaredAdapter.to_stack)
     def check_required(self, stored: StoredTensors) -> None:
         self._width(stored.globals)
+        wrong = self.layout.check_stored(stored) if self.layout.check_stored else None
+        if wrong:
+            raise LgError(self.not_family(wrong))
 
     def spec_from(self, config: Mapping[str, Any], stored: StoredTensors,
                   sources: Mapping[str, tuple[str, int, tuple[int, ...]]], attention: Heads,
@@ -161,6 +123,8 @@ class HfAdapter(DeclaredAdapter):
         return spec, stored
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+        if self.layout.check_config:
+            self.layout.check_config(config, spec, stack)
         if config:
             self._check_sizes(self.sizes(config), spec, stack)
 
@@ -264,6 +228,8 @@ class HfAdapter(DeclaredAdapter):
         if not isinstance(config, Mapping):
             raise LgError(f"a model's config must be a JSON object, found {type(config).__name__}")
         model_type = config.get("model_type")
+        if model_type in self.layout.refused_model_types:
+            raise LgError(self.layout.refused_model_types[model_type])
         if model_type is not None and model_type not in self.layout.model_types:
             raise LgError(f"config.json's model_type {shown(model_type)} is not a {self.family} model "
                           f"({', '.join(self.layout.model_types)})")
@@ -385,6 +351,15 @@ class HfAdapter(DeclaredAdapter):
         """The base prefix, which a base model (no head) is saved without."""
         return self.layout.base_prefix if self.architecture(spec).prefixed else ""
 
+    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
+        """The declared groups, less the per-layer keys the family's
+        `omitted_keys` says a model of `spec` has not."""
+        groups = super().write_plan(spec, stack)
+        if not self.layout.omitted_keys:
+            return groups
+        omitted = self.layout.omitted_keys(spec, stack)
+        return [group for group in groups if not any(group.entries[0][0].endswith("." + key) for key in omitted)]
+
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         """The state dict with each tied weight (the LM head) as the tensor it
         is tied to, from the layout's `tied_copies`: this runs on every
@@ -476,7 +451,8 @@ class HfAdapter(DeclaredAdapter):
         return [("architecture", "architecture", spec.extras.get("architecture")),
                 ("vocab_size", "vocabulary", sizes.vocab), ("max_positions", "positions", sizes.positions),
                 ("tied_embeddings", "tied LM head", bool(spec.tied_head_input)
-                 if self.architecture(spec).task != TEXT_ENCODER else None)]
+                 if self.architecture(spec).task != TEXT_ENCODER else None),
+                *(self.layout.inspect_fields(spec) if self.layout.inspect_fields else ())]
 
     def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
         """transformers' own random initialisation of `spec`."""
@@ -566,8 +542,9 @@ class HfAdapter(DeclaredAdapter):
         return self._read_shapes(self._saved_shapes(model), checked)
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
-        """A companion (tokenizer, generation config) changed where it states a size; unchanged by default."""
-        return data
+        """A companion (tokenizer, generation config) changed where it states
+        a size (the family's `rewrite_companion`); unchanged by default."""
+        return self.layout.rewrite_companion(name, data, spec) if self.layout.rewrite_companion else data
 
 
 def _complaint(exc: BaseException) -> str:
@@ -585,15 +562,3 @@ def import_transformers():
     if not debugging():
         transformers.utils.logging.set_verbosity_error()
     return transformers
-
-
-def config_int(config: Mapping[str, Any], key: str, *, required: bool = True, minimum: int = 1) -> int | None:
-    """A whole-number config field, checked (never coerced)."""
-    if key not in config or config[key] is None:
-        if required:
-            raise ValueError(f"field {key} is missing")
-        return None
-    value = config[key]
-    if type(value) is not int or value < minimum:
-        raise ValueError(f"field {key} must be a whole number of at least {minimum}, found {json.dumps(value)}")
-    return value

@@ -36,7 +36,8 @@ from ..lazy import nn, torch
 from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION
 from .declared import Layout
-from .hf import MAX_CONFIG_PARAMS, HfLayout
+from .hf import MAX_CONFIG_PARAMS
+from .hf_layout import HfLayout
 from .hf_image import HfImageAdapter, ImageArchitecture
 from .staged import StagedAdapter, window_of_table
 
@@ -80,6 +81,7 @@ LAYOUT = HfLayout(
     base_globals={**FIRST_STAGE, **LAST_STAGE},
     head_globals=CLASSIFIER,
     ignored=IGNORED,
+    image_processor="ViTImageProcessor",
 )
 # config.json's whole-number fields lg reads (and their least values).
 CONFIG_INTS = {"embed_dim": 1, "window_size": 1, "image_size": 1, "patch_size": 1, "num_channels": 1}
@@ -104,7 +106,6 @@ class HfSwinAdapter(StagedAdapter, HfImageAdapter):
     images in, logits out) by `HfImageAdapter` (see the module's docstring);
     both shared modules, neither another family's."""
 
-    layout = LAYOUT
     stage_root = "encoder.layers"
     merge_offset = 1  # transformers merges at the end of the stage before
 
@@ -237,3 +238,6 @@ class HfSwinAdapter(StagedAdapter, HfImageAdapter):
                 "patch_size": config.patch_size, "img_size": config.image_size, "in_chans": config.num_channels,
                 "num_classes": config.num_labels if self._classifier_key(type(model).__name__) else None,
                 "parameters": sum(p.numel() for p in model.parameters())}
+
+
+HF_SWIN_ADAPTER = HfSwinAdapter(LAYOUT)
