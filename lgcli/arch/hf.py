@@ -107,8 +107,12 @@ class HfAdapter(DeclaredAdapter):
         width = self._width(stored.globals)
         mlp_dim = sources["fc1"][2][0] if "fc1" in sources else 0
         if not config:  # a bare state dict: the sizes it shows, the config class's defaults for the rest
-            base_config.update(self._sizes_config(stored.depth, width, attention.heads, attention.kv_heads,
-                                                  attention.head_dim, mlp_dim))
+            # Into an empty config: what set_sizes keeps (GPT-2's null n_inner, Llama's head_dim) follows
+            # what a config states, and a bare state dict states nothing.
+            sized: dict[str, Any] = {}
+            self.set_sizes(sized, ArchSpec(self.family, stored.depth, width, attention.heads, attention.head_dim,
+                                           mlp_dim, kv_heads=attention.kv_heads))
+            base_config.update(sized)
             table_rows = {self.layout.global_roles[key][0]: int(tensor.shape[0])
                           for key, tensor in [*stored.globals.items(), *stored.heads.items()]}
             for role, name in self.layout.table_sizes.items():
@@ -126,7 +130,7 @@ class HfAdapter(DeclaredAdapter):
         if self.layout.check_config:
             self.layout.check_config(config, spec, stack)
         if config:
-            self._check_sizes(self.sizes(config), spec, stack)
+            check_sizes(self.sizes(config), spec, stack)
 
     def _width(self, globals_: Mapping[str, torch.Tensor]) -> int:
         token = next((k for k, (role, _) in self.layout.base_globals.items() if role == "token_embed"), None)
@@ -136,26 +140,6 @@ class HfAdapter(DeclaredAdapter):
         if embedding.dim() != 2 or min(embedding.shape) < 1:
             raise LgError(self.not_family(f"{token} of shape {tuple(embedding.shape)} is not (vocab, width)"))
         return int(embedding.shape[1])
-
-    def _build(self, architecture: str, hf_config, meta: bool = True) -> nn.Module:
-        """transformers' `architecture` built from `hf_config` (on the meta
-        device: no memory), its complaints about the config in one line:
-        transformers raises whatever type it likes for these (KeyError for
-        an unknown activation or rope type, AssertionError for a pad token
-        outside the vocabulary), and they used to surface as lg's own bugs.
-        Every command that builds or writes a model comes here (or through
-        `_hf_config`, which quotes the config class's complaints) before any
-        work; `lg inspect` reads config.json with lg's own checks only, since
-        importing transformers' classes would double its time."""
-        try:
-            with torch.device("meta") if meta else contextlib.nullcontext():
-                return getattr(import_transformers(), architecture)(hf_config)
-        except Exception as exc:  # noqa: BLE001 - any complaint of transformers' about the config
-            detail = _complaint(exc)
-            if isinstance(exc, KeyError):
-                detail = f"unknown value {detail}"
-            raise LgError(f"config.json does not describe a {architecture} that transformers builds "
-                          f"({one_line(detail)[:200]})") from None
 
     def _bound_config(self, config: Mapping[str, Any]) -> None:
         sizes = self.sizes(config)
@@ -209,19 +193,6 @@ class HfAdapter(DeclaredAdapter):
             raise LgError(self.not_family(f"{kv_heads} key/value heads do not divide the {chosen} heads"))
         return Heads(int(chosen), int(head_dim), int(kv_heads), assumed)
 
-    def _check_sizes(self, sizes: Sizes, spec: ArchSpec, stack: Stack) -> None:
-        """config.json must say what the weights say (a config that lies is refused)."""
-        found = {"layers": (sizes.depth, spec.depth), "width": (sizes.width, spec.width),
-                 "MLP size": (sizes.mlp_dim, spec.mlp_dim)}
-        token = stack.globals.axes_and_shape("token_embed")[1] if "token_embed" in stack.globals else None
-        if token is not None:
-            found["vocabulary"] = (sizes.vocab, token[0])
-        if "pos_embed" in stack.globals:
-            found["positions"] = (sizes.positions, stack.globals.axes_and_shape("pos_embed")[1][0])
-        for what, (said, has) in found.items():
-            if said is not None and said != has:
-                raise LgError(f"config.json says {what} {said}; the weights have {has}")
-
     def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
         if config is None:
             return {}
@@ -244,7 +215,7 @@ class HfAdapter(DeclaredAdapter):
         if config:
             out = dict(config)
         else:
-            out = self._config_class(self.layout.model_types[0])().to_dict()
+            out = config_class(self.layout, self.layout.model_types[0])().to_dict()
         out["architectures"] = [architecture]
         out.setdefault("model_type", self.layout.model_types[0])
         return out
@@ -270,13 +241,13 @@ class HfAdapter(DeclaredAdapter):
         tied = config.get("tie_word_embeddings")
         untied_by = "config.json unties the word embeddings"
         if tied is None:
-            config_class = self._config_class(config["model_type"])
-            tied = getattr(config_class(), "tie_word_embeddings", True)
-            untied_by = (f"config.json leaves tie_word_embeddings out, which {config_class.__name__} "
+            cls = config_class(self.layout, config["model_type"])
+            tied = getattr(cls(), "tie_word_embeddings", True)
+            untied_by = (f"config.json leaves tie_word_embeddings out, which {cls.__name__} "
                          f"reads as untied,")
         if tied:
             saved = [k for k in copies if k in heads_found]
-            differ = [k for k in saved if not self._same_tensor(
+            differ = [k for k in saved if not same_tensor(
                 read, *stored.stored_global(copies[k]), k, heads_found[k])]
             if not differ:
                 for key in saved:
@@ -291,34 +262,6 @@ class HfAdapter(DeclaredAdapter):
             raise LgError(f"{reason} the weights have no {missing[0]}")
         return False, stored
 
-    @staticmethod
-    def _same_tensor(read: Reader, key_a: str, a: torch.Tensor | HeaderTensor | None, key_b: str,
-                     b: torch.Tensor | HeaderTensor) -> bool:
-        """Whether two stored tensors hold the same values, compared a chunk at
-        a time (an embedding can be large; nothing is read on the meta device)."""
-        if a is None or tuple(a.shape) != tuple(b.shape):
-            return False
-        if a.is_meta or b.is_meta:
-            return True
-        # Header stand-ins (`lg inspect`) read as the tensors they stand for.
-        dtype_a, dtype_b = value_dtype(a), value_dtype(b)
-        chunk = 1 << 20
-        for start in range(0, a.numel(), chunk):
-            count = min(chunk, a.numel() - start)
-            part_a = torch.empty(count, dtype=dtype_a)
-            part_b = torch.empty(count, dtype=dtype_b)
-            read(key_a, part_a, start)
-            read(key_b, part_b, start)
-            if not torch.equal(part_a, part_b.to(dtype_a) if dtype_a != dtype_b else part_b):
-                return False
-        return True
-
-    def _sizes_config(self, depth, width, heads, kv_heads, head_dim, mlp_dim) -> dict[str, Any]:
-        spec = ArchSpec(self.family, depth, width, heads, head_dim, mlp_dim, kv_heads=kv_heads)
-        config: dict[str, Any] = {}
-        self.set_sizes(config, spec)
-        return config
-
     # ------------------------------------------------------------ the config
     def config(self, spec: ArchSpec) -> dict[str, Any]:
         """config.json for `spec`: the source's, with the new sizes."""
@@ -331,15 +274,9 @@ class HfAdapter(DeclaredAdapter):
     def architecture(self, spec: ArchSpec) -> Architecture:
         return self.layout.architectures[spec.extras["architecture"]]
 
-    def _config_class(self, model_type: str):
-        return getattr(import_transformers(), self.layout.config_classes[model_type])
-
-    def hf_config(self, spec: ArchSpec):
-        """The transformers config object of `spec`."""
-        return self._hf_config(self.config(spec))
-
-    def _hf_config(self, data: Mapping[str, Any]):
-        cls = self._config_class(data.get("model_type") or self.layout.model_types[0])
+    def hf_config(self, data: Mapping[str, Any]):
+        """The transformers config object of a config.json (`config(spec)`'s)."""
+        cls = config_class(self.layout, data.get("model_type") or self.layout.model_types[0])
         try:
             return cls.from_dict({k: v for k, v in data.items() if k != "transformers_version"})
         except Exception as exc:  # noqa: BLE001 - transformers' strict dataclasses raise their own types
@@ -393,7 +330,7 @@ class HfAdapter(DeclaredAdapter):
                 if k not in tied and not any(re.search(p, k) for p in self.layout.ignored)}
 
     def _meta_model(self, spec: ArchSpec) -> nn.Module:
-        return self._build(spec.extras["architecture"], self.hf_config(spec))
+        return build_model(spec.extras["architecture"], self.hf_config(self.config(spec)))
 
     def _bound(self, spec: ArchSpec) -> None:
         rough = spec.depth * spec.width * (2 * spec.attn_dim + 2 * spec.kv_dim + 3 * spec.mlp_dim)
@@ -427,10 +364,6 @@ class HfAdapter(DeclaredAdapter):
     def largest_role_elements(self, spec: ArchSpec) -> int:
         return self.model_shapes(spec).largest_role_elements()
 
-    def _read_shapes(self, shapes: Mapping[str, tuple[int, ...]], config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
-        """(spec, stack on the meta device) of a state dict known by its shapes alone."""
-        return self.to_stack({k: torch.empty(s, device="meta") for k, s in shapes.items()}, config=config)
-
     # ------------------------------------------------------------ transformers models
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         import os
@@ -459,7 +392,7 @@ class HfAdapter(DeclaredAdapter):
         if seed is not None:
             torch.manual_seed(seed)
         self._bound(spec)
-        return self._build(spec.extras["architecture"], self.hf_config(spec), meta=False).eval()
+        return build_model(spec.extras["architecture"], self.hf_config(self.config(spec)), meta=False).eval()
 
     def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
         model = self.create_model(spec, seed=seed)
@@ -538,13 +471,77 @@ class HfAdapter(DeclaredAdapter):
             raise LgError("a text model's recorded config is empty")
         self._bound_config(checked)
         architecture = self._architecture(checked, {}, "")
-        model = self._build(architecture, self._hf_config(checked))
-        return self._read_shapes(self._saved_shapes(model), checked)
+        model = build_model(architecture, self.hf_config(checked))
+        # The state dict save_pretrained writes, read on the meta device.
+        shapes = self._saved_shapes(model)
+        return self.to_stack({k: torch.empty(s, device="meta") for k, s in shapes.items()}, config=checked)
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
         """A companion (tokenizer, generation config) changed where it states
         a size (the family's `rewrite_companion`); unchanged by default."""
         return self.layout.rewrite_companion(name, data, spec) if self.layout.rewrite_companion else data
+
+
+def build_model(architecture: str, hf_config, meta: bool = True) -> nn.Module:
+    """transformers' `architecture` built from `hf_config` (on the meta
+    device: no memory), its complaints about the config in one line:
+    transformers raises whatever type it likes for these (KeyError for
+    an unknown activation or rope type, AssertionError for a pad token
+    outside the vocabulary), and they used to surface as lg's own bugs.
+    Every command that builds or writes a model comes here (or through
+    `HfAdapter.hf_config`, which quotes the config class's complaints)
+    before any work; `lg inspect` reads config.json with lg's own checks only, since
+    importing transformers' classes would double its time."""
+    try:
+        with torch.device("meta") if meta else contextlib.nullcontext():
+            return getattr(import_transformers(), architecture)(hf_config)
+    except Exception as exc:  # noqa: BLE001 - any complaint of transformers' about the config
+        detail = _complaint(exc)
+        if isinstance(exc, KeyError):
+            detail = f"unknown value {detail}"
+        raise LgError(f"config.json does not describe a {architecture} that transformers builds "
+                      f"({one_line(detail)[:200]})") from None
+
+
+def check_sizes(sizes: Sizes, spec: ArchSpec, stack: Stack) -> None:
+    """config.json must say what the weights say (a config that lies is refused)."""
+    found = {"layers": (sizes.depth, spec.depth), "width": (sizes.width, spec.width),
+             "MLP size": (sizes.mlp_dim, spec.mlp_dim)}
+    token = stack.globals.axes_and_shape("token_embed")[1] if "token_embed" in stack.globals else None
+    if token is not None:
+        found["vocabulary"] = (sizes.vocab, token[0])
+    if "pos_embed" in stack.globals:
+        found["positions"] = (sizes.positions, stack.globals.axes_and_shape("pos_embed")[1][0])
+    for what, (said, has) in found.items():
+        if said is not None and said != has:
+            raise LgError(f"config.json says {what} {said}; the weights have {has}")
+
+
+def same_tensor(read: Reader, key_a: str, a: torch.Tensor | HeaderTensor | None, key_b: str,
+               b: torch.Tensor | HeaderTensor) -> bool:
+    """Whether two stored tensors hold the same values, compared a chunk at
+    a time (an embedding can be large; nothing is read on the meta device)."""
+    if a is None or tuple(a.shape) != tuple(b.shape):
+        return False
+    if a.is_meta or b.is_meta:
+        return True
+    # Header stand-ins (`lg inspect`) read as the tensors they stand for.
+    dtype_a, dtype_b = value_dtype(a), value_dtype(b)
+    chunk = 1 << 20
+    for start in range(0, a.numel(), chunk):
+        count = min(chunk, a.numel() - start)
+        part_a = torch.empty(count, dtype=dtype_a)
+        part_b = torch.empty(count, dtype=dtype_b)
+        read(key_a, part_a, start)
+        read(key_b, part_b, start)
+        if not torch.equal(part_a, part_b.to(dtype_a) if dtype_a != dtype_b else part_b):
+            return False
+    return True
+
+
+def config_class(layout: HfLayout, model_type: str):
+    """The transformers config class of a model type the layout reads."""
+    return getattr(import_transformers(), layout.config_classes[model_type])
 
 
 def _complaint(exc: BaseException) -> str:

@@ -269,7 +269,7 @@ class HfImageAdapter(HfAdapter):
         config = spec.extras.get("config") or {}
         channels, size = config.get("num_channels"), config.get("image_size")
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (channels, size)):
-            hf_config = self.hf_config(spec)
+            hf_config = self.hf_config(self.config(spec))
             channels, size = hf_config.num_channels, hf_config.image_size
         return int(channels), int(size), int(size)
 
