@@ -7,8 +7,8 @@ and writes every family's state dict.
 
 Family modules (vit, timm_vit_names, swin, gpt2, llama, bert, hf_vit,
 hf_dinov2, hf_clip, hf_swin) never import one another; what they share is
-in modules of no family (base, declared, hf, hf_image, timm, staged,
-shapes). tests/test_arch_imports.py holds both lists and checks the imports.
+in modules of no family (base, declared, hf_layout, hf, hf_image, timm,
+staged, shapes). tests/test_arch_imports.py holds both lists and checks the imports.
 """
 
 from __future__ import annotations

@@ -102,5 +102,5 @@ LAYOUT = HfLayout(
     rewrite_companion=rewrite_companion,
 )
 
-# Instances, not subclasses: the family is its declaration.
+# An instance, not a subclass: the family is its declaration.
 BERT_ADAPTER = HfAdapter(LAYOUT)

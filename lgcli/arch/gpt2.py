@@ -53,5 +53,5 @@ LAYOUT = HfLayout(
     bot_wavelets={"shrink": "coif3", "grow": "db2"},
 )
 
-# Instances, not subclasses: the family is its declaration.
+# An instance, not a subclass: the family is its declaration.
 GPT2_ADAPTER = HfAdapter(LAYOUT)

@@ -36,7 +36,8 @@ class HfLayout(Layout):
     as data (its keys: `declared.Layout`; what transformers adds, below),
     and the few things data cannot say as plain functions. A family is an
     instance of `HfAdapter` (text) or `hf_image.HfImageAdapter` (images)
-    made with its declaration, never a subclass.
+    made with its declaration, never a subclass (the Swin, whose weights
+    are read in stages, is `hf_swin.HfSwinAdapter`'s).
 
     `config_classes` maps a config.json model_type to its transformers
     config class, `architectures` a model class to what it is. `tied_copies`

@@ -74,5 +74,5 @@ LAYOUT = HfLayout(
 )
 
 
-# Instances, not subclasses: the family is its declaration.
+# An instance, not a subclass: the family is its declaration.
 LLAMA_ADAPTER = HfAdapter(LAYOUT)
