@@ -139,8 +139,7 @@ def folder_files(adapter, spec: ArchSpec, parent: Checkpoint | None,
         else:
             files[name] = adapter.rewrite_companion(name, companion_bytes(companions, name), spec)
     # What the family writes where the source had none (an image model's preprocessor_config.json).
-    written = getattr(adapter, "written_companions", None)
-    for name, data in (written(spec) if written is not None else {}).items():
+    for name, data in adapter.written_companions(spec).items():
         files.setdefault(name, data)
     return files
 

@@ -363,8 +363,7 @@ def resolve(checkpoint, spec, adapter) -> Preprocessing | None:
             return from_record(recorded, input_size, "lg metadata")
         except LgError as error:
             raise LgError(f"refused: metadata lg.preprocessing: {error}") from None
-    stated = getattr(adapter, "stated_preprocessing", None)
-    found = stated(spec, checkpoint.companions, input_size) if stated is not None else None
+    found = adapter.stated_preprocessing(spec, checkpoint.companions, input_size)
     if found is not None:
         return found
     if checkpoint.lg:
@@ -384,8 +383,7 @@ def preprocessing_of_spec(spec, adapter) -> Preprocessing | None:
         input_size = tuple(int(v) for v in adapter.input_size(spec))
     except LgError:
         return None
-    stated = getattr(adapter, "stated_preprocessing", None)
-    found = stated(spec, {}, input_size) if stated is not None else None
+    found = adapter.stated_preprocessing(spec, {}, input_size)
     return found or default_preprocessing(input_size, "lg's default")
 
 

@@ -7,8 +7,8 @@ and writes every family's state dict.
 
 Family modules (vit, timm_vit_names, swin, gpt2, llama, bert, hf_vit,
 hf_dinov2, hf_clip, hf_swin) never import one another; what they share is
-in modules of no family (base, declared, hf, hf_image, timm, staged,
-shapes). tests/test_arch_imports.py holds both lists and checks the imports.
+in modules of no family (base, declared, hf_layout, hf, hf_image, timm,
+staged, shapes). tests/test_arch_imports.py holds both lists and checks the imports.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Mapping
 from ..errors import LgError
 from ..lazy import nn, torch
 from .base import FamilyAdapter
-from .bert import BertAdapter
-from .gpt2 import Gpt2Adapter
-from .hf_clip import ClipVisionAdapter
-from .hf_dinov2 import REGISTERS_ADAPTER, Dinov2Adapter
-from .hf_swin import HfSwinAdapter
+from .bert import BERT_ADAPTER
+from .gpt2 import GPT2_ADAPTER
+from .hf_clip import CLIP_VISION_ADAPTER
+from .hf_dinov2 import DINOV2_ADAPTER, REGISTERS_ADAPTER
+from .hf_swin import HF_SWIN_ADAPTER
 from .hf_vit import DEIT_ADAPTER, VIT_ADAPTER
-from .llama import LlamaAdapter
+from .llama import LLAMA_ADAPTER
 from .swin import SwinAdapter
 from .vit import VitAdapter
 
@@ -45,8 +45,8 @@ def unregister(family: str) -> None:
 
 
 # Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config).
-for _adapter in (SwinAdapter(), VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), VIT_ADAPTER,
-                 DEIT_ADAPTER, Dinov2Adapter(), REGISTERS_ADAPTER, ClipVisionAdapter(), HfSwinAdapter()):
+for _adapter in (SwinAdapter(), VitAdapter(), GPT2_ADAPTER, LLAMA_ADAPTER, BERT_ADAPTER, VIT_ADAPTER,
+                 DEIT_ADAPTER, DINOV2_ADAPTER, REGISTERS_ADAPTER, CLIP_VISION_ADAPTER, HF_SWIN_ADAPTER):
     register(_adapter)
 
 

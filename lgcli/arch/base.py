@@ -8,11 +8,16 @@ model_state, model_buffers, global_role_axes); the rest is the family's own.
 Everything outside `lgcli/arch/` reaches a family through this protocol (via
 `get_adapter(spec.family)` or `adapter_of_model(model)`): it never names a
 family, imports the family's library, or reads its configuration fields
-(tests/test_architecture_boundary.py checks that).
+(tests/test_architecture_boundary.py checks that). The protocol lists every
+member that code (and the registry, `lgcli.arch`) calls, and nothing else
+(tests/test_hf_instances.py checks both ways); the members a family may
+leave out have their defaults in `AdapterDefaults`, which every adapter's
+base derives from, so no caller asks `getattr(adapter, ...)`.
 """
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, Callable, Mapping, Protocol
 
 from ..lazy import nn, torch
@@ -35,9 +40,6 @@ TASKS = (IMAGE_CLASSIFICATION, CAUSAL_LM, MASKED_LM, TEXT_ENCODER)
 
 class FamilyAdapter(Protocol):
     family: str
-    # Whether the family's models are Hugging Face folders (config.json, the
-    # weights, tokenizer files) rather than one safetensors file.
-    writes_folder: bool
     # The library that loads the family's models (a model card's library_name),
     # and how its users fine-tune one (the card's advice), in a sentence.
     library: str
@@ -75,9 +77,6 @@ class FamilyAdapter(Protocol):
     # ---- writing
     def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
         """The family's state dict as groups streamed one at a time (names and shapes first)."""
-
-    def from_stack(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
-        """The whole state dict, in memory, as the family's files hold it."""
 
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         """Every parameter of the family's model of `spec` (a tied head's
@@ -120,6 +119,18 @@ class FamilyAdapter(Protocol):
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
         """A file copied beside the weights of a folder (tokenizer, generation
         config), changed where it states a size of the model."""
+
+    def written_companions(self, spec: ArchSpec) -> dict[str, bytes]:
+        """Files the family writes beside the weights of a folder whose
+        source had none (an image model's preprocessor_config.json stating
+        its preprocessing). Default: none."""
+
+    def stated_preprocessing(self, spec: ArchSpec, companions: Mapping[str, Any],
+                             input_size: tuple[int, int, int]) -> Any:
+        """The `preprocessing.Preprocessing` a model of `spec` states in its
+        ecosystem's own terms (a Hugging Face folder's
+        preprocessor_config.json, a timm model's pretrained_cfg), from the
+        source's `companions`; None where it states none. Default: None."""
 
     def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
         """(JSON key, table label, value) of the family's own fields for `lg inspect`."""
@@ -175,5 +186,28 @@ class FamilyAdapter(Protocol):
         data-aware methods' calibration pass hooks: "block", "o" (attention
         output projection), "fc2" (MLP down projection), "norm1", "norm2"."""
 
+    def stage_layer_modules(self, spec: ArchSpec, model: nn.Module) -> list[dict[str, list[str]]]:
+        """A model of stages' `layer_modules`, one dict per stage (asked
+        where `spec.stages`; a model without stages has none: the default)."""
 
-__all__ = ["FamilyAdapter", "Reader", "TASKS", "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]
+
+class AdapterDefaults:
+    """What the protocol's optional members mean where a family leaves them
+    out: the base of every adapter's base (`declared.DeclaredAdapter`,
+    `staged.StagedAdapter`), so a caller asks the member, never
+    `getattr(adapter, name, default)`."""
+
+    bot_wavelets: Mapping[str, str] = MappingProxyType({})  # haar both ways
+
+    def written_companions(self, spec: ArchSpec) -> dict[str, bytes]:
+        return {}
+
+    def stated_preprocessing(self, spec: ArchSpec, companions: Mapping[str, Any],
+                             input_size: tuple[int, int, int]) -> Any:
+        return None
+
+    def stage_layer_modules(self, spec: ArchSpec, model: nn.Module) -> list[dict[str, list[str]]]:
+        return []
+
+
+__all__ = ["AdapterDefaults", "FamilyAdapter", "Reader", "TASKS", "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]

@@ -12,9 +12,40 @@ from __future__ import annotations
 
 import json
 import re
+
 from ..stack import EMBED, FIXED, POSITIONS, VOCAB, ArchSpec
 from .base import MASKED_LM, TEXT_ENCODER
-from .hf import Architecture, HfAdapter, HfLayout
+from .hf import HfAdapter
+from .hf_layout import Architecture, HfLayout
+
+# sentence-transformers' pooling module states the width it pools.
+POOLING_CONFIG_SUFFIX = "_Pooling/config.json"
+WIDTH_FIELD = re.compile(rb'("word_embedding_dimension"\s*:\s*)[0-9]+')
+
+
+def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
+    """A sentence-transformers pooling config states the embedding width
+    (`HfLayout.rewrite_companion`)."""
+    if not name.endswith(POOLING_CONFIG_SUFFIX):
+        return data
+    try:
+        config = json.loads(data)
+    except ValueError:
+        return data
+    if not isinstance(config, dict) or config.get("word_embedding_dimension", spec.width) == spec.width:
+        return data  # nothing to change: the file is copied byte for byte
+    config["word_embedding_dimension"] = spec.width
+    # Change the number alone, so that the rest of the file (its layout,
+    # key order) stays the source's; re-serialise only when that is not
+    # one clean substitution.
+    edited, count = WIDTH_FIELD.subn(lambda m: m.group(1) + str(spec.width).encode(), data)
+    try:
+        if count == 1 and json.loads(edited) == config:
+            return edited
+    except ValueError:
+        pass
+    return (json.dumps(config, indent=2) + "\n").encode()
+
 
 LAYOUT = HfLayout(
     family="bert",
@@ -66,35 +97,10 @@ LAYOUT = HfLayout(
                  "mlp_dim": "intermediate_size", "vocab": "vocab_size", "positions": "max_position_embeddings"},
     tied_head_input=("head_norm_weight", "head_norm_bias"),  # the transform's LayerNorm feeds the decoder
     post_norm=True,  # LayerNorm after each residual sum (attention.output.LayerNorm, output.LayerNorm)
-)
-# sentence-transformers' pooling module states the width it pools.
-POOLING_CONFIG_SUFFIX = "_Pooling/config.json"
-WIDTH_FIELD = re.compile(rb'("word_embedding_dimension"\s*:\s*)[0-9]+')
-
-
-class BertAdapter(HfAdapter):
-    layout = LAYOUT
     # The BoT paper's best wavelets for this family (bot.txt, "Choice of Wavelet Family"): --wavelet auto.
-    bot_wavelets = {"shrink": "haar", "grow": "bior6.8"}
+    bot_wavelets={"shrink": "haar", "grow": "bior6.8"},
+    rewrite_companion=rewrite_companion,
+)
 
-    def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
-        """A sentence-transformers pooling config states the embedding width."""
-        if not name.endswith(POOLING_CONFIG_SUFFIX):
-            return data
-        try:
-            config = json.loads(data)
-        except ValueError:
-            return data
-        if not isinstance(config, dict) or config.get("word_embedding_dimension", spec.width) == spec.width:
-            return data  # nothing to change: the file is copied byte for byte
-        config["word_embedding_dimension"] = spec.width
-        # Change the number alone, so that the rest of the file (its layout,
-        # key order) stays the source's; re-serialise only when that is not
-        # one clean substitution.
-        edited, count = WIDTH_FIELD.subn(lambda m: m.group(1) + str(spec.width).encode(), data)
-        try:
-            if count == 1 and json.loads(edited) == config:
-                return edited
-        except ValueError:
-            pass
-        return (json.dumps(config, indent=2) + "\n").encode()
+# An instance, not a subclass: the family is its declaration.
+BERT_ADAPTER = HfAdapter(LAYOUT)

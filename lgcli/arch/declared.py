@@ -27,7 +27,7 @@ from ..errors import LgError, shown
 from ..lazy import nn, torch
 from ..stack import (ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
                      copy_elements)
-from .base import Reader
+from .base import AdapterDefaults, Reader
 
 # A head count no file records is guessed as the ViT/BERT/GPT-2 convention:
 # heads of dimension 64.
@@ -405,7 +405,7 @@ class Heads:
     assumed: bool = False
 
 
-class DeclaredAdapter:
+class DeclaredAdapter(AdapterDefaults):
     """Reading and writing for a family declared by its `layout`: the state
     dict members of `base.FamilyAdapter`. A family that is its declaration
     alone needs nothing more; the hooks (`checked_config`, `check_required`,

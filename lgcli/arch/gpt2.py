@@ -8,12 +8,10 @@ and an LM head tied to the token embedding (no tensor of its own).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Mapping
-
-from ..stack import EMBED, POSITIONS, VOCAB, ArchSpec
+from ..stack import EMBED, POSITIONS, VOCAB
 from .base import CAUSAL_LM, TEXT_ENCODER
-from .hf import Architecture, HfAdapter, HfLayout, Sizes
+from .hf import HfAdapter
+from .hf_layout import Architecture, HfLayout
 
 LAYOUT = HfLayout(
     family="gpt2",
@@ -48,23 +46,12 @@ LAYOUT = HfLayout(
     table_sizes={"token_embed": "vocab_size", "pos_embed": "n_positions"},
     size_fields={"width": "n_embd", "mlp_dim": "n_inner", "depth": "n_layer", "heads": "n_head",
                  "vocab": "vocab_size", "positions": "n_positions"},
-    optional_sizes=frozenset({"mlp_dim", "vocab", "positions"}),  # n_inner None: 4 x width
+    optional_sizes=frozenset({"mlp_dim", "vocab", "positions"}),
+    implicit_mlp_ratio=4,  # n_inner None: 4 x width
     tied_head_input=("norm_weight", "norm_bias"),  # ln_f feeds the head
+    # The BoT paper's best wavelets for this family (bot.txt, "Choice of Wavelet Family"): --wavelet auto.
+    bot_wavelets={"shrink": "coif3", "grow": "db2"},
 )
 
-
-class Gpt2Adapter(HfAdapter):
-    layout = LAYOUT
-    # The BoT paper's best wavelets for this family (bot.txt, "Choice of Wavelet Family"): --wavelet auto.
-    bot_wavelets = {"shrink": "coif3", "grow": "db2"}
-
-    def sizes(self, config: Mapping[str, Any]) -> Sizes:
-        sizes = super().sizes(config)
-        return sizes if sizes.mlp_dim is not None else dataclasses.replace(sizes, mlp_dim=4 * sizes.width)
-
-    def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
-        # n_inner None means 4 x width; a config that spells the size out keeps doing so.
-        implicit = config.get("n_inner") is None and spec.mlp_dim == 4 * spec.width
-        super().set_sizes(config, spec)
-        if implicit:
-            config["n_inner"] = None
+# An instance, not a subclass: the family is its declaration.
+GPT2_ADAPTER = HfAdapter(LAYOUT)

@@ -1,8 +1,9 @@
 """Hugging Face transformers text models  <->  (ArchSpec, Stack): what every
 text family shares. A family (gpt2.py, llama.py, bert.py) is declared as data
-(`HfLayout`: its key names, which stored tensors fuse several roles, which
-are stored transposed, the config fields that hold its sizes), as mergekit
-declares architectures; this module reads, checks and writes any of them.
+(`hf_layout.HfLayout`: its key names, which stored tensors fuse several
+roles, which are stored transposed, the config fields that hold its sizes,
+and a few hooks), as mergekit declares architectures; this module reads,
+checks and writes any of them: a family is ``HfAdapter(LAYOUT)``.
 
 Layouts (SPEC.md "Text families"): roles are kept in PyTorch's (out, in)
 layout, so a tensor stored the other way round (GPT-2's `Conv1D`) is
@@ -21,17 +22,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import json
 import re
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import LgError, debugging, one_line, shown
 from ..header import HeaderTensor, value_dtype
 from ..lazy import nn, torch
-from ..stack import ArchSpec, Stack
+from ..stack import ArchSpec, Stack, TensorGroup
 from .base import TEXT_ENCODER, Reader
-from .declared import DeclaredAdapter, Heads, Layout, StoredTensors, conventional_heads
+from .declared import DeclaredAdapter, Heads, StoredTensors, conventional_heads
+from .hf_layout import SIZE_NAMES, Architecture, HfLayout, Sizes, config_int
 from .shapes import ModelShapes
 
 # A configuration describing more parameters than this is refused before a
@@ -39,69 +39,12 @@ from .shapes import ModelShapes
 MAX_CONFIG_PARAMS = 1_000_000_000_000
 
 
-@dataclass(frozen=True)
-class Architecture:
-    """One model class of a family: what it does (`base.TASKS`), the Auto
-    class that loads it, and whether its weights sit under the family's base
-    prefix (``transformer.``, ``model.``, ``bert.``) with head keys beside."""
-
-    task: str
-    auto_class: str
-    prefixed: bool
-
-
-@dataclass(frozen=True)
-class HfLayout(Layout):
-    """A text family's state dict and configuration, as data: its keys
-    (`declared.Layout`), and what transformers adds.
-
-    `config_classes` maps a config.json model_type to its transformers
-    config class, `architectures` a model class to what it is. `tied_copies`
-    maps a head key to the key it is a copy of when the config ties the word
-    embeddings (the LM head: the token embedding): a tensor of its own only
-    in an untied model. `table_sizes` maps a lookup table's role (token,
-    position, token-type embeddings) to the config field that holds its row
-    count: a bare state dict's config takes them from the weights.
-    `optional_sizes` are the sizes a config.json may leave out (of
-    `size_fields`; the others it must give). `tied_head_input` names the
-    roles of the norm whose output a tied LM head reads (SPEC.md
-    "Baselines", clone)."""
-
-    config_classes: Mapping[str, str] = field(default_factory=dict)  # model_type -> transformers config class
-    architectures: Mapping[str, Architecture] = field(default_factory=dict)
-    tied_copies: Mapping[str, str] = field(default_factory=dict)
-    table_sizes: Mapping[str, str] = field(default_factory=dict)
-    optional_sizes: frozenset[str] = frozenset({"kv_heads", "head_dim", "vocab", "positions"})
-    tied_head_input: tuple[str, ...] = ()
-
-    @property
-    def model_types(self) -> tuple[str, ...]:
-        return tuple(self.config_classes)
-
-
-# The sizes a text family's config.json holds (`HfLayout.size_fields` names their fields).
-SIZE_NAMES = ("depth", "width", "heads", "kv_heads", "head_dim", "mlp_dim", "vocab", "positions")
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """The sizes a config.json gives (None: the field is absent, or the family has none)."""
-
-    depth: int
-    width: int
-    heads: int | None
-    kv_heads: int | None
-    head_dim: int | None
-    mlp_dim: int | None
-    vocab: int | None
-    positions: int | None
-
-
 class HfAdapter(DeclaredAdapter):
     """A Hugging Face text family (`lgcli.arch.base.FamilyAdapter`): its
-    `layout` read and written by `declared`, its config.json and
-    transformers' models; a subclass gives the layout, and overrides
-    `sizes` / `set_sizes` where its config says a size in its own way."""
+    declaration (`HfLayout`) read and written by `declared`, its config.json
+    and transformers' models. A family is an instance,
+    ``HfAdapter(LAYOUT)``; what its data cannot say is in the declaration's
+    hooks (`HfLayout`), not in a subclass."""
 
     layout: HfLayout
     writes_folder = True
@@ -109,29 +52,48 @@ class HfAdapter(DeclaredAdapter):
     fine_tune = ("transformers' `Trainer` (or your own loop) on the model the load line builds, with the "
                  "tokenizer files beside the weights")
 
+    def __init__(self, layout: HfLayout) -> None:
+        self.layout = layout
+
+    @property
+    def bot_wavelets(self) -> Mapping[str, str]:
+        return self.layout.bot_wavelets
+
     # ------------------------------------------------------------ sizes in config.json
     def sizes(self, config: Mapping[str, Any]) -> Sizes:
         """The sizes the family's config fields hold (`layout.size_fields`),
         each checked, in the order the layout declares them."""
         read = {name: config_int(config, name_in_config, required=name not in self.layout.optional_sizes)
                 for name, name_in_config in self.layout.size_fields.items()}
-        return Sizes(**{name: read.get(name) for name in SIZE_NAMES})
+        sizes = Sizes(**{name: read.get(name) for name in SIZE_NAMES})
+        if sizes.mlp_dim is None and self.layout.implicit_mlp_ratio:
+            sizes = dataclasses.replace(sizes, mlp_dim=self.layout.implicit_mlp_ratio * sizes.width)
+        return self.layout.read_sizes(config, sizes) if self.layout.read_sizes else sizes
 
     def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
         """Write the spec's sizes into the family's config fields (a head
         dimension is written by the family that has one apart from the width)."""
         values = {"depth": spec.depth, "width": spec.width, "heads": spec.heads,
                   "kv_heads": spec.key_value_heads, "mlp_dim": spec.mlp_dim}
+        ratio, mlp_field = self.layout.implicit_mlp_ratio, self.layout.size_fields.get("mlp_dim")
+        implicit = bool(ratio) and config.get(mlp_field) is None and spec.mlp_dim == ratio * spec.width
         config.update({self.layout.size_fields[name]: value for name, value in values.items()
                        if name in self.layout.size_fields})
+        if implicit:  # null means ratio x width; a config that spells the size out keeps doing so
+            config[mlp_field] = None
+        if self.layout.write_sizes:
+            self.layout.write_sizes(config, spec)
 
     # ------------------------------------------------------------ identity
     def recognises_config(self, config: Mapping[str, Any]) -> bool:
-        return config.get("model_type") in self.layout.model_types
+        return config.get("model_type") in (*self.layout.model_types, *self.layout.refused_model_types)
 
     # ------------------------------------------------------------ reading (declared.DeclaredAdapter.to_stack)
     def check_required(self, stored: StoredTensors) -> None:
         self._width(stored.globals)
+        wrong = self.layout.check_stored(stored) if self.layout.check_stored else None
+        if wrong:
+            raise LgError(self.not_family(wrong))
 
     def spec_from(self, config: Mapping[str, Any], stored: StoredTensors,
                   sources: Mapping[str, tuple[str, int, tuple[int, ...]]], attention: Heads,
@@ -145,8 +107,12 @@ class HfAdapter(DeclaredAdapter):
         width = self._width(stored.globals)
         mlp_dim = sources["fc1"][2][0] if "fc1" in sources else 0
         if not config:  # a bare state dict: the sizes it shows, the config class's defaults for the rest
-            base_config.update(self._sizes_config(stored.depth, width, attention.heads, attention.kv_heads,
-                                                  attention.head_dim, mlp_dim))
+            # Into an empty config: what set_sizes keeps (GPT-2's null n_inner, Llama's head_dim) follows
+            # what a config states, and a bare state dict states nothing.
+            sized: dict[str, Any] = {}
+            self.set_sizes(sized, ArchSpec(self.family, stored.depth, width, attention.heads, attention.head_dim,
+                                           mlp_dim, kv_heads=attention.kv_heads))
+            base_config.update(sized)
             table_rows = {self.layout.global_roles[key][0]: int(tensor.shape[0])
                           for key, tensor in [*stored.globals.items(), *stored.heads.items()]}
             for role, name in self.layout.table_sizes.items():
@@ -161,8 +127,10 @@ class HfAdapter(DeclaredAdapter):
         return spec, stored
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+        if self.layout.check_config:
+            self.layout.check_config(config, spec, stack)
         if config:
-            self._check_sizes(self.sizes(config), spec, stack)
+            check_sizes(self.sizes(config), spec, stack)
 
     def _width(self, globals_: Mapping[str, torch.Tensor]) -> int:
         token = next((k for k, (role, _) in self.layout.base_globals.items() if role == "token_embed"), None)
@@ -172,26 +140,6 @@ class HfAdapter(DeclaredAdapter):
         if embedding.dim() != 2 or min(embedding.shape) < 1:
             raise LgError(self.not_family(f"{token} of shape {tuple(embedding.shape)} is not (vocab, width)"))
         return int(embedding.shape[1])
-
-    def _build(self, architecture: str, hf_config, meta: bool = True) -> nn.Module:
-        """transformers' `architecture` built from `hf_config` (on the meta
-        device: no memory), its complaints about the config in one line:
-        transformers raises whatever type it likes for these (KeyError for
-        an unknown activation or rope type, AssertionError for a pad token
-        outside the vocabulary), and they used to surface as lg's own bugs.
-        Every command that builds or writes a model comes here (or through
-        `_hf_config`, which quotes the config class's complaints) before any
-        work; `lg inspect` reads config.json with lg's own checks only, since
-        importing transformers' classes would double its time."""
-        try:
-            with torch.device("meta") if meta else contextlib.nullcontext():
-                return getattr(import_transformers(), architecture)(hf_config)
-        except Exception as exc:  # noqa: BLE001 - any complaint of transformers' about the config
-            detail = _complaint(exc)
-            if isinstance(exc, KeyError):
-                detail = f"unknown value {detail}"
-            raise LgError(f"config.json does not describe a {architecture} that transformers builds "
-                          f"({one_line(detail)[:200]})") from None
 
     def _bound_config(self, config: Mapping[str, Any]) -> None:
         sizes = self.sizes(config)
@@ -245,25 +193,14 @@ class HfAdapter(DeclaredAdapter):
             raise LgError(self.not_family(f"{kv_heads} key/value heads do not divide the {chosen} heads"))
         return Heads(int(chosen), int(head_dim), int(kv_heads), assumed)
 
-    def _check_sizes(self, sizes: Sizes, spec: ArchSpec, stack: Stack) -> None:
-        """config.json must say what the weights say (a config that lies is refused)."""
-        found = {"layers": (sizes.depth, spec.depth), "width": (sizes.width, spec.width),
-                 "MLP size": (sizes.mlp_dim, spec.mlp_dim)}
-        token = stack.globals.axes_and_shape("token_embed")[1] if "token_embed" in stack.globals else None
-        if token is not None:
-            found["vocabulary"] = (sizes.vocab, token[0])
-        if "pos_embed" in stack.globals:
-            found["positions"] = (sizes.positions, stack.globals.axes_and_shape("pos_embed")[1][0])
-        for what, (said, has) in found.items():
-            if said is not None and said != has:
-                raise LgError(f"config.json says {what} {said}; the weights have {has}")
-
     def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
         if config is None:
             return {}
         if not isinstance(config, Mapping):
             raise LgError(f"a model's config must be a JSON object, found {type(config).__name__}")
         model_type = config.get("model_type")
+        if model_type in self.layout.refused_model_types:
+            raise LgError(self.layout.refused_model_types[model_type])
         if model_type is not None and model_type not in self.layout.model_types:
             raise LgError(f"config.json's model_type {shown(model_type)} is not a {self.family} model "
                           f"({', '.join(self.layout.model_types)})")
@@ -278,7 +215,7 @@ class HfAdapter(DeclaredAdapter):
         if config:
             out = dict(config)
         else:
-            out = self._config_class(self.layout.model_types[0])().to_dict()
+            out = config_class(self.layout, self.layout.model_types[0])().to_dict()
         out["architectures"] = [architecture]
         out.setdefault("model_type", self.layout.model_types[0])
         return out
@@ -304,13 +241,13 @@ class HfAdapter(DeclaredAdapter):
         tied = config.get("tie_word_embeddings")
         untied_by = "config.json unties the word embeddings"
         if tied is None:
-            config_class = self._config_class(config["model_type"])
-            tied = getattr(config_class(), "tie_word_embeddings", True)
-            untied_by = (f"config.json leaves tie_word_embeddings out, which {config_class.__name__} "
+            cls = config_class(self.layout, config["model_type"])
+            tied = getattr(cls(), "tie_word_embeddings", True)
+            untied_by = (f"config.json leaves tie_word_embeddings out, which {cls.__name__} "
                          f"reads as untied,")
         if tied:
             saved = [k for k in copies if k in heads_found]
-            differ = [k for k in saved if not self._same_tensor(
+            differ = [k for k in saved if not same_tensor(
                 read, *stored.stored_global(copies[k]), k, heads_found[k])]
             if not differ:
                 for key in saved:
@@ -325,34 +262,6 @@ class HfAdapter(DeclaredAdapter):
             raise LgError(f"{reason} the weights have no {missing[0]}")
         return False, stored
 
-    @staticmethod
-    def _same_tensor(read: Reader, key_a: str, a: torch.Tensor | HeaderTensor | None, key_b: str,
-                     b: torch.Tensor | HeaderTensor) -> bool:
-        """Whether two stored tensors hold the same values, compared a chunk at
-        a time (an embedding can be large; nothing is read on the meta device)."""
-        if a is None or tuple(a.shape) != tuple(b.shape):
-            return False
-        if a.is_meta or b.is_meta:
-            return True
-        # Header stand-ins (`lg inspect`) read as the tensors they stand for.
-        dtype_a, dtype_b = value_dtype(a), value_dtype(b)
-        chunk = 1 << 20
-        for start in range(0, a.numel(), chunk):
-            count = min(chunk, a.numel() - start)
-            part_a = torch.empty(count, dtype=dtype_a)
-            part_b = torch.empty(count, dtype=dtype_b)
-            read(key_a, part_a, start)
-            read(key_b, part_b, start)
-            if not torch.equal(part_a, part_b.to(dtype_a) if dtype_a != dtype_b else part_b):
-                return False
-        return True
-
-    def _sizes_config(self, depth, width, heads, kv_heads, head_dim, mlp_dim) -> dict[str, Any]:
-        spec = ArchSpec(self.family, depth, width, heads, head_dim, mlp_dim, kv_heads=kv_heads)
-        config: dict[str, Any] = {}
-        self.set_sizes(config, spec)
-        return config
-
     # ------------------------------------------------------------ the config
     def config(self, spec: ArchSpec) -> dict[str, Any]:
         """config.json for `spec`: the source's, with the new sizes."""
@@ -365,15 +274,9 @@ class HfAdapter(DeclaredAdapter):
     def architecture(self, spec: ArchSpec) -> Architecture:
         return self.layout.architectures[spec.extras["architecture"]]
 
-    def _config_class(self, model_type: str):
-        return getattr(import_transformers(), self.layout.config_classes[model_type])
-
-    def hf_config(self, spec: ArchSpec):
-        """The transformers config object of `spec`."""
-        return self._hf_config(self.config(spec))
-
-    def _hf_config(self, data: Mapping[str, Any]):
-        cls = self._config_class(data.get("model_type") or self.layout.model_types[0])
+    def hf_config(self, data: Mapping[str, Any]):
+        """The transformers config object of a config.json (`config(spec)`'s)."""
+        cls = config_class(self.layout, data.get("model_type") or self.layout.model_types[0])
         try:
             return cls.from_dict({k: v for k, v in data.items() if k != "transformers_version"})
         except Exception as exc:  # noqa: BLE001 - transformers' strict dataclasses raise their own types
@@ -384,6 +287,15 @@ class HfAdapter(DeclaredAdapter):
     def write_prefix(self, spec: ArchSpec) -> str:
         """The base prefix, which a base model (no head) is saved without."""
         return self.layout.base_prefix if self.architecture(spec).prefixed else ""
+
+    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
+        """The declared groups, less the per-layer keys the family's
+        `omitted_keys` says a model of `spec` has not."""
+        groups = super().write_plan(spec, stack)
+        if not self.layout.omitted_keys:
+            return groups
+        omitted = self.layout.omitted_keys(spec, stack)
+        return [group for group in groups if not any(group.entries[0][0].endswith("." + key) for key in omitted)]
 
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         """The state dict with each tied weight (the LM head) as the tensor it
@@ -418,7 +330,7 @@ class HfAdapter(DeclaredAdapter):
                 if k not in tied and not any(re.search(p, k) for p in self.layout.ignored)}
 
     def _meta_model(self, spec: ArchSpec) -> nn.Module:
-        return self._build(spec.extras["architecture"], self.hf_config(spec))
+        return build_model(spec.extras["architecture"], self.hf_config(self.config(spec)))
 
     def _bound(self, spec: ArchSpec) -> None:
         rough = spec.depth * spec.width * (2 * spec.attn_dim + 2 * spec.kv_dim + 3 * spec.mlp_dim)
@@ -452,10 +364,6 @@ class HfAdapter(DeclaredAdapter):
     def largest_role_elements(self, spec: ArchSpec) -> int:
         return self.model_shapes(spec).largest_role_elements()
 
-    def _read_shapes(self, shapes: Mapping[str, tuple[int, ...]], config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
-        """(spec, stack on the meta device) of a state dict known by its shapes alone."""
-        return self.to_stack({k: torch.empty(s, device="meta") for k, s in shapes.items()}, config=config)
-
     # ------------------------------------------------------------ transformers models
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         import os
@@ -476,14 +384,15 @@ class HfAdapter(DeclaredAdapter):
         return [("architecture", "architecture", spec.extras.get("architecture")),
                 ("vocab_size", "vocabulary", sizes.vocab), ("max_positions", "positions", sizes.positions),
                 ("tied_embeddings", "tied LM head", bool(spec.tied_head_input)
-                 if self.architecture(spec).task != TEXT_ENCODER else None)]
+                 if self.architecture(spec).task != TEXT_ENCODER else None),
+                *(self.layout.inspect_fields(spec) if self.layout.inspect_fields else ())]
 
     def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
         """transformers' own random initialisation of `spec`."""
         if seed is not None:
             torch.manual_seed(seed)
         self._bound(spec)
-        return self._build(spec.extras["architecture"], self.hf_config(spec), meta=False).eval()
+        return build_model(spec.extras["architecture"], self.hf_config(self.config(spec)), meta=False).eval()
 
     def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
         model = self.create_model(spec, seed=seed)
@@ -562,12 +471,77 @@ class HfAdapter(DeclaredAdapter):
             raise LgError("a text model's recorded config is empty")
         self._bound_config(checked)
         architecture = self._architecture(checked, {}, "")
-        model = self._build(architecture, self._hf_config(checked))
-        return self._read_shapes(self._saved_shapes(model), checked)
+        model = build_model(architecture, self.hf_config(checked))
+        # The state dict save_pretrained writes, read on the meta device.
+        shapes = self._saved_shapes(model)
+        return self.to_stack({k: torch.empty(s, device="meta") for k, s in shapes.items()}, config=checked)
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
-        """A companion (tokenizer, generation config) changed where it states a size; unchanged by default."""
-        return data
+        """A companion (tokenizer, generation config) changed where it states
+        a size (the family's `rewrite_companion`); unchanged by default."""
+        return self.layout.rewrite_companion(name, data, spec) if self.layout.rewrite_companion else data
+
+
+def build_model(architecture: str, hf_config, meta: bool = True) -> nn.Module:
+    """transformers' `architecture` built from `hf_config` (on the meta
+    device: no memory), its complaints about the config in one line:
+    transformers raises whatever type it likes for these (KeyError for
+    an unknown activation or rope type, AssertionError for a pad token
+    outside the vocabulary), and they used to surface as lg's own bugs.
+    Every command that builds or writes a model comes here (or through
+    `HfAdapter.hf_config`, which quotes the config class's complaints)
+    before any work; `lg inspect` reads config.json with lg's own checks only, since
+    importing transformers' classes would double its time."""
+    try:
+        with torch.device("meta") if meta else contextlib.nullcontext():
+            return getattr(import_transformers(), architecture)(hf_config)
+    except Exception as exc:  # noqa: BLE001 - any complaint of transformers' about the config
+        detail = _complaint(exc)
+        if isinstance(exc, KeyError):
+            detail = f"unknown value {detail}"
+        raise LgError(f"config.json does not describe a {architecture} that transformers builds "
+                      f"({one_line(detail)[:200]})") from None
+
+
+def check_sizes(sizes: Sizes, spec: ArchSpec, stack: Stack) -> None:
+    """config.json must say what the weights say (a config that lies is refused)."""
+    found = {"layers": (sizes.depth, spec.depth), "width": (sizes.width, spec.width),
+             "MLP size": (sizes.mlp_dim, spec.mlp_dim)}
+    token = stack.globals.axes_and_shape("token_embed")[1] if "token_embed" in stack.globals else None
+    if token is not None:
+        found["vocabulary"] = (sizes.vocab, token[0])
+    if "pos_embed" in stack.globals:
+        found["positions"] = (sizes.positions, stack.globals.axes_and_shape("pos_embed")[1][0])
+    for what, (said, has) in found.items():
+        if said is not None and said != has:
+            raise LgError(f"config.json says {what} {said}; the weights have {has}")
+
+
+def same_tensor(read: Reader, key_a: str, a: torch.Tensor | HeaderTensor | None, key_b: str,
+               b: torch.Tensor | HeaderTensor) -> bool:
+    """Whether two stored tensors hold the same values, compared a chunk at
+    a time (an embedding can be large; nothing is read on the meta device)."""
+    if a is None or tuple(a.shape) != tuple(b.shape):
+        return False
+    if a.is_meta or b.is_meta:
+        return True
+    # Header stand-ins (`lg inspect`) read as the tensors they stand for.
+    dtype_a, dtype_b = value_dtype(a), value_dtype(b)
+    chunk = 1 << 20
+    for start in range(0, a.numel(), chunk):
+        count = min(chunk, a.numel() - start)
+        part_a = torch.empty(count, dtype=dtype_a)
+        part_b = torch.empty(count, dtype=dtype_b)
+        read(key_a, part_a, start)
+        read(key_b, part_b, start)
+        if not torch.equal(part_a, part_b.to(dtype_a) if dtype_a != dtype_b else part_b):
+            return False
+    return True
+
+
+def config_class(layout: HfLayout, model_type: str):
+    """The transformers config class of a model type the layout reads."""
+    return getattr(import_transformers(), layout.config_classes[model_type])
 
 
 def _complaint(exc: BaseException) -> str:
@@ -585,15 +559,3 @@ def import_transformers():
     if not debugging():
         transformers.utils.logging.set_verbosity_error()
     return transformers
-
-
-def config_int(config: Mapping[str, Any], key: str, *, required: bool = True, minimum: int = 1) -> int | None:
-    """A whole-number config field, checked (never coerced)."""
-    if key not in config or config[key] is None:
-        if required:
-            raise ValueError(f"field {key} is missing")
-        return None
-    value = config[key]
-    if type(value) is not int or value < minimum:
-        raise ValueError(f"field {key} must be a whole number of at least {minimum}, found {json.dumps(value)}")
-    return value

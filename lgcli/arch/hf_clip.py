@@ -30,7 +30,7 @@ from typing import Any, Mapping
 from ..errors import LgError
 from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION
-from .hf import HfLayout, config_int
+from .hf_layout import HfLayout, config_int
 from .hf_image import SIZE_FIELDS, HfImageAdapter, ImageArchitecture
 
 BLOCK_KEYS = {
@@ -54,6 +54,30 @@ EMBEDDING_KEYS = {
 }
 PROJECTION = {"visual_projection.weight": ("head_projection_weight", (CLASSES, EMBED))}
 
+WHOLE_CLIP = "clip"  # a CLIPModel's model_type: refused, with the way to its vision tower
+WHOLE_CLIP_REFUSED = ("a CLIPModel folder holds a text tower beside the vision tower, and lg resizes the vision "
+                      "tower alone: save it as a folder of its own first, with transformers."
+                      "CLIPVisionModelWithProjection.from_pretrained(FOLDER).save_pretrained(VISION_FOLDER)")
+
+
+def check_config(config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+    """config.json's projection_dim must be the projection's outputs (`HfLayout.check_config`)."""
+    if "head_projection_weight" in stack.globals:
+        rows = stack.globals.axes_and_shape("head_projection_weight")[1][0]
+        try:
+            said = config_int(config, "projection_dim", required=False)
+        except ValueError as exc:
+            raise LgError(f"config.json: {exc}") from None
+        if said is not None and said != rows:
+            raise LgError(f"config.json says projection_dim {said}; visual_projection has {rows} outputs")
+
+
+def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
+    config = spec.extras.get("config") or {}
+    with_projection = bool(LAYOUT.architectures[spec.extras["architecture"]].head_keys)
+    return [("projection_dim", "projection", config.get("projection_dim") if with_projection else None)]
+
+
 LAYOUT = HfLayout(
     family="hf-clip",
     config_classes={"clip_vision_model": "CLIPVisionConfig"},
@@ -69,39 +93,11 @@ LAYOUT = HfLayout(
     base_globals=EMBEDDING_KEYS,
     head_globals=PROJECTION,
     size_fields=SIZE_FIELDS,
+    refused_model_types={WHOLE_CLIP: WHOLE_CLIP_REFUSED},
+    image_processor="CLIPImageProcessor",
+    check_config=check_config,
+    inspect_fields=inspect_fields,
 )
-WHOLE_CLIP = "clip"  # a CLIPModel's model_type: refused, with the way to its vision tower
 
-
-class ClipVisionAdapter(HfImageAdapter):
-    """`HfImageAdapter` with CLIP's projection, and the whole CLIPModel refused."""
-
-    image_processor = "CLIPImageProcessor"
-
-    layout = LAYOUT
-
-    def recognises_config(self, config: Mapping[str, Any]) -> bool:
-        return super().recognises_config(config) or config.get("model_type") == WHOLE_CLIP
-
-    def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
-        if isinstance(config, Mapping) and config.get("model_type") == WHOLE_CLIP:
-            raise LgError("a CLIPModel folder holds a text tower beside the vision tower, and lg resizes the vision "
-                          "tower alone: save it as a folder of its own first, with transformers."
-                          "CLIPVisionModelWithProjection.from_pretrained(FOLDER).save_pretrained(VISION_FOLDER)")
-        return super().checked_config(config)
-
-    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
-        super().check_agreement(config, spec, stack)
-        if "head_projection_weight" in stack.globals:
-            rows = stack.globals.axes_and_shape("head_projection_weight")[1][0]
-            try:
-                said = config_int(config, "projection_dim", required=False)
-            except ValueError as exc:
-                raise LgError(f"config.json: {exc}") from None
-            if said is not None and said != rows:
-                raise LgError(f"config.json says projection_dim {said}; visual_projection has {rows} outputs")
-
-    def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
-        config = spec.extras.get("config") or {}
-        projection = config.get("projection_dim") if self.architecture(spec).head_keys else None
-        return [*super().inspect_fields(spec), ("projection_dim", "projection", projection)]
+# An instance, not a subclass: the family is its declaration.
+CLIP_VISION_ADAPTER = HfImageAdapter(LAYOUT)

@@ -34,10 +34,10 @@ import dataclasses
 from typing import Any, Mapping
 
 from ..errors import LgError
-from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack, TensorGroup
+from ..stack import CLASSES, EMBED, FIXED, TOKENS, ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION
 from .declared import StoredTensors
-from .hf import HfLayout, Sizes, config_int
+from .hf_layout import HfLayout, Sizes, config_int
 from .hf_image import HfImageAdapter, ImageArchitecture
 
 PLAIN_MLP = {"mlp.fc1.weight": "fc1", "mlp.fc1.bias": "fc1_bias", "mlp.fc2.weight": "fc2", "mlp.fc2.bias": "fc2_bias"}
@@ -66,40 +66,7 @@ EMBEDDING_KEYS = {
 # Reads [class token, mean patch token]: two blocks of the width side by side.
 CLASSIFIER = {"classifier.weight": ("head_weight", (CLASSES, FIXED, EMBED)),
               "classifier.bias": ("head_bias", (CLASSES,))}
-
-LAYOUT = HfLayout(
-    family="hf-dinov2",
-    config_classes={"dinov2": "Dinov2Config"},
-    base_prefix="dinov2.",
-    layers="encoder.layer",
-    architectures={
-        "Dinov2Model": ImageArchitecture(IMAGE_CLASSIFICATION, "AutoModel", prefixed=False),
-        "Dinov2ForImageClassification": ImageArchitecture(
-            IMAGE_CLASSIFICATION, "AutoModelForImageClassification", prefixed=True, head_keys=tuple(CLASSIFIER)),
-    },
-    layer_keys=BLOCK_KEYS,
-    fused_keys=SWIGLU_FUSED,
-    base_globals=EMBEDDING_KEYS,
-    head_globals=CLASSIFIER,
-    grouped_inputs={"classifier.weight": 2},
-    # The MLP's size is `mlp_ratio` (`Dinov2Adapter.sizes`).
-    size_fields={"depth": "num_hidden_layers", "width": "hidden_size", "heads": "num_attention_heads"},
-)
 DEFAULT_MLP_RATIO = 4  # Dinov2Config's
-
-REGISTERS_LAYOUT = dataclasses.replace(
-    LAYOUT,
-    family="hf-dinov2-registers",
-    config_classes={"dinov2_with_registers": "Dinov2WithRegistersConfig"},
-    base_prefix="dinov2_with_registers.",
-    architectures={
-        "Dinov2WithRegistersModel": ImageArchitecture(IMAGE_CLASSIFICATION, "AutoModel", prefixed=False),
-        "Dinov2WithRegistersForImageClassification": ImageArchitecture(
-            IMAGE_CLASSIFICATION, "AutoModelForImageClassification", prefixed=True, head_keys=tuple(CLASSIFIER)),
-    },
-    base_globals={**EMBEDDING_KEYS, "embeddings.register_tokens": ("reg_token", (FIXED, FIXED, EMBED))},
-)
-
 
 def mlp_size(width: int, ratio: int, swiglu: bool) -> int:
     """The MLP size transformers builds (Dinov2MLP, Dinov2SwiGLUFFN): the
@@ -130,52 +97,90 @@ def swiglu_of(config: Mapping[str, Any]) -> bool:
     return value
 
 
-class Dinov2Adapter(HfImageAdapter):
-    """`HfImageAdapter` with DINOv2's MLP size and its two MLPs."""
-
-    image_processor = "BitImageProcessor"
-
-    layout = LAYOUT
-
-    def sizes(self, config: Mapping[str, Any]) -> Sizes:
-        sizes = super().sizes(config)
-        ratio = config_int(config, "mlp_ratio", required=False)
-        return dataclasses.replace(sizes, mlp_dim=mlp_size(sizes.width, ratio or DEFAULT_MLP_RATIO,
-                                                             swiglu_of(config)))
-
-    def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
-        super().set_sizes(config, spec)
-        config["mlp_ratio"] = mlp_ratio_for(spec.width, spec.mlp_dim, swiglu_of(config))
-        # Dinov2Backbone's stages are the layers, and the config checks its
-        # outputs against them: a new depth has its own stages, and outputs
-        # the last (the config class's default). The classes lg reads ignore them.
-        config["stage_names"] = ["stem", *(f"stage{index}" for index in range(1, spec.depth + 1))]
-        config["out_features"], config["out_indices"] = [f"stage{spec.depth}"], [spec.depth]
-
-    def check_required(self, stored: StoredTensors) -> None:
-        super().check_required(stored)
-        if any(key in stored.first for key in PLAIN_MLP) and any(key in stored.first for key in SWIGLU_FUSED):
-            raise LgError(self.not_family("layer 0 has both an MLP (mlp.fc1) and a SwiGLU (mlp.weights_in)"))
-
-    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
-        swiglu = swiglu_of(config)
-        if swiglu != ("gate" in stack.layers):
-            found = "mlp.weights_in (SwiGLU)" if "gate" in stack.layers else "mlp.fc1 (no SwiGLU)"
-            raise LgError(f"config.json says use_swiglu_ffn {str(swiglu).lower()}; the weights have {found}")
-        super().check_agreement(config, spec, stack)
-
-    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
-        """The declared groups, less the keys of the MLP this model has not
-        (both MLPs hold fc2: config.json's use_swiglu_ffn says which keys)."""
-        other = PLAIN_MLP if "gate" in stack.layers else SWIGLU_MLP
-        return [group for group in super().write_plan(spec, stack)
-                if not any(group.entries[0][0].endswith("." + key) for key in other)]
-
-    def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
-        config = spec.extras.get("config") or {}
-        return [*super().inspect_fields(spec), ("swiglu_ffn", "SwiGLU MLP", bool(config.get("use_swiglu_ffn")))]
+def read_sizes(config: Mapping[str, Any], sizes: Sizes) -> Sizes:
+    """The MLP size config.json's mlp_ratio builds (`HfLayout.read_sizes`)."""
+    ratio = config_int(config, "mlp_ratio", required=False)
+    return dataclasses.replace(sizes, mlp_dim=mlp_size(sizes.width, ratio or DEFAULT_MLP_RATIO, swiglu_of(config)))
 
 
-# DINOv2 with registers: DINOv2's adapter on its own declaration (an
-# instance with another layout, not a subclass).
-REGISTERS_ADAPTER = Dinov2Adapter(REGISTERS_LAYOUT)
+def write_sizes(config: dict[str, Any], spec: ArchSpec) -> None:
+    """The mlp_ratio of the new MLP size, and the backbone's stages at the
+    new depth (`HfLayout.write_sizes`)."""
+    config["mlp_ratio"] = mlp_ratio_for(spec.width, spec.mlp_dim, swiglu_of(config))
+    # Dinov2Backbone's stages are the layers, and the config checks its
+    # outputs against them: a new depth has its own stages, and outputs
+    # the last (the config class's default). The classes lg reads ignore them.
+    config["stage_names"] = ["stem", *(f"stage{index}" for index in range(1, spec.depth + 1))]
+    config["out_features"], config["out_indices"] = [f"stage{spec.depth}"], [spec.depth]
+
+
+def check_stored(stored: StoredTensors) -> str | None:
+    """One MLP or the other in a layer, not both (`HfLayout.check_stored`)."""
+    if any(key in stored.first for key in PLAIN_MLP) and any(key in stored.first for key in SWIGLU_FUSED):
+        return "layer 0 has both an MLP (mlp.fc1) and a SwiGLU (mlp.weights_in)"
+    return None
+
+
+def check_config(config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+    """config.json's use_swiglu_ffn must be the weights' MLP (`HfLayout.check_config`)."""
+    swiglu = swiglu_of(config)
+    if swiglu != ("gate" in stack.layers):
+        found = "mlp.weights_in (SwiGLU)" if "gate" in stack.layers else "mlp.fc1 (no SwiGLU)"
+        raise LgError(f"config.json says use_swiglu_ffn {str(swiglu).lower()}; the weights have {found}")
+
+
+def omitted_keys(spec: ArchSpec, stack: Stack) -> set[str]:
+    """The keys of the MLP this model has not (both MLPs hold fc2:
+    config.json's use_swiglu_ffn says which keys): `HfLayout.omitted_keys`."""
+    return set(PLAIN_MLP if "gate" in stack.layers else SWIGLU_MLP)
+
+
+def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
+    config = spec.extras.get("config") or {}
+    return [("swiglu_ffn", "SwiGLU MLP", bool(config.get("use_swiglu_ffn")))]
+
+
+LAYOUT = HfLayout(
+    family="hf-dinov2",
+    config_classes={"dinov2": "Dinov2Config"},
+    base_prefix="dinov2.",
+    layers="encoder.layer",
+    architectures={
+        "Dinov2Model": ImageArchitecture(IMAGE_CLASSIFICATION, "AutoModel", prefixed=False),
+        "Dinov2ForImageClassification": ImageArchitecture(
+            IMAGE_CLASSIFICATION, "AutoModelForImageClassification", prefixed=True, head_keys=tuple(CLASSIFIER)),
+    },
+    layer_keys=BLOCK_KEYS,
+    fused_keys=SWIGLU_FUSED,
+    base_globals=EMBEDDING_KEYS,
+    head_globals=CLASSIFIER,
+    grouped_inputs={"classifier.weight": 2},
+    # The MLP's size is `mlp_ratio` (`read_sizes`).
+    size_fields={"depth": "num_hidden_layers", "width": "hidden_size", "heads": "num_attention_heads"},
+    image_processor="BitImageProcessor",
+    read_sizes=read_sizes,
+    write_sizes=write_sizes,
+    check_stored=check_stored,
+    check_config=check_config,
+    omitted_keys=omitted_keys,
+    inspect_fields=inspect_fields,
+)
+
+REGISTERS_LAYOUT = dataclasses.replace(
+    LAYOUT,
+    family="hf-dinov2-registers",
+    config_classes={"dinov2_with_registers": "Dinov2WithRegistersConfig"},
+    base_prefix="dinov2_with_registers.",
+    architectures={
+        "Dinov2WithRegistersModel": ImageArchitecture(IMAGE_CLASSIFICATION, "AutoModel", prefixed=False),
+        "Dinov2WithRegistersForImageClassification": ImageArchitecture(
+            IMAGE_CLASSIFICATION, "AutoModelForImageClassification", prefixed=True, head_keys=tuple(CLASSIFIER)),
+    },
+    base_globals={**EMBEDDING_KEYS, "embeddings.register_tokens": ("reg_token", (FIXED, FIXED, EMBED))},
+)
+
+
+# Instances, not subclasses: DINOv2, and DINOv2 with registers (the same
+# declaration under its own prefix, with its register tokens).
+DINOV2_ADAPTER = HfImageAdapter(LAYOUT)
+REGISTERS_ADAPTER = HfImageAdapter(REGISTERS_LAYOUT)

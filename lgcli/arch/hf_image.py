@@ -3,8 +3,9 @@
 vocabulary's, transformers' renaming between saved and live parameter
 names, the classifier heads lg trains, and the preprocessor_config.json
 beside the weights. A family (hf_vit.py: ViT and DeiT; hf_dinov2.py;
-hf_clip.py; hf_swin.py) is an instance of it with the family's layout, or a
-subclass where it says what its layout cannot.
+hf_clip.py) is an instance of it made with the family's declaration
+(`hf.HfLayout`: its data, and the hooks where it says what data cannot);
+hf_swin.py's `HfSwinAdapter` adds the reading of a model of stages.
 
 Keys are those save_pretrained writes and the Hub holds
 (``vit.encoder.layer.N.attention.attention.query``). transformers 5 names
@@ -30,7 +31,8 @@ from ..preprocessing import PREPROCESSING, Preprocessing, from_image_processor, 
 from ..stack import TOKENS, ArchSpec, Stack, TensorGroup
 from .base import Reader
 from .declared import Heads, StoredTensors
-from .hf import Architecture, HfAdapter, HfLayout, config_int, import_transformers
+from .hf import HfAdapter, import_transformers
+from .hf_layout import Architecture, HfLayout, config_int
 
 
 # The sizes a resize changes for a ViT-like config.json (ViT, DeiT, CLIP's
@@ -55,19 +57,15 @@ class HfImageAdapter(HfAdapter):
     """A Hugging Face image classifier of the ViT kind: what `HfAdapter`
     does for text families, with images' sizes in place of the vocabulary's,
     and transformers' renaming between saved and live parameter names. A
-    family that is its layout alone is an instance: `HfImageAdapter(layout,
-    image_processor)`."""
+    family is an instance: ``HfImageAdapter(LAYOUT)``, its image processor
+    and hooks in its declaration (`hf.HfLayout`)."""
 
     layout: HfLayout
-    bot_wavelets: dict[str, str] = {}  # as timm's ViTs: haar
     fine_tune = ("transformers' `Trainer` (or your own loop) on the model the load line builds, its images "
                  "prepared by `AutoImageProcessor` from the preprocessor_config.json beside the weights")
 
-    def __init__(self, layout: HfLayout | None = None, image_processor: str | None = None) -> None:
-        if layout is not None:
-            self.layout = layout
-        if image_processor is not None:
-            self.image_processor = image_processor
+    def __init__(self, layout: HfLayout) -> None:
+        super().__init__(layout)
         # (architecture, depth, roles) -> saved parameter name -> its live
         # names: the renaming does not depend on the widths.
         self._live_names_cache: dict[tuple, dict[str, list[str]]] = {}
@@ -89,6 +87,9 @@ class HfImageAdapter(HfAdapter):
                 raise LgError(self.not_family(f"no {self.layout.base_prefix}{key_of_role[role]}"))
         if "o" not in {self.layout.layer_keys.get(suffix) for suffix in stored.first}:
             raise LgError(self.not_family("no attention output projection in layer 0"))
+        wrong = self.layout.check_stored(stored) if self.layout.check_stored else None
+        if wrong:
+            raise LgError(self.not_family(wrong))
 
     def _architecture(self, config: Mapping[str, Any], heads_found: Mapping[str, Any], prefix: str) -> str:
         """config.json's class, else the one whose head tensors these are."""
@@ -150,7 +151,8 @@ class HfImageAdapter(HfAdapter):
 
     # ------------------------------------------------------------ writing
     def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
-        """The declared groups, less the head tensors of the other model class."""
+        """The declared groups (less the family's `omitted_keys`), less the
+        head tensors of the other model class."""
         others = set(self.layout.head_globals) - set(self.architecture(spec).head_keys)
         return [group for group in super().write_plan(spec, stack) if group.entries[0][0] not in others]
 
@@ -227,7 +229,8 @@ class HfImageAdapter(HfAdapter):
                 ("patch_size", "patch size", config.get("patch_size")),
                 ("img_size", "image size", config.get("image_size")),
                 ("in_chans", "channels", config.get("num_channels")),
-                ("num_classes", "classes", spec.extras.get("num_classes"))]
+                ("num_classes", "classes", spec.extras.get("num_classes")),
+                *(self.layout.inspect_fields(spec) if self.layout.inspect_fields else ())]
 
     # The heads transformers' image classifiers hold (DeiT with its teacher: two, averaged).
     HEAD_MODULES = ("classifier", "cls_classifier", "distillation_classifier")
@@ -266,7 +269,7 @@ class HfImageAdapter(HfAdapter):
         config = spec.extras.get("config") or {}
         channels, size = config.get("num_channels"), config.get("image_size")
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (channels, size)):
-            hf_config = self.hf_config(spec)
+            hf_config = self.hf_config(self.config(spec))
             channels, size = hf_config.num_channels, hf_config.image_size
         return int(channels), int(size), int(size)
 
@@ -283,10 +286,12 @@ class HfImageAdapter(HfAdapter):
         return frozenset({"pos_embed", "cls_token", "dist_token"})
 
     # ------------------------------------------------------------ preprocessing
-    # The transformers image processor class that prepares this family's
-    # images (what a preprocessor_config.json lg writes, where the source had
-    # none, names: `written_companions`).
-    image_processor = "ViTImageProcessor"
+    @property
+    def image_processor(self) -> str:
+        """The transformers image processor class that prepares this
+        family's images (what a preprocessor_config.json lg writes, where the
+        source had none, names: `written_companions`)."""
+        return self.layout.image_processor or "ViTImageProcessor"
 
     def processor_config(self, data: bytes) -> dict[str, Any]:
         """A preprocessor_config.json's fields, those it leaves out filled

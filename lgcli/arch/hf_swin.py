@@ -33,11 +33,13 @@ from typing import Any, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
-from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack
-from .base import IMAGE_CLASSIFICATION
+from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack, TensorGroup
+from .base import IMAGE_CLASSIFICATION, Reader
 from .declared import Layout
-from .hf import MAX_CONFIG_PARAMS, HfLayout
+from .hf import MAX_CONFIG_PARAMS
+from .hf_layout import HfLayout
 from .hf_image import HfImageAdapter, ImageArchitecture
+from .shapes import ModelShapes
 from .staged import StagedAdapter, window_of_table
 
 BLOCK_KEYS = {
@@ -80,6 +82,7 @@ LAYOUT = HfLayout(
     base_globals={**FIRST_STAGE, **LAST_STAGE},
     head_globals=CLASSIFIER,
     ignored=IGNORED,
+    image_processor="ViTImageProcessor",
 )
 # config.json's whole-number fields lg reads (and their least values).
 CONFIG_INTS = {"embed_dim": 1, "window_size": 1, "image_size": 1, "patch_size": 1, "num_channels": 1}
@@ -98,36 +101,118 @@ def _config_error(found: str) -> LgError:
     return LgError(f"config.json: {found}")
 
 
-class HfSwinAdapter(StagedAdapter, HfImageAdapter):
-    """A Hugging Face Swin: read and written in stages by `StagedAdapter`, its
-    config.json, transformers' models and their training by lg (a classifier:
-    images in, logits out) by `HfImageAdapter` (see the module's docstring);
-    both shared modules, neither another family's."""
+def not_family(found: str) -> str:
+    return ("not a Hugging Face Swin lg reads: expected [swin.]embeddings.patch_embeddings.projection, "
+            "[swin.]encoder.layers.N.blocks.M.{layernorm_before,attention.self.{query,key,value,"
+            "relative_position_bias_table},attention.output.dense,layernorm_after,intermediate.dense,"
+            f"output.dense}}, encoder.layers.N.downsample.{{norm,reduction}} (not the last N), layernorm; {found}")
 
-    layout = LAYOUT
+
+def size_fields(spec: ArchSpec) -> dict[str, Any]:
+    """The config.json fields a resize changes, as `spec` has them."""
+    return {"embed_dim": spec.stages[0].width, "depths": [s.depth for s in spec.stages],
+            "num_heads": [s.heads for s in spec.stages], "hidden_size": spec.stages[-1].width}
+
+
+class SwinStages(StagedAdapter):
+    """A Hugging Face Swin's weights, read and written in stages by
+    `staged.StagedAdapter`: a member of the family's `HfSwinAdapter` (which
+    holds its config.json and transformers' models), answering what the
+    stage reader asks of a form of Swin (`StagedAdapter`'s list)."""
+
     stage_root = "encoder.layers"
     merge_offset = 1  # transformers merges at the end of the stage before
+    stage_layout = staticmethod(stage_layout)
+    not_family = staticmethod(not_family)
+
+    def __init__(self, adapter: HfSwinAdapter) -> None:
+        self.adapter, self.family = adapter, adapter.family
+
+    def key_prefix(self, state_dict: Mapping[str, torch.Tensor]) -> str:
+        prefix = LAYOUT.base_prefix
+        return prefix if any(k.startswith(prefix) for k in state_dict) else ""
+
+    def misplaced_merge(self, index: int) -> str:
+        return not_family(f"the last stage (encoder.layers.{index}) has a downsample")
+
+    def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        return self.adapter.checked_config(config)
+
+    def write_prefix(self, spec: ArchSpec) -> str:
+        return self.adapter.write_prefix(spec)
+
+    def create_model(self, spec: ArchSpec) -> nn.Module:
+        return self.adapter.create_model(spec)
+
+    def live_keys(self, model: nn.Module, keys: list[str]) -> list[str]:
+        return self.adapter.live_keys(model, keys)
+
+    def stage_extras(self, state_dict: Mapping[str, torch.Tensor], prefix: str, specs: list[ArchSpec],
+                     config: Mapping[str, Any]) -> dict:
+        """The model class and its config.json; the geometry the sizes need
+        (swin.py's extras: patches, channels, classes, window, image size)."""
+        adapter = self.adapter
+        if not config:
+            raise adapter.config_missing()
+        heads_found = {key: state_dict[key] for key in CLASSIFIER if key in state_dict}
+        architecture = adapter._architecture(config, heads_found, prefix)
+        wanted = LAYOUT.architectures[architecture].head_keys
+        if set(heads_found) != set(wanted):
+            raise LgError(f"{architecture} has the head tensors {', '.join(wanted) or 'none'}; the weights have "
+                          f"{', '.join(sorted(heads_found)) or 'none'}")
+        patch = state_dict.get(prefix + PATCH_EMBEDDING)
+        if patch is None or patch.dim() != 4 or patch.shape[-1] != patch.shape[-2]:
+            raise LgError(not_family(f"no square patch embedding ({prefix}{PATCH_EMBEDDING})"))
+        tables = {window_of_table(state_dict[f"{prefix}encoder.layers.{i}.blocks.0.attention.self."
+                                             f"relative_position_bias_table"].shape[0]) for i in range(len(specs))}
+        window = config.get("window_size", 7)
+        if tables != {window}:
+            raise LgError(f"config.json says window_size {window}; the position tables are of windows "
+                          f"{sorted(tables, key=str)}")
+        head = state_dict.get("classifier.weight")
+        return {"architecture": architecture, "config": adapter._base_config(config, architecture),
+                "patch_size": int(patch.shape[-1]), "in_chans": int(patch.shape[1]),
+                "num_classes": int(head.shape[0]) if head is not None else 0, "window_size": window,
+                "img_size": config.get("image_size", 224),
+                "qkv_bias": any(key.endswith("attention.self.query.bias") for key in state_dict)}
+
+    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+        """config.json must say what the weights say."""
+        said = dict(config)
+        has = size_fields(spec)
+        has.update(patch_size=spec.extras["patch_size"], num_channels=spec.extras["in_chans"])
+        for key, value in has.items():
+            if key in said and said[key] != value:
+                raise LgError(f"config.json says {key} {said[key]}; the weights have {value}")
+        ratio = said.get("mlp_ratio", 4.0)
+        if any(int(stage.width * ratio) != stage.mlp_dim for stage in spec.stages):
+            raise LgError(f"config.json says mlp_ratio {ratio}; the weights' MLPs are "
+                          f"{', '.join(str(s.mlp_dim) for s in spec.stages)} wide")
+
+    @staticmethod
+    def windows(spec: ArchSpec) -> list[int]:
+        return [int(spec.extras["window_size"])] * len(spec.stages)
+
+
+class HfSwinAdapter(HfImageAdapter):
+    """A Hugging Face Swin: an image family (`HfImageAdapter`: config.json,
+    transformers' models, lg's training of a classifier) whose weights are
+    read and written in stages by its member `stages` (`SwinStages`, a
+    `staged.StagedAdapter`): composed, not inherited from both. The one HF
+    image family with stages, so a class of its own (see the module's
+    docstring); shared modules only, no other family's."""
+
+    def __init__(self, layout: HfLayout) -> None:
+        super().__init__(layout)
+        self.stages = SwinStages(self)
 
     # ------------------------------------------------------------ reading
     def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
         table = "encoder.layers.0.blocks.0.attention.self.relative_position_bias_table"
         return table in state_dict or self.layout.base_prefix + table in state_dict
 
-    def key_prefix(self, state_dict: Mapping[str, torch.Tensor]) -> str:
-        return self.layout.base_prefix if any(k.startswith(self.layout.base_prefix) for k in state_dict) else ""
-
-    @staticmethod
-    def stage_layout(index: int, count: int) -> Layout:
-        return stage_layout(index, count)
-
     def not_family(self, found: str) -> str:
-        return ("not a Hugging Face Swin lg reads: expected [swin.]embeddings.patch_embeddings.projection, "
-                "[swin.]encoder.layers.N.blocks.M.{layernorm_before,attention.self.{query,key,value,"
-                "relative_position_bias_table},attention.output.dense,layernorm_after,intermediate.dense,"
-                f"output.dense}}, encoder.layers.N.downsample.{{norm,reduction}} (not the last N), layernorm; {found}")
-
-    def misplaced_merge(self, index: int) -> str:
-        return self.not_family(f"the last stage (encoder.layers.{index}) has a downsample")
+        return not_family(found)
 
     def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
         """config.json, every field lg uses checked (never coerced)."""
@@ -148,34 +233,6 @@ class HfSwinAdapter(StagedAdapter, HfImageAdapter):
                                 "embeddings (transformers' default)")
         return config
 
-    def stage_extras(self, state_dict: Mapping[str, torch.Tensor], prefix: str, specs: list[ArchSpec],
-                     config: Mapping[str, Any]) -> dict:
-        """The model class and its config.json; the geometry the sizes need
-        (swin.py's extras: patches, channels, classes, window, image size)."""
-        if not config:
-            raise self.config_missing()
-        heads_found = {key: state_dict[key] for key in CLASSIFIER if key in state_dict}
-        architecture = self._architecture(config, heads_found, prefix)
-        wanted = self.layout.architectures[architecture].head_keys
-        if set(heads_found) != set(wanted):
-            raise LgError(f"{architecture} has the head tensors {', '.join(wanted) or 'none'}; the weights have "
-                          f"{', '.join(sorted(heads_found)) or 'none'}")
-        patch = state_dict.get(prefix + PATCH_EMBEDDING)
-        if patch is None or patch.dim() != 4 or patch.shape[-1] != patch.shape[-2]:
-            raise LgError(self.not_family(f"no square patch embedding ({prefix}{PATCH_EMBEDDING})"))
-        tables = {window_of_table(state_dict[f"{prefix}encoder.layers.{i}.blocks.0.attention.self."
-                                             f"relative_position_bias_table"].shape[0]) for i in range(len(specs))}
-        window = config.get("window_size", 7)
-        if tables != {window}:
-            raise LgError(f"config.json says window_size {window}; the position tables are of windows "
-                          f"{sorted(tables, key=str)}")
-        head = state_dict.get("classifier.weight")
-        return {"architecture": architecture, "config": self._base_config(config, architecture),
-                "patch_size": int(patch.shape[-1]), "in_chans": int(patch.shape[1]),
-                "num_classes": int(head.shape[0]) if head is not None else 0, "window_size": window,
-                "img_size": config.get("image_size", 224),
-                "qkv_bias": any(key.endswith("attention.self.query.bias") for key in state_dict)}
-
     def _bound_config(self, config: Mapping[str, Any]) -> None:
         """A recorded config's rough size, before transformers builds it:
         each stage's blocks at its width (doubling per stage)."""
@@ -188,32 +245,33 @@ class HfSwinAdapter(StagedAdapter, HfImageAdapter):
             raise LgError(f"the config describes a model of about {rough:.3g} parameters; lg reads at most "
                           f"{MAX_CONFIG_PARAMS:.3g}")
 
-    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
-        """config.json must say what the weights say."""
-        said = dict(config)
-        has = self._size_fields(spec)
-        has.update(patch_size=spec.extras["patch_size"], num_channels=spec.extras["in_chans"])
-        for key, value in has.items():
-            if key in said and said[key] != value:
-                raise LgError(f"config.json says {key} {said[key]}; the weights have {value}")
-        ratio = said.get("mlp_ratio", 4.0)
-        if any(int(stage.width * ratio) != stage.mlp_dim for stage in spec.stages):
-            raise LgError(f"config.json says mlp_ratio {ratio}; the weights' MLPs are "
-                          f"{', '.join(str(s.mlp_dim) for s in spec.stages)} wide")
+    # ------------------------------------------------------------ the stages' (`SwinStages`)
+    def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
+                 heads: int | None = None, reader: Reader | None = None,
+                 kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
+        return self.stages.to_stack(state_dict, config, heads, reader, kv_heads)
 
-    @staticmethod
-    def windows(spec: ArchSpec) -> list[int]:
-        return [int(spec.extras["window_size"])] * len(spec.stages)
+    def write_plan(self, spec: ArchSpec, stack: Stack) -> list[TensorGroup]:
+        return self.stages.write_plan(spec, stack)
+
+    def model_shapes(self, spec: ArchSpec) -> ModelShapes:
+        return self.stages.model_shapes(spec)
+
+    def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
+        return self.stages.model_buffers(spec)
+
+    def global_role_axes(self) -> dict[str, tuple[str, ...]]:
+        return self.stages.global_role_axes()
+
+    def no_weight_decay_roles(self) -> frozenset[str]:
+        return self.stages.no_weight_decay_roles()
+
+    def stage_layer_modules(self, spec: ArchSpec, model: nn.Module) -> list[dict[str, list[str]]]:
+        return self.stages.stage_layer_modules(spec, model)
 
     # ------------------------------------------------------------ config.json
-    @staticmethod
-    def _size_fields(spec: ArchSpec) -> dict[str, Any]:
-        """The config.json fields a resize changes, as `spec` has them."""
-        return {"embed_dim": spec.stages[0].width, "depths": [s.depth for s in spec.stages],
-                "num_heads": [s.heads for s in spec.stages], "hidden_size": spec.stages[-1].width}
-
     def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
-        config.update(self._size_fields(spec))
+        config.update(size_fields(spec))
 
     def _bound(self, spec: ArchSpec) -> None:
         if self.parameter_count(spec) > MAX_CONFIG_PARAMS:
@@ -237,3 +295,6 @@ class HfSwinAdapter(StagedAdapter, HfImageAdapter):
                 "patch_size": config.patch_size, "img_size": config.image_size, "in_chans": config.num_channels,
                 "num_classes": config.num_labels if self._classifier_key(type(model).__name__) else None,
                 "parameters": sum(p.numel() for p in model.parameters())}
+
+
+HF_SWIN_ADAPTER = HfSwinAdapter(LAYOUT)

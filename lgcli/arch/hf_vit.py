@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..stack import CLASSES, EMBED, FIXED, TOKENS
 from .base import IMAGE_CLASSIFICATION
-from .hf import HfLayout
+from .hf_layout import HfLayout
 from .hf_image import SIZE_FIELDS, HfImageAdapter, ImageArchitecture
 
 BLOCK_KEYS = {
@@ -49,6 +49,7 @@ VIT_LAYOUT = HfLayout(
     base_globals=EMBEDDING_KEYS,
     head_globals=CLASSIFIER,
     size_fields=SIZE_FIELDS,
+    image_processor="ViTImageProcessor",
 )
 
 TEACHER_HEADS = {
@@ -74,9 +75,10 @@ DEIT_LAYOUT = HfLayout(
     # Both classes' heads; each class has its own (`ImageArchitecture.head_keys`).
     head_globals={**CLASSIFIER, **TEACHER_HEADS},
     size_fields=SIZE_FIELDS,
+    image_processor="DeiTImageProcessor",
 )
 
 
-# Instances, not subclasses: each family is its layout and its image processor.
-VIT_ADAPTER = HfImageAdapter(VIT_LAYOUT, "ViTImageProcessor")
-DEIT_ADAPTER = HfImageAdapter(DEIT_LAYOUT, "DeiTImageProcessor")
+# Instances, not subclasses: each family is its declaration.
+VIT_ADAPTER = HfImageAdapter(VIT_LAYOUT)
+DEIT_ADAPTER = HfImageAdapter(DEIT_LAYOUT)

@@ -15,12 +15,26 @@ from typing import Any
 
 from ..stack import EMBED, VOCAB, ArchSpec
 from .base import CAUSAL_LM, TEXT_ENCODER
-from .hf import Architecture, HfAdapter, HfLayout
+from .hf import HfAdapter
+from .hf_layout import Architecture, HfLayout
 
 _ARCHITECTURES = {}
 for _name in ("Llama", "Mistral", "Qwen2"):
     _ARCHITECTURES[f"{_name}ForCausalLM"] = Architecture(CAUSAL_LM, "AutoModelForCausalLM", prefixed=True)
     _ARCHITECTURES[f"{_name}Model"] = Architecture(TEXT_ENCODER, "AutoModel", prefixed=False)
+
+
+def write_sizes(config: dict[str, Any], spec: ArchSpec) -> None:
+    """A head dimension apart from the width, and Qwen2's / Mistral's
+    attention kind per layer, at the new depth (`HfLayout.write_sizes`)."""
+    if "head_dim" in config or spec.head_dim * spec.heads != spec.width:
+        config["head_dim"] = spec.head_dim
+    types = config.get("layer_types")
+    if isinstance(types, list) and types and len(types) != spec.depth:
+        # Qwen2 / Mistral name each layer's attention (full or sliding):
+        # layer j of the new depth takes the kind at its relative position.
+        config["layer_types"] = [types[j * len(types) // spec.depth] for j in range(spec.depth)]
+
 
 LAYOUT = HfLayout(
     family="llama",
@@ -55,19 +69,10 @@ LAYOUT = HfLayout(
                  "kv_heads": "num_key_value_heads", "head_dim": "head_dim", "mlp_dim": "intermediate_size",
                  "vocab": "vocab_size"},
     tied_head_input=("norm_weight",),  # the final RMSNorm feeds the head
+    bot_wavelets={},  # the BoT paper chose none for Llama: haar both ways
+    write_sizes=write_sizes,
 )
 
 
-class LlamaAdapter(HfAdapter):
-    layout = LAYOUT
-    bot_wavelets: dict[str, str] = {}  # the BoT paper chose none for Llama: haar both ways
-
-    def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
-        super().set_sizes(config, spec)
-        if "head_dim" in config or spec.head_dim * spec.heads != spec.width:
-            config["head_dim"] = spec.head_dim
-        types = config.get("layer_types")
-        if isinstance(types, list) and types and len(types) != spec.depth:
-            # Qwen2 / Mistral name each layer's attention (full or sliding):
-            # layer j of the new depth takes the kind at its relative position.
-            config["layer_types"] = [types[j * len(types) // spec.depth] for j in range(spec.depth)]
+# An instance, not a subclass: the family is its declaration.
+LLAMA_ADAPTER = HfAdapter(LAYOUT)

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from ..errors import LgError
 from ..lazy import torch
 from ..stack import EMBED, FIXED, STAGE_IN, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape
-from .base import Reader
+from .base import AdapterDefaults, Reader
 from .declared import DeclaredAdapter, Layout, StoredTensors, checked_reading, compute_dtype, memory_reader
 from .shapes import LayerShapes, ModelShapes
 
@@ -126,7 +126,7 @@ def _stored_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (*shape[:-2], shape[-2] * shape[-1])
 
 
-class StagedAdapter:
+class StagedAdapter(AdapterDefaults):
     """What every form of a Swin shares (timm's, swin.py; transformers',
     hf_swin.py): the stages read and written by `declared` (`StageAdapter`),
     the patch merging between them, and the sizes. A form gives its stage

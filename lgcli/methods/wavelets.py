@@ -41,7 +41,7 @@ def resolve_wavelet(name: str, *, family: str, direction: str) -> str:
     if name == AUTO:
         from ..arch import get_adapter
 
-        return getattr(get_adapter(family), "bot_wavelets", {}).get(direction, DEFAULT_WAVELET)
+        return get_adapter(family).bot_wavelets.get(direction, DEFAULT_WAVELET)
     if name not in _discrete_wavelets():
         raise LgError(
             f"unknown wavelet '{name}': use 'auto' or a pywt discrete wavelet "
