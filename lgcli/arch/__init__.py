@@ -5,10 +5,11 @@ methods work on the canonical Stack alone. A family is declared as data
 (`declared.Layout`) in its own file and registered here; `declared` reads
 and writes every family's state dict.
 
-Family modules (vit, timm_vit_names, swin, gpt2, llama, bert, hf_vit,
+Family modules (vit, timm_vit_names, swin, beit, gpt2, llama, bert, hf_vit,
 hf_dinov2, hf_clip, hf_swin) never import one another; what they share is
-in modules of no family (base, declared, hf, hf_image, timm, staged,
-shapes). tests/test_arch_imports.py holds both lists and checks the imports.
+in modules of no family (base, declared, hf, hf_image, timm, timm_family,
+staged, shapes). A timm family declared as data (`timm_family.TimmFamily`)
+is registered as `TimmAdapter(DECLARATION)`. tests/test_arch_imports.py holds both lists and checks the imports.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Mapping
 from ..errors import LgError
 from ..lazy import nn, torch
 from .base import FamilyAdapter
+from .beit import BEIT
 from .bert import BertAdapter
 from .gpt2 import Gpt2Adapter
 from .hf_clip import ClipVisionAdapter
@@ -26,6 +28,7 @@ from .hf_swin import HfSwinAdapter
 from .hf_vit import DEIT_ADAPTER, VIT_ADAPTER
 from .llama import LlamaAdapter
 from .swin import SwinAdapter
+from .timm_family import TimmAdapter
 from .vit import VitAdapter
 
 # Family name -> adapter, in the order `detect_family` asks them.
@@ -44,8 +47,9 @@ def unregister(family: str) -> None:
     del ADAPTERS[family]
 
 
-# Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config).
-for _adapter in (SwinAdapter(), VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), VIT_ADAPTER,
+# Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config);
+# BEiT before ViT: its live models and state dicts have a ViT's patch_embed and blocks too.
+for _adapter in (SwinAdapter(), TimmAdapter(BEIT), VitAdapter(), Gpt2Adapter(), LlamaAdapter(), BertAdapter(), VIT_ADAPTER,
                  DEIT_ADAPTER, Dinov2Adapter(), REGISTERS_ADAPTER, ClipVisionAdapter(), HfSwinAdapter()):
     register(_adapter)
 
@@ -65,7 +69,8 @@ def detect_family(state_dict: Mapping[str, torch.Tensor]) -> str:
     sample = ", ".join(sorted(state_dict)[:3]) or "no tensors"
     raise LgError(f"not a checkpoint lg knows: expected a timm VisionTransformer "
                   f"(blocks.N.attn.qkv.weight, patch_embed.proj.weight, ...), a timm SwinTransformer "
-                  f"(layers.N.blocks.M.attn.relative_position_bias_table, ...) or a Hugging Face GPT-2, Llama "
+                  f"(layers.N.blocks.M.attn.relative_position_bias_table, ...), a timm BEiT "
+                  f"(blocks.N.attn.relative_position_bias_table, ...) or a Hugging Face GPT-2, Llama "
                   f"(Mistral, Qwen2) or BERT model; found {sample}")
 
 
