@@ -191,10 +191,6 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
     stages (see the module's docstring)."""
 
     family = FAMILY
-    writes_folder = False
-    library = "timm"
-    fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
-                 "images at the size and channels the line gives")
     stage_root = "layers"
     merge_offset = 0  # timm merges at the start of a stage
 
@@ -294,10 +290,6 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
         """A timm hub folder's `pretrained_cfg` (`vit.timm_stated_preprocessing`)."""
         return timm_stated_preprocessing(spec, input_size)
 
-    @staticmethod
-    def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
-        return data
-
     def check_loadable(self, spec: ArchSpec, state: Mapping[str, Any]) -> None:
         """Refuse a state dict timm would not load strictly for the arguments
         lg records (built on the meta device: shapes only)."""
@@ -355,21 +347,13 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
             raise LgError(f"the file's lg.config does not describe a {self.family} ({exc})".splitlines()[0]) from None
         return self.to_stack(model.state_dict(), config=config)
 
-    def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
-        import timm
-
-        if seed is not None:
-            torch.manual_seed(seed)
-        return timm.create_model(MODEL_NAME, pretrained=False, **self.model_args(spec))
+    @staticmethod
+    def model_name(spec: ArchSpec) -> str:
+        return MODEL_NAME
 
     def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
         model = self.create_model(spec, seed=seed)
         return self.to_stack(model.state_dict(), config=self.config(spec))[1]
-
-    def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
-        model = self.create_model(spec)
-        model.load_state_dict(self.from_stack(spec, stack), strict=True)
-        return model
 
     @staticmethod
     def owns_model(model: nn.Module) -> bool:

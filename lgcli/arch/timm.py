@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from ..errors import LgError, shown
 from ..lazy import nn, torch
 from ..preprocessing import PREPROCESSING, Preprocessing, from_record
-from ..stack import ArchSpec
+from ..stack import ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION
 
 # A recorded configuration (a learngene's, a hub folder's) describing more
@@ -176,10 +176,44 @@ def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
 
 
 class TimmClassifier:
-    """What every timm family's model is, whatever its blocks: an image
-    classifier with timm's head conventions (`num_classes`,
-    `reset_classifier`): `base.FamilyAdapter`'s task and head members. A
-    timm family's adapter derives from it beside its reader (vit.py, swin.py)."""
+    """What every timm family's adapter shares, whatever its blocks: an
+    image classifier with timm's head conventions (`num_classes`,
+    `reset_classifier`): `base.FamilyAdapter`'s task and head members; one
+    safetensors file loaded by timm, whose model timm builds by name
+    (`create_model`, strictly loaded by `load_model`), counted from the
+    family's `model_shapes`. A family gives `model_name(spec)` and
+    `model_args(spec)` (timm.create_model's name and keyword arguments) and
+    its `model_shapes(spec)`; its adapter derives from this class beside its
+    reader (vit.py, swin.py, timm_family.py's `TimmAdapter`)."""
+
+    writes_folder = False
+    library = "timm"
+    fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
+                 "images at the size and channels the line gives")
+
+    def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
+        """timm's own random initialisation of this architecture."""
+        import timm
+
+        if seed is not None:
+            torch.manual_seed(seed)
+        return timm.create_model(self.model_name(spec), pretrained=False, **self.model_args(spec))
+
+    def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
+        """A timm model holding these weights, loaded strictly."""
+        model = self.create_model(spec)
+        model.load_state_dict(self.from_stack(spec, stack), strict=True)
+        return model
+
+    def parameter_count(self, spec: ArchSpec) -> int:
+        return self.model_shapes(spec).parameter_count()
+
+    def largest_role_elements(self, spec: ArchSpec) -> int:
+        return self.model_shapes(spec).largest_role_elements()
+
+    @staticmethod
+    def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
+        return data  # nothing copied beside a timm model's weights states a size
 
     @staticmethod
     def task(spec: ArchSpec) -> str:

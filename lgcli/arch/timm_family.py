@@ -103,10 +103,6 @@ def renamed(state_dict: Mapping[str, Any], reader: Reader | None, key_filter: Ke
 class TimmAdapter(TimmClassifier, DeclaredAdapter):
     """The adapter of a declared timm family (`TimmFamily`)."""
 
-    writes_folder = False
-    library = "timm"
-    fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
-                 "images at the size and channels the line gives")
     heads_may_go_unrecorded = True  # lg.config leaves out heads lg assumed (`config`)
     bot_wavelets: dict[str, str] = {}
 
@@ -252,20 +248,9 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         globals_ = {key: shape(self.layout.global_roles[key][1], found) for key, found in read["globals"].items()}
         return ModelShapes((LayerShapes(self.layout, "", spec.depth, layer),), globals_)
 
-    def parameter_count(self, spec: ArchSpec) -> int:
-        return self.model_shapes(spec).parameter_count()
-
-    def largest_role_elements(self, spec: ArchSpec) -> int:
-        return self.model_shapes(spec).largest_role_elements()
-
     # ------------------------------------------------------------ timm's models
-    def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
-        """timm's own random initialisation of this architecture."""
-        import timm
-
-        if seed is not None:
-            torch.manual_seed(seed)
-        return timm.create_model(self.declaration.model_name, pretrained=False, **self.model_args(spec))
+    def model_name(self, spec: ArchSpec) -> str:
+        return self.declaration.model_name
 
     def check_loadable(self, spec: ArchSpec, state: Mapping[str, Any]) -> None:
         """Refuse a state dict timm would not load strictly into the model of
@@ -293,11 +278,6 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
     def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
         return self.to_stack(self.create_model(spec, seed=seed).state_dict(), config=self.config(spec))[1]
 
-    def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
-        model = self.create_model(spec)
-        model.load_state_dict(self.from_stack(spec, stack), strict=True)
-        return model
-
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
         """What timm computes when it builds the model (position indices, a
         zero key bias), not saved."""
@@ -323,10 +303,6 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         return (f"timm.create_model({self.declaration.model_name!r}, pretrained=False, {args}, "
                 f"pretrained_cfg_overlay=dict({overlay})); "
                 f"model.load_state_dict(safetensors.torch.load_file({path!r}), strict=True)")
-
-    @staticmethod
-    def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
-        return data
 
     def owns_model(self, model: nn.Module) -> bool:
         return type(model).__module__ + "." + type(model).__name__ == self.declaration.model_class
