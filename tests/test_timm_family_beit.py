@@ -141,3 +141,20 @@ def test_a_recorded_config_that_disagrees_is_refused(plain):
         adapter.to_stack(model.state_dict(), config={**config, "depth": 4})
     with pytest.raises(LgError, match="names model 'vit_base_patch16_224'"):
         adapter.to_stack(model.state_dict(), config={**config, "model_name": "vit_base_patch16_224"})
+    # What the tensors show is checked; what they cannot show (layer scale's start) is the record's.
+    with pytest.raises(LgError, match="says img_size 64, its tensors say 32"):
+        adapter.to_stack(model.state_dict(), config={**config, "img_size": 64})
+    spec, _ = adapter.to_stack(model.state_dict(), config={**config, "init_values": 1e-5})
+    assert adapter.config(spec)["init_values"] == 1e-5
+
+
+def test_a_sharded_output_has_a_load_line_that_runs(plain, tmp_path):
+    model, path = plain
+    folder = tmp_path / "shards"
+    resize_file(path, folder, direction="grow", method="clone", depth=3, width=64, shard_size=100_000)
+    assert len(list(folder.glob("*.safetensors"))) > 1
+    report = lgcli.inspect_checkpoint(folder)
+    assert report["load_imports"] == "import lgcli"
+    x = images()
+    with torch.no_grad():
+        assert torch.allclose(printed_model(folder)(x), model(x), atol=1e-5, rtol=0)

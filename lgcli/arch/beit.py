@@ -59,4 +59,5 @@ def arguments(globals_: Mapping[str, tuple[int, ...]], block: Mapping[str, tuple
 
 BEIT = TimmFamily(layout=LAYOUT, model_name="beit_base_patch16_224", model_class="timm.models.beit.Beit",
                   marker=f"blocks.0.{TABLE}", arguments=arguments, name="timm BEiT",
-                  no_weight_decay=frozenset({"pos_embed", "cls_token", "rel_pos_bias"}))
+                  no_weight_decay=frozenset({"pos_embed", "cls_token", "rel_pos_bias"}),
+                  assumed=frozenset({"init_values"}))

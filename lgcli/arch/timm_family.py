@@ -65,7 +65,10 @@ class TimmFamily:
     tensors and of block 0's (by key, less the layer prefix) - it must give
     timm's `img_size`, `in_chans` and `num_classes`; `key_filter`: renames a
     state dict of another layout to timm's (`KeyFilter`); `no_weight_decay`:
-    the global roles timm exempts; `name`: the family as an error calls it."""
+    the global roles timm exempts; `name`: the family as an error calls it;
+    `assumed`: the arguments `arguments` gives a default for, the tensors
+    not showing them (a layer scale's starting value): a recorded value wins
+    there, while any other recorded argument must be what the tensors say."""
 
     layout: Layout
     model_name: str
@@ -75,6 +78,7 @@ class TimmFamily:
     name: str
     key_filter: KeyFilter | None = None
     no_weight_decay: frozenset[str] = frozenset()
+    assumed: frozenset[str] = frozenset()
 
 
 def mlp_ratio(width: int, mlp_dim: int) -> float:
@@ -176,8 +180,12 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         shape = {key: tuple(t.shape) for key, t in stored.globals.items()}
         block = {key: tuple(t.shape) for key, t in stored.first.items()}
         sizes = {*SIZE_ARGS.values(), MLP_RATIO}
-        args = {**self.declaration.arguments(shape, block),
-                **{k: v for k, v in config.items() if k not in sizes}}
+        derived = self.declaration.arguments(shape, block)
+        for key, value in config.items():
+            if key in derived and key not in self.declaration.assumed and value != derived[key]:
+                raise LgError(f"the file's lg.config says {key} {json_shown(value)}, its tensors say "
+                              f"{json_shown(derived[key])}")
+        args = {**derived, **{k: v for k, v in config.items() if k not in sizes}}
         missing = {"img_size", "in_chans", "num_classes"} - set(args)
         if missing:
             raise LgError(f"the {self.family} declaration reads no {', '.join(sorted(missing))} from the tensors")
@@ -288,13 +296,13 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
 
     @staticmethod
     def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:
-        return "import safetensors.torch, timm"
+        return "import lgcli" if _is_folder(path, folder) else "import safetensors.torch, timm"
 
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         """The exact line that builds the model in timm and loads the file
         strictly; the data config rides in pretrained_cfg_overlay, so that
         timm.data.resolve_data_config(model=model) feeds the model as lg does."""
-        if folder or folder is None and os.path.isdir(path):
+        if _is_folder(path, folder):
             return f"lgcli.load_model({path!r})[0]"  # shards: lg joins them into timm's model, strictly
         args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
         input_size = self.input_size(spec)
@@ -324,6 +332,11 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
                 "heads": int(blocks[0].attn.num_heads) if len(blocks) else 0, "img_size": image_size,
                 "in_chans": channels, "num_classes": int(model.num_classes),
                 "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def _is_folder(path: str, folder: bool | None) -> bool:
+    """Whether `path` is (or will be: `folder`) a folder of shards, which timm does not read."""
+    return folder if folder is not None else os.path.isdir(path)
 
 
 def window_of(rows: int, extra: int = 0) -> int | None:
