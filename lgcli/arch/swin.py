@@ -48,7 +48,6 @@ from typing import Any, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
-from ..preprocessing import PREPROCESSING, default_preprocessing
 from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack
 from .declared import Layout, memory_reader
 from .staged import StagedAdapter, window_of_table
@@ -305,19 +304,10 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         """The exact line that builds the model in timm and loads the file
         strictly (a timm hub folder: the folder says the rest, as for a ViT)."""
-        args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
-        # The data config rides in pretrained_cfg_overlay, so that
-        # timm.data.resolve_data_config(model=model) feeds the model as lg does.
-        e = spec.extras
-        input_size = (e["in_chans"], e["img_size"], e["img_size"])
-        recipe = e.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
-        overlay = ", ".join(f"{k}={v!r}" for k, v in {"input_size": input_size, **recipe.timm_cfg()}.items())
         weights = f"safetensors.torch.load_file({path!r})"
-        if e.get(MICROSOFT):  # timm's own renaming of that layout (a no-op on timm's: lg writes that)
+        if spec.extras.get(MICROSOFT):  # timm's own renaming of that layout (a no-op on timm's: lg writes that)
             weights = f"timm.models.swin_transformer.checkpoint_filter_fn({weights}, model)"
-        return local_dir_call(spec, path) or (f"timm.create_model({MODEL_NAME!r}, pretrained=False, {args}, "
-                                              f"pretrained_cfg_overlay=dict({overlay})); "
-                                              f"model.load_state_dict({weights}, strict=True)")
+        return local_dir_call(spec, path) or self.file_load_call(spec, path, weights)
 
     @staticmethod
     def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from ..errors import LgError, shown
 from ..lazy import nn, torch
-from ..preprocessing import PREPROCESSING, Preprocessing, from_record
+from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing, from_record
 from ..stack import ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION
 
@@ -214,6 +214,19 @@ class TimmClassifier:
     @staticmethod
     def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
         return data  # nothing copied beside a timm model's weights states a size
+
+    def file_load_call(self, spec: ArchSpec, path: str, weights: str | None = None) -> str:
+        """The line that builds the model in timm by name and loads a file
+        into it strictly (`weights`: the expression of its state dict). The
+        data config rides in pretrained_cfg_overlay, so that
+        timm.data.resolve_data_config(model=model) feeds the model as lg does."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
+        input_size = tuple(self.input_size(spec))
+        recipe = spec.extras.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
+        overlay = ", ".join(f"{k}={v!r}" for k, v in {"input_size": input_size, **recipe.timm_cfg()}.items())
+        weights = weights or f"safetensors.torch.load_file({path!r})"
+        return (f"timm.create_model({self.model_name(spec)!r}, pretrained=False, {args}, "
+                f"pretrained_cfg_overlay=dict({overlay})); model.load_state_dict({weights}, strict=True)")
 
     @staticmethod
     def task(spec: ArchSpec) -> str:

@@ -32,7 +32,6 @@ from typing import Any, Callable, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
-from ..preprocessing import PREPROCESSING, default_preprocessing
 from ..stack import CLASSES, HEADS, LAYER_ROLE_AXES, ArchSpec, Stack
 from .base import Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
@@ -299,18 +298,10 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         return "import lgcli" if _is_folder(path, folder) else "import safetensors.torch, timm"
 
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
-        """The exact line that builds the model in timm and loads the file
-        strictly; the data config rides in pretrained_cfg_overlay, so that
-        timm.data.resolve_data_config(model=model) feeds the model as lg does."""
+        """The exact line that builds the model in timm and loads the file strictly."""
         if _is_folder(path, folder):
             return f"lgcli.load_model({path!r})[0]"  # shards: lg joins them into timm's model, strictly
-        args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
-        input_size = self.input_size(spec)
-        recipe = spec.extras.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
-        overlay = ", ".join(f"{k}={v!r}" for k, v in {"input_size": input_size, **recipe.timm_cfg()}.items())
-        return (f"timm.create_model({self.declaration.model_name!r}, pretrained=False, {args}, "
-                f"pretrained_cfg_overlay=dict({overlay})); "
-                f"model.load_state_dict(safetensors.torch.load_file({path!r}), strict=True)")
+        return self.file_load_call(spec, path)
 
     def owns_model(self, model: nn.Module) -> bool:
         return type(model).__module__ + "." + type(model).__name__ == self.declaration.model_class
