@@ -52,7 +52,7 @@ from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack
 from .declared import Layout, memory_reader
 from .staged import StagedAdapter, window_of_table
 from .timm import (BLOCK_KEYS as TIMM_BLOCK_KEYS, QKV_BIAS, QKV_ROLES, TIMM_HUB_CONFIG, TimmClassifier,
-                   is_timm_hub_config, json_shown, local_dir_call, positive_number, refuse_unloadable,
+                   is_timm_hub_config, json_shown, local_dir_call, positive_number,
                    timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
 from .timm_family import renamed
 
@@ -289,13 +289,6 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
         """A timm hub folder's `pretrained_cfg` (`vit.timm_stated_preprocessing`)."""
         return timm_stated_preprocessing(spec, input_size)
 
-    def check_loadable(self, spec: ArchSpec, state: Mapping[str, Any]) -> None:
-        """Refuse a state dict timm would not load strictly for the arguments
-        lg records (built on the meta device: shapes only)."""
-        with torch.device("meta"):
-            model = self.create_model(spec)
-        refuse_unloadable({key: tuple(t.shape) for key, t in model.state_dict().items()}, state)
-
     # ------------------------------------------------------------ timm's models
     @staticmethod
     def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:
@@ -340,10 +333,6 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
     @staticmethod
     def model_name(spec: ArchSpec) -> str:
         return MODEL_NAME
-
-    def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
-        model = self.create_model(spec, seed=seed)
-        return self.to_stack(model.state_dict(), config=self.config(spec))[1]
 
     @staticmethod
     def owns_model(model: nn.Module) -> bool:

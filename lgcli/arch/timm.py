@@ -205,6 +205,19 @@ class TimmClassifier:
         model.load_state_dict(self.from_stack(spec, stack), strict=True)
         return model
 
+    def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
+        """timm's random initialisation, as a Stack (for methods that mix in random layers)."""
+        return self.to_stack(self.create_model(spec, seed=seed).state_dict(), config=self.config(spec))[1]
+
+    def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
+        """Refuse a state dict (tensors, or shapes alone) timm would not load
+        strictly into the model of the arguments lg records (built on the meta
+        device: shapes only, after the sizes are bounded)."""
+        check_recorded_size(self.model_args(spec), "the model")
+        with torch.device("meta"):
+            model = self.create_model(spec)
+        refuse_unloadable({key: tuple(t.shape) for key, t in model.state_dict().items()}, state)
+
     def parameter_count(self, spec: ArchSpec) -> int:
         return self.model_shapes(spec).parameter_count()
 

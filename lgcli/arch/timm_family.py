@@ -36,7 +36,7 @@ from ..stack import CLASSES, HEADS, LAYER_ROLE_AXES, ArchSpec, Stack
 from .base import Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
 from .shapes import LayerShapes, ModelShapes
-from .timm import TimmClassifier, check_recorded_size, json_shown, positive_number, refuse_unloadable
+from .timm import TimmClassifier, check_recorded_size, json_shown, positive_number
 
 Shape = tuple[int, ...]
 # A state dict's keys -> {new key: old key}: the keys of another layout under
@@ -259,14 +259,6 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
     def model_name(self, spec: ArchSpec) -> str:
         return self.declaration.model_name
 
-    def check_loadable(self, spec: ArchSpec, state: Mapping[str, Any]) -> None:
-        """Refuse a state dict timm would not load strictly into the model of
-        the arguments lg records (built on the meta device: shapes only)."""
-        check_recorded_size(self.model_args(spec), "the model")
-        with torch.device("meta"):
-            model = self.create_model(spec)
-        refuse_unloadable({key: tuple(t.shape) for key, t in model.state_dict().items()}, state)
-
     def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
         """The spec a recorded ``lg.config`` describes and its stack on the
         meta device, read from the state dict of the model timm builds of it."""
@@ -281,9 +273,6 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
             raise LgError(f"the file's lg.config does not describe a {self.declaration.name} "
                           f"({exc})".splitlines()[0]) from None
         return self.to_stack(model.state_dict(), config=config)
-
-    def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
-        return self.to_stack(self.create_model(spec, seed=seed).state_dict(), config=self.config(spec))[1]
 
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
         """What timm computes when it builds the model (position indices, a
