@@ -42,6 +42,12 @@ MODELS = {
                                                           **{**SWIN, "num_classes": 0, "depths": (1, 2, 1),
                                                              "num_heads": (2, 4, 8)}),
                         lambda m: {"img_size": 32}),
+    "beit": ("beit", lambda: timm.create_model("beit_base_patch16_224", pretrained=False, depth=2, embed_dim=32,
+                                               num_heads=2, img_size=32, patch_size=8, num_classes=4),
+             lambda m: None),
+    "beit absolute positions, no layer scale": ("beit", lambda: timm.create_model(
+        "beit_base_patch16_224", pretrained=False, depth=2, embed_dim=32, num_heads=2, img_size=32, patch_size=8,
+        num_classes=0, use_abs_pos_emb=True, init_values=None, use_fc_norm=False), lambda m: None),
     "hf-swin classifier": ("hf-swin", lambda: transformers.SwinForImageClassification(transformers.SwinConfig(
         **HF_SWIN, architectures=["SwinForImageClassification"])), lambda m: m.config.to_dict()),
     "hf-swin features": ("hf-swin", lambda: transformers.SwinModel(transformers.SwinConfig(

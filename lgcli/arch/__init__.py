@@ -5,10 +5,12 @@ methods work on the canonical Stack alone. A family is declared as data
 (`declared.Layout`) in its own file and registered here; `declared` reads
 and writes every family's state dict.
 
-Family modules (vit, timm_vit_names, swin, gpt2, llama, bert, hf_vit,
+Family modules (vit, timm_vit_names, swin, beit, gpt2, llama, bert, hf_vit,
 hf_dinov2, hf_clip, hf_swin) never import one another; what they share is
 in modules of no family (base, declared, hf_layout, hf, hf_image, timm,
-staged, shapes). tests/test_arch_imports.py holds both lists and checks the imports.
+timm_family, staged, shapes). A timm family declared as data
+(`timm_family.TimmFamily`) is registered as `TimmAdapter(DECLARATION)`.
+tests/test_arch_imports.py holds both lists and checks the imports.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Mapping
 from ..errors import LgError
 from ..lazy import nn, torch
 from .base import FamilyAdapter
+from .beit import BEIT
 from .bert import BERT_ADAPTER
 from .gpt2 import GPT2_ADAPTER
 from .hf_clip import CLIP_VISION_ADAPTER
@@ -26,6 +29,7 @@ from .hf_swin import HF_SWIN_ADAPTER
 from .hf_vit import DEIT_ADAPTER, VIT_ADAPTER
 from .llama import LLAMA_ADAPTER
 from .swin import SwinAdapter
+from .timm_family import TimmAdapter
 from .vit import VitAdapter
 
 # Family name -> adapter, in the order `detect_family` asks them.
@@ -44,9 +48,10 @@ def unregister(family: str) -> None:
     del ADAPTERS[family]
 
 
-# Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config).
-for _adapter in (SwinAdapter(), VitAdapter(), GPT2_ADAPTER, LLAMA_ADAPTER, BERT_ADAPTER, VIT_ADAPTER,
-                 DEIT_ADAPTER, DINOV2_ADAPTER, REGISTERS_ADAPTER, CLIP_VISION_ADAPTER, HF_SWIN_ADAPTER):
+# Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config);
+# BEiT before ViT: its live models and state dicts have a ViT's patch_embed and blocks too.
+for _adapter in (SwinAdapter(), TimmAdapter(BEIT), VitAdapter(), GPT2_ADAPTER, LLAMA_ADAPTER, BERT_ADAPTER,
+                 VIT_ADAPTER, DEIT_ADAPTER, DINOV2_ADAPTER, REGISTERS_ADAPTER, CLIP_VISION_ADAPTER, HF_SWIN_ADAPTER):
     register(_adapter)
 
 
@@ -65,7 +70,8 @@ def detect_family(state_dict: Mapping[str, torch.Tensor]) -> str:
     sample = ", ".join(sorted(state_dict)[:3]) or "no tensors"
     raise LgError(f"not a checkpoint lg knows: expected a timm VisionTransformer "
                   f"(blocks.N.attn.qkv.weight, patch_embed.proj.weight, ...), a timm SwinTransformer "
-                  f"(layers.N.blocks.M.attn.relative_position_bias_table, ...) or a Hugging Face GPT-2, Llama "
+                  f"(layers.N.blocks.M.attn.relative_position_bias_table, ...), a timm BEiT "
+                  f"(blocks.N.attn.relative_position_bias_table, ...) or a Hugging Face GPT-2, Llama "
                   f"(Mistral, Qwen2) or BERT model; found {sample}")
 
 

@@ -27,6 +27,12 @@ the window (2W - 1)^2 axis is never resized. The index buffers and shifted
 window masks are computed by timm from the window and image size, not stored
 (older checkpoints that carry them have them skipped).
 
+The original Microsoft layout (what its repository saves: the patch merging
+at the end of a stage, ``layers.{i}.downsample`` before stage i + 1, and the
+head ``head.*``) is read through `microsoft_layout`, the renaming timm's
+`checkpoint_filter_fn` does (transformers' merge_offset = 1, the same
+remap); lg writes timm's layout.
+
 The heads and the window are read exactly from the tables; the image size is
 not in a state dict: it comes from lg's metadata, else is assumed to be the
 size at which the last stage is one window (patch x window x 2^(stages - 1):
@@ -36,17 +42,19 @@ records that it was assumed.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
-from ..preprocessing import PREPROCESSING, default_preprocessing
 from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack
-from .declared import Layout
+from .declared import Layout, memory_reader
 from .staged import StagedAdapter, window_of_table
 from .timm import (BLOCK_KEYS as TIMM_BLOCK_KEYS, QKV_BIAS, QKV_ROLES, TIMM_HUB_CONFIG, TimmClassifier,
-                   is_timm_hub_config, json_shown, local_dir_call, positive_number, refuse_unloadable,
+                   is_timm_hub_config, json_shown, local_dir_call, positive_number,
                    timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
+from .timm_family import renamed
 
 FAMILY = "swin"
 MODEL_NAME = "swin_tiny_patch4_window7_224"
@@ -83,6 +91,29 @@ def stage_layout(index: int, count: int) -> Layout:
     base = {**(FIRST_STAGE_GLOBALS if index == 0 else {}), **(LAST_STAGE_GLOBALS if index == count - 1 else {})}
     return Layout(family=FAMILY, layers=f"layers.{index}.blocks", layer_keys=BLOCK_KEYS, fused_keys=QKV_ROLES,
                   base_globals=base, ignored=IGNORED)
+
+
+# Where a spec says it was read from the Microsoft layout (its load line then
+# renames as timm does).
+MICROSOFT = "microsoft_layout"
+# timm's sign of the Microsoft layout: stage 0 has a patch merging (timm's never has).
+MICROSOFT_MARK = "layers.0.downsample.reduction.weight"
+
+
+def microsoft_layout(state_dict: Mapping[str, Any]) -> dict[str, str]:
+    """{timm's key: the Microsoft layout's} for a state dict in that layout
+    (none for timm's), as timm's swin `checkpoint_filter_fn` renames: each
+    merging to the stage after (merging at the end of stage i is merging at
+    the start of stage i + 1), the head under ``head.fc``."""
+    if MICROSOFT_MARK not in state_dict:
+        return {}
+    renames = {}
+    for key in state_dict:
+        new = re.sub(r"^layers\.(\d+)\.downsample\.", lambda m: f"layers.{int(m.group(1)) + 1}.downsample.", key)
+        new = "head.fc." + key[len("head."):] if key.startswith("head.") else new
+        if new != key:
+            renames[new] = key
+    return renames
 
 
 def _not_swin(found: str) -> str:
@@ -159,10 +190,6 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
     stages (see the module's docstring)."""
 
     family = FAMILY
-    writes_folder = False
-    library = "timm"
-    fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
-                 "images at the size and channels the line gives")
     stage_root = "layers"
     merge_offset = 0  # timm merges at the start of a stage
 
@@ -184,10 +211,18 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
     def not_family(found: str) -> str:
         return _not_swin(found)
 
+    def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
+                 heads: int | None = None, reader=None, kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
+        """`StagedAdapter.to_stack`, the Microsoft layout renamed first (nothing read)."""
+        state, reader = renamed(state_dict, reader, microsoft_layout, memory_reader)
+        spec, stack = super().to_stack(state, config, heads, reader, kv_heads)
+        if state is not state_dict:
+            spec = dataclasses.replace(spec, extras={**spec.extras, MICROSOFT: True})
+        return spec, stack
+
     @staticmethod
     def misplaced_merge(index: int) -> str:
-        return _not_swin(f"layers.{index} has a downsample: the original Microsoft layout (merging at the end of a "
-                         f"stage); load it in timm and save its state_dict first")
+        return _not_swin(f"layers.{index} has a downsample and no stage follows it")
 
     @staticmethod
     def checked_config(config: Any) -> dict[str, Any]:
@@ -254,17 +289,6 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
         """A timm hub folder's `pretrained_cfg` (`vit.timm_stated_preprocessing`)."""
         return timm_stated_preprocessing(spec, input_size)
 
-    @staticmethod
-    def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
-        return data
-
-    def check_loadable(self, spec: ArchSpec, state: Mapping[str, Any]) -> None:
-        """Refuse a state dict timm would not load strictly for the arguments
-        lg records (built on the meta device: shapes only)."""
-        with torch.device("meta"):
-            model = self.create_model(spec)
-        refuse_unloadable({key: tuple(t.shape) for key, t in model.state_dict().items()}, state)
-
     # ------------------------------------------------------------ timm's models
     @staticmethod
     def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:
@@ -273,17 +297,10 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         """The exact line that builds the model in timm and loads the file
         strictly (a timm hub folder: the folder says the rest, as for a ViT)."""
-        args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
-        # The data config rides in pretrained_cfg_overlay, so that
-        # timm.data.resolve_data_config(model=model) feeds the model as lg does.
-        e = spec.extras
-        input_size = (e["in_chans"], e["img_size"], e["img_size"])
-        recipe = e.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
-        overlay = ", ".join(f"{k}={v!r}" for k, v in {"input_size": input_size, **recipe.timm_cfg()}.items())
-        return local_dir_call(spec, path) or (f"timm.create_model({MODEL_NAME!r}, pretrained=False, {args}, "
-                                              f"pretrained_cfg_overlay=dict({overlay})); "
-                                              f"model.load_state_dict(safetensors.torch.load_file({path!r}), "
-                                              f"strict=True)")
+        weights = f"safetensors.torch.load_file({path!r})"
+        if spec.extras.get(MICROSOFT):  # timm's own renaming of that layout (a no-op on timm's: lg writes that)
+            weights = f"timm.models.swin_transformer.checkpoint_filter_fn({weights}, model)"
+        return local_dir_call(spec, path) or self.file_load_call(spec, path, weights)
 
     @staticmethod
     def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
@@ -313,21 +330,9 @@ class SwinAdapter(TimmClassifier, StagedAdapter):
             raise LgError(f"the file's lg.config does not describe a {self.family} ({exc})".splitlines()[0]) from None
         return self.to_stack(model.state_dict(), config=config)
 
-    def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
-        import timm
-
-        if seed is not None:
-            torch.manual_seed(seed)
-        return timm.create_model(MODEL_NAME, pretrained=False, **self.model_args(spec))
-
-    def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
-        model = self.create_model(spec, seed=seed)
-        return self.to_stack(model.state_dict(), config=self.config(spec))[1]
-
-    def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
-        model = self.create_model(spec)
-        model.load_state_dict(self.from_stack(spec, stack), strict=True)
-        return model
+    @staticmethod
+    def model_name(spec: ArchSpec) -> str:
+        return MODEL_NAME
 
     @staticmethod
     def owns_model(model: nn.Module) -> bool:

@@ -18,8 +18,8 @@ from typing import Any, Mapping
 
 from ..errors import LgError, shown
 from ..lazy import nn, torch
-from ..preprocessing import PREPROCESSING, Preprocessing, from_record
-from ..stack import ArchSpec
+from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing, from_record
+from ..stack import ArchSpec, Stack
 from .base import IMAGE_CLASSIFICATION
 
 # A recorded configuration (a learngene's, a hub folder's) describing more
@@ -176,10 +176,70 @@ def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
 
 
 class TimmClassifier:
-    """What every timm family's model is, whatever its blocks: an image
-    classifier with timm's head conventions (`num_classes`,
-    `reset_classifier`): `base.FamilyAdapter`'s task and head members. A
-    timm family's adapter derives from it beside its reader (vit.py, swin.py)."""
+    """What every timm family's adapter shares, whatever its blocks: an
+    image classifier with timm's head conventions (`num_classes`,
+    `reset_classifier`): `base.FamilyAdapter`'s task and head members; one
+    safetensors file loaded by timm, whose model timm builds by name
+    (`create_model`, strictly loaded by `load_model`), counted from the
+    family's `model_shapes`. A family gives `model_name(spec)` and
+    `model_args(spec)` (timm.create_model's name and keyword arguments) and
+    its `model_shapes(spec)`; its adapter derives from this class beside its
+    reader (vit.py, swin.py, timm_family.py's `TimmAdapter`)."""
+
+    writes_folder = False
+    library = "timm"
+    fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
+                 "images at the size and channels the line gives")
+
+    def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
+        """timm's own random initialisation of this architecture."""
+        import timm
+
+        if seed is not None:
+            torch.manual_seed(seed)
+        return timm.create_model(self.model_name(spec), pretrained=False, **self.model_args(spec))
+
+    def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
+        """A timm model holding these weights, loaded strictly."""
+        model = self.create_model(spec)
+        model.load_state_dict(self.from_stack(spec, stack), strict=True)
+        return model
+
+    def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
+        """timm's random initialisation, as a Stack (for methods that mix in random layers)."""
+        return self.to_stack(self.create_model(spec, seed=seed).state_dict(), config=self.config(spec))[1]
+
+    def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
+        """Refuse a state dict (tensors, or shapes alone) timm would not load
+        strictly into the model of the arguments lg records (built on the meta
+        device: shapes only, after the sizes are bounded)."""
+        check_recorded_size(self.model_args(spec), "the model")
+        with torch.device("meta"):
+            model = self.create_model(spec)
+        refuse_unloadable({key: tuple(t.shape) for key, t in model.state_dict().items()}, state)
+
+    def parameter_count(self, spec: ArchSpec) -> int:
+        return self.model_shapes(spec).parameter_count()
+
+    def largest_role_elements(self, spec: ArchSpec) -> int:
+        return self.model_shapes(spec).largest_role_elements()
+
+    @staticmethod
+    def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
+        return data  # nothing copied beside a timm model's weights states a size
+
+    def file_load_call(self, spec: ArchSpec, path: str, weights: str | None = None) -> str:
+        """The line that builds the model in timm by name and loads a file
+        into it strictly (`weights`: the expression of its state dict). The
+        data config rides in pretrained_cfg_overlay, so that
+        timm.data.resolve_data_config(model=model) feeds the model as lg does."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
+        input_size = tuple(self.input_size(spec))
+        recipe = spec.extras.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
+        overlay = ", ".join(f"{k}={v!r}" for k, v in {"input_size": input_size, **recipe.timm_cfg()}.items())
+        weights = weights or f"safetensors.torch.load_file({path!r})"
+        return (f"timm.create_model({self.model_name(spec)!r}, pretrained=False, {args}, "
+                f"pretrained_cfg_overlay=dict({overlay})); model.load_state_dict({weights}, strict=True)")
 
     @staticmethod
     def task(spec: ArchSpec) -> str:

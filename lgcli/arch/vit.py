@@ -154,10 +154,6 @@ class VitAdapter(TimmClassifier, DeclaredAdapter):
     timm's models)."""
 
     layout = LAYOUT
-    writes_folder = False
-    library = "timm"
-    fine_tune = ("timm's `train.py` (or your own loop) on the model the load line builds; it takes the "
-                 "images at the size and channels the line gives")
     heads_may_go_unrecorded = True  # lg.config leaves out num_heads lg assumed (`config`)
     bot_wavelets: dict[str, str] = {}  # the BoT paper used haar for ViTs
 
@@ -354,20 +350,8 @@ class VitAdapter(TimmClassifier, DeclaredAdapter):
         return registered_preprocessing(None if differ else name, input_size)
 
     @staticmethod
-    def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
-        return data  # nothing copied beside a timm folder's weights states a size
-
-    @staticmethod
     def model_name(spec: ArchSpec) -> str:
         return DISTILLED_MODEL_NAME if spec.extras.get("distilled") else PLAIN_MODEL_NAME
-
-    def create_model(self, spec: ArchSpec, seed: int | None = None) -> nn.Module:
-        """timm's own random initialisation of this architecture."""
-        import timm
-
-        if seed is not None:
-            torch.manual_seed(seed)
-        return timm.create_model(self.model_name(spec), pretrained=False, **self.model_args(spec))
 
     def random_stack(self, spec: ArchSpec, seed: int | None = None) -> Stack:
         """timm's random initialisation, as a Stack (for methods that mix in random layers)."""
@@ -461,12 +445,6 @@ class VitAdapter(TimmClassifier, DeclaredAdapter):
         block, glob = self.timm_shapes(spec)
         return ModelShapes((LayerShapes(LAYOUT, "", spec.depth, block),), glob)
 
-    def parameter_count(self, spec: ArchSpec) -> int:
-        return self.model_shapes(spec).parameter_count()
-
-    def largest_role_elements(self, spec: ArchSpec) -> int:
-        return self.model_shapes(spec).largest_role_elements()
-
     def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
         """Refuse to write a state dict timm would not load strictly for the
         config lg records (a key missing or extra, a shape that differs).
@@ -535,12 +513,6 @@ class VitAdapter(TimmClassifier, DeclaredAdapter):
         except (TypeError, ValueError, AssertionError, RuntimeError) as exc:
             raise LgError(f"the file's lg.config does not describe a timm ViT ({exc})".splitlines()[0]) from None
         return self.to_stack(model.state_dict(), config=args)
-
-    def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
-        """A timm model holding these weights, loaded strictly."""
-        model = self.create_model(spec)
-        model.load_state_dict(self.from_stack(spec, stack), strict=True)
-        return model
 
     def spec_of_model(self, model: nn.Module) -> dict[str, Any]:
         """The config that a live timm model was built with (heads, pooling, ...)."""

@@ -1,0 +1,325 @@
+"""timm families declared as data, read and written by one adapter (no
+family of its own).
+
+timm builds every model the same way: `build_model_with_cfg(ModelClass,
+variant, **kwargs)` calls the class with the registered model's arguments
+over which the caller's go, and loads a checkpoint after the model's own
+`checkpoint_filter_fn` has renamed the keys of other layouts. A timm family
+is declared alike (`TimmFamily`): the registered model lg builds and its
+class, the key of each role (a `declared.Layout`), how the model's
+arguments beyond the sizes are read from the tensors' shapes, and a filter
+that renames the keys of another layout to timm's. `TimmAdapter` is the
+`base.FamilyAdapter` of any such declaration: `declared` reads and writes
+the state dict, timm builds the model, and nothing else is the family's.
+
+A model's sizes without timm: the spec keeps the shapes of the tensors it
+was read from, and a size follows from a role's axes (`Stack` names them),
+the resizable ones at the spec's sizes, the others (a window's relative
+positions, the position table's tokens) as read. The written file is checked
+against the model timm builds of the recorded arguments (`check_loadable`).
+
+A family module imports this one; this one imports no family module
+(tests/test_arch_imports.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ..errors import LgError
+from ..lazy import nn, torch
+from ..stack import CLASSES, HEADS, LAYER_ROLE_AXES, ArchSpec, Stack
+from .base import Reader
+from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
+from .shapes import LayerShapes, ModelShapes
+from .timm import TimmClassifier, check_recorded_size, json_shown, positive_number
+
+Shape = tuple[int, ...]
+# A state dict's keys -> {new key: old key}: the keys of another layout under
+# timm's names (the role of timm's per-model `checkpoint_filter_fn`).
+KeyFilter = Callable[[Mapping[str, Any]], dict[str, str]]
+# Where a spec keeps the model's arguments beyond its sizes, and the shapes it was read from.
+ARGS, SHAPES = "timm_args", "timm_shapes"
+# timm's names for a transformer's sizes, and for its MLP as a ratio to the width.
+SIZE_ARGS = {"depth": "depth", "width": "embed_dim", "heads": "num_heads"}
+MLP_RATIO = "mlp_ratio"
+
+
+@dataclass(frozen=True)
+class TimmFamily:
+    """A timm family, as data.
+
+    `layout`: the key of each role (its `size_fields` default to timm's
+    depth, embed_dim, num_heads); `model_name`: the registered timm model lg
+    builds, `timm.create_model(model_name, **arguments)` (its registered
+    arguments under the ones lg passes, as `build_model_with_cfg` takes
+    them); `model_class`: the class it builds ("timm.models.beit.Beit"),
+    which says a live model is the family's; `marker`: a key only this
+    family's state dicts hold (detection); `arguments(globals, block)`: the
+    model's arguments beyond its sizes read from the shapes of the global
+    tensors and of block 0's (by key, less the layer prefix) - it must give
+    timm's `img_size`, `in_chans` and `num_classes`; `key_filter`: renames a
+    state dict of another layout to timm's (`KeyFilter`); `no_weight_decay`:
+    the global roles timm exempts; `name`: the family as an error calls it;
+    `assumed`: the arguments `arguments` gives a default for, the tensors
+    not showing them (a layer scale's starting value): a recorded value wins
+    there, while any other recorded argument must be what the tensors say."""
+
+    layout: Layout
+    model_name: str
+    model_class: str
+    marker: str
+    arguments: Callable[[Mapping[str, Shape], Mapping[str, Shape]], dict[str, Any]]
+    name: str
+    key_filter: KeyFilter | None = None
+    no_weight_decay: frozenset[str] = frozenset()
+    assumed: frozenset[str] = frozenset()
+
+
+def mlp_ratio(width: int, mlp_dim: int) -> float:
+    """The ratio for which timm's int(width * ratio) gives exactly mlp_dim."""
+    ratio = mlp_dim / width
+    return ratio if int(width * ratio) == mlp_dim else (mlp_dim + 0.5) / width
+
+
+def renamed(state_dict: Mapping[str, Any], reader: Reader | None, key_filter: KeyFilter | None,
+            memory: Callable[[Mapping[str, Any]], Reader]) -> tuple[Mapping[str, Any], Reader | None]:
+    """(the state dict under timm's names, a reader that reads each renamed
+    key from its old name): what timm's checkpoint_filter_fn does, with
+    nothing read (a file stays lazy). `memory` makes the reader of an
+    in-memory state dict."""
+    renames = key_filter(state_dict) if key_filter is not None else {}
+    if not renames:
+        return state_dict, reader
+    old_of = renames
+    moved = set(old_of.values())
+    state = {key: value for key, value in state_dict.items() if key not in moved}
+    state.update({new: state_dict[old] for new, old in old_of.items()})
+    read = reader or memory(state_dict)
+    return state, (lambda key, out, start: read(old_of.get(key, key), out, start))
+
+
+class TimmAdapter(TimmClassifier, DeclaredAdapter):
+    """The adapter of a declared timm family (`TimmFamily`)."""
+
+    heads_may_go_unrecorded = True  # lg.config leaves out heads lg assumed (`config`)
+    bot_wavelets: dict[str, str] = {}
+
+    def __init__(self, declaration: TimmFamily) -> None:
+        self.declaration = declaration
+        sizes = {**SIZE_ARGS, **declaration.layout.size_fields}
+        self.layout = dataclasses.replace(declaration.layout, size_fields=sizes)
+
+    def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
+        return self.declaration.marker in state_dict
+
+    @staticmethod
+    def recognises_config(config: Mapping[str, Any]) -> bool:
+        return False  # a timm hub folder of this family is not read (yet): its one file is
+
+    # ------------------------------------------------------------ reading
+    def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
+                 heads: int | None = None, reader: Reader | None = None,
+                 kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
+        from .declared import memory_reader
+
+        state_dict, reader = renamed(state_dict, reader, self.declaration.key_filter, memory_reader)
+        return super().to_stack(state_dict, config, heads, reader, kv_heads)
+
+    def not_family(self, found: str) -> str:
+        return f"not a {self.declaration.name} checkpoint lg reads: {found}"
+
+    def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A recorded ``lg.config`` (the timm model's name and arguments):
+        every argument one the model's class takes, of a JSON type."""
+        if config is None:
+            return {}
+        if not isinstance(config, Mapping):
+            raise LgError(f"the file's lg.config must be a JSON object, found {type(config).__name__}")
+        name = config.get("model_name", self.declaration.model_name)
+        if name != self.declaration.model_name:
+            raise LgError(f"the file's lg.config names model {json_shown(name)}, not "
+                          f"{self.declaration.model_name!r}")
+        for key, value in config.items():  # an argument timm does not take is refused when it builds the model
+            if not isinstance(value, (str, int, float, bool, list, type(None))):
+                raise LgError(f"the file's lg.config field {key} must be a JSON value, found {json_shown(value)}")
+        for key in ("depth", "embed_dim", "num_heads", "img_size", "in_chans"):
+            if key in config and not (type(config[key]) is int and config[key] >= 1):
+                raise LgError(f"the file's lg.config field {key} must be a whole number of at least 1, "
+                              f"found {json_shown(config[key])}")
+        if MLP_RATIO in config and not positive_number(config[MLP_RATIO]):
+            raise LgError(f"the file's lg.config field {MLP_RATIO} must be a positive number")
+        return {key: value for key, value in config.items() if key != "model_name"}
+
+    def check_required(self, stored: StoredTensors) -> None:
+        present = {self.layout.layer_keys.get(s) for s in stored.first} | {
+            r for s, roles in self.layout.fused_keys.items() if s in stored.first for r in roles}
+        for role in ("q", "o", "fc1", "fc2"):
+            if role not in present:
+                raise LgError(self.not_family(f"{self.layout.layers}.0 has no {role} projection"))
+
+    def exact_heads(self, stored: StoredTensors, q_rows: int) -> int | None:
+        """A per-head tensor says the heads: a relative position table's
+        columns, a q-norm's width (the head dim)."""
+        for suffix, role in self.layout.layer_keys.items():
+            if suffix in stored.first and LAYER_ROLE_AXES[role][-1] == HEADS:
+                return int(stored.first[suffix].shape[-1])
+            if suffix in stored.first and role == "q_norm_weight":
+                return q_rows // int(stored.first[suffix].shape[0])
+        return None
+
+    def spec_from(self, config: Mapping[str, Any], stored: StoredTensors,
+                  sources: Mapping[str, tuple[str, int, tuple[int, ...]]], attention: Heads,
+                  read: Reader) -> tuple[ArchSpec, StoredTensors]:
+        spec, stored = super().spec_from(config, stored, sources, attention, read)
+        shape = {key: tuple(t.shape) for key, t in stored.globals.items()}
+        block = {key: tuple(t.shape) for key, t in stored.first.items()}
+        sizes = {*SIZE_ARGS.values(), MLP_RATIO}
+        derived = self.declaration.arguments(shape, block)
+        for key, value in config.items():
+            if key in derived and key not in self.declaration.assumed and value != derived[key]:
+                raise LgError(f"the file's lg.config says {key} {json_shown(value)}, its tensors say "
+                              f"{json_shown(derived[key])}")
+        args = {**derived, **{k: v for k, v in config.items() if k not in sizes}}
+        missing = {"img_size", "in_chans", "num_classes"} - set(args)
+        if missing:
+            raise LgError(f"the {self.family} declaration reads no {', '.join(sorted(missing))} from the tensors")
+        extras = {**spec.extras, ARGS: args, SHAPES: {"layer": block, "globals": shape}}
+        return dataclasses.replace(spec, extras=extras), stored
+
+    def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
+        """Each recorded size must be the tensors'."""
+        derived = self.model_args(spec)
+        for key in (*SIZE_ARGS.values(), MLP_RATIO):
+            if key not in config:
+                continue
+            value, found = config[key], derived[key]
+            width = derived["embed_dim"]
+            agrees = int(width * value) == int(width * found) if key == MLP_RATIO else value == found
+            if not agrees:
+                raise LgError(f"the file's lg.config says {key} {json_shown(value)}, its tensors say "
+                              f"{json_shown(found)}")
+
+    # ------------------------------------------------------------ timm's arguments
+    def model_args(self, spec: ArchSpec) -> dict[str, Any]:
+        """timm.create_model's keyword arguments for `spec`: its sizes, then
+        the rest as read."""
+        sizes = self.layout.size_fields
+        return {sizes["depth"]: spec.depth, sizes["width"]: spec.width, sizes["heads"]: spec.heads,
+                MLP_RATIO: mlp_ratio(spec.width, spec.mlp_dim), **spec.extras[ARGS]}
+
+    def num_classes(self, spec: ArchSpec) -> int | None:
+        return spec.extras[ARGS]["num_classes"]
+
+    def config(self, spec: ArchSpec) -> dict[str, Any]:
+        """What lg records in ``lg.config``: the timm name and arguments, less
+        the head count when it was assumed (never recorded as fact)."""
+        args = self.model_args(spec)
+        if spec.heads_assumed:
+            del args[self.layout.size_fields["heads"]]
+        return {"model_name": self.declaration.model_name, **args}
+
+    def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
+        args = spec.extras[ARGS]
+        return (int(args["in_chans"]), int(args["img_size"]), int(args["img_size"]))
+
+    def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
+        args = spec.extras[ARGS]
+        return [("model_name", "timm model", self.declaration.model_name),
+                ("img_size", "image size", args["img_size"]), ("in_chans", "channels", args["in_chans"]),
+                ("num_classes", "classes", args["num_classes"])]
+
+    def no_weight_decay_roles(self) -> frozenset[str]:
+        return self.declaration.no_weight_decay
+
+    # ------------------------------------------------------------ sizes, without timm
+    def model_shapes(self, spec: ArchSpec) -> ModelShapes:
+        """The state dict of a model of `spec`, as shapes: the tensors the
+        spec was read from, each axis a method resizes at the spec's size
+        (a fused tensor's rows: its roles' together)."""
+        sizes = {**spec.axis_sizes(), CLASSES: int(spec.extras[ARGS]["num_classes"])}
+        read = spec.extras[SHAPES]
+
+        def shape(axes: tuple[str, ...], found: Shape) -> Shape:
+            return tuple(sizes.get(axis, size) for axis, size in zip(axes, found))
+
+        layer = {}
+        for suffix, found in read["layer"].items():
+            roles = self.layout.fused_keys.get(suffix, (self.layout.layer_keys.get(suffix),))
+            parts = [shape(LAYER_ROLE_AXES[role][1:], found) for role in roles]
+            layer[suffix] = (sum(part[0] for part in parts), *parts[0][1:])
+        globals_ = {key: shape(self.layout.global_roles[key][1], found) for key, found in read["globals"].items()}
+        return ModelShapes((LayerShapes(self.layout, "", spec.depth, layer),), globals_)
+
+    # ------------------------------------------------------------ timm's models
+    def model_name(self, spec: ArchSpec) -> str:
+        return self.declaration.model_name
+
+    def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
+        """The spec a recorded ``lg.config`` describes and its stack on the
+        meta device, read from the state dict of the model timm builds of it."""
+        import timm
+
+        args = self.checked_config(config)
+        check_recorded_size(args, "the file's lg.config")
+        try:
+            with torch.device("meta"):
+                model = timm.create_model(self.declaration.model_name, pretrained=False, **args)
+        except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
+            raise LgError(f"the file's lg.config does not describe a {self.declaration.name} "
+                          f"({exc})".splitlines()[0]) from None
+        return self.to_stack(model.state_dict(), config=config)
+
+    def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
+        """What timm computes when it builds the model (position indices, a
+        zero key bias), not saved."""
+        with torch.device("cpu"):
+            model = self.create_model(spec)
+        saved = set(model.state_dict())
+        return {name: buffer.detach() for name, buffer in model.named_buffers() if name not in saved}
+
+    @staticmethod
+    def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:
+        return "import lgcli" if _is_folder(path, folder) else "import safetensors.torch, timm"
+
+    def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
+        """The exact line that builds the model in timm and loads the file strictly."""
+        if _is_folder(path, folder):
+            return f"lgcli.load_model({path!r})[0]"  # shards: lg joins them into timm's model, strictly
+        return self.file_load_call(spec, path)
+
+    def owns_model(self, model: nn.Module) -> bool:
+        return type(model).__module__ + "." + type(model).__name__ == self.declaration.model_class
+
+    def spec_of_model(self, model: nn.Module) -> dict[str, Any]:
+        """The arguments a live model shows that its tensors may not."""
+        if not self.owns_model(model):
+            raise LgError(f"{type(model).__name__} is not a {self.declaration.name}")
+        return {"global_pool": model.global_pool} if isinstance(getattr(model, "global_pool", None), str) else {}
+
+    @staticmethod
+    def model_input(model: nn.Module) -> tuple[int, int]:
+        return int(model.patch_embed.proj.in_channels), int(model.patch_embed.img_size[0])
+
+    def architecture_of(self, model: nn.Module) -> dict[str, Any]:
+        channels, image_size = self.model_input(model)
+        blocks = getattr(model, self.layout.layers)
+        return {"depth": len(blocks), "width": int(model.embed_dim),
+                "heads": int(blocks[0].attn.num_heads) if len(blocks) else 0, "img_size": image_size,
+                "in_chans": channels, "num_classes": int(model.num_classes),
+                "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def _is_folder(path: str, folder: bool | None) -> bool:
+    """Whether `path` is (or will be: `folder`) a folder of shards, which timm does not read."""
+    return folder if folder is not None else os.path.isdir(path)
+
+
+def window_of(rows: int, extra: int = 0) -> int | None:
+    """W of a relative position table of (2W - 1)^2 + `extra` rows (None: no such W)."""
+    side = math.isqrt(max(rows - extra, 0))
+    return (side + 1) // 2 if side * side == rows - extra and side % 2 == 1 else None
