@@ -92,6 +92,22 @@ def test_an_identity_block_scores_zero_is_dropped_and_the_logits_are_kept(tmp_pa
         assert torch.equal(small(x), model(x))  # the identity's x + 0 + 0 is x: the same arithmetic after it
 
 
+def test_a_timm_model_without_a_head_is_ablated_by_its_features(tmp_path, lg):
+    """No classifier: 1 - cos of timm's forward_features (every token, after
+    the final norm); the identity block scores exactly 0 and is dropped."""
+    model = make_vit(depth=4, num_classes=0)
+    zero_block_outputs(model, "blocks.1.", VIT_OUTPUTS)
+    out = tmp_path / "out.safetensors"
+    result = lg("shrink", write_plain(model, tmp_path / "vit.safetensors"), "--depth", "3", "--method",
+                "block-ablation", "--ablation", "one-shot", "--calibrate", IMAGES, "--calibrate-samples", "8", "-o",
+                out, "--json")
+    assert result.code == 0, result.stderr
+    details = json.loads(result.stdout)["details"]
+    assert details["measure"] == "1-cos" and details["ablation_scores"][1] == 0.0
+    assert min(details["ablation_scores"][:1] + details["ablation_scores"][2:]) > 1e-4
+    assert details["dropped_layers"] == [1]
+
+
 def test_one_shot_scores_are_the_kl_of_the_model_without_each_block(tmp_path):
     """s(l) = E[KL(p_full || p_without l)], checked block by block against the
     timm model rebuilt without the block."""
