@@ -279,6 +279,35 @@ def test_a_swin_is_ablated_stage_by_stage(tmp_path):
         torch.testing.assert_close(printed_model(out)(x), model(x), atol=1e-5, rtol=0)
 
 
+def test_a_transformers_swin_chooses_as_timm_and_loads_strictly(tmp_path):
+    """The same Swin as a timm file and a transformers folder: each form's
+    blocks are skipped by its own modules, both score and choose the same
+    (greedy, each stage's identity block first), and the folder loads strictly."""
+    import transformers
+    from safetensors.torch import save_file
+
+    from hf_image_models import load_strict as load_image_model
+    from test_hf_swin import TINY, hf_names
+    from test_swin import make_swin
+    from test_swin_calibration import saved, with_identities
+
+    model = with_identities(make_swin(), [(0, 1), (1, 1)])
+    folder = tmp_path / "src"
+    folder.mkdir()
+    transformers.SwinConfig(**TINY, architectures=["SwinForImageClassification"]).save_pretrained(folder)
+    save_file({k: v.contiguous() for k, v in hf_names(model.state_dict()).items()},
+              str(folder / "model.safetensors"), metadata={"format": "pt"})
+    reports = [resize_file(source, tmp_path / name, direction="shrink", method="block-ablation", depth=(1, 1),
+                           **CALIBRATION)["details"]["stages"]
+               for source, name in ((saved(model, tmp_path / "swin.safetensors"), "timm.safetensors"),
+                                    (folder, "hf"))]
+    for timm_stage, hf_stage in zip(*reports):
+        assert timm_stage["removal_order"] == hf_stage["removal_order"] == [1]
+        assert hf_stage["ablation_rounds"][0] == pytest.approx(timm_stage["ablation_rounds"][0], rel=1e-3, abs=1e-7)
+    resized = load_image_model(tmp_path / "hf", "SwinForImageClassification")
+    assert resized.config.depths == [1, 1]
+
+
 @pytest.mark.parametrize("args, message", [
     ((), "give --calibrate DATA"),
     (("--calibrate", "kjv-mini"), "is a text; this model takes images"),
