@@ -18,6 +18,8 @@ less than a whole forward (`lgcli.calibration.Ablation`).
     OMP_NUM_THREADS=2 python benchmarks/calibration_cost.py            # the example ViT and Llama
     python benchmarks/calibration_cost.py --smollm2 ~/.cache/lg-real/smollm2-135m --kjv ~/.cache/lg-real/kjv/calibrate.txt
     python benchmarks/calibration_cost.py --only vit --dinov2 ~/.cache/lg-real/dinov2-s-fmnist
+    python benchmarks/calibration_cost.py --only none --smollm2 ~/.cache/lg-real/smollm2-135m \
+        --kjv ~/.cache/lg-real/kjv/calibrate.txt --smollm2-samples 8 --rules one-shot --repeats 1
 
 Results are appended to benchmarks/calibration_cost.json as they land.
 """
@@ -36,7 +38,7 @@ RESULTS = Path(__file__).with_suffix(".json")
 
 
 def measure(name: str, source: str, data: str, samples: int, seq_len: int | None, batch: int, repeats: int,
-            device: str, ablation_repeats: int = 1) -> dict:
+            device: str, ablation_repeats: int = 1, rules: tuple[str, ...] = ("one-shot", "greedy")) -> dict:
     import torch
 
     from lgcli.api import load
@@ -59,10 +61,12 @@ def measure(name: str, source: str, data: str, samples: int, seq_len: int | None
     from lgcli.methods.block_ablation import greedy, one_shot
 
     depth = gathered.ablation.depth
-    ablation = {"one-shot": [], "greedy": []}
+    ablation = {rule: [] for rule in rules}
     passes = {}
     for _ in range(ablation_repeats):
         for rule, choose in (("one-shot", one_shot), ("greedy", greedy)):
+            if rule not in rules:
+                continue
             gathered.ablation.passes = 0
             started = time.perf_counter()
             choose(gathered.ablation, depth // 2)
@@ -105,20 +109,24 @@ def main() -> None:
     parser.add_argument("--smollm2", help="a SmolLM2 folder (benchmarks/real/fetch.py)")
     parser.add_argument("--kjv", help="calibration text for SmolLM2")
     parser.add_argument("--dinov2", help="the real DINOv2-S classifier folder (benchmarks/real/fetch.py)")
-    parser.add_argument("--only", choices=("vit", "llama"), help="one of the two example cases")
+    parser.add_argument("--only", choices=("vit", "llama", "none"), help="one of the two example cases, or neither")
     parser.add_argument("--ablation-repeats", type=int, default=1)
+    parser.add_argument("--rules", default="one-shot,greedy", help="the block-ablation rules timed")
+    parser.add_argument("--smollm2-samples", type=int, default=32, help="SmolLM2's calibration windows")
     args = parser.parse_args()
     cases = [("example ViT 6x128, 64 images", str(REPO / "examples/fmnist_vit.safetensors"), "fashion-mnist-mini",
               64, None, 64),
              ("example Llama 4x128, 64 windows of 128", str(REPO / "examples/kjv_llama"), "kjv-mini", 64, 128, 32)]
     if args.only:
-        cases = [cases[0 if args.only == "vit" else 1]]
+        cases = [] if args.only == "none" else [cases[0 if args.only == "vit" else 1]]
     if args.dinov2:
         cases.append(("real DINOv2-S classifier 12x384, 64 images", args.dinov2, "fashion-mnist", 64, None, 64))
     if args.smollm2:
-        cases.append(("SmolLM2-135M, 32 windows of 128", args.smollm2, args.kjv or "kjv-mini", 32, 128, 4))
+        cases.append((f"SmolLM2-135M, {args.smollm2_samples} windows of 128", args.smollm2, args.kjv or "kjv-mini",
+                      args.smollm2_samples, 128, 4))
     for case in cases:
-        result = measure(*case, repeats=args.repeats, device=args.device, ablation_repeats=args.ablation_repeats)
+        result = measure(*case, repeats=args.repeats, device=args.device, ablation_repeats=args.ablation_repeats,
+                         rules=tuple(args.rules.split(",")))
         print(json.dumps(result), flush=True)
         with RESULTS.open("a") as out:
             out.write(json.dumps(result) + "\n")
