@@ -18,7 +18,6 @@ from conftest import make_vit, sample_input, write_plain
 from test_data_aware import IMAGES, VIT_OUTPUTS, recorded, text_file, zero_block_outputs
 from text_models import load_strict, make_model, save_folder
 
-import lgcli
 from lgcli.resize import resize_file
 
 CALIBRATION = dict(calibrate=IMAGES, calibrate_samples=8)
