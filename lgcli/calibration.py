@@ -383,13 +383,19 @@ class Ablation:
     def depth(self) -> int:
         return len(self.blocks)
 
-    def divergences(self, skipped: list[tuple[int, ...]]) -> list[float]:
+    def divergences(self, skipped: list[tuple[int, ...]], base: tuple[int, ...] = ()) -> list[float]:
         """For each tuple of block indices, the mean divergence of the model
-        with those blocks skipped from the full model: one pass of the full
-        model and one per tuple, per batch. The blocks before a tuple's first
-        compute what they computed in the full pass, so they are not run
-        again: their outputs from the full pass are replayed (the same
-        numbers, bit for bit, for a fraction of the cost)."""
+        with those blocks skipped from the full model: per batch, one pass
+        of the full model and one per tuple.
+
+        Every tuple holds the blocks `base` (greedy's blocks removed so far).
+        The blocks before a tuple's first block outside `base` compute what
+        they compute in the model without `base`, so they are not run again:
+        their outputs from one pass of that model (the full model's when
+        `base` is empty, else one more pass per batch) are replayed, the
+        same numbers bit for bit, for a fraction of the cost."""
+        if any(not set(base) <= set(blocks) for blocks in skipped):
+            raise ValueError("every set of skipped blocks must hold the base blocks")
         started = time.perf_counter()
         totals = [0.0] * len(skipped)
         positions = 0
@@ -400,27 +406,12 @@ class Ablation:
                 inputs, _ = self.examples.batch(range(start, min(start + per_batch, len(self.examples))))
                 inputs = inputs.to(self.device)
                 block_outputs: list[Any] = [None] * self.depth
-                recorders = [block.register_forward_hook(_recorder(block_outputs, index))
-                             for index, block in enumerate(self.blocks)]
-                try:
-                    full = self._reference(self._output(model, inputs))
-                finally:
-                    for hook in recorders:
-                        hook.remove()
-                self.passes += 1
+                full = self._reference(self._run(model, inputs, (), record=block_outputs if not base else None))
+                if base:
+                    self._run(model, inputs, base, record=block_outputs)
                 for index, blocks in enumerate(skipped):
-                    replayed = self.blocks[:min(blocks, default=self.depth)]
-                    for block, output in zip(replayed, block_outputs):
-                        block.forward = _replay(output)
-                    hooks = [self.blocks[b].register_forward_hook(_skip_block, with_kwargs=True) for b in blocks]
-                    try:
-                        output = self._output(model, inputs)
-                    finally:
-                        for hook in hooks:
-                            hook.remove()
-                        for block in replayed:
-                            del block.forward  # the class's forward again
-                    self.passes += 1
+                    first = min(set(blocks) - set(base), default=self.depth)
+                    output = self._run(model, inputs, blocks, replay=block_outputs[:first])
                     divergence = self._divergence(full, output)
                     totals[index] += float(divergence.sum(dtype=torch.float64))
                 positions += full.shape[0]
@@ -428,6 +419,28 @@ class Ablation:
         if positions == 0:
             raise RuntimeError("the ablation pass saw no data")
         return [total / positions for total in totals]
+
+    def _run(self, model: torch.nn.Module, inputs: torch.Tensor, skipped: tuple[int, ...], *,
+             record: list | None = None, replay: list | None = None) -> torch.Tensor:
+        """One pass with the blocks `skipped`; `record` receives every
+        block's output, and the first len(`replay`) blocks return those
+        outputs instead of running (a skipped one among them still returns
+        its input: its skip hook has the last word)."""
+        replayed = self.blocks[:len(replay or ())]
+        for block, output in zip(replayed, replay or ()):
+            block.forward = _replay(output)
+        hooks = [self.blocks[b].register_forward_hook(_skip_block, with_kwargs=True) for b in skipped]
+        if record is not None:  # after the skip hooks: a skipped block's output is its input
+            hooks += [block.register_forward_hook(_recorder(record, index)) for index, block in enumerate(self.blocks)]
+        try:
+            output = self._output(model, inputs)
+        finally:
+            for hook in hooks:
+                hook.remove()
+            for block in replayed:
+                del block.forward  # the class's forward again
+        self.passes += 1
+        return output
 
     def _output(self, model: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
         """The model's output the measure compares: logits, or the final

@@ -85,7 +85,8 @@ def greedy(ablation, keep: int) -> tuple[list[int], dict[str, Any]]:
     rounds: list[list[float | None]] = []
     while ablation.depth - len(removed) > keep:
         candidates = [block for block in range(ablation.depth) if block not in removed]
-        scores = ablation.divergences([tuple(sorted([*removed, block])) for block in candidates])
+        scores = ablation.divergences([tuple(sorted([*removed, block])) for block in candidates],
+                                      base=tuple(sorted(removed)))
         best = min(range(len(candidates)), key=lambda i: (scores[i], candidates[i]))  # the earlier on ties
         removed.append(candidates[best])
         by_block = dict(zip(candidates, scores))
