@@ -9,7 +9,7 @@ calibration over the 20 steps. Each is the median of --repeats runs.
 
 Block ablation (`--method block-ablation`) runs more passes after that one:
 one per block skipped alone (one-shot, L + 1 passes with the full model's)
-or, greedy, (L + 1) + L + ... + (D + 2) to reach depth D (half the depth
+or, greedy, L + (L - 1) + ... + (D + 1) and two more a round to reach depth D (half the depth
 here, SLEB's rounds); each is timed --ablation-repeats times (median) and
 reported beside the calibration, with its ratio to the same 20 steps. The
 blocks before the first skipped one replay the full pass, so a pass costs

@@ -25,8 +25,9 @@ Two ways to choose the L - D blocks to drop (`--ablation`):
   once).
 - ``greedy`` (SLEB, Song et al. 2024): remove the block whose removal, with
   the blocks already removed, gives the smallest s; measure again; repeat
-  L - D times. Sum over rounds of (blocks left + 1) passes:
-  (L + 1) + L + ... + (D + 2). It sees that a block harmless alone can be
+  L - D times. A round scores each block left, L + (L - 1) + ... + (D + 1)
+  passes in all, plus per round one of the full model and (after the
+  first) one of the model without the removed blocks. It sees that a block harmless alone can be
   harmful once other blocks are gone (or the reverse), which one-shot
   cannot; like one-shot, it cannot see two blocks that are harmful only
   alone (each undoing the other).
@@ -65,7 +66,7 @@ DEFAULT_ABLATION = GREEDY
 OPTIONS = (
     *CALIBRATION_OPTIONS,
     Option("ablation", str, DEFAULT_ABLATION,
-           "greedy: remove the least harmful block, measure again, repeat (SLEB; (L+1)+L+...+(D+2) passes); "
+           "greedy: remove the least harmful block, measure again, repeat (SLEB; L+(L-1)+...+(D+1) passes and two a round); "
            "one-shot: each block removed alone, keep the most harmful (Shortened LLaMA; L+1 passes).",
            choices=(GREEDY, ONE_SHOT)),
 )
