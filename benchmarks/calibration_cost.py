@@ -20,6 +20,7 @@ less than a whole forward (`lgcli.calibration.Ablation`).
     python benchmarks/calibration_cost.py --only vit --dinov2 ~/.cache/lg-real/dinov2-s-fmnist
     python benchmarks/calibration_cost.py --only none --smollm2 ~/.cache/lg-real/smollm2-135m \
         --kjv ~/.cache/lg-real/kjv/calibrate.txt --smollm2-samples 8 --rules one-shot --repeats 1
+    (the same with --rules greedy --target-depth 20: greedy to the 20 layers of BLOCK_ABLATION.md)
 
 Results are appended to benchmarks/calibration_cost.json as they land.
 """
@@ -38,7 +39,8 @@ RESULTS = Path(__file__).with_suffix(".json")
 
 
 def measure(name: str, source: str, data: str, samples: int, seq_len: int | None, batch: int, repeats: int,
-            device: str, ablation_repeats: int = 1, rules: tuple[str, ...] = ("one-shot", "greedy")) -> dict:
+            device: str, ablation_repeats: int = 1, rules: tuple[str, ...] = ("one-shot", "greedy"),
+            target_depth: int | None = None) -> dict:
     import torch
 
     from lgcli.api import load
@@ -61,15 +63,16 @@ def measure(name: str, source: str, data: str, samples: int, seq_len: int | None
     from lgcli.methods.block_ablation import greedy, one_shot
 
     depth = gathered.ablation.depth
+    kept = target_depth or depth // 2
     ablation = {rule: [] for rule in rules}
-    passes = {}
+    passes, chosen = {}, {}
     for _ in range(ablation_repeats):
         for rule, choose in (("one-shot", one_shot), ("greedy", greedy)):
             if rule not in rules:
                 continue
             gathered.ablation.passes = 0
             started = time.perf_counter()
-            choose(gathered.ablation, depth // 2)
+            chosen[rule] = choose(gathered.ablation, kept)[0]
             ablation[rule].append(time.perf_counter() - started)
             passes[rule] = gathered.ablation.passes
     # 20 steps of the same model on the same examples (with their targets),
@@ -95,8 +98,9 @@ def measure(name: str, source: str, data: str, samples: int, seq_len: int | None
               "threads": torch.get_num_threads()}
     result["ratio"] = result["calibration_seconds"] / result["twenty_steps_seconds"]
     for rule, seconds in ablation.items():
-        result[f"ablation_{rule}"] = {"depth": f"{depth} -> {depth // 2}", "seconds": statistics.median(seconds),
+        result[f"ablation_{rule}"] = {"depth": f"{depth} -> {kept}", "seconds": statistics.median(seconds),
                                       "passes_per_batch": passes[rule] // -(-samples // CALIBRATION_BATCH[examples.unit]),
+                                      "kept_layers": chosen[rule],
                                       "ratio": (statistics.median(seconds) + result["calibration_seconds"])
                                       / result["twenty_steps_seconds"]}
     return result
@@ -112,6 +116,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("vit", "llama", "none"), help="one of the two example cases, or neither")
     parser.add_argument("--ablation-repeats", type=int, default=1)
     parser.add_argument("--rules", default="one-shot,greedy", help="the block-ablation rules timed")
+    parser.add_argument("--target-depth", type=int, help="the depth block ablation shrinks to [default: half]")
     parser.add_argument("--smollm2-samples", type=int, default=32, help="SmolLM2's calibration windows")
     args = parser.parse_args()
     cases = [("example ViT 6x128, 64 images", str(REPO / "examples/fmnist_vit.safetensors"), "fashion-mnist-mini",
@@ -126,7 +131,7 @@ def main() -> None:
                       args.smollm2_samples, 128, 4))
     for case in cases:
         result = measure(*case, repeats=args.repeats, device=args.device, ablation_repeats=args.ablation_repeats,
-                         rules=tuple(args.rules.split(",")))
+                         rules=tuple(args.rules.split(",")), target_depth=args.target_depth)
         print(json.dumps(result), flush=True)
         with RESULTS.open("a") as out:
             out.write(json.dumps(result) + "\n")
