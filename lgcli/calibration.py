@@ -23,6 +23,12 @@ is a running sum over positions, so memory is one batch's hidden states.
 - ``embed[c]``: the mean |value| of embedding channel c at the two norms'
   outputs, summed over blocks (Minitron reads LayerNorm outputs).
 
+The same call keeps the model and its examples (`Calibration.ablation`,
+an `Ablation`) for the method that measures what the whole model's output
+loses when blocks are skipped (`block-ablation`): those passes run only
+when that method asks for them, one forward pass per set of skipped blocks,
+streamed batch by batch against the full model's output on the same batch.
+
 A model of stages (a Swin) is measured in the same one forward pass, stage
 by stage (the adapter's `stage_layer_modules`): each stage's statistics are
 over its own blocks and its own width, and a data-aware method runs on each
@@ -41,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .arch import get_adapter
-from .arch.base import CAUSAL_LM
+from .arch.base import CAUSAL_LM, MASKED_LM, TEXT_ENCODER
 from .errors import LgError, UsageError, notify_stderr
 from .lazy import torch
 from .stack import ArchSpec
@@ -75,6 +81,9 @@ class Calibration:
     # previous stage's `embed`, which its patch merging's input follows.
     stages: tuple["Calibration", ...] = ()
     input_embed: torch.Tensor | None = None
+    # The model and examples kept for skipped-block passes (`Ablation`);
+    # nothing runs until a method asks.
+    ablation: "Ablation | None" = None
 
     @property
     def depth(self) -> int:
@@ -198,16 +207,26 @@ def calibrate(model: torch.nn.Module, spec: ArchSpec, examples: Any, *, name: st
             hook.remove()
     seconds = time.perf_counter() - started
     results = [part_sums.result(name=name, samples=len(examples), seed=seed, seconds=seconds) for part_sums in sums]
+    measure = output_measure(adapter, spec)
     if not spec.stages:
-        return results[0]
-    for previous, stage in zip(results, results[1:]):
-        # The patch merging before a stage reads the previous stage's
-        # channels: its input axis keeps what that stage's embedding keeps.
-        stage.input_embed = previous.embed
-    first = results[0]  # the positions a model of stages is measured at: its first stage's patches
-    return Calibration(data=name, samples=len(examples), seed=seed, positions=first.positions, cosine=first.cosine,
-                       angle=first.angle, mlp=first.mlp, heads=first.heads, embed=first.embed, seconds=seconds,
-                       stages=tuple(results))
+        whole = results[0]
+    else:
+        for previous, stage in zip(results, results[1:]):
+            # The patch merging before a stage reads the previous stage's
+            # channels: its input axis keeps what that stage's embedding keeps.
+            stage.input_embed = previous.embed
+        first = results[0]  # the positions a model of stages is measured at: its first stage's patches
+        whole = Calibration(data=name, samples=len(examples), seed=seed, positions=first.positions,
+                            cosine=first.cosine, angle=first.angle, mlp=first.mlp, heads=first.heads,
+                            embed=first.embed, seconds=seconds, stages=tuple(results))
+    for (modules, _), part in zip(groups, results):
+        # Each stack of blocks (a stage of a Swin) skips its own blocks; the
+        # time its passes take is the whole calibration's.
+        part.ablation = Ablation(model=model, examples=examples, blocks=[named[b] for b in modules["block"]],
+                                 measure=measure, device=where, clock=whole)
+    if spec.stages:
+        whole.ablation = None  # a model of stages is ablated stage by stage
+    return whole
 
 
 def _hooks(modules: Mapping[str, list[str]], named: Mapping[str, torch.nn.Module], sums: "_Sums") -> list:
@@ -319,6 +338,172 @@ class _Sums:
                            seconds=seconds)
 
 
+# What the whole model's output is compared by when blocks are skipped:
+# KL(full || skipped) of the output distributions (a classifier's classes, a
+# language model's vocabulary at every position), or 1 - cos of the final
+# hidden states (after the final norm) of a model with no head.
+KL_DIVERGENCE, COSINE_DISTANCE = "kl", "1-cos"
+
+
+def output_measure(adapter, spec: ArchSpec) -> str:
+    """KL_DIVERGENCE for a model with logits (an image classifier, a causal
+    or masked language model), COSINE_DISTANCE for a model of features (an
+    image backbone with no head, a text encoder)."""
+    task = adapter.task(spec)
+    if task in (CAUSAL_LM, MASKED_LM):
+        return KL_DIVERGENCE
+    if task == TEXT_ENCODER:
+        return COSINE_DISTANCE
+    return KL_DIVERGENCE if adapter.num_classes(spec) else COSINE_DISTANCE
+
+
+@dataclass
+class Ablation:
+    """What the whole model's output loses when some of one stack's blocks
+    are skipped (Shortened LLaMA, Kim et al. 2024; SLEB, Song et al. 2024).
+
+    A skipped block's output is replaced by its input (a forward hook on the
+    block module the family's adapter names), so the model computes as if
+    the block were not there; its output is then compared, position by
+    position, with the full model's on the same examples: the mean over
+    positions of KL(p_full || p_skipped) for logits, of 1 - cos(h_full,
+    h_skipped) for features (`output_measure`). The examples are streamed
+    in their batches: one batch's outputs are held at a time, and each
+    divergence is a running float64 sum over positions."""
+
+    model: torch.nn.Module
+    examples: Any
+    blocks: list
+    measure: str
+    device: torch.device
+    clock: Calibration  # whose `seconds` the passes add to
+    passes: int = 0  # forward passes run so far, the full model's included
+
+    @property
+    def depth(self) -> int:
+        return len(self.blocks)
+
+    def divergences(self, skipped: list[tuple[int, ...]], base: tuple[int, ...] = ()) -> list[float]:
+        """For each tuple of block indices, the mean divergence of the model
+        with those blocks skipped from the full model: per batch, one pass
+        of the full model and one per tuple.
+
+        Every tuple holds the blocks `base` (greedy's blocks removed so far).
+        The blocks before a tuple's first block outside `base` compute what
+        they compute in the model without `base`, so they are not run again:
+        their outputs from one pass of that model (the full model's when
+        `base` is empty, else one more pass per batch) are replayed, the
+        same numbers bit for bit, for a fraction of the cost."""
+        if any(not set(base) <= set(blocks) for blocks in skipped):
+            raise ValueError("every set of skipped blocks must hold the base blocks")
+        started = time.perf_counter()
+        totals = [0.0] * len(skipped)
+        positions = 0
+        per_batch = CALIBRATION_BATCH.get(self.examples.unit, 8)
+        model = self.model.eval()
+        with torch.inference_mode():
+            for start in range(0, len(self.examples), per_batch):
+                inputs, _ = self.examples.batch(range(start, min(start + per_batch, len(self.examples))))
+                inputs = inputs.to(self.device)
+                block_outputs: list[Any] = [None] * self.depth
+                full = self._reference(self._run(model, inputs, (), record=block_outputs if not base else None))
+                if base:
+                    self._run(model, inputs, base, record=block_outputs)
+                for index, blocks in enumerate(skipped):
+                    first = min(set(blocks) - set(base), default=self.depth)
+                    output = self._run(model, inputs, blocks, replay=block_outputs[:first])
+                    divergence = self._divergence(full, output)
+                    totals[index] += float(divergence.sum(dtype=torch.float64))
+                positions += full.shape[0]
+        self.clock.seconds += time.perf_counter() - started
+        if positions == 0:
+            raise RuntimeError("the ablation pass saw no data")
+        return [total / positions for total in totals]
+
+    def _run(self, model: torch.nn.Module, inputs: torch.Tensor, skipped: tuple[int, ...], *,
+             record: list | None = None, replay: list | None = None) -> torch.Tensor:
+        """One pass with the blocks `skipped`; `record` receives every
+        block's output, and the first len(`replay`) blocks return those
+        outputs instead of running (a skipped one among them still returns
+        its input: its skip hook has the last word)."""
+        replayed = self.blocks[:len(replay or ())]
+        for block, output in zip(replayed, replay or ()):
+            block.forward = _replay(output)
+        hooks = [self.blocks[b].register_forward_hook(_skip_block, with_kwargs=True) for b in skipped]
+        if record is not None:  # after the skip hooks: a skipped block's output is its input
+            hooks += [block.register_forward_hook(_recorder(record, index)) for index, block in enumerate(self.blocks)]
+        try:
+            output = self._output(model, inputs)
+        finally:
+            for hook in hooks:
+                hook.remove()
+            for block in replayed:
+                del block.forward  # the class's forward again
+        self.passes += 1
+        return output
+
+    def _output(self, model: torch.nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+        """The model's output the measure compares: logits, or the final
+        hidden states (timm: `forward_features`, after the final norm;
+        transformers: `last_hidden_state`)."""
+        if self.examples.unit == "images":
+            if self.measure == COSINE_DISTANCE and hasattr(model, "forward_features"):
+                output = model.forward_features(inputs)
+            else:
+                output = model(inputs)
+        else:
+            # No key/value cache: a replayed block would leave its layer of it empty.
+            output = model(input_ids=inputs, **({"use_cache": False} if _takes(model, "use_cache") else {}))
+        if not torch.is_tensor(output):
+            output = output.logits if self.measure == KL_DIVERGENCE else output.last_hidden_state
+        return output.float().reshape(-1, output.shape[-1])  # one row per position
+
+    def _reference(self, output: torch.Tensor) -> torch.Tensor:
+        if self.measure == KL_DIVERGENCE:
+            return torch.log_softmax(output, dim=-1)
+        return torch.nn.functional.normalize(output, dim=-1)
+
+    def _divergence(self, reference: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+        """Per position: KL(p || q) = sum_v p_v (log p_v - log q_v), or 1 - cos(h, h')."""
+        if self.measure == KL_DIVERGENCE:
+            log_q = torch.log_softmax(output, dim=-1)
+            return (reference.exp() * (reference - log_q)).sum(-1)
+        # 1 - cos(a, b) = |a/|a| - b/|b||^2 / 2: exactly 0 for equal outputs,
+        # and without 1 - cos's cancellation when they are close.
+        return (reference.double() - torch.nn.functional.normalize(output, dim=-1).double()).square().sum(-1) / 2
+
+
+def _takes(model: torch.nn.Module, argument: str) -> bool:
+    import inspect
+
+    return argument in inspect.signature(model.forward).parameters
+
+
+def _recorder(outputs: list, index: int):
+    """A forward hook that keeps block `index`'s output in `outputs`."""
+    def hook(module, args, output):
+        outputs[index] = output
+    return hook
+
+
+def _replay(output: Any) -> Callable[..., Any]:
+    """A block's forward that returns what the block returned in the full pass."""
+    def forward(*args, **kwargs):
+        return output
+    return forward
+
+
+def _skip_block(module, args, kwargs, output):
+    """A forward hook that makes a block the identity: its output is its
+    input (the first of a tuple, the rest as the block returned them)."""
+    hidden = _first_tensor(args, kwargs)
+    if torch.is_tensor(output):
+        return hidden
+    if isinstance(output, (tuple, list)):
+        return type(output)((hidden, *output[1:]))
+    raise RuntimeError(f"a block returned {type(output).__name__}, which the ablation pass cannot skip")
+
+
 def calibration_device(device: str | None) -> str:
     """Where the calibration pass runs: a GPU when there is one (auto)."""
     if device in (None, "auto"):
@@ -326,5 +511,5 @@ def calibration_device(device: str | None) -> str:
     return device
 
 
-__all__ = ["Calibration", "calibrate", "calibration_examples", "calibration_device",
+__all__ = ["Ablation", "Calibration", "calibrate", "output_measure", "KL_DIVERGENCE", "COSINE_DISTANCE", "calibration_examples", "calibration_device",
            "DEFAULT_CALIBRATION_SAMPLES"]

@@ -43,7 +43,7 @@ METHODS = {"shrink": ["bot", "select", "heur-lg", "auto-lg", "tleg-fit"],
 # Methods that change depth only, at the one size above that keeps the width (8 x 64), which each reaches.
 DEPTH_ONLY = {"grow": ["depth-upscale", "identity-insert", "stack"]}
 # The data-aware methods, calibrated on the embedded images, on the plain source.
-CALIBRATED = {"shrink": ["block-influence", "angular", "activation"]}
+CALIBRATED = {"shrink": ["block-influence", "angular", "block-ablation", "activation"]}
 CALIBRATION = dict(calibrate="fashion-mnist-mini", calibrate_samples=8)
 # Non-default options, on the plain source only.
 EXTRA = [("shrink", (2, 32), "bot", dict(wavelet="db2", rescale="std")),

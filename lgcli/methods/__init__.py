@@ -14,12 +14,12 @@ from typing import Any, Callable, Mapping
 
 from ..errors import UsageError
 from ..options import resolve_options as resolve_declared
-from . import activation, angular, block_influence, bot, clone, depth_upscale, identity_insert, layers, select, stacking, tleg_fit
+from . import activation, angular, block_ablation, block_influence, bot, clone, depth_upscale, identity_insert, layers, select, stacking, tleg_fit
 from .common import GROW, SHRINK, Method, MethodContext, MethodResult
 
 METHODS: dict[str, Method] = {m.name: m for m in (
     bot.METHOD, select.METHOD, layers.HEUR_LG, layers.AUTO_LG, clone.METHOD, tleg_fit.METHOD,
-    block_influence.METHOD, angular.METHOD, activation.METHOD,
+    block_influence.METHOD, angular.METHOD, block_ablation.METHOD, activation.METHOD,
     depth_upscale.METHOD, identity_insert.METHOD, stacking.METHOD)}
 
 
