@@ -162,8 +162,8 @@ def bench_command(
                                    "(one seed: a bootstrap over test examples); rows whose intervals overlap tie."),
     calibrate_samples: Optional[int] = typer.Option(
         None, "--calibrate-samples", min=1, metavar="N", rich_help_panel=PROBE,
-        help="Examples of --data the data-aware methods (block-influence, angular, activation) measure the "
-             "ancestry on [default: 64]."),
+        help="Examples of --data the data-aware methods (block-influence, angular, block-ablation, activation) "
+             "measure the ancestry on [default: 64]."),
     output: Optional[str] = typer.Option(None, "-o", "--output", metavar="DIR", rich_help_panel=OUTPUT,
                                          help="Results folder: bench.json, cells/, learngenes/, curve plots and "
                                               "summary.png."),
