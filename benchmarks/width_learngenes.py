@@ -37,7 +37,22 @@ BEST_FREE = {(3, 64): ("bot", "shrink"), (6, 64): ("bot", "shrink"), (3, 128): (
              (8, 128): ("clone", "grow"), (12, 128): ("clone", "grow")}
 AIM_AT_OR_ABOVE = {(3, 64), (6, 64), (3, 128)}  # the others: within 0.5 points
 STEPS = 1500
-GENES = {"tleg-widths": ["--widths", "64,128"], "tleg": []}
+GENES = {"tleg-widths": ["--widths", "64,128"], "tleg": [],
+         # The sandwich rule: both widths every step (two passes, twice a sampled step's time) ...
+         "tleg-sandwich": ["--widths", "64,128", "--width-rule", "sandwich"],
+         # ... with each width's own norms (slimmable networks' switchable norms) ...
+         "tleg-sandwich-norms": ["--widths", "64,128", "--width-rule", "sandwich", "--width-norms"],
+         # ... and at half the steps: the passes (and about the condense time) of today's 1,500 sampled steps.
+         "tleg-sandwich-750": ["--widths", "64,128", "--width-rule", "sandwich", "--steps", "750"],
+         "tleg-norms": ["--widths", "64,128", "--width-norms"]}
+# The rows added for the sandwich rule probe the sizes that answer the aim first.
+SANDWICH_ORDER = [(8, 128), (12, 128), (6, 64), (3, 64), (3, 128)]
+LABELS = {"tleg-widths": "tleg --widths 64,128 (1,500 steps, one width a step)",
+          "tleg-sandwich": "tleg --widths 64,128 --width-rule sandwich (1,500 steps, 2 passes)",
+          "tleg-sandwich-norms": "... --width-rule sandwich --width-norms (1,500 steps, 2 passes)",
+          "tleg-sandwich-750": "... --width-rule sandwich (750 steps: today's passes)",
+          "tleg-norms": "tleg --widths 64,128 --width-norms (1,500 steps, one width a step)",
+          "tleg": "tleg, one width (1,500 steps; width 64 via --method bot)"}
 CONDENSE = ["--method", "tleg", "--depths", "2-12", "--init", "ancestry", "--steps", str(STEPS), "--data", DATA]
 PROBE = ["--data", DATA, "--test-subset", "2000", "--steps", "300", "--lr-sweep", "1e-4,3e-4,1e-3",
          "--eval-every", "30", "--batch-size", "64"]
@@ -51,16 +66,18 @@ def lg(*args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def jobs(seeds: list[int]) -> list[tuple[str, dict]]:
+def jobs(seeds: list[int], genes: list[str] | None = None) -> list[tuple[str, dict]]:
     """Per seed: the width-trained learngene and its descendants, then the
     best training-free method at each size, then today's single-width
-    learngene (what the aim is judged by comes first)."""
+    learngene (what the aim is judged by comes first); `genes` picks some
+    (a second worker can run others at the same time: each job is its own file)."""
     out = []
     for seed in seeds:
-        for gene in GENES:
+        for gene in genes or ["tleg-widths", "tleg"]:
             out.append((f"condense-{gene}-s{seed}", {"kind": "condense", "gene": gene, "seed": seed}))
+            order = SIZES if gene in ("tleg-widths", "tleg") else SANDWICH_ORDER
             out += [(f"probe-{gene}@{depth}x{width}-s{seed}",
-                     {"kind": "probe", "gene": gene, "size": [depth, width], "seed": seed}) for depth, width in SIZES]
+                     {"kind": "probe", "gene": gene, "size": [depth, width], "seed": seed}) for depth, width in order]
             if gene == "tleg-widths":
                 for depth, width in SIZES:
                     method, direction = BEST_FREE[depth, width]
@@ -75,10 +92,14 @@ def run_job(name: str, spec: dict) -> dict:
     seed = str(spec["seed"])
     if spec["kind"] == "condense":
         gene = CACHE / f"{spec['gene']}-s{seed}.lg.safetensors"
-        args = ["condense", EXAMPLE, *CONDENSE, *GENES[spec["gene"]], "--seed", seed, "-o", gene, "--force", "--json"]
+        own = GENES[spec["gene"]]
+        common = CONDENSE if "--steps" not in own else [
+            a for i, a in enumerate(CONDENSE) if "--steps" not in CONDENSE[max(i - 1, 0):i + 1]]
+        args = ["condense", EXAMPLE, *common, *own, "--seed", seed, "-o", gene, "--force", "--json"]
         report = json.loads(lg(*args).stdout)
         return {"command": " ".join(map(str, ["lg", *args])), "seconds": round(time.perf_counter() - started, 1),
-                "accuracy": report.get("accuracy"), "sha256": report.get("sha256")}
+                "accuracy": report.get("accuracy"), "sha256": report.get("sha256"),
+                "steps": report.get("steps"), "passes_per_step": report.get("passes_per_step", 1)}
     depth, width = spec["size"]
     path = CACHE / f"{name}.safetensors"
     if "gene" in spec:
@@ -99,11 +120,11 @@ def run_job(name: str, spec: dict) -> dict:
             "final": row["final"]["top1"], "instinct": row["instinct"]["top1"], "lr": row.get("lr")}
 
 
-def run(seeds: list[int]) -> None:
+def run(seeds: list[int], genes: list[str] | None = None) -> None:
     results = OUT / "results"
     results.mkdir(parents=True, exist_ok=True)
     CACHE.mkdir(parents=True, exist_ok=True)
-    for name, spec in jobs(seeds):
+    for name, spec in jobs(seeds, genes):
         target = results / f"{name}.json"
         if target.exists():
             continue
@@ -167,9 +188,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["run", "report"])
     parser.add_argument("--seeds", default="0")
+    parser.add_argument("--genes", default=None, help=f"comma-separated, of {', '.join(GENES)} "
+                        f"[default: tleg-widths,tleg]")
     args = parser.parse_args()
     if args.command == "run":
-        run([int(s) for s in args.seeds.split(",")])
+        run([int(s) for s in args.seeds.split(",")], args.genes.split(",") if args.genes else None)
     print(report())
 
 
