@@ -353,5 +353,5 @@ class NestedWidths:
 
 __all__ = ["NestedWidths", "WIDTH_RULES", "width_rule_option", "widths_of_step", "passes_per_step",
            "summed_over_widths", "width_norms_option", "is_width_norm", "width_norm_name", "width_norm_tensors",
-           "own_width_norms", "width_norm_widths", "width_spec", "parse_widths", "trained_widths", "check_trained_width", "nearest_trained",
-           "nearest_trained_size", "nested_slice", "sliced_tensors", "importance_orders", "permuted_stack"]
+           "own_width_norms", "width_norm_widths", "width_spec", "parse_widths", "trained_widths",
+           "check_trained_width", "nearest_trained", "nearest_trained_size", "nested_slice", "sliced_tensors", "importance_orders", "permuted_stack"]
