@@ -264,3 +264,18 @@ def test_a_language_model_learngene_with_sandwich_and_own_norms_loads_strictly(t
     finals = [role for role in built.globals if f"width16.global.{role}" in learngene.tensors]
     assert finals and all(torch.equal(built.globals[role].data, learngene.tensors[f"width16.global.{role}"])
                           for role in finals)
+
+
+@pytest.mark.parametrize("kind", ["wave", "sws"])
+def test_wave_and_sws_take_the_sandwich_rule(kind, teacher, tmp_path, lg):
+    """The rule lives in the model every kind trains through: WAVE and SWS
+    train both widths a step too, and say so."""
+    gene = tmp_path / f"{kind}.lg.safetensors"
+    result = lg("condense", str(teacher), "--method", kind, "--data", "fashion-mnist-mini", "--steps", "2", *FAST,
+                "--widths", "32,64", "--width-rule", "sandwich", "-o", str(gene), "--json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["passes_per_step"] == 2
+    assert json.loads(lg("inspect", str(gene), "--json").stdout)["trained_at"]["width_rule"] == "sandwich"
+    out = tmp_path / "d32.safetensors"
+    assert lg("grow", str(gene), "--depth", "2", "--width", "32", "-o", str(out)).code == 0
+    assert _strict_timm(out).embed_dim == 32
