@@ -126,11 +126,28 @@ def run(seeds: list[int], genes: list[str] | None = None) -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     for name, spec in jobs(seeds, genes):
         target = results / f"{name}.json"
-        if target.exists():
+        if target.exists() or not claimed(CACHE / f"{name}.claim"):
             continue
         print(f"[{time.strftime('%H:%M:%S')}] {name}", file=sys.stderr, flush=True)
-        result = {"job": name, "spec": spec, **run_job(name, spec)}
-        target.write_text(json.dumps(result, indent=1) + "\n")
+        try:
+            result = {"job": name, "spec": spec, **run_job(name, spec)}
+            target.write_text(json.dumps(result, indent=1) + "\n")
+        finally:
+            (CACHE / f"{name}.claim").unlink(missing_ok=True)
+
+
+def claimed(claim: Path) -> bool:
+    """Whether this worker may run the job: no live worker holds its claim
+    (a file holding the worker's pid; a dead worker's claim is taken over)."""
+    try:
+        pid = int(claim.read_text())
+        os.kill(pid, 0)
+        if pid != os.getpid():
+            return False
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        pass
+    claim.write_text(str(os.getpid()))
+    return True
 
 
 def report() -> str:
