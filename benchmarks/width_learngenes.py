@@ -12,7 +12,13 @@ is the condense's and the probe's. Each job's result is saved as JSON when
 it finishes (``width_learngenes/results/``); a rerun skips what is done.
 
     OMP_NUM_THREADS=1 nice python benchmarks/width_learngenes.py run --seeds 0,1,2
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/width_learngenes.py run --genes tleg-sandwich --seeds 0,1,2
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/width_learngenes.py run --genes tleg-sandwich-norms --seeds 0
+    python benchmarks/width_learngenes.py cost       # CPU seconds a step, one width vs the sandwich rule
     python benchmarks/width_learngenes.py report     # -> width_learngenes.md
+
+Workers may run side by side: each job is claimed (a .claim file in the
+cache holding the worker's pid) and written as it finishes.
 """
 
 from __future__ import annotations
@@ -200,6 +206,28 @@ def report() -> str:
                 free["low"] <= ours["high"] else ""
             cells.append(f"{'met' if gap >= need else 'not met'} ({gap:+.1f}{tie})")
         aims.append(f"| {label} | " + " | ".join(cells) + " |")
+    paired = ["", "Each row against one width a step (tleg --widths 64,128), paired by seed (the same seed's "
+              "condense and probe): mean difference over the seeds both have, with its 95 % t-interval where there "
+              "are several:", "", header, "|---" * (len(SIZES) + 1) + "|"]
+    for label, gene in rows[2:]:
+        if gene == "tleg" or all(interval is None for interval in intervals[gene].values()):
+            continue
+        cells = []
+        for size in SIZES:
+            ours = {n.rsplit("-s", 1)[1]: r["final"] for n, r in results.items()
+                    if n.startswith(f"probe-{gene}@{size[0]}x{size[1]}-s")}
+            base = {n.rsplit("-s", 1)[1]: r["final"] for n, r in results.items()
+                    if n.startswith(f"probe-tleg-widths@{size[0]}x{size[1]}-s")}
+            differences = [ours[seed] - base[seed] for seed in sorted(set(ours) & set(base))]
+            if not differences:
+                cells.append("…")
+                continue
+            interval = t_interval(differences)
+            cells.append(f"{interval['mean']:+.1f}" + (f" [{interval['low']:+.1f}, {interval['high']:+.1f}]"
+                                                       if len(differences) > 1 else "") +
+                         f" · {len(differences)} seed{'s' * (len(differences) > 1)}")
+        paired.append(f"| {label} | " + " | ".join(cells) + " |")
+    aims += paired
     condensed: dict[str, list[dict]] = {}
     for name, result in sorted(results.items()):
         if name.startswith("condense-"):
@@ -216,13 +244,54 @@ def report() -> str:
     return text
 
 
+def step_cost(steps: int = 60, warmup: int = 40) -> dict:
+    """CPU seconds of one condense step's forward and backward passes (batch
+    64, the example ancestry, --depths 2-12, --widths 64,128), one width a
+    step against the sandwich rule, alternated step by step with the same
+    draws; CPU time, not wall time, so other jobs on the machine do not
+    move it. The first `warmup` steps (each new depth's skeleton) are not counted."""
+    sys.path.insert(0, str(REPO))
+    import torch
+
+    import lgcli
+    from lgcli.learngenes import GeneratedModel
+    from lgcli.learngenes.tleg import KIND as TLEG
+    from lgcli.learngenes.widths import summed_over_widths
+    from lgcli.losses import distillation_loss
+
+    loaded = lgcli.load(EXAMPLE)
+    spec, stack = loaded.spec, loaded.stack.materialized()
+    trainable, _ = TLEG.initial(spec, stack, {"widths": "64,128"}, torch.Generator().manual_seed(0), ancestry=stack)
+    generator = torch.Generator().manual_seed(0)
+    images, labels = torch.randn(64, 1, 28, 28, generator=generator), torch.randint(10, (64,), generator=generator)
+    teacher = torch.randn(64, 10, generator=generator)
+    totals = {"sample": 0.0, "sandwich": 0.0}
+    models = {rule: GeneratedModel(spec, TLEG.build, trainable, depths=range(2, 13), widths=(64, 128),
+                                   width_rule=rule).train() for rule in totals}
+    for step in range(warmup + steps):
+        for rule, model in models.items():
+            loss_fn = summed_over_widths(distillation_loss(1.0), model.passes_per_step)
+            torch.manual_seed(step)
+            started = time.process_time()
+            loss_fn(model(images), labels, teacher).backward()
+            totals[rule] += time.process_time() - started if step >= warmup else 0.0
+    result = {"cpu_seconds_per_step": {rule: round(total / steps, 4) for rule, total in totals.items()},
+              "ratio": round(totals["sandwich"] / totals["sample"], 2), "steps": steps, "warmup": warmup,
+              "threads": torch.get_num_threads()}
+    (OUT / "step_cost.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "report"])
+    parser.add_argument("command", choices=["run", "report", "cost"])
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--genes", default=None, help=f"comma-separated, of {', '.join(GENES)} "
                         f"[default: tleg-widths,tleg]")
     args = parser.parse_args()
+    if args.command == "cost":
+        print(json.dumps(step_cost()))
+        return
     if args.command == "run":
         run([int(s) for s in args.seeds.split(",")], args.genes.split(",") if args.genes else None)
     print(report())
