@@ -35,6 +35,7 @@ from .fitting import data_for
 from .lazy import torch
 from .learngenes import Learngene, get_kind
 from .learngenes.base import starts_from_ancestry
+from .learngenes.widths import summed_over_widths
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
 from .preprocessing import PREPROCESSING, Overrides, attach, overridden
 from .recipe import preprocessing_of
@@ -167,8 +168,11 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     from .learngenes.generated import GeneratedModel  # an nn.Module: torch is imported here
 
+    width_rule = resolved.get("width_rule", "sample")
     model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
-                           depths=kind.training_depths(aux, resolved), widths=widths)
+                           depths=kind.training_depths(aux, resolved), widths=widths, width_rule=width_rule)
+    # --width-rule widest / sandwich: a step's loss is the sum over the widths it builds.
+    loss_fn = summed_over_widths(loss_fn, model.passes_per_step)
     teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
     # Both see the same batches, prepared as the teacher wants them.
     attach(model, loaded.spec.extras.get(PREPROCESSING))
@@ -232,13 +236,16 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
         resolved = {**resolved, "depths": f"{model.depths[0]}-{model.depths[-1]}"}
     if widths:
         resolved = {**resolved, "widths": ",".join(map(str, widths))}
+    else:  # no --widths: the file records what it did before --width-rule and --width-norms existed
+        resolved = {k: v for k, v in resolved.items() if k not in ("width_rule", "width_norms")}
     recorded = {"aux_depth": aux.depth, "aux_width": aux.width, "aux_heads": aux.heads, **resolved,
                 **{k: v for k, v in asdict(settings).items()
                    if k in ("batch_size", "lr", "weight_decay", "seed")},
                 "steps": steps, "warmup": config.warmup_steps,
                 **({"until": settings.until, "until_every": settings.until_every} if rule is not None else {})}
     report = {"command": "condense", "method": kind.name, "options": recorded, "teacher": spec_sizes(loaded.spec),
-              "auxiliary": spec_sizes(aux), "parameters": {"teacher": loaded.stack.num_parameters(),
+              "auxiliary": spec_sizes(aux), "passes_per_step": model.passes_per_step,
+              "parameters": {"teacher": loaded.stack.num_parameters(),
                                                        "learngene": learngene.num_parameters()},
               "loss_first": sum(result.losses[:window]) / window if result.losses else None,
               "loss_last": sum(result.losses[-window:]) / window if result.losses else None,

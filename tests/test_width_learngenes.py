@@ -115,7 +115,7 @@ def test_every_trained_width_builds_directly_and_inspect_lists_them(gene, tmp_pa
         assert (model.embed_dim, len(model.blocks), model.blocks[0].attn.num_heads) == (width, 2, heads)
         assert torch.isfinite(model(sample_input(model))).all()
     report = json.loads(lg("inspect", str(path), "--json").stdout)
-    assert report["trained_at"] == {"widths": [32, 64], "depths": "2-3"}
+    assert report["trained_at"] == {"widths": [32, 64], "depths": "2-3", "width_rule": "sample", "width_norms": []}
     assert "32 (2 heads, MLP 128), 64 (4 heads, MLP 256)" in report["becomes"]
     assert "trained at depths 2-3" in report["becomes"]  # the row `lg inspect` shows
 

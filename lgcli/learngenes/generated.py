@@ -43,7 +43,8 @@ class GeneratedModel(nn.Module):
     def __init__(self, spec: ArchSpec, build: Callable[[Mapping[str, torch.Tensor], ArchSpec], Stack],
                  trainable: Mapping[str, torch.Tensor], frozen: Mapping[str, torch.Tensor] | None = None,
                  no_weight_decay: Callable[[str], bool] = lambda name: False,
-                 depths: Sequence[int] | None = None, widths: Sequence[int] | None = None):
+                 depths: Sequence[int] | None = None, widths: Sequence[int] | None = None,
+                 width_rule: str = "sample"):
         super().__init__()
         self.spec = spec
         # In training, each forward pass builds the model at a depth drawn from
@@ -55,6 +56,10 @@ class GeneratedModel(nn.Module):
         # learngene's (widest) tensors to it. No widths: no draw, so a run
         # without them draws the same depths as before.
         self.widths = tuple(widths) if widths else ()
+        # Which widths one training forward builds (`widths.widths_of_step`):
+        # one drawn (`sample`), or several whose logits are stacked along the
+        # batch axis, widest first, for `widths.summed_over_widths`.
+        self.width_rule = width_rule
         self._build = build
         self._no_decay = no_weight_decay
         self.adapter = get_adapter(spec.family)
@@ -116,10 +121,29 @@ class GeneratedModel(nn.Module):
         logits for images; a transformers model's output, `.logits`
         included, for `input_ids=`)."""
         spec = self.spec
+        if self.training and self.widths and self.width_rule != "sample":
+            from .widths import widths_of_step
+
+            outputs = [self._forward(self._specs[self._draw_depth(), width], args, kwargs)
+                       for width in widths_of_step(self.widths, self.width_rule, _draw)]
+            return _stacked(outputs)
         if self.training and (self.depths or self.widths):
-            depth = self.depths[int(torch.randint(len(self.depths), ()))] if self.depths else spec.depth
-            width = self.widths[int(torch.randint(len(self.widths), ()))] if self.widths else spec.width
+            depth = self._draw_depth()
+            width = self.widths[_draw(len(self.widths))] if self.widths else spec.width
             spec = self._specs[depth, width]
+        return self._forward(spec, args, kwargs)
+
+    @property
+    def passes_per_step(self) -> int:
+        """Forward and backward passes one training step costs (one per width it builds)."""
+        from .widths import passes_per_step
+
+        return passes_per_step(self.widths, self.width_rule) if self.widths else 1
+
+    def _draw_depth(self) -> int:
+        return self.depths[_draw(len(self.depths))] if self.depths else self.spec.depth
+
+    def _forward(self, spec: ArchSpec, args: tuple, kwargs: dict) -> Any:
         state = self.adapter.model_state(spec, self.build_stack(spec))
         shape = _shape(spec)
         if shape not in self._family_buffers:
@@ -155,6 +179,22 @@ class GeneratedModel(nn.Module):
 
     def trained_tensors(self) -> dict[str, torch.Tensor]:
         return {name: tensor.detach().cpu().clone() for name, tensor in self.tensors().items()}
+
+
+def _draw(count: int) -> int:
+    """An index below `count` from torch's RNG (seeded per step by the training loop)."""
+    return int(torch.randint(count, ()))
+
+
+def _stacked(outputs: list[Any]) -> Any:
+    """Several passes' outputs as one, their logits stacked along the batch
+    axis (a timm model's logits tensor, or a transformers output whose
+    `.logits` is replaced; its other fields are the first pass's)."""
+    if isinstance(outputs[0], torch.Tensor):
+        return torch.cat(outputs, dim=0)
+    first = outputs[0]
+    first.logits = torch.cat([output.logits for output in outputs], dim=0)
+    return first
 
 
 def _shape(spec: ArchSpec) -> tuple[int, int]:

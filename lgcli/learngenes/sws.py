@@ -45,7 +45,7 @@ from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
-from .widths import NestedWidths, check_trained_width, nested_slice, sliced_tensors, width_spec
+from .widths import NestedWidths, width_rule_option, check_trained_width, nested_slice, sliced_tensors, width_spec
 
 # The reference auxiliary model: 16 blocks in 5 stages (3, 3, 4, 3, 3).
 DEFAULT_STAGES = 5
@@ -90,6 +90,7 @@ class Sws(NestedWidths, LearngeneKind):
                "16); at most the auxiliary depth [default: 5, or the auxiliary depth when shallower]", minimum=1),
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128 "
                "(nested slices, as TLEG's --widths); the widest must be the auxiliary model's"),
+        width_rule_option("sample"),
         init_option(),
     )
     expand_options = ()
@@ -165,7 +166,8 @@ class Sws(NestedWidths, LearngeneKind):
                                  "width": aux.width, "heads": aux.heads, "mlp_dim": aux.mlp_dim}
         widths = self.training_widths(aux, options)
         if widths:
-            sizes.update({"widths": list(widths), "trained_depths": [aux.depth, aux.depth]})
+            sizes.update({"widths": list(widths), "trained_depths": [aux.depth, aux.depth],
+                          "width_rule": self.training_width_rule(options)})
         return sizes
 
     def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
@@ -204,7 +206,8 @@ class Sws(NestedWidths, LearngeneKind):
                      "widths": widths,
                      "becomes": f"depth 1, 2, 3, ... at width{'s' if len(widths) > 1 else ''} {shapes}"}
         if "widths" in learngene.sizes:
-            described["trained_at"] = {"widths": widths, "depths": f"{own.depth}-{own.depth}"}
+            described["trained_at"] = {"widths": widths, "depths": f"{own.depth}-{own.depth}",
+                                       "width_rule": learngene.sizes.get("width_rule", "sample")}
         return described
 
 

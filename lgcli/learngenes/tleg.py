@@ -11,7 +11,9 @@ token, final norm, head) are shared by every depth and inherited as they are.
 
 Condensing trains A, B and the globals of an auxiliary model built by Eq. 1,
 from a frozen teacher's logits: ``(1 - alpha) CE + alpha tau^2 KL``. The width
-of every descendant is the learngene's own.
+of every descendant is the learngene's own, or with ``--widths`` each listed
+width, the nested slices of A, B and the globals (`widths.py`), with
+``--width-norms`` each width's own norm gains and biases (``width<W>.A.norm1_weight``, ...).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from ..arch import get_adapter
 from ..errors import LgError, RefusedWithPipe, UsageError, shown
 from ..lazy import torch
 from ..methods.clone import width_step
@@ -28,7 +31,9 @@ from ..sizing import check_size, own_depth, spec_at_depth
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
-from .widths import NestedWidths, check_trained_width, nested_slice, sliced_tensors, width_spec
+from .widths import (NestedWidths, check_trained_width, is_width_norm, nested_slice, own_width_norms,
+                     sliced_tensors, width_norm_name, width_norm_tensors, width_norm_widths, width_norms_option,
+                     width_rule_option, width_spec)
 
 # SPEC.md "TLEG": A and B trunc-normal(0.02), as the reference code's timm init.
 INIT_STD = 0.02
@@ -69,6 +74,8 @@ class Tleg(NestedWidths, LearngeneKind):
                "so that every width in it is a descendant it builds directly: the first channels, heads and MLP "
                "neurons of the widest (the teacher's, put in order of importance on --data first when condensing "
                "from it); the widest must be the auxiliary model's [default: its width only]"),
+        width_rule_option("sample"),
+        width_norms_option(),
         init_option(),
     )
     expand_options = ()
@@ -103,7 +110,7 @@ class Tleg(NestedWidths, LearngeneKind):
         and the globals are its own, so the auxiliary model starts as the
         best linear-in-depth copy of the teacher."""
         if ancestry is not None:
-            return ancestry_line(ancestry), {}
+            return self._with_width_norms(ancestry_line(ancestry), aux, options), {}
         tensors: dict[str, torch.Tensor] = {}
         for role, named in aux_init.layers.items():
             first = named.data[0].float()
@@ -117,13 +124,24 @@ class Tleg(NestedWidths, LearngeneKind):
                 a, b = torch.zeros_like(first), first.clone()
             tensors[f"A.{role}"], tensors[f"B.{role}"] = a, b
         tensors.update(globals_as_tensors(aux_init))
-        return tensors, {}
+        return self._with_width_norms(tensors, aux, options), {}
+
+    def _with_width_norms(self, tensors: dict[str, torch.Tensor], aux: ArchSpec,
+                          options: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        """`tensors` and, with --width-norms, each narrower width's own norm
+        tensors: the slices of the widest's (`widths.width_norm_tensors`)."""
+        widths = self.training_widths(aux, options)  # refuses --width-norms without two or more
+        if not options.get("width_norms"):
+            return tensors
+        return {**tensors, **width_norm_tensors(tensors, _axes_of(aux.family), aux, widths)}
 
     def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
         """Eq. 1 at `spec`'s depth; at a narrower width than the tensors',
         on their nested slices (Eq. 1 is element-wise, so slicing A and B
         first builds the same weights as slicing the built ones, for less)."""
         sizes = spec.axis_sizes()
+        # --width-norms: this width's own norm tensors replace the slices of the widest's.
+        tensors = own_width_norms(tensors, spec.width)
         tensors = sliced_tensors(tensors, lambda name: LAYER_ROLE_AXES[name[2:]][1:] if name[:2] in ("A.", "B.")
                                  else None, spec)
         layers = {}
@@ -144,7 +162,10 @@ class Tleg(NestedWidths, LearngeneKind):
         widths = self.training_widths(aux, options)
         if widths:  # what `lg grow` builds directly and `lg inspect` lists
             depths = self.training_depths(aux, options)
-            sizes.update({"widths": list(widths), "trained_depths": [depths[0], depths[-1]]})
+            sizes.update({"widths": list(widths), "trained_depths": [depths[0], depths[-1]],
+                          "width_rule": self.training_width_rule(options)})
+            if options.get("width_norms"):  # the widths that hold their own norms (load_learngene expects them)
+                sizes["width_norms"] = [w for w in widths if w != aux.width]
         return sizes
 
     def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
@@ -168,6 +189,19 @@ class Tleg(NestedWidths, LearngeneKind):
         expected = expected_globals(template)
         for role, named in template.layers.items():
             expected[f"A.{role}"] = expected[f"B.{role}"] = tuple(named.data.shape[1:])
+        norms = learngene.sizes.get("width_norms")  # absent from a file condensed without --width-norms
+        if norms is not None:
+            if not (isinstance(norms, list) and all(w in self.trained_widths(learngene) for w in norms)):
+                raise LgError(f"this TLEG learngene's width_norms {shown(repr(norms))} are not among its trained "
+                              f"widths")
+            axes = _axes_of(learngene.spec.family)
+            shapes = {name: torch.empty(shape, device="meta") for name, shape in expected.items()}
+            for width in norms:
+                sizes = width_spec(learngene.spec, width).axis_sizes()
+                for name, tensor in shapes.items():
+                    if axes(name) is not None and is_width_norm(name.split(".")[-1], axes(name)):
+                        expected[width_norm_name(width, name)] = tuple(
+                            nested_slice(Named(tensor, axes(name)), sizes).shape)
         return expected
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
@@ -194,10 +228,30 @@ class Tleg(NestedWidths, LearngeneKind):
             trained = f"{depths[0]}-{depths[1]}" if isinstance(depths, list) and len(depths) == 2 else "?"
             shapes = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})"
                                for w in widths)
-            described.update({"widths": widths, "trained_at": {"widths": widths, "depths": trained},
+            rule = learngene.sizes.get("width_rule", "sample")  # a file from before --width-rule drew one width
+            norms = width_norm_widths(learngene.tensors)
+            described.update({"widths": widths, "trained_at": {"widths": widths, "depths": trained,
+                                                               "width_rule": rule, "width_norms": norms},
                               "becomes": f"depth 1, 2, 3, ... at the widths it was trained at: {shapes} "
-                                         f"(trained at depths {trained}; other widths: lg grow --method M)"})
+                                         f"(trained at depths {trained}, widths per step: {rule}"
+                                         f"{'; own norms at ' + ', '.join(map(str, norms)) if norms else ''}; "
+                                         f"other widths: lg grow --method M)"})
         return described
+
+
+def _axes_of(family: str):
+    """The axes of a TLEG learngene tensor: a role's without the layer axis
+    for A and B, the family's for a global; None for anything else."""
+    global_axes = get_adapter(family).global_role_axes()
+
+    def axes(name: str) -> tuple[str, ...] | None:
+        if name[:2] in ("A.", "B.") and name[2:] in LAYER_ROLE_AXES:
+            return LAYER_ROLE_AXES[name[2:]][1:]
+        if is_global(name):
+            return global_axes.get(name[len("global."):])
+        return None
+
+    return axes
 
 
 KIND = Tleg()

@@ -45,7 +45,7 @@ from ..sizing import DEFAULT_MAX_PARAMS, at_width
 from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, STAGE_IN, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
-from .widths import NestedWidths, nested_slice, width_spec
+from .widths import NestedWidths, width_rule_option, nested_slice, width_spec
 
 if TYPE_CHECKING:
     from .generated import GeneratedModel
@@ -317,6 +317,7 @@ class Wave(NestedWidths, LearngeneKind):
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128: "
                "the first channels, heads and MLP neurons of the built weights (TLEG's --widths); the widest "
                "must be the auxiliary model's"),
+        width_rule_option("sample"),
         init_option(),
     )
     fitted_part = "the scalers"
@@ -423,7 +424,8 @@ class Wave(NestedWidths, LearngeneKind):
                  "template_dim": options.get("template_dim") or aux.width}
         widths = self.training_widths(aux, options)
         if widths:  # what `lg grow` builds as slices and `lg inspect` lists
-            sizes.update({"widths": list(widths), "trained_depths": [aux.depth, aux.depth]})
+            sizes.update({"widths": list(widths), "trained_depths": [aux.depth, aux.depth],
+                          "width_rule": self.training_width_rule(options)})
         return sizes
 
     def no_weight_decay(self, name: str) -> bool:
@@ -530,7 +532,8 @@ class Wave(NestedWidths, LearngeneKind):
         trained = self.trained_widths(learngene)
         if trained:
             described["widths"] = sorted(set(widths) | set(trained))
-            described["trained_at"] = {"widths": list(trained), "depths": f"{learngene.spec.depth}"}
+            described["trained_at"] = {"widths": list(trained), "depths": f"{learngene.spec.depth}",
+                                       "width_rule": learngene.sizes.get("width_rule", "sample")}
             described["becomes"] += (f" (trained at widths {', '.join(map(str, trained))}: the narrower ones are "
                                      f"slices of the widest)")
         return described

@@ -17,6 +17,20 @@ of tensors.
   on the heads and the MLP neurons: a pure relabelling of channels, so the
   permuted teacher computes exactly what the teacher does.
 
+- Widths per step (`--width-rule`): ``sample`` builds one drawn width per
+  step (one forward and backward pass); ``widest`` adds the widest to a width
+  drawn from the others, and ``sandwich`` trains the widest, the narrowest and
+  one drawn from those between (Yu & Huang 2019, "Universally slimmable
+  networks and improved training techniques": the sandwich rule), their
+  losses summed, so one optimiser step has the gradient of the sum over the
+  widths it names (`widths_of_step`, `summed_over_widths`). With two widths
+  both ``widest`` and ``sandwich`` train both every step: two passes.
+- Per-width norms (`--width-norms`, TLEG): each trained width narrower than
+  the widest keeps its own gains and biases of every norm whose channels a
+  width slices (slimmable networks' switchable norms), stored as
+  ``width<W>.<name>`` beside the widest's and used in place of the slice when
+  that width is built (`own_width_norms`).
+
 A kind that trains at several widths records them in its sizes (``widths``)
 and builds only those (`check_trained_width`); `lg grow --method M` resizes
 the nearest trained width for the rest (`lgcli.resize`).
@@ -30,7 +44,8 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import LgError, UsageError, shown
 from ..lazy import torch
 from ..sizing import target_spec
-from ..stack import ATTN, EMBED, HEADS, KV, MLP, ArchSpec, Named, Stack
+from ..options import Option
+from ..stack import ATTN, EMBED, HEADS, KV, MLP, NORM_WEIGHT_ROLES, ArchSpec, Named, Stack
 
 # The axes a width change moves (layer, head_dim and the fixed axes never do).
 SLICED_AXES = (EMBED, ATTN, KV, MLP, HEADS)
@@ -133,6 +148,112 @@ def nearest_trained_size(widths: Sequence[int], depths: Sequence[int] | None, wi
     return None
 
 
+# ---------------------------------------------------------------- the widths of one step
+
+# --width-rule: which widths one condense step trains (module docstring).
+WIDTH_RULES = ("sample", "widest", "sandwich")
+
+
+def width_rule_option(default: str) -> Option:
+    """`--width-rule` of a kind trained at nested widths (TLEG, WAVE, SWS)."""
+    return Option("width_rule", str, default, "with --widths, the widths each condense step trains: sample (one "
+                  "drawn width, one forward and backward pass), widest (the widest and one drawn from the others: "
+                  "two passes), sandwich (the widest, the narrowest and one drawn between them: the sandwich rule "
+                  "of universally slimmable networks, two passes for two widths, three for more); the passes' "
+                  "losses are summed, each at its own drawn depth", choices=WIDTH_RULES)
+
+
+def widths_of_step(widths: Sequence[int], rule: str, draw: Callable[[int], int]) -> tuple[int, ...]:
+    """The widths one step trains under `rule`, widest first; `draw(n)` picks
+    an index below n (the training loop's seeded torch RNG). `sample` draws
+    as the loop always has (one draw over every width), so a run of it
+    repeats the runs before --width-rule existed."""
+    widths = tuple(widths)
+    if rule == "sample" or len(widths) == 1:
+        return (widths[draw(len(widths))],)
+    if rule == "widest":
+        others = widths[:-1]
+        return widths[-1], others[draw(len(others))]
+    if rule == "sandwich":
+        between = widths[1:-1]
+        return (widths[-1], widths[0]) + ((between[draw(len(between))],) if between else ())
+    raise ValueError(f"unknown width rule {rule!r}")
+
+
+def passes_per_step(widths: Sequence[int], rule: str) -> int:
+    """Forward and backward passes one step costs under `rule` (one per width it trains)."""
+    return len(widths_of_step(widths, rule, lambda n: 0)) if widths else 1
+
+
+def summed_over_widths(loss_fn: Callable, passes: int) -> Callable:
+    """The loss of a step that trained `passes` widths: the model's output is
+    their logits stacked along the batch axis (`GeneratedModel`), widest
+    first, each against the same labels and teacher logits; the loss is the
+    sum of the per-width losses, so one backward pass accumulates every
+    width's gradient (the sandwich rule's gradient of the summed loss)."""
+    if passes == 1:
+        return loss_fn
+
+    def loss(logits, labels, teacher_logits):
+        return sum(loss_fn(chunk, labels, teacher_logits) for chunk in logits.chunk(passes, dim=0))
+
+    return loss
+
+
+# ---------------------------------------------------------------- per-width norms
+
+WIDTH_PREFIX = "width"
+
+
+def width_norms_option() -> Option:
+    return Option("width_norms", bool, False, "with --widths, each narrower width keeps its own norm gains and "
+                  "biases (slimmable networks' switchable norms), trained when that width is and used when it is "
+                  "built; stored in the learngene beside the widest's [default: the slice of the widest's]")
+
+
+def is_width_norm(role: str, axes: Sequence[str]) -> bool:
+    """A norm's gain or bias whose channels a width change slices (LayerNorm
+    and RMSNorm over the residual stream; q/k norms over a head's dims are not)."""
+    gain = role[:-len("_bias")] + "_weight" if role.endswith("_bias") else role
+    return gain in NORM_WEIGHT_ROLES and EMBED in axes
+
+
+def width_norm_name(width: int, name: str) -> str:
+    """The name of width `width`'s own copy of learngene tensor `name`."""
+    return f"{WIDTH_PREFIX}{width}.{name}"
+
+
+def width_norm_tensors(tensors: Mapping[str, torch.Tensor], axes_of: Callable[[str], tuple[str, ...] | None],
+                       widest: ArchSpec, widths: Sequence[int]) -> dict[str, torch.Tensor]:
+    """Each narrower width's own norm tensors at the start: the slices of the
+    widest's (so a step-0 descendant is what it was without them)."""
+    out = {}
+    for width in widths:
+        if width == widest.width:
+            continue
+        sizes = width_spec(widest, width).axis_sizes()
+        for name, tensor in tensors.items():
+            axes = axes_of(name)
+            if axes is not None and is_width_norm(name.split(".")[-1], axes):
+                out[width_norm_name(width, name)] = nested_slice(Named(tensor, axes), sizes).clone()
+    return out
+
+
+def own_width_norms(tensors: Mapping[str, torch.Tensor], width: int) -> dict[str, torch.Tensor]:
+    """The learngene's tensors as the model of `width` uses them: width
+    `width`'s own norm tensors in place of the widest's, every other
+    width's left out."""
+    prefix = f"{WIDTH_PREFIX}{width}."
+    out = {name: tensor for name, tensor in tensors.items() if not name.startswith(WIDTH_PREFIX)}
+    out.update({name[len(prefix):]: tensor for name, tensor in tensors.items() if name.startswith(prefix)})
+    return out
+
+
+def width_norm_widths(tensors: Mapping[str, torch.Tensor]) -> list[int]:
+    """The widths that hold their own norms in `tensors`."""
+    return sorted({int(name[len(WIDTH_PREFIX):].split(".")[0]) for name in tensors if name.startswith(WIDTH_PREFIX)})
+
+
 # ---------------------------------------------------------------- nested slices
 
 def nested_slice(named: Named, sizes: Mapping[str, int]) -> torch.Tensor:
@@ -213,11 +334,24 @@ class NestedWidths:
     them: TLEG, WAVE and SWS alike (`base.LearngeneKind`'s members)."""
 
     def training_widths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
-        return parse_widths(options.get("widths"), aux)
+        widths = parse_widths(options.get("widths"), aux)
+        if (widths is None or len(widths) < 2) and options.get("width_rule", "sample") != "sample":
+            raise UsageError(f"--width-rule {options['width_rule']} chooses among the widths of --widths: give two "
+                             f"or more, e.g. --widths {aux.width // 2},{aux.width}")
+        if (widths is None or len(widths) < 2) and options.get("width_norms"):
+            raise UsageError(f"--width-norms keeps a norm per trained width: give two or more, e.g. --widths "
+                             f"{aux.width // 2},{aux.width}")
+        return widths
 
     def trained_widths(self, learngene) -> tuple[int, ...] | None:
         return trained_widths(learngene.sizes, learngene.spec)
 
+    def training_width_rule(self, options: Mapping[str, Any]) -> str:
+        """--width-rule; `sample` for a kind that does not declare it."""
+        return options.get("width_rule") or "sample"
 
-__all__ = ["NestedWidths", "width_spec", "parse_widths", "trained_widths", "check_trained_width", "nearest_trained",
-           "nearest_trained_size", "nested_slice", "sliced_tensors", "importance_orders", "permuted_stack"]
+
+__all__ = ["NestedWidths", "WIDTH_RULES", "width_rule_option", "widths_of_step", "passes_per_step",
+           "summed_over_widths", "width_norms_option", "is_width_norm", "width_norm_name", "width_norm_tensors",
+           "own_width_norms", "width_norm_widths", "width_spec", "parse_widths", "trained_widths",
+           "check_trained_width", "nearest_trained", "nearest_trained_size", "nested_slice", "sliced_tensors", "importance_orders", "permuted_stack"]
