@@ -9,9 +9,7 @@ seed, and files written before either still expand."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import random
 
@@ -29,6 +27,7 @@ from lgcli.losses import distillation_loss
 from lgcli.stack import ATTN, EMBED, HEADS, KV, MLP
 
 from conftest import sample_input
+from test_width_learngenes import _condense as condense_json
 from text_models import Sources, load_strict, outputs, token_ids
 
 # head dim 16: widths 32 (2 heads) and 64 (4 heads)
@@ -53,18 +52,8 @@ def teacher(tmp_path_factory):
     return path
 
 
-def _condense(teacher, out, *extra):
-    from lgcli.cli import main
-
-    buffer = io.StringIO()
-    args = ["condense", str(teacher), "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "3",
-            "--depths", "2-3", "-o", str(out), "--json", *FAST, *extra]
-    with contextlib.redirect_stdout(buffer):
-        try:
-            main(args)
-        except SystemExit as exc:
-            assert not exc.code, f"lg {' '.join(args)} exited {exc.code}"
-    return json.loads(buffer.getvalue())
+# The same condense as the width tests' (its options and --json report).
+_condense = condense_json
 
 
 @pytest.fixture(scope="module")
