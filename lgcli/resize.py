@@ -104,7 +104,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     context = MethodContext(direction=direction, seed=seed,
                             random_stack=lambda spec: adapter.random_stack(spec, seed=seed),
                             calibration=measured(loaded, options, seed, device, notify or notify_stderr)
-                            if chosen.calibrated else None)
+                            if chosen.calibrated else None, notify=notify or notify_stderr)
     # auto keeps the CPU's streamed path (one role in memory at a time): a
     # resize is bound by reading and writing, and a GPU copy would hold it all.
     stack = loaded.stack if device in (None, "cpu", "auto") else on_device(loaded.stack, device)

@@ -332,3 +332,22 @@ def test_images_for_a_language_model_are_refused(tmp_path, lg):
                 "-o", tmp_path / "o")
     assert result.code != 0 and "language model" in result.stderr and not (tmp_path / "o").exists()
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_greedy_says_each_round_on_stderr_and_keeps_stdout_for_data(tmp_path, lg):
+    """A greedy run costs a pass per block left each round: each round is
+    said on stderr as it ends (the block removed, its score, the time left),
+    and stdout still holds only the JSON report."""
+    model = make_vit(depth=4)
+    zero_block_outputs(model, "blocks.2.", VIT_OUTPUTS)
+    source, out = write_plain(model, tmp_path / "vit.safetensors"), tmp_path / "out.safetensors"
+    result = lg("shrink", source, "--depth", "2", "--method", "block-ablation", "--calibrate", IMAGES,
+                "--calibrate-samples", "8", "-o", out, "--json")
+    assert result.code == 0, result.stderr
+    details = json.loads(result.stdout)["details"]
+    rounds = [line for line in result.stderr.splitlines() if line.startswith("block-ablation: round")]
+    assert len(rounds) == 2, result.stderr
+    for number, (line, block) in enumerate(zip(rounds, details["removal_order"]), start=1):
+        assert line.startswith(f"block-ablation: round {number} of 2: block {block} removed (kl "), line
+        assert " s left" in line
+    assert rounds[0].startswith("block-ablation: round 1 of 2: block 2 removed (kl 0)")

@@ -47,7 +47,8 @@ has now; docs/methods.md "block-ablation").
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable
 
 from ..lazy import torch
 from ..options import Option
@@ -72,18 +73,22 @@ OPTIONS = (
 )
 
 
-def one_shot(ablation, keep: int) -> tuple[list[int], dict[str, Any]]:
+def one_shot(ablation, keep: int, say: Callable[[str], None]) -> tuple[list[int], dict[str, Any]]:
     """Keep the `keep` blocks whose removal alone costs the output most."""
+    say(f"block-ablation: {ablation.depth + 1} passes over the calibration examples (each block skipped alone)")
     scores = ablation.divergences([(block,) for block in range(ablation.depth)])
     kept = most_important(torch.tensor(scores, dtype=torch.float64), keep).tolist()
     return kept, {"ablation_scores": [_rounded(v) for v in scores]}
 
 
-def greedy(ablation, keep: int) -> tuple[list[int], dict[str, Any]]:
+def greedy(ablation, keep: int, say: Callable[[str], None]) -> tuple[list[int], dict[str, Any]]:
     """Remove, one at a time, the block whose removal with those already
-    removed costs the output least (SLEB)."""
+    removed costs the output least (SLEB). Each round is said as it ends:
+    a round costs a pass per block left, so a large model's runs long."""
     removed: list[int] = []
     rounds: list[list[float | None]] = []
+    total = ablation.depth - keep
+    started = time.perf_counter()
     while ablation.depth - len(removed) > keep:
         candidates = [block for block in range(ablation.depth) if block not in removed]
         scores = ablation.divergences([tuple(sorted([*removed, block])) for block in candidates],
@@ -92,8 +97,19 @@ def greedy(ablation, keep: int) -> tuple[list[int], dict[str, Any]]:
         removed.append(candidates[best])
         by_block = dict(zip(candidates, scores))
         rounds.append([_rounded(by_block[b]) if b in by_block else None for b in range(ablation.depth)])
+        elapsed = time.perf_counter() - started
+        say(f"block-ablation: round {len(removed)} of {total}: block {candidates[best]} removed "
+            f"({ablation.measure} {scores[best]:.4g}); {elapsed:.0f} s, about "
+            f"{_rounds_left_seconds(elapsed, ablation.depth, keep, len(removed)):.0f} s left")
     kept = [block for block in range(ablation.depth) if block not in removed]
     return kept, {"ablation_rounds": rounds, "removal_order": removed}
+
+
+def _rounds_left_seconds(elapsed: float, depth: int, keep: int, done: int) -> float:
+    """The rest of a greedy run at the pace so far: round r scores depth - r
+    + 1 blocks, so the time left is in proportion to the passes left."""
+    passes = [depth - r for r in range(depth - keep)]  # blocks scored in each round
+    return elapsed * sum(passes[done:]) / sum(passes[:done])
 
 
 def _rounded(value: float) -> float:
@@ -109,7 +125,7 @@ def block_ablation(stack: Stack, source: ArchSpec, target: ArchSpec, options: di
         kept, scores = list(range(source.depth)), {}
     else:
         choose = greedy if options["ablation"] == GREEDY else one_shot
-        kept, scores = choose(ablation, target.depth)
+        kept, scores = choose(ablation, target.depth, context.notify or (lambda message: None))
     report = {"calibration": calibration.describe(), "ablation": options["ablation"], "measure": ablation.measure,
               **scores, "kept_layers": kept, "dropped_layers": sorted(set(range(source.depth)) - set(kept))}
     return MethodResult(selected_stack(stack, source, target, kept, uniform), report)

@@ -25,6 +25,9 @@ class MethodContext:
     # The source's statistics on calibration data (`lgcli.calibration`),
     # gathered for the methods declared `calibrated`.
     calibration: Any = None
+    # Where a method that runs for long says how far it is (stderr in the
+    # CLI); None: it says nothing.
+    notify: Callable[[str], None] | None = None
 
 
 @dataclass

@@ -70,7 +70,8 @@ def run_per_stage(method: Method, stack: Stack, source: ArchSpec, target: ArchSp
         # A data-aware method reads its stage's own statistics (`lgcli.calibration`).
         stage_context = MethodContext(direction=context.direction, seed=context.seed,
                                       random_stack=random_stage(index) if context.random_stack else None,
-                                      calibration=context.calibration.stages[index] if context.calibration else None)
+                                      calibration=context.calibration.stages[index] if context.calibration else None,
+                                      notify=context.notify)
         results.append(method.run(part, before, after, options, stage_context))
     return MethodResult(Stack(stages=tuple(r.stack for r in results)),
                         {"stages": [r.report for r in results]})
