@@ -16,7 +16,8 @@ from typing import Any, Mapping
 from ..errors import LgError
 from ..stack import CLASSES, EMBED, FIXED, TOKENS
 from .declared import Layout
-from .timm_family import TimmFamily, window_of
+from .shapes import window_of_table
+from .timm_family import TimmFamily
 
 TABLE = "attn.relative_position_bias_table"
 LAYOUT = Layout(
@@ -45,7 +46,7 @@ LAYOUT = Layout(
 def arguments(globals_: Mapping[str, tuple[int, ...]], block: Mapping[str, tuple[int, ...]]) -> dict[str, Any]:
     """Beit's arguments beyond the sizes, from the tensors' shapes."""
     patch = globals_.get("patch_embed.proj.weight")
-    window = window_of(block[TABLE][0], extra=3) if TABLE in block else None
+    window = window_of_table(block[TABLE][0], extra=3) if TABLE in block else None
     if patch is None or len(patch) != 4 or patch[2] != patch[3] or window is None:
         raise LgError("not a timm BEiT checkpoint lg reads: it needs a square patch_embed.proj.weight and "
                       f"{TABLE} tables of (2W - 1)^2 + 3 rows")

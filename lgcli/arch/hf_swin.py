@@ -39,8 +39,8 @@ from .declared import Layout
 from .hf import MAX_CONFIG_PARAMS
 from .hf_layout import HfLayout
 from .hf_image import HfImageAdapter, ImageArchitecture
-from .shapes import ModelShapes
-from .staged import StagedAdapter, window_of_table
+from .shapes import ModelShapes, window_of_table
+from .staged import StagedAdapter
 
 BLOCK_KEYS = {
     "layernorm_before.weight": "norm1_weight", "layernorm_before.bias": "norm1_bias",

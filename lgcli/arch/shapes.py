@@ -79,3 +79,10 @@ class ModelShapes:
         stacks = [part.depth * math.prod(shape) // len(part.layout.fused_keys.get(suffix, ("",)))
                   for part in self.layers for suffix, shape in part.layer.items()]
         return max([*stacks, *map(math.prod, self.globals.values())], default=0)
+
+
+def window_of_table(rows: int, extra: int = 0) -> int | None:
+    """W of a relative position table of (2W - 1)^2 + `extra` rows (Swin's
+    per window, BEiT's with 3 more for its class token): None, no such W."""
+    side = math.isqrt(max(rows - extra, 0))
+    return (side + 1) // 2 if side * side == rows - extra and side % 2 == 1 else None

@@ -16,7 +16,6 @@ A family module imports this one; this one imports no family module
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Mapping
 
@@ -37,12 +36,6 @@ MERGE_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "downsample.norm.bias": ("merge_norm_bias", (FIXED, STAGE_IN)),
     "downsample.reduction.weight": ("merge_weight", (EMBED, FIXED, STAGE_IN)),
 }
-
-
-def window_of_table(positions: int) -> int | None:
-    """W of a relative position table of (2W - 1)^2 rows (None: no such W)."""
-    side = math.isqrt(positions)
-    return (side + 1) // 2 if side * side == positions and side % 2 == 1 else None
 
 
 

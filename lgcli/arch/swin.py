@@ -50,7 +50,8 @@ from ..errors import LgError
 from ..lazy import nn, torch
 from ..stack import CLASSES, EMBED, FIXED, ArchSpec, Stack
 from .declared import Layout, memory_reader
-from .staged import StagedAdapter, window_of_table
+from .shapes import window_of_table
+from .staged import StagedAdapter
 from .timm import (BLOCK_KEYS as TIMM_BLOCK_KEYS, QKV_BIAS, QKV_ROLES, TIMM_HUB_CONFIG, TimmClassifier,
                    is_timm_hub_config, json_shown, local_dir_call, positive_number,
                    timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)

@@ -25,7 +25,6 @@ A family module imports this one; this one imports no family module
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -95,12 +94,11 @@ def renamed(state_dict: Mapping[str, Any], reader: Reader | None, key_filter: Ke
     renames = key_filter(state_dict) if key_filter is not None else {}
     if not renames:
         return state_dict, reader
-    old_of = renames
-    moved = set(old_of.values())
+    moved = set(renames.values())
     state = {key: value for key, value in state_dict.items() if key not in moved}
-    state.update({new: state_dict[old] for new, old in old_of.items()})
+    state.update({new: state_dict[old] for new, old in renames.items()})
     read = reader or memory(state_dict)
-    return state, (lambda key, out, start: read(old_of.get(key, key), out, start))
+    return state, (lambda key, out, start: read(renames.get(key, key), out, start))
 
 
 class TimmAdapter(TimmClassifier, DeclaredAdapter):
@@ -318,8 +316,3 @@ def _is_folder(path: str, folder: bool | None) -> bool:
     """Whether `path` is (or will be: `folder`) a folder of shards, which timm does not read."""
     return folder if folder is not None else os.path.isdir(path)
 
-
-def window_of(rows: int, extra: int = 0) -> int | None:
-    """W of a relative position table of (2W - 1)^2 + `extra` rows (None: no such W)."""
-    side = math.isqrt(max(rows - extra, 0))
-    return (side + 1) // 2 if side * side == rows - extra and side % 2 == 1 else None

@@ -37,6 +37,8 @@ ResumeOption = typer.Option(False, "--resume", rich_help_panel=RESUMING,
 TrainingForceOption = typer.Option(False, "--force", rich_help_panel=OUTPUT,
                                    help="Overwrite an existing output (and training checkpoint).")
 JsonReportOption = typer.Option(False, "--json", rich_help_panel=OUTPUT, help="Print a JSON report (stderr when -o -).")
+UntilEveryOption = typer.Option(100, "--until-every", min=1, metavar="N", rich_help_panel=TRAINING,
+                                help="Steps between the checks of --until.")
 TrainingDryRunOption = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
                                     help="Print the plan (sizes, steps, and the time a few timed steps give; --json: "
                                          "as JSON on stdout) and write nothing.")
@@ -105,8 +107,7 @@ def condense(
                                           help="Stop once the auxiliary model scores this fraction of the teacher "
                                                "(top-1; text: the teacher's loss over its own) on a split held out "
                                                "of the train data, or stops improving (docs/learngenes.md)."),
-    until_every: int = typer.Option(100, "--until-every", min=1, metavar="N", rich_help_panel=TRAINING,
-                                    help="Steps between the checks of --until."),
+    until_every: int = UntilEveryOption,
     batch_size: int = typer.Option(DEFAULT_CONDENSE_BATCH_SIZE, "--batch-size", min=1, metavar="N",
                                    rich_help_panel=TRAINING, help="Global batch size."),
     lr: float = typer.Option(1e-3, "--lr", metavar="RATE", rich_help_panel=TRAINING,
@@ -215,8 +216,7 @@ def distill_command(
                                           help="Stop once the student scores this fraction of the teacher (top-1; "
                                                "text: the teacher's loss over its own) on a split held out of the "
                                                "train data, or stops improving."),
-    until_every: int = typer.Option(100, "--until-every", min=1, metavar="N", rich_help_panel=TRAINING,
-                                    help="Steps between the checks of --until."),
+    until_every: int = UntilEveryOption,
     batch_size: int = typer.Option(DEFAULT_DISTILL_BATCH_SIZE, "--batch-size", min=1, metavar="N",
                                    rich_help_panel=TRAINING, help="Global batch size (images, or windows of text)."),
     lr: float = typer.Option(DEFAULT_DISTILL_LR, "--lr", metavar="RATE", rich_help_panel=TRAINING,
