@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Sequence
 
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, provenance_chain, read_checkpoint
@@ -128,9 +128,18 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         # How its descendants' images are prepared (its teacher's; None: a model of tokens).
         "preprocessing": preprocessing.report() if (preprocessing := spec.extras.get(PREPROCESSING)) else None,
         "provenance": chain,
-        "expand_call": f"lg grow {shown_path} --depth N -o OUT",
+        "expand_call": grow_hint(shown_path, gene.sizes.get("widths")),
         "load_call": f"lgcli.load_learngene({shown_path!r})",
     }
+
+
+def grow_hint(path: str, widths: Sequence[int] | None = None) -> str:
+    """The `lg grow` line that builds a model of a learngene: a learngene
+    trained at several widths (`--widths`) builds each of them directly and
+    refuses another, so its line asks for a width and says which."""
+    if not widths:
+        return f"lg grow {path} --depth N -o OUT"
+    return f"lg grow {path} --depth N --width W -o OUT  (W: {', '.join(map(str, widths))})"
 
 
 def load_line(spec: ArchSpec, path: str | os.PathLike) -> str | None:

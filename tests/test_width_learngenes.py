@@ -120,6 +120,18 @@ def test_every_trained_width_builds_directly_and_inspect_lists_them(gene, tmp_pa
     assert "trained at depths 2-3" in report["becomes"]  # the row `lg inspect` shows
 
 
+def test_the_grow_hint_asks_for_a_trained_width_and_runs_as_printed(gene, tmp_path, lg):
+    """A width-trained learngene refuses an untrained width, so the line
+    `lg inspect` prints asks for one and names them; filled in, it runs."""
+    path, _ = gene
+    hint = json.loads(lg("inspect", str(path), "--json").stdout)["expand_call"]
+    assert hint == f"lg grow {path} --depth N --width W -o OUT  (W: 32, 64)"
+    out = tmp_path / "hinted.safetensors"
+    command = hint.split("  (")[0].replace(" N ", " 2 ").replace(" W ", " 32 ").replace("OUT", str(out))
+    assert lg(*command.split()[1:]).code == 0
+    assert _strict_load(out).embed_dim == 32
+
+
 def test_the_condense_draws_every_listed_width(teacher):
     """GeneratedModel draws a (depth, width) per training step; each width is built from the same tensors."""
     learngene = lgcli.load(teacher)

@@ -15,6 +15,7 @@ import typer
 
 from ..card import condensed_score
 from ..errors import UsageError, shown
+from ..learngenes import KINDS
 from ..options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_DISTILL_ALPHA,
                        DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU,
                        Option)
@@ -72,7 +73,7 @@ def _register_condense(app: typer.Typer, owners: dict[str, Sequence[Option]]) ->
 def condense(
     teacher: str = typer.Argument(..., metavar="TEACHER", help="The teacher (ancestry) checkpoint, or '-' for stdin."),
     method: str = typer.Option(..., "--method", metavar="KIND",
-                               help="The learngene kind: tleg, wave or peg (docs/learngenes.md)."),
+                               help=f"The learngene kind: {', '.join(KINDS)} (docs/learngenes.md)."),
     data: Optional[str] = typer.Option(None, "--data", metavar="DATA", rich_help_panel=DATA,
                                        help="What the teacher takes: an image folder or built-in name "
                                             "(fashion-mnist-mini, fashion-mnist, mnist) of its classes; for a "
@@ -130,7 +131,7 @@ def condense(
     dry_run: bool = TrainingDryRunOption,
     **options: Any,
 ) -> None:
-    """Distil a teacher into a learngene (TLEG, WAVE; PEG is sampled) that grows into models of many sizes."""
+    """Distil a teacher into a learngene (TLEG, WAVE, SWS, LeTs; PEG is sampled) that grows into models of many sizes."""
     from ..condense import CondenseSettings, condense_file
     from ..preprocessing import Overrides
 
@@ -174,7 +175,10 @@ def condense(
         note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, {trained}, "
              f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
     if output != "-":
-        note(f"build a model with: lg grow {output} --depth N -o OUT")
+        from ..inspection import grow_hint
+
+        widths = report["options"].get("widths")
+        note(f"build a model with: {grow_hint(output, widths.split(',') if isinstance(widths, str) else widths)}")
 
 
 # ---- lg distill ----

@@ -1,0 +1,266 @@
+"""Issue 30's study on real weights: learngenes trained at several widths
+against weight selection, BoT and the data-aware resizes, each with and
+without `lg distill` at the same steps, on one ancestry at several sizes.
+
+Every figure comes from the commands users run:
+
+- a resize path: `lg shrink ANCESTRY --depth D --width W --method M`
+  (block-ablation then activation where both depth and width shrink), then,
+  at a budget B > 0, `lg distill` from the ancestry for B steps;
+- a learngene path: `lg condense ANCESTRY --method KIND --steps B` (shared
+  by every size), then `lg grow LG --depth D --width W` (a single-width TLEG
+  reaches the other width with `--method select`, as users pipe it);
+- then `lg eval`'s probe (fine-tuning for --probe-steps; the final top-1
+  and the top-1 before any step, the instinct).
+
+Each job's result is a line of WORK/results.jsonl, written when it ends; a
+rerun skips what is there, so a cut run resumes. Jobs run --workers at a
+time (one GPU takes many), and every job still running at --deadline seconds
+is stopped, so the run ends on its own within its device time.
+
+    # on a lent GPU (benchmarks/real/gpu_width_study.sh wraps this):
+    python benchmarks/real/width_study.py run --ancestry .gpu3/dinov2-s-fmnist --device cuda \\
+        --sizes 6x384,12x192,6x192,3x192 --widths 192,384 --budgets 0,500,2000 --deadline 420
+    python benchmarks/real/width_study.py report --work /tmp/width-study > width_study.md
+    # its mechanics on the CPU, with a tiny ancestry and tiny steps:
+    python benchmarks/real/width_study.py run --smoke --ancestry examples/fmnist_vit.safetensors \\
+        --sizes 3x64,6x128 --widths 64,128 --budgets 0,2 --work /tmp/width-smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from lgcli.intervals import t_interval  # noqa: E402  (the repository's own, as lg bench reports)
+
+LG = [sys.executable, "-m", "lgcli"]
+# Learngene kinds condensed at every listed width at once (and TLEG at its
+# own width, the single-width learngene of today): the flags after --method.
+KINDS = {
+    "tleg-widths": ["--method", "tleg", "--widths", "{widths}", "--width-rule", "sandwich", "--depths", "{depths}"],
+    "tleg": ["--method", "tleg", "--depths", "{depths}"],
+    "wave-widths": ["--method", "wave", "--widths", "{widths}", "--width-rule", "sandwich"],
+    "sws-widths": ["--method", "sws", "--widths", "{widths}", "--width-rule", "sandwich"],
+    "lets": ["--method", "lets", "--depths", "{depths}", "--widths", "{widths}"],
+}
+RESIZES = ("select", "bot", "data-aware")
+
+
+@dataclass
+class Job:
+    """Commands run in order; `needs`: jobs whose outputs they read."""
+
+    name: str
+    commands: list[list[str]]
+    needs: list[str] = field(default_factory=list)
+    probe: dict | None = None  # the row and cell this job's probe fills
+
+
+def sizes_of(text: str) -> list[tuple[int, int]]:
+    return [tuple(int(x) for x in size.split("x")) for size in text.split(",")]
+
+
+def plan(args: argparse.Namespace) -> list[Job]:
+    """Every job of the study, learngenes' condenses first (the sizes wait on them)."""
+    work = Path(args.work)
+    sizes = sizes_of(args.sizes)
+    depths = sorted({d for d, _ in sizes})
+    ancestry_width = max(int(w) for w in args.widths.split(","))  # a single-width TLEG's: the widest listed
+    data = ["--data", args.data, *args.data_args]
+    train = ["--batch-size", str(args.batch_size), "--device", args.device, "--seed", "{seed}"]
+    probe = ["--steps", str(args.probe_steps), "--eval-every", str(args.eval_every), "--device", args.device,
+             "--json", *data]
+    # Outputs take the ancestry's form: a folder (Hugging Face) or a file (timm).
+    ext = "" if Path(args.ancestry).is_dir() else ".safetensors"
+    jobs: list[Job] = []
+
+    def probed(name: str, model: str, row: str, budget: int, size: tuple[int, int], seed: int,
+               commands: list[list[str]], needs: list[str] | None = None) -> Job:
+        out = work / "runs" / f"{name}.eval.json"
+        return Job(name, [*commands, [*LG, "eval", model, *probe, "--seed", str(seed), ">", str(out)]], needs or [],
+                   {"row": row, "budget": budget, "size": f"{size[0]}x{size[1]}", "seed": seed, "eval": str(out)})
+
+    for seed in args.seeds:
+        for budget in args.budgets:
+            fill = {"seed": str(seed), "widths": args.widths, "depths": f"{depths[0]}-{max(depths[-1], 2)}"}
+            for method in RESIZES:
+                for depth, width in sizes:
+                    name = f"{method}-b{budget}-{depth}x{width}-s{seed}"
+                    model = str(work / "models" / f"{name}{ext}")
+                    commands = resize_commands(args, method, depth, width, model, seed)
+                    if budget:
+                        student, model = model, str(work / "models" / f"{name}.distilled{ext}")
+                        commands.append([*LG, "distill", student, "--teacher", args.ancestry, *data,
+                                         "--steps", str(budget), *[a.format(**fill) for a in train], "-o", model])
+                    jobs.append(probed(name, model, f"{method}{' + distill' if budget else ''}", budget,
+                                       (depth, width), seed, commands))
+            if not budget:
+                continue
+            for kind, flags in KINDS.items():
+                gene = str(work / "models" / f"{kind}-b{budget}-s{seed}.lg.safetensors")
+                condense = f"condense-{kind}-b{budget}-s{seed}"
+                jobs.insert(0, Job(condense, [[*LG, "condense", args.ancestry, *[f.format(**fill) for f in flags],
+                                               *data, "--steps", str(budget),
+                                               *[a.format(**fill) for a in train], "-o", gene]]))
+                for depth, width in sizes:
+                    name = f"{kind}-b{budget}-{depth}x{width}-s{seed}"
+                    model = str(work / "models" / f"{name}{ext}")
+                    other_width = kind == "tleg" and width != ancestry_width
+                    grow = [*LG, "grow", gene, "--depth", str(depth), "--width", str(width), "-o", model,
+                            *(["--method", "select"] if other_width else [])]
+                    jobs.append(probed(name, model, kind, budget, (depth, width), seed, [grow], [condense]))
+    return jobs
+
+
+def resize_commands(args: argparse.Namespace, method: str, depth: int, width: int, out: str,
+                    seed: int) -> list[list[str]]:
+    """`lg shrink` to depth x width by `method`; the data-aware path drops
+    blocks by block ablation and channels by activation importance, one
+    step each (a shrink takes one method)."""
+    shrink = [*LG, "shrink"]
+    if method != "data-aware":
+        return [[*shrink, args.ancestry, "--depth", str(depth), "--width", str(width), "--method", method,
+                 "--seed", str(seed), "-o", out]]
+    calibrate = ["--calibrate", args.data, "--calibrate-samples", str(args.calibrate_samples)]
+    middle = out.removesuffix(".safetensors") + ".depth" + (".safetensors" if out.endswith(".safetensors") else "")
+    return [[*shrink, args.ancestry, "--depth", str(depth), "--method", "block-ablation", *calibrate, "-o", middle],
+            [*shrink, middle, "--width", str(width), "--method", "activation", *calibrate, "-o", out]]
+
+
+def done(work: Path) -> dict[str, dict]:
+    path = work / "results.jsonl"
+    if not path.exists():
+        return {}
+    return {row["job"]: row for row in map(json.loads, path.read_text().splitlines()) if row.get("job")}
+
+
+def run_job(job: Job, work: Path, stop_at: float) -> dict:
+    """Run a job's commands in order (a '>' redirects stdout to a file);
+    its result, with the probe's figures where it has one."""
+    log = open(work / "logs" / f"{job.name}.log", "w")
+    started = time.time()
+    for command in job.commands:
+        target = None
+        if ">" in command:
+            command, target = command[:command.index(">")], command[command.index(">") + 1]
+        log.write("$ " + " ".join(command) + "\n")
+        log.flush()
+        stdout = open(target, "w") if target else log
+        try:
+            code = subprocess.run(command, stdout=stdout, stderr=log, cwd=REPO,
+                                  timeout=max(1.0, stop_at - time.time())).returncode
+        except subprocess.TimeoutExpired:
+            code = "deadline"
+        if target:
+            stdout.close()
+        if code != 0:
+            return {"job": job.name, "ok": False, "exit": code, "seconds": round(time.time() - started, 1),
+                    "failed": " ".join(command[2:5])}
+    result = {"job": job.name, "ok": True, "seconds": round(time.time() - started, 1)}
+    if job.probe:
+        row = json.loads(Path(job.probe["eval"]).read_text())["rows"][0]
+        result.update({k: v for k, v in job.probe.items() if k != "eval"},
+                      final=row["final"]["top1"], instinct=row["instinct"]["top1"])
+    return result
+
+
+def run(args: argparse.Namespace) -> None:
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    work = Path(args.work)
+    for sub in ("models", "runs", "logs"):
+        (work / sub).mkdir(parents=True, exist_ok=True)
+    stop_at = time.time() + args.deadline
+    results = done(work)
+    jobs = [job for job in plan(args) if not results.get(job.name, {}).get("ok")]
+    ok = {name for name, row in results.items() if row.get("ok")}
+    failed: set[str] = set()
+    print(f"{len(jobs)} jobs to run ({len(ok)} done before), {args.workers} at a time, "
+          f"for at most {args.deadline} s", file=sys.stderr)
+    with ThreadPoolExecutor(args.workers) as pool, open(work / "results.jsonl", "a") as out:
+        running: dict = {}
+        while (jobs or running) and time.time() < stop_at:
+            for job in [j for j in jobs if any(n in failed for n in j.needs)]:
+                jobs.remove(job)  # what it needs failed: it cannot run
+            ready = [j for j in jobs if all(n in ok for n in j.needs)]
+            while ready and len(running) < args.workers:
+                job = ready.pop(0)
+                jobs.remove(job)
+                running[pool.submit(run_job, job, work, stop_at)] = job
+            if not running:
+                break
+            finished, _ = wait(running, timeout=5, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job = running.pop(future)
+                result = future.result()
+                (ok if result["ok"] else failed).add(job.name)
+                out.write(json.dumps(result) + "\n")
+                out.flush()
+                print(f"{job.name}: {'ok' if result['ok'] else 'FAILED ' + str(result.get('exit'))} "
+                      f"{result['seconds']} s {result.get('final', '')}", file=sys.stderr)
+    print(f"ended after {args.deadline - max(0, stop_at - time.time()):.0f} s; {len(jobs)} jobs not started",
+          file=sys.stderr)
+
+
+def report(args: argparse.Namespace) -> None:
+    """The study's table: final top-1 (the instinct in brackets), the mean
+    over seeds with a 95 % t-interval where there are several."""
+    rows = [r for r in done(Path(args.work)).values() if r.get("ok") and "final" in r]
+    sizes = list(dict.fromkeys(r["size"] for r in rows))
+    keys = sorted({(r["budget"], r["row"]) for r in rows})
+    print("| budget | path | " + " | ".join(sizes) + " |")
+    print("|---|---|" + "---|" * len(sizes))
+    for budget, row in keys:
+        cells = []
+        for size in sizes:
+            got = [r for r in rows if (r["budget"], r["row"], r["size"]) == (budget, row, size)]
+            if not got:
+                cells.append("–")
+                continue
+            final = t_interval([r["final"] for r in got])
+            instinct = sum(r["instinct"] for r in got) / len(got)
+            span = f" [{final['low']:.1f}, {final['high']:.1f}]" if final["n"] > 1 else ""
+            cells.append(f"{final['mean']:.1f}{span} ({instinct:.1f}) · {final['n']}")
+        print(f"| {budget} | {row} | " + " | ".join(cells) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("run", "report"))
+    parser.add_argument("--ancestry", default=".gpu3/dinov2-s-fmnist")
+    parser.add_argument("--data", default="fashion-mnist-mini")
+    parser.add_argument("--sizes", default="6x384,12x192,6x192,3x192")
+    parser.add_argument("--widths", default="192,384", help="the widths the width-trained learngenes train at")
+    parser.add_argument("--budgets", default="0,500,2000", help="training steps each path gets (0: none)")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--batch-size", type=int, default=256, help="of condense and distill")
+    parser.add_argument("--probe-steps", type=int, default=200)
+    parser.add_argument("--eval-every", type=int, default=50)
+    parser.add_argument("--calibrate-samples", type=int, default=256)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--deadline", type=float, default=420, help="seconds; jobs still running then are stopped")
+    parser.add_argument("--work", default="/tmp/width-study")
+    parser.add_argument("--smoke", action="store_true", help="tiny data and probe: the mechanics only")
+    args = parser.parse_args()
+    args.budgets = [int(b) for b in args.budgets.split(",")]
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    args.data_args = ["--subset", "256", "--test-subset", "64"] if args.smoke else []
+    if args.smoke:
+        args.probe_steps, args.eval_every, args.batch_size, args.calibrate_samples = 2, 1, 16, 8
+    os.environ.setdefault("PYTHONPATH", str(REPO))
+    (run if args.action == "run" else report)(args)
+
+
+if __name__ == "__main__":
+    main()
