@@ -169,6 +169,17 @@ def test_shrink_help_shows_only_the_options_of_shrinking_methods(lg):
     assert refused.code == 2 and "No such option: --insert" in refused.stderr
 
 
+def test_condense_help_names_every_learngene_kind(lg):
+    """The kinds are listed in the help as text (reading the registry there
+    would import every family at start-up); this keeps the list whole."""
+    from lgcli.commands.training import condense
+    from lgcli.learngenes import KINDS
+
+    listed = condense.__defaults__[1].help
+    for name in KINDS:
+        assert name in listed.replace(",", " ").split(), f"{name} missing from lg condense --method's help"
+
+
 def test_help_panels_group_the_options(lg):
     shrink, eval_help = _help(lg, "shrink", "--help"), _help(lg, "eval", "--help")
     for panel in ("Target size", "Method", "Source", "Output"):

@@ -15,7 +15,6 @@ import typer
 
 from ..card import condensed_score
 from ..errors import UsageError, shown
-from ..learngenes import KINDS
 from ..options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_DISTILL_ALPHA,
                        DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU,
                        Option)
@@ -73,7 +72,7 @@ def _register_condense(app: typer.Typer, owners: dict[str, Sequence[Option]]) ->
 def condense(
     teacher: str = typer.Argument(..., metavar="TEACHER", help="The teacher (ancestry) checkpoint, or '-' for stdin."),
     method: str = typer.Option(..., "--method", metavar="KIND",
-                               help=f"The learngene kind: {', '.join(KINDS)} (docs/learngenes.md)."),
+                               help="The learngene kind: tleg, wave, peg, sws or lets (docs/learngenes.md)."),
     data: Optional[str] = typer.Option(None, "--data", metavar="DATA", rich_help_panel=DATA,
                                        help="What the teacher takes: an image folder or built-in name "
                                             "(fashion-mnist-mini, fashion-mnist, mnist) of its classes; for a "
