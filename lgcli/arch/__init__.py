@@ -53,8 +53,9 @@ def unregister(family: str) -> None:
 
 # Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config);
 # BEiT before ViT: its live models and state dicts have a ViT's patch_embed and blocks too.
-for _adapter in (StagedTimmAdapter(SWIN, SWIN_STAGES), TimmAdapter(BEIT), VitAdapter(), GPT2_ADAPTER, LLAMA_ADAPTER,
-                 BERT_ADAPTER, VIT_ADAPTER, DEIT_ADAPTER, DINOV2_ADAPTER, REGISTERS_ADAPTER, CLIP_VISION_ADAPTER, HF_SWIN_ADAPTER):
+for _adapter in (StagedTimmAdapter(SWIN, SWIN_STAGES), TimmAdapter(BEIT), VitAdapter(), GPT2_ADAPTER,
+                 LLAMA_ADAPTER, BERT_ADAPTER, VIT_ADAPTER, DEIT_ADAPTER, DINOV2_ADAPTER, REGISTERS_ADAPTER,
+                 CLIP_VISION_ADAPTER, HF_SWIN_ADAPTER):
     register(_adapter)
 
 
