@@ -20,10 +20,12 @@ ARCH = Path(__file__).resolve().parents[1] / "lgcli" / "arch"
 # every family to register it), the protocol (`base`), the declared reader
 # and writer (`declared`), the Hugging Face declaration (`hf_layout`), reader
 # (`hf`) and its image families' adapter (`hf_image`), the timm toolkit
-# (`timm`) and its adapter of declared timm families (`timm_family`), the
+# (`timm`) and its adapters of declared timm families (`timm_family`; of
+# stages, `timm_staged`), the
 # reader of models of stages (`staged`) and the count of a model's
 # parameters (`shapes`). Every other module is a family's.
-SHARED = {"__init__", "base", "declared", "hf", "hf_image", "hf_layout", "shapes", "staged", "timm", "timm_family"}
+SHARED = {"__init__", "base", "declared", "hf", "hf_image", "hf_layout", "shapes", "staged", "timm", "timm_family",
+          "timm_staged"}
 # Modules that are part of a family without being its adapter: the family they belong to.
 PART_OF = {"timm_vit_names": "vit"}
 MAX_LINES = 600

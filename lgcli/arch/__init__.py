@@ -8,8 +8,10 @@ and writes every family's state dict.
 Family modules (vit, timm_vit_names, swin, beit, gpt2, llama, bert, hf_vit,
 hf_dinov2, hf_clip, hf_swin) never import one another; what they share is
 in modules of no family (base, declared, hf_layout, hf, hf_image, timm,
-timm_family, staged, shapes). A timm family declared as data
-(`timm_family.TimmFamily`) is registered as `TimmAdapter(DECLARATION)`.
+timm_family, timm_staged, staged, shapes). A timm family declared as data
+(`timm_family.TimmFamily`) is registered as `TimmAdapter(DECLARATION)`; one
+of stages, with its `timm_staged.TimmStages`, as
+`StagedTimmAdapter(DECLARATION, STAGES)`.
 tests/test_arch_imports.py holds both lists and checks the imports.
 """
 
@@ -28,8 +30,9 @@ from .hf_dinov2 import DINOV2_ADAPTER, REGISTERS_ADAPTER
 from .hf_swin import HF_SWIN_ADAPTER
 from .hf_vit import DEIT_ADAPTER, VIT_ADAPTER
 from .llama import LLAMA_ADAPTER
-from .swin import SwinAdapter
+from .swin import SWIN, SWIN_STAGES
 from .timm_family import TimmAdapter
+from .timm_staged import StagedTimmAdapter
 from .vit import VitAdapter
 
 # Family name -> adapter, in the order `detect_family` asks them.
@@ -50,8 +53,9 @@ def unregister(family: str) -> None:
 
 # Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config);
 # BEiT before ViT: its live models and state dicts have a ViT's patch_embed and blocks too.
-for _adapter in (SwinAdapter(), TimmAdapter(BEIT), VitAdapter(), GPT2_ADAPTER, LLAMA_ADAPTER, BERT_ADAPTER,
-                 VIT_ADAPTER, DEIT_ADAPTER, DINOV2_ADAPTER, REGISTERS_ADAPTER, CLIP_VISION_ADAPTER, HF_SWIN_ADAPTER):
+for _adapter in (StagedTimmAdapter(SWIN, SWIN_STAGES), TimmAdapter(BEIT), VitAdapter(), GPT2_ADAPTER,
+                 LLAMA_ADAPTER, BERT_ADAPTER, VIT_ADAPTER, DEIT_ADAPTER, DINOV2_ADAPTER, REGISTERS_ADAPTER,
+                 CLIP_VISION_ADAPTER, HF_SWIN_ADAPTER):
     register(_adapter)
 
 

@@ -1,5 +1,6 @@
-"""What every model of stages shares (a Swin, in timm's form, swin.py, and
-in transformers', hf_swin.py): no family of its own.
+"""What every model of stages shares (a Swin, in timm's form, timm_staged.py's
+adapter of swin.py's declaration, and in transformers', hf_swin.py): no family
+of its own.
 
 A model of stages (`stack.ArchSpec.stages`) is a sequence of canonical
 Stacks, each of its own depth, width, heads and MLP, each declared as data
@@ -120,7 +121,7 @@ def _stored_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 class StagedAdapter(AdapterDefaults):
-    """What every form of a Swin shares (timm's, swin.py; transformers',
+    """What every form of a Swin shares (timm's, `timm_staged.StagedTimmAdapter`; transformers',
     hf_swin.py): the stages read and written by `declared` (`StageAdapter`),
     the patch merging between them, and the sizes. A form gives its stage
     layouts, where its stages' keys sit, and its own configuration:
