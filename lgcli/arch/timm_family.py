@@ -8,15 +8,19 @@ over which the caller's go, and loads a checkpoint after the model's own
 is declared alike (`TimmFamily`): the registered model lg builds and its
 class, the key of each role (a `declared.Layout`), how the model's
 arguments beyond the sizes are read from the tensors' shapes, and a filter
-that renames the keys of another layout to timm's. `TimmAdapter` is the
-`base.FamilyAdapter` of any such declaration: `declared` reads and writes
-the state dict, timm builds the model, and nothing else is the family's.
+that renames the keys of another layout to timm's; what data cannot say is
+a short list of optional plain functions (`TimmFamily`'s docstring).
+`TimmAdapter` is the `base.FamilyAdapter` of any such declaration:
+`declared` reads and writes the state dict, timm builds the model, and
+nothing else is the family's.
 
-A model's sizes without timm: the spec keeps the shapes of the tensors it
-was read from, and a size follows from a role's axes (`Stack` names them),
-the resizable ones at the spec's sizes, the others (a window's relative
-positions, the position table's tokens) as read. The written file is checked
-against the model timm builds of the recorded arguments (`check_loadable`).
+A model's sizes without timm, counted one way for every timm family: the
+spec keeps the shapes of the tensors it was read from, and a size follows
+from a role's axes (`Stack` names them), the resizable ones at the spec's
+sizes, the others (a window's relative positions, the position table's
+tokens) as read. The written file is checked against those shapes
+(`check_loadable`), so a resize never imports timm; the tests check them
+against timm's own models, read and resized.
 
 A family module imports this one; this one imports no family module
 (tests/test_arch_imports.py).
@@ -414,10 +418,15 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
 
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
         """What timm computes when it builds the model (position indices, a
-        zero key bias), not saved."""
-        with torch.device("cpu"):
+        zero key bias), not saved; the model is built for them only when
+        it has some (a ViT has none)."""
+        with torch.device("meta"):
             model = self.create_model(spec)
         saved = set(model.state_dict())
+        if all(name in saved for name, _ in model.named_buffers()):
+            return {}
+        with torch.device("cpu"):
+            model = self.create_model(spec)
         return {name: buffer.detach() for name, buffer in model.named_buffers() if name not in saved}
 
     def shard_folder(self, spec: ArchSpec, path: str, folder: bool | None) -> bool:
