@@ -81,10 +81,12 @@ class TimmFamily:
     - `variants`: a global key -> the registered model lg builds when a
       state dict holds it (DeiT's distilled model: ``dist_token``), in
       place of `model_name`; a recorded ``model_name`` may be any of them;
-    - `hub_folders`: whether the family reads timm hub folders (what
-      `timm.models.save_for_hf` writes) whose architecture builds
-      `model_class`, and writes a resize of one as one (`timm.py`'s toolkit);
-      a family registered earlier is asked first (`family_of_config`);
+    - `hub_architectures`: the timm hub folders (what
+      `timm.models.save_for_hf` writes) the family reads, by the start of
+      their architecture's name ("beit"; "" for any a family registered
+      earlier does not claim: `family_of_config` asks in order): their
+      config.json is read as the arguments of the model timm builds of it,
+      which must be a `model_class`, and a resize of one is written as one;
     - `check_config(config) -> dict`: the family's own checks of a recorded
       configuration beyond the sizes' (types, ranges), returning the fields
       it reads;
@@ -119,7 +121,7 @@ class TimmFamily:
     no_weight_decay: frozenset[str] = frozenset()
     assumed: frozenset[str] = frozenset()
     variants: Mapping[str, str] = field(default_factory=dict)
-    hub_folders: bool = False
+    hub_architectures: tuple[str, ...] = ()
     check_config: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     recorded_arguments: Callable[[Mapping[str, Any], dict[str, Any], Mapping[str, Shape], str],
                                  dict[str, Any]] | None = None
@@ -168,8 +170,8 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         return self.declaration.marker in state_dict and any(key.startswith(first) for key in state_dict)
 
     def recognises_config(self, config: Mapping[str, Any]) -> bool:
-        """A timm hub folder's config.json, when the family reads them."""
-        return self.declaration.hub_folders and is_timm_hub_config(config)
+        """A timm hub folder's config.json of an architecture the family reads."""
+        return is_timm_hub_config(config) and config["architecture"].startswith(self.declaration.hub_architectures)
 
     # ------------------------------------------------------------ reading
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,

@@ -13,7 +13,7 @@ What cannot be read from a state dict (heads, pooling when ambiguous) comes
 from the file's lg metadata when present; heads otherwise from the caller,
 else from q/k-norm sizes (exact), else the DeiT/ViT convention d = 64, and
 the spec records that the number was assumed. A timm hub folder is read as
-timm reads it (`TimmFamily.hub_folders`), and a single file's load line names
+timm reads it (`TimmFamily.hub_architectures`), and a single file's load line names
 the registered model whose architecture it has (`timm_vit_names`).
 """
 
@@ -193,7 +193,7 @@ VIT = TimmFamily(
     layout=LAYOUT, model_name=PLAIN_MODEL_NAME, model_class="timm.models.vision_transformer.VisionTransformer",
     marker="patch_embed.proj.weight", arguments=arguments, name="timm VisionTransformer",
     no_weight_decay=frozenset({"pos_embed", "cls_token", "dist_token", "reg_token"}),
-    variants={"dist_token": DISTILLED_MODEL_NAME}, hub_folders=True, check_config=check_config,
+    variants={"dist_token": DISTILLED_MODEL_NAME}, hub_architectures=("",), check_config=check_config,
     recorded_arguments=recorded_arguments, live_arguments=live_arguments,
     registered=lambda args, name: registered_name(args, name == DISTILLED_MODEL_NAME, name),
     registered_preprocessing=registered_preprocessing, inspect_fields=inspect_fields)
