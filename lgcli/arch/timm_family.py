@@ -35,11 +35,11 @@ from typing import Any, Callable, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
+from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing
 from ..stack import CLASSES, HEADS, LAYER_ROLE_AXES, ArchSpec, Stack
 from .base import Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
 from .shapes import LayerShapes, ModelShapes
-from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing
 from .timm import (TIMM_HUB_CONFIG, TimmClassifier, check_recorded_size, is_timm_hub_config, json_shown,
                    local_dir_call, positive_number, refuse_unloadable, timm_hub_folder_config, timm_hub_meta_model,
                    timm_stated_preprocessing)
