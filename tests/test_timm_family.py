@@ -128,3 +128,43 @@ def test_a_key_filter_reads_another_layout_as_timm_names_it():
     assert sorted(written) == sorted(model.state_dict())
     assert torch.equal(written["head.weight"], state["classifier.weight"])
     assert "classifier.weight" in asked and "head.weight" not in asked  # read from the file's own name
+
+
+def test_hub_folders_are_the_adapters_for_any_family_that_names_their_architectures(tmp_path):
+    """A real family's declaration (BEiT's) with `hub_architectures` reads
+    what timm's save_for_hf writes, as the model timm builds of its
+    config.json, and writes a resize of it as a hub folder timm's local-dir
+    loader loads strictly; the same declaration without them, or a folder of
+    another architecture, is not claimed."""
+    import json
+
+    from safetensors.torch import save_file
+    from timm.models import save_for_hf
+
+    from lgcli.arch.beit import BEIT
+
+    adapter = TimmAdapter(dataclasses.replace(BEIT, hub_architectures=("beit",)))
+    model = perturbed(timm.create_model("beit_base_patch16_224", pretrained=False, depth=2, embed_dim=64,
+                                        num_heads=4, img_size=32, patch_size=8, num_classes=4))
+    save_for_hf(model, str(tmp_path / "hub"), safe_serialization=True)
+    config = json.loads((tmp_path / "hub" / "config.json").read_text())
+    assert adapter.recognises_config(config) and not TimmAdapter(BEIT).recognises_config(config)
+    assert not adapter.recognises_config({**config, "architecture": "vit_base_patch16_224"})
+    spec, stack = adapter.to_stack(model.state_dict(), config=config)
+    assert (spec.depth, spec.width, spec.heads, spec.heads_assumed) == (2, 64, 4, False)
+    target = spec.with_sizes(depth=1, width=32, heads=2, mlp_dim=128)
+    chosen = get_method("select")
+    result = chosen.run(stack, spec, target, resolve_options(chosen, {}), MethodContext(direction="shrink", seed=0))
+    out = tmp_path / "out"
+    out.mkdir()
+    save_file(adapter.from_stack(target, result.stack), str(out / "model.safetensors"))
+    written = adapter.folder_config(target)
+    assert {k: written["model_args"][k] for k in ("depth", "embed_dim", "num_heads")} == {
+        "depth": 1, "embed_dim": 32, "num_heads": 2}
+    (out / "config.json").write_text(json.dumps(written))
+    assert adapter.load_call(target, str(out)) == f"timm.create_model('local-dir:{out}', pretrained=True)"
+    loaded = timm.create_model(f"local-dir:{out}", pretrained=True).eval()  # loads strictly
+    with torch.no_grad():
+        logits = loaded(images())
+    assert logits.shape == (2, 4) and torch.isfinite(logits).all()
+    assert adapter.parameter_count(target) == sum(p.numel() for p in loaded.parameters())

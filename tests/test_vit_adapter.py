@@ -155,19 +155,24 @@ def test_random_stack_and_create_model_follow_spec(tmp_path):
 
 @pytest.mark.parametrize("variant", sorted(VIT_VARIANTS))
 def test_shapes_and_parameter_count_from_sizes_alone_are_timms(variant):
-    """`timm_shapes` (used to size a request before allocating, and to refuse
-    writing what timm would not load) is timm's own state dict, key by key."""
+    """`model_shapes` (the one count of every timm family: used to size a
+    request before allocating, and to refuse writing what timm would not
+    load) is timm's own state dict, key by key, for the model read and for
+    one of other sizes (the shapes read, each resizable axis resized)."""
     from lgcli.arch import get_adapter
 
     model = make_vit(variant)
     spec, _ = lgcli.spec_of_model(model)
     adapter = get_adapter("vit")
-    block, glob = adapter.timm_shapes(spec)
-    expected = dict(glob)
-    for index in range(spec.depth):
-        expected.update({f"blocks.{index}.{k}": shape for k, shape in block.items()})
+    expected = adapter.model_shapes(spec).state()
     assert expected == {k: tuple(v.shape) for k, v in model.state_dict().items()}
     assert adapter.parameter_count(spec) == sum(v.numel() for v in model.state_dict().values())
+    resized = spec.with_sizes(depth=spec.depth + 1, width=2 * spec.width, heads=2 * spec.heads,
+                              head_dim=spec.head_dim, mlp_dim=3 * spec.mlp_dim)
+    with torch.device("meta"):
+        other = adapter.create_model(resized)
+    assert adapter.model_shapes(resized).state() == {k: tuple(v.shape) for k, v in other.state_dict().items()}
+    assert adapter.parameter_count(resized) == sum(p.numel() for p in other.parameters())
 
 
 def test_a_state_timm_would_not_load_is_not_written(tmp_path):
@@ -175,8 +180,14 @@ def test_a_state_timm_would_not_load_is_not_written(tmp_path):
     spec, stack = lgcli.spec_of_model(model)
     import dataclasses
 
-    # Same tensors, but a config that says there is no qkv bias.
-    wrong = dataclasses.replace(spec, extras={**spec.extras, "qkv_bias": False})
+    # Same tensors, but a spec of a model without qkv bias (its timm
+    # arguments and the block shapes it was read from say so).
+    from lgcli.arch.timm_family import ARGS, SHAPES
+
+    shapes = spec.extras[SHAPES]
+    layer = {k: v for k, v in shapes["layer"].items() if k != "attn.qkv.bias"}
+    wrong = dataclasses.replace(spec, extras={**spec.extras, ARGS: {**spec.extras[ARGS], "qkv_bias": False},
+                                              SHAPES: {**shapes, "layer": layer}})
     with pytest.raises(lgcli.LgError, match="unexpected tensor blocks.0.attn.qkv.bias"):
         lgcli.save(tmp_path / "x.safetensors", wrong, stack)
     assert not any(tmp_path.iterdir())

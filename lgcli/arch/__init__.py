@@ -33,7 +33,7 @@ from .llama import LLAMA_ADAPTER
 from .swin import SWIN, SWIN_STAGES
 from .timm_family import TimmAdapter
 from .timm_staged import StagedTimmAdapter
-from .vit import VitAdapter
+from .vit import VIT
 
 # Family name -> adapter, in the order `detect_family` asks them.
 ADAPTERS: dict[str, FamilyAdapter] = {}
@@ -53,7 +53,7 @@ def unregister(family: str) -> None:
 
 # Swin before ViT: a timm hub folder's config.json is a ViT's unless Swin claims it (family_of_config);
 # BEiT before ViT: its live models and state dicts have a ViT's patch_embed and blocks too.
-for _adapter in (StagedTimmAdapter(SWIN, SWIN_STAGES), TimmAdapter(BEIT), VitAdapter(), GPT2_ADAPTER,
+for _adapter in (StagedTimmAdapter(SWIN, SWIN_STAGES), TimmAdapter(BEIT), TimmAdapter(VIT), GPT2_ADAPTER,
                  LLAMA_ADAPTER, BERT_ADAPTER, VIT_ADAPTER, DEIT_ADAPTER, DINOV2_ADAPTER, REGISTERS_ADAPTER,
                  CLIP_VISION_ADAPTER, HF_SWIN_ADAPTER):
     register(_adapter)
@@ -101,5 +101,4 @@ def adapter_of_model(model: nn.Module) -> FamilyAdapter:
 
 
 __all__ = ["ADAPTERS", "FamilyAdapter", "adapter_of_model", "get_adapter", "detect_family", "family_of_config",
-           "known_model_types", "register", "unregister",
-           "VitAdapter"]
+           "known_model_types", "register", "unregister"]

@@ -8,15 +8,19 @@ over which the caller's go, and loads a checkpoint after the model's own
 is declared alike (`TimmFamily`): the registered model lg builds and its
 class, the key of each role (a `declared.Layout`), how the model's
 arguments beyond the sizes are read from the tensors' shapes, and a filter
-that renames the keys of another layout to timm's. `TimmAdapter` is the
-`base.FamilyAdapter` of any such declaration: `declared` reads and writes
-the state dict, timm builds the model, and nothing else is the family's.
+that renames the keys of another layout to timm's; what data cannot say is
+a short list of optional plain functions (`TimmFamily`'s docstring).
+`TimmAdapter` is the `base.FamilyAdapter` of any such declaration:
+`declared` reads and writes the state dict, timm builds the model, and
+nothing else is the family's.
 
-A model's sizes without timm: the spec keeps the shapes of the tensors it
-was read from, and a size follows from a role's axes (`Stack` names them),
-the resizable ones at the spec's sizes, the others (a window's relative
-positions, the position table's tokens) as read. The written file is checked
-against the model timm builds of the recorded arguments (`check_loadable`).
+A model's sizes without timm, counted one way for every timm family: the
+spec keeps the shapes of the tensors it was read from, and a size follows
+from a role's axes (`Stack` names them), the resizable ones at the spec's
+sizes, the others (a window's relative positions, the position table's
+tokens) as read. The written file is checked against those shapes
+(`check_loadable`), so a resize never imports timm; the tests check them
+against timm's own models, read and resized.
 
 A family module imports this one; this one imports no family module
 (tests/test_arch_imports.py).
@@ -26,16 +30,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
+from ..preprocessing import PREPROCESSING, Preprocessing, default_preprocessing
 from ..stack import CLASSES, HEADS, LAYER_ROLE_AXES, ArchSpec, Stack
 from .base import Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
 from .shapes import LayerShapes, ModelShapes
-from .timm import TimmClassifier, check_recorded_size, json_shown, positive_number
+from .timm import (TIMM_HUB_CONFIG, TimmClassifier, check_recorded_size, is_timm_hub_config, json_shown,
+                   local_dir_call, positive_number, refuse_unloadable, timm_hub_folder_config, timm_hub_meta_model,
+                   timm_stated_preprocessing)
 
 Shape = tuple[int, ...]
 # A state dict's keys -> {new key: old key}: the keys of another layout under
@@ -66,7 +73,43 @@ class TimmFamily:
     the global roles timm exempts; `name`: the family as an error calls it;
     `assumed`: the arguments `arguments` gives a default for, the tensors
     not showing them (a layer scale's starting value): a recorded value wins
-    there, while any other recorded argument must be what the tensors say."""
+    there, while any other recorded argument must be what the tensors say.
+
+    What a family may add, each with a default that needs nothing (the
+    same list is in docs/checkpoints.md, "Declaring a timm family"):
+
+    - `variants`: a global key -> the registered model lg builds when a
+      state dict holds it (DeiT's distilled model: ``dist_token``), in
+      place of `model_name`; a recorded ``model_name`` may be any of them;
+    - `hub_architectures`: the timm hub folders (what
+      `timm.models.save_for_hf` writes) the family reads, by the start of
+      their architecture's name ("beit"; "" for any a family registered
+      earlier does not claim: `family_of_config` asks in order): their
+      config.json is read as the arguments of the model timm builds of it,
+      which must be a `model_class`, and a resize of one is written as one;
+    - `check_config(config) -> dict`: the family's own checks of a recorded
+      configuration beyond the sizes' (types, ranges), returning the fields
+      it reads;
+    - `recorded_arguments(config, arguments, globals, where) -> dict`: the
+      model's arguments from what the tensors say (`arguments`) and a
+      recorded configuration that settles what they cannot (a ViT's pooling,
+      its image size where two grids fit its position table), refusing
+      one that says otherwise (`where` names it); by default each recorded
+      argument must be the tensors' unless `assumed`;
+    - `live_arguments(model) -> dict`: what a live model was built with that
+      its tensors may not show (heads, pooling, layer scale's start), for
+      `lgcli.spec_of_model` and hub folders; by default its pooling;
+    - `registered(arguments, model_name) -> (name, differing)`: the
+      registered model closest to a file's arguments and the arguments that
+      differ from it, for a load line that names it with
+      ``pretrained=True, pretrained_cfg_overlay=dict(file=...)``; by default
+      the line builds `model_name` with every argument and loads the file
+      strictly;
+    - `registered_preprocessing(name, input_size) -> Preprocessing | None`:
+      how timm prepares the images of that registered model (None: unstated);
+    - `inspect_fields(spec) -> list`: `lg inspect`'s (JSON key, label,
+      value) rows of the family's own (by default its timm model, image
+      size, channels and classes)."""
 
     layout: Layout
     model_name: str
@@ -77,6 +120,15 @@ class TimmFamily:
     key_filter: KeyFilter | None = None
     no_weight_decay: frozenset[str] = frozenset()
     assumed: frozenset[str] = frozenset()
+    variants: Mapping[str, str] = field(default_factory=dict)
+    hub_architectures: tuple[str, ...] = ()
+    check_config: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    recorded_arguments: Callable[[Mapping[str, Any], dict[str, Any], Mapping[str, Shape], str],
+                                 dict[str, Any]] | None = None
+    live_arguments: Callable[[Any], dict[str, Any]] | None = None
+    registered: Callable[[dict[str, Any], str], tuple[str, list[str]]] | None = None
+    registered_preprocessing: Callable[[str | None, tuple[int, int, int]], Any] | None = None
+    inspect_fields: Callable[[ArchSpec], list[tuple[str, str, Any]]] | None = None
 
 
 def mlp_ratio(width: int, mlp_dim: int) -> float:
@@ -113,11 +165,13 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         self.layout = dataclasses.replace(declaration.layout, size_fields=sizes)
 
     def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
-        return self.declaration.marker in state_dict
+        """The family's marker key, and a layer 0."""
+        first = f"{self.layout.layers}.0."
+        return self.declaration.marker in state_dict and any(key.startswith(first) for key in state_dict)
 
-    @staticmethod
-    def recognises_config(config: Mapping[str, Any]) -> bool:
-        return False  # a timm hub folder of this family is not read (yet): its one file is
+    def recognises_config(self, config: Mapping[str, Any]) -> bool:
+        """A timm hub folder's config.json of an architecture the family reads."""
+        return is_timm_hub_config(config) and config["architecture"].startswith(self.declaration.hub_architectures)
 
     # ------------------------------------------------------------ reading
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
@@ -132,18 +186,25 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         return f"not a {self.declaration.name} checkpoint lg reads: {found}"
 
     def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
-        """A recorded ``lg.config`` (the timm model's name and arguments):
-        every argument one the model's class takes, of a JSON type."""
+        """A recorded ``lg.config`` (the timm model's name and arguments), or
+        a timm hub folder's config.json (as the arguments of the model timm
+        builds of it): every argument one the model's class takes, of a JSON
+        type, and the family's own checks (`TimmFamily.check_config`)."""
         if config is None:
             return {}
         if not isinstance(config, Mapping):
             raise LgError(f"the file's lg.config must be a JSON object, found {type(config).__name__}")
+        if self.recognises_config(config):
+            config = self.hub_arguments(config)
+        else:  # only a folder's own config.json makes the output a folder
+            config = {key: value for key, value in config.items() if key != TIMM_HUB_CONFIG}
+        names = (self.declaration.model_name, *self.declaration.variants.values())
         name = config.get("model_name", self.declaration.model_name)
-        if name != self.declaration.model_name:
+        if name not in names:
             raise LgError(f"the file's lg.config names model {json_shown(name)}, not "
-                          f"{self.declaration.model_name!r}")
+                          f"{' or '.join(repr(n) for n in names)}")
         for key, value in config.items():  # an argument timm does not take is refused when it builds the model
-            if not isinstance(value, (str, int, float, bool, list, type(None))):
+            if key != TIMM_HUB_CONFIG and not isinstance(value, (str, int, float, bool, list, type(None))):
                 raise LgError(f"the file's lg.config field {key} must be a JSON value, found {json_shown(value)}")
         for key in ("depth", "embed_dim", "num_heads", "img_size", "in_chans"):
             if key in config and not (type(config[key]) is int and config[key] >= 1):
@@ -151,7 +212,30 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
                               f"found {json_shown(config[key])}")
         if MLP_RATIO in config and not positive_number(config[MLP_RATIO]):
             raise LgError(f"the file's lg.config field {MLP_RATIO} must be a positive number")
+        if self.declaration.check_config is not None:
+            hub = config.get(TIMM_HUB_CONFIG)
+            config = self.declaration.check_config(config)
+            if hub is not None:
+                config[TIMM_HUB_CONFIG] = hub
         return {key: value for key, value in config.items() if key != "model_name"}
+
+    def hub_arguments(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments a timm hub folder's config.json means, taken from the
+        model timm builds of it on the meta device, so nothing is guessed:
+        the architecture's own defaults fill what model_args leaves out (a
+        hub download records none), as `timm.create_model('local-dir:DIR')`
+        does. The config itself is kept under TIMM_HUB_CONFIG, for the
+        output folder (`folder_config`)."""
+        import importlib
+
+        module, _, class_name = self.declaration.model_class.rpartition(".")
+        model_class = getattr(importlib.import_module(module), class_name)
+        model, _ = timm_hub_meta_model(config, model_class, f"{self.declaration.name}s")
+        sizes = self.layout.size_fields
+        return {**self.spec_of_model(model), sizes["depth"]: len(getattr(model, self.layout.layers)),
+                sizes["width"]: int(model.embed_dim), "patch_size": int(model.patch_embed.patch_size[0]),
+                "in_chans": int(model.patch_embed.proj.in_channels), "num_classes": int(model.num_classes),
+                TIMM_HUB_CONFIG: dict(config)}
 
     def check_required(self, stored: StoredTensors) -> None:
         present = {self.layout.layer_keys.get(s) for s in stored.first} | {
@@ -159,6 +243,18 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         for role in ("q", "o", "fc1", "fc2"):
             if role not in present:
                 raise LgError(self.not_family(f"{self.layout.layers}.0 has no {role} projection"))
+
+    def heads(self, config: Mapping[str, Any], stored: StoredTensors, q_rows: int, kv_rows: int,
+              requested: int | None) -> Heads:
+        if TIMM_HUB_CONFIG in config:
+            # A config.json of another model is refused on its sizes, before
+            # its head count is tried on these tensors.
+            output = next(s for s, role in self.layout.layer_keys.items() if role == "o")
+            sizes = self.layout.size_fields
+            for key, found in ((sizes["depth"], stored.depth), (sizes["width"], int(stored.first[output].shape[0]))):
+                if config[key] != found:
+                    raise LgError(f"config.json says {key} {config[key]}, its tensors say {found}")
+        return super().heads(config, stored, q_rows, kv_rows, requested)
 
     def exact_heads(self, stored: StoredTensors, q_rows: int) -> int | None:
         """A per-head tensor says the heads: a relative position table's
@@ -178,16 +274,27 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         block = {key: tuple(t.shape) for key, t in stored.first.items()}
         sizes = {*SIZE_ARGS.values(), MLP_RATIO}
         derived = self.declaration.arguments(shape, block)
-        for key, value in config.items():
-            if key in derived and key not in self.declaration.assumed and value != derived[key]:
-                raise LgError(f"the file's lg.config says {key} {json_shown(value)}, its tensors say "
-                              f"{json_shown(derived[key])}")
-        args = {**derived, **{k: v for k, v in config.items() if k not in sizes}}
+        recorded = {key: value for key, value in config.items() if key != TIMM_HUB_CONFIG}
+        if self.declaration.recorded_arguments is not None:
+            args = self.declaration.recorded_arguments(recorded, derived, shape, self.recorded_where(config))
+        else:
+            for key, value in recorded.items():
+                if key in derived and key not in self.declaration.assumed and value != derived[key]:
+                    raise LgError(f"the file's lg.config says {key} {json_shown(value)}, its tensors say "
+                                  f"{json_shown(derived[key])}")
+            args = {**derived, **{k: v for k, v in recorded.items() if k not in sizes}}
         missing = {"img_size", "in_chans", "num_classes"} - set(args)
         if missing:
             raise LgError(f"the {self.family} declaration reads no {', '.join(sorted(missing))} from the tensors")
         extras = {**spec.extras, ARGS: args, SHAPES: {"layer": block, "globals": shape}}
+        if TIMM_HUB_CONFIG in config:
+            extras[TIMM_HUB_CONFIG] = config[TIMM_HUB_CONFIG]
         return dataclasses.replace(spec, extras=extras), stored
+
+    @staticmethod
+    def recorded_where(config: Mapping[str, Any]) -> str:
+        """What a refusal calls the recorded configuration."""
+        return "config.json" if TIMM_HUB_CONFIG in config else "the file's lg.config"
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
         """Each recorded size must be the tensors'."""
@@ -199,7 +306,7 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
             width = derived["embed_dim"]
             agrees = int(width * value) == int(width * found) if key == MLP_RATIO else value == found
             if not agrees:
-                raise LgError(f"the file's lg.config says {key} {json_shown(value)}, its tensors say "
+                raise LgError(f"{self.recorded_where(config)} says {key} {json_shown(value)}, its tensors say "
                               f"{json_shown(found)}")
 
     # ------------------------------------------------------------ timm's arguments
@@ -219,20 +326,48 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         args = self.model_args(spec)
         if spec.heads_assumed:
             del args[self.layout.size_fields["heads"]]
-        return {"model_name": self.declaration.model_name, **args}
+        return {"model_name": self.model_name(spec), **args}
+
+    def folder_config(self, spec: ArchSpec) -> dict[str, Any] | None:
+        """The config.json of a timm hub folder of `spec`, when it was read
+        from one (else None: one file): the source's, with the sizes this
+        spec changes. timm builds `architecture` with `model_args` over its
+        defaults, so every size a resize changes is written there."""
+        hub = spec.extras.get(TIMM_HUB_CONFIG)
+        if hub is None:
+            return None
+        args = self.model_args(spec)
+        resized = {key: args[key] for key in (*self.layout.size_fields.values(), MLP_RATIO) if key in args}
+        # The pooled features are the width (one width: no stages).
+        return timm_hub_folder_config(hub, resized, spec.width, args["num_classes"], spec)
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
         args = spec.extras[ARGS]
         return (int(args["in_chans"]), int(args["img_size"]), int(args["img_size"]))
 
     def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
+        if self.declaration.inspect_fields is not None:
+            return self.declaration.inspect_fields(spec)
         args = spec.extras[ARGS]
-        return [("model_name", "timm model", self.declaration.model_name),
+        return [("model_name", "timm model", self.model_name(spec)),
                 ("img_size", "image size", args["img_size"]), ("in_chans", "channels", args["in_chans"]),
                 ("num_classes", "classes", args["num_classes"])]
 
     def no_weight_decay_roles(self) -> frozenset[str]:
         return self.declaration.no_weight_decay
+
+    def stated_preprocessing(self, spec: ArchSpec, companions: Mapping[str, Any],
+                             input_size: tuple[int, int, int]) -> Preprocessing | None:
+        """timm's statement of how this model's images are prepared: a hub
+        folder's pretrained_cfg (`timm_stated_preprocessing`), else a
+        registered model's, only when the file's architecture is exactly
+        that model's (`TimmFamily.registered_preprocessing`)."""
+        if TIMM_HUB_CONFIG in spec.extras:
+            return timm_stated_preprocessing(spec, input_size)
+        if self.declaration.registered is None or self.declaration.registered_preprocessing is None:
+            return None
+        name, differ = self.declaration.registered(self.model_args(spec), self.model_name(spec))
+        return self.declaration.registered_preprocessing(None if differ else name, input_size)
 
     # ------------------------------------------------------------ sizes, without timm
     def model_shapes(self, spec: ArchSpec) -> ModelShapes:
@@ -253,9 +388,19 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         globals_ = {key: shape(self.layout.global_roles[key][1], found) for key, found in read["globals"].items()}
         return ModelShapes((LayerShapes(self.layout, "", spec.depth, layer),), globals_)
 
+    def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
+        """Refuse a state dict (tensors, or shapes alone) that timm would not
+        load strictly into the model of `spec` (`model_shapes`: nothing is
+        built, timm is not imported)."""
+        refuse_unloadable(self.model_shapes(spec).state(), state)
+
     # ------------------------------------------------------------ timm's models
     def model_name(self, spec: ArchSpec) -> str:
-        return self.declaration.model_name
+        """The registered model lg builds: a variant's when the spec was read
+        from a state dict holding its key."""
+        read = spec.extras[SHAPES]["globals"]
+        return next((name for key, name in self.declaration.variants.items() if key in read),
+                    self.declaration.model_name)
 
     def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
         """The spec a recorded ``lg.config`` describes and its stack on the
@@ -263,10 +408,11 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         import timm
 
         args = self.checked_config(config)
+        name = config.get("model_name", self.declaration.model_name)
         check_recorded_size(args, "the file's lg.config")
         try:
             with torch.device("meta"):
-                model = timm.create_model(self.declaration.model_name, pretrained=False, **args)
+                model = timm.create_model(name, pretrained=False, **args)
         except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
             raise LgError(f"the file's lg.config does not describe a {self.declaration.name} "
                           f"({exc})".splitlines()[0]) from None
@@ -274,40 +420,88 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
 
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
         """What timm computes when it builds the model (position indices, a
-        zero key bias), not saved."""
-        with torch.device("cpu"):
+        zero key bias), not saved; the model is built for them only when
+        it has some (a ViT has none)."""
+        with torch.device("meta"):
             model = self.create_model(spec)
         saved = set(model.state_dict())
+        if all(name in saved for name, _ in model.named_buffers()):
+            return {}
+        with torch.device("cpu"):
+            model = self.create_model(spec)
         return {name: buffer.detach() for name, buffer in model.named_buffers() if name not in saved}
 
-    @staticmethod
-    def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:
-        return "import lgcli" if _is_folder(path, folder) else "import safetensors.torch, timm"
+    def shard_folder(self, spec: ArchSpec, path: str, folder: bool | None) -> bool:
+        """Whether `path` is (or will be: `folder`) a folder of shards, which
+        timm does not read: a folder not read from a timm hub folder."""
+        return TIMM_HUB_CONFIG not in spec.extras and _is_folder(path, folder)
+
+    def load_imports(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
+        if self.shard_folder(spec, path, folder):
+            return "import lgcli"
+        if TIMM_HUB_CONFIG in spec.extras or self.declaration.registered is not None:
+            return "import timm"
+        return "import safetensors.torch, timm"
 
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
-        """The exact line that builds the model in timm and loads the file strictly."""
-        if _is_folder(path, folder):
+        """The exact line that builds the model in timm and loads the file
+        (or the hub folder) strictly."""
+        hub_folder = local_dir_call(spec, path)
+        if hub_folder is not None:
+            return hub_folder
+        if self.shard_folder(spec, path, folder):
             return f"lgcli.load_model({path!r})[0]"  # shards: lg joins them into timm's model, strictly
-        return self.file_load_call(spec, path)
+        if self.declaration.registered is None:
+            return self.file_load_call(spec, path)
+        # The registered timm model this architecture is (vit_tiny_patch16_224
+        # for depth 12, width 192, 3 heads, ...), else the closest, with what differs.
+        overlay = ", ".join(f"{k}={v!r}" for k, v in self.pretrained_cfg_overlay(spec, path).items())
+        args = self.model_args(spec)
+        name, differ = self.declaration.registered(args, self.model_name(spec))
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items()
+                          if k in differ or k == "num_classes" or k == "in_chans" and v != 3)
+        return f"timm.create_model({name!r}, pretrained=True, pretrained_cfg_overlay=dict({overlay}), {shown})"
+
+    def pretrained_cfg_overlay(self, spec: ArchSpec, path: str) -> dict[str, Any]:
+        """What timm's pretrained config of the registered model is told: the
+        file; num_classes (timm drops a head of other classes, and loads
+        non-strictly); input_size; the preprocessing the spec carries
+        (`lgcli.preprocessing`: lg's metadata, timm's statement, else lg's
+        own), so that timm.data.resolve_data_config + create_transform feed
+        the model as lg does."""
+        input_size = self.input_size(spec)
+        preprocessing = spec.extras.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
+        return {"file": path, "num_classes": self.num_classes(spec), "input_size": input_size,
+                **preprocessing.timm_cfg()}
 
     def owns_model(self, model: nn.Module) -> bool:
-        return type(model).__module__ + "." + type(model).__name__ == self.declaration.model_class
+        """A live model of the family's class (or a subclass: DeiT's distilled ViT)."""
+        return any(f"{c.__module__}.{c.__name__}" == self.declaration.model_class for c in type(model).__mro__)
 
     def spec_of_model(self, model: nn.Module) -> dict[str, Any]:
         """The arguments a live model shows that its tensors may not."""
         if not self.owns_model(model):
             raise LgError(f"{type(model).__name__} is not a {self.declaration.name}")
+        if self.declaration.live_arguments is not None:
+            return self.declaration.live_arguments(model)
         return {"global_pool": model.global_pool} if isinstance(getattr(model, "global_pool", None), str) else {}
 
     @staticmethod
     def model_input(model: nn.Module) -> tuple[int, int]:
-        return int(model.patch_embed.proj.in_channels), int(model.patch_embed.img_size[0])
+        """(channels, image size) the model takes (its pretrained config's,
+        for a patch embedding of no fixed size)."""
+        patch_embed = model.patch_embed
+        if getattr(patch_embed, "img_size", None) is not None:
+            return int(patch_embed.proj.in_channels), int(patch_embed.img_size[0])
+        channels, height, _ = model.pretrained_cfg["input_size"]
+        return int(channels), int(height)
 
     def architecture_of(self, model: nn.Module) -> dict[str, Any]:
         channels, image_size = self.model_input(model)
         blocks = getattr(model, self.layout.layers)
-        return {"depth": len(blocks), "width": int(model.embed_dim),
-                "heads": int(blocks[0].attn.num_heads) if len(blocks) else 0, "img_size": image_size,
+        return {"depth": len(blocks), "width": int(getattr(model, "embed_dim", 0) or 0),
+                "heads": int(blocks[0].attn.num_heads) if len(blocks) else 0,
+                "patch_size": int(model.patch_embed.patch_size[0]), "img_size": image_size,
                 "in_chans": channels, "num_classes": int(model.num_classes),
                 "parameters": sum(p.numel() for p in model.parameters())}
 
@@ -315,4 +509,3 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
 def _is_folder(path: str, folder: bool | None) -> bool:
     """Whether `path` is (or will be: `folder`) a folder of shards, which timm does not read."""
     return folder if folder is not None else os.path.isdir(path)
-

@@ -1,8 +1,9 @@
 """timm's registered ViTs and DeiTs that lg can name in a load line, as data.
 
 A single-file ViT's load line names the registered timm model whose
-architecture the file has (`vit.VitAdapter.load_call`). Reading timm's
-registry imports torch and timm, which `lg inspect` of a file must not
+architecture the file has (`timm_family.TimmAdapter.load_call`, through
+`vit.VIT`'s `registered`). Reading timm's registry imports torch and timm,
+which `lg inspect` of a file must not
 (tests/test_startup.py), so the registry is kept here as a table:
 tests/test_timm_names.py reads it again from the installed timm and checks
 that it is equal (regenerate it with that test's `registered_plain_vits`).
@@ -114,7 +115,7 @@ REGISTERED_VITS: dict[str, tuple[str, dict]] = {
 
 
 # name -> (mean, std, interpolation, crop_pct, crop_mode) of its default pretrained
-# config: how timm's `resolve_data_config` prepares its images (`vit.VitAdapter.stated_preprocessing`).
+# config: how timm's `resolve_data_config` prepares its images (`TimmAdapter.stated_preprocessing`).
 REGISTERED_PREPROCESSING: dict[str, tuple] = {
     'deit3_base_patch16_224': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 0.9, 'center'),
     'deit3_base_patch16_384': ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 'bicubic', 1.0, 'center'),
