@@ -85,3 +85,34 @@ def test_a_live_swin_is_described_by_what_it_was_built_with():
     assert config == {"embed_dim": 16, "depths": [2, 2], "num_heads": [2, 4], "window_size": 7, "img_size": 16}
     spec, _ = lgcli.spec_of_model(model)
     assert spec.extras["img_size"] == 16 and spec.extras["img_size_assumed"] is False
+
+
+def test_a_swin_is_checked_against_its_counted_shapes_without_timm(tmp_path):
+    """The written state is checked against the shapes the family counts
+    (`model_shapes`, key for key timm's model's), so shrinking a Swin file
+    never imports timm; a tensor of another shape is refused."""
+    import subprocess
+    import sys
+
+    from safetensors.torch import save_file
+
+    source = tmp_path / "swin.safetensors"
+    save_file({k: v.contiguous() for k, v in tiny_swin().state_dict().items()}, str(source))
+    loaded = lgcli.load(str(source))
+    adapter = ADAPTERS["swin"]
+    with torch.device("meta"):
+        built = adapter.create_model(loaded.spec)
+    assert adapter.model_shapes(loaded.spec).state() == {k: tuple(v.shape) for k, v in built.state_dict().items()}
+    wrong = dict(adapter.model_shapes(loaded.spec).state())
+    wrong["head.fc.weight"] = (4, wrong["head.fc.weight"][1])
+    with pytest.raises(LgError):
+        adapter.check_loadable(loaded.spec, wrong)
+    out = tmp_path / "small.safetensors"
+    script = ("import sys, lgcli.cli\n"
+              "try:\n    lgcli.cli.main(sys.argv[1:])\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+              "assert 'timm' not in sys.modules, 'a Swin shrink imported timm'\n")
+    done = subprocess.run([sys.executable, "-c", script, "shrink", str(source), "--width", "8", "--method", "select",
+                           "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    timm.create_model("swin_tiny_patch4_window7_224", **{**SWIN_ARGS, "embed_dim": 8, "num_heads": (1, 2)}).load_state_dict(
+        __import__("safetensors.torch", fromlist=["load_file"]).load_file(str(out)), strict=True)

@@ -101,8 +101,8 @@ def microsoft_layout(state_dict: Mapping[str, Any]) -> dict[str, str]:
 SWIN = TimmFamily(layout=LAYOUT, model_name="swin_tiny_patch4_window7_224",
                   model_class="timm.models.swin_transformer.SwinTransformer", marker=f"layers.0.blocks.0.{TABLE}",
                   arguments=arguments, name="timm SwinTransformer", key_filter=microsoft_layout,
-                  no_weight_decay=frozenset({"rel_pos_bias"}), assumed=frozenset({"img_size", "window_size"}))
+                  no_weight_decay=frozenset({"rel_pos_bias"}), assumed=frozenset({"img_size", "window_size"}),
+                  hub_architectures=("swin_",), live_arguments=live_arguments)
 SWIN_STAGES = TimmStages(last=frozenset({"norm.weight", "norm.bias", "head.fc.weight", "head.fc.bias"}),
-                         windows=windows, live_arguments=live_arguments,
-                         guessed={"img_size": "image size assumed (the last stage one window)"}, hub_prefix="swin_",
+                         windows=windows, guessed={"img_size": "image size assumed (the last stage one window)"},
                          filter_fn="timm.models.swin_transformer.checkpoint_filter_fn")

@@ -41,7 +41,7 @@ from .base import Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
 from .shapes import LayerShapes, ModelShapes
 from .timm import (TIMM_HUB_CONFIG, TimmClassifier, check_recorded_size, is_timm_hub_config, json_shown,
-                   local_dir_call, positive_number, refuse_unloadable, timm_hub_folder_config, timm_hub_meta_model,
+                   local_dir_call, positive_number, timm_hub_folder_config, timm_hub_meta_model,
                    timm_stated_preprocessing)
 
 Shape = tuple[int, ...]
@@ -387,12 +387,6 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
             layer[suffix] = (sum(part[0] for part in parts), *parts[0][1:])
         globals_ = {key: shape(self.layout.global_roles[key][1], found) for key, found in read["globals"].items()}
         return ModelShapes((LayerShapes(self.layout, "", spec.depth, layer),), globals_)
-
-    def check_loadable(self, spec: ArchSpec, state: Mapping[str, torch.Tensor | tuple[int, ...]]) -> None:
-        """Refuse a state dict (tensors, or shapes alone) that timm would not
-        load strictly into the model of `spec` (`model_shapes`: nothing is
-        built, timm is not imported)."""
-        refuse_unloadable(self.model_shapes(spec).state(), state)
 
     # ------------------------------------------------------------ timm's models
     def model_name(self, spec: ArchSpec) -> str:

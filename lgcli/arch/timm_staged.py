@@ -66,22 +66,16 @@ class TimmStages:
     (the others are on the first's); `windows(arguments, count)`: the
     window of each of `count` stages as timm builds it from the model's
     arguments (a block's relative position table is ((2W - 1)^2, heads));
-    `live_arguments(model)`: the arguments a live model (or the one a timm
-    hub folder's config.json builds) has beyond its sizes that its tensors
-    may not show, refusing one lg does not read; `guessed`: the arguments
+    `guessed`: the arguments
     no tensor shows that lg guesses when no record gives them, each with how
-    `lg inspect` says it was guessed; `hub_prefix`: the timm hub folders
-    the family reads (config.json's architecture starts with it);
-    `filter_fn`: timm's own function that renames what the declaration's
+    `lg inspect` says it was guessed; `filter_fn`: timm's own function that renames what the declaration's
     `key_filter` does, which the load line of a file read through the filter
     calls; `merge_offset`: the patch merging under ``{layers}.{i}.downsample``
     is the one before stage i + merge_offset (timm's: 0)."""
 
     last: frozenset[str]
     windows: Callable[[Mapping[str, Any], int], list[int]]
-    live_arguments: Callable[[nn.Module], dict[str, Any]]
     guessed: Mapping[str, str] = field(default_factory=dict)
-    hub_prefix: str | None = None
     filter_fn: str | None = None
     merge_offset: int = 0
 
@@ -135,8 +129,8 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
 
     def recognises_config(self, config: Mapping[str, Any]) -> bool:
         """A folder's config.json read by this adapter: a timm hub folder's of the family."""
-        prefix = self.stages.hub_prefix
-        return prefix is not None and is_timm_hub_config(config) and config["architecture"].startswith(prefix)
+        prefixes = self.declaration.hub_architectures
+        return bool(prefixes) and is_timm_hub_config(config) and config["architecture"].startswith(prefixes)
 
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
                  heads: int | None = None, reader: Reader | None = None,
@@ -182,7 +176,7 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
         config is kept under TIMM_HUB_CONFIG, for the output folder."""
         module, _, name = self.declaration.model_class.rpartition(".")
         model_class = getattr(importlib.import_module(module), name)
-        reads = f"{self.declaration.name} models ({self.stages.hub_prefix}*)"
+        reads = f"{self.declaration.name} models ({', '.join(p + '*' for p in self.declaration.hub_architectures)})"
         model, _ = timm_hub_meta_model(config, model_class, reads)
         return {**self.live_config(model), TIMM_HUB_CONFIG: dict(config)}
 
@@ -334,8 +328,9 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
                 "num_heads": [int(blocks[0].attn.num_heads) for blocks in stages]}
 
     def live_config(self, model: nn.Module) -> dict[str, Any]:
-        """A live model's sizes and `TimmStages.live_arguments`."""
-        return {**self.live_sizes(model), **self.stages.live_arguments(model)}
+        """A live model's sizes and `TimmFamily.live_arguments`."""
+        live = self.declaration.live_arguments
+        return {**self.live_sizes(model), **(live(model) if live is not None else {})}
 
     def spec_of_model(self, model: nn.Module) -> dict[str, Any]:
         if not self.owns_model(model):
