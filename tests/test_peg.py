@@ -17,7 +17,7 @@ from lgcli.fitting import fit_on_data
 from lgcli.learngenes.peg import KIND as PEG
 from lgcli.learngenes.base import Learngene
 from lgcli.learngenes.peg import (MIXTURES, depth_interpolation, fresh_phi, mix_heads, mixture_weights, phi_weights,
-                                  width_map)
+                                  weighted_sum, width_map)
 from lgcli.sizing import target_spec
 from lgcli.stack import LAYER_ROLE_AXES, Named, Stack
 
@@ -74,20 +74,21 @@ def test_learngene_heads_and_ffns_are_the_stated_mixtures_entry_by_entry(ancestr
     assert heads.shape == (3, 2, 4) and ffn.shape == (2, 3)
     d = 8
     layers = source.stack.layers
+    # Exactly equal: lg adds the terms in this order, one multiply and one add each (peg.weighted_sum).
     for a in range(3):
         for h in range(2):
             rows = slice(h * d, (h + 1) * d)
             for role in ("q", "k", "v", "q_bias"):
                 expected = sum(heads[a, h, i] * layers[role].data[a][i * d:(i + 1) * d].float() for i in range(4))
-                assert torch.allclose(g.tensors[f"msa.{role}"][a][rows], expected, atol=1e-6), (role, a, h)
+                assert torch.equal(g.tensors[f"msa.{role}"][a][rows], expected), (role, a, h)
             # The output projection's columns follow the heads.
             expected = sum(heads[a, h, i] * layers["o"].data[a][:, i * d:(i + 1) * d].float() for i in range(4))
-            assert torch.allclose(g.tensors["msa.o"][a][:, rows], expected, atol=1e-6)
+            assert torch.equal(g.tensors["msa.o"][a][:, rows], expected)
         assert torch.equal(g.tensors["msa.norm1_weight"][a], layers["norm1_weight"].data[a].float())
     for l in range(2):
         for role in ("fc1", "fc1_bias", "fc2", "fc2_bias"):
             expected = sum(ffn[l, k] * layers[role].data[k].float() for k in range(3))
-            assert torch.allclose(g.tensors[f"ffn.{role}"][l], expected, atol=1e-6), (role, l)
+            assert torch.equal(g.tensors[f"ffn.{role}"][l], expected), (role, l)
     assert torch.equal(g.tensors["global.pos_embed"], source.stack.globals["pos_embed"].data.float())
     info = lgcli.inspect_checkpoint(gene)
     assert info["learngene"] == "peg" and info["sizes"]["learngene_heads"] == 2
@@ -144,13 +145,13 @@ def sampled_descendant(g: Learngene, depth: int, heads: int, seed: int) -> dict[
     for name, data in g.tensors.items():
         part, _, role = name.partition(".")
         if part == "msa":
-            layers = torch.einsum("ja,a...->j...", depth_weights, data.float())
+            layers = weighted_sum(depth_weights, data.float())
             if role in ("q", "k", "v", "q_bias", "k_bias", "v_bias", "o"):
                 axis = 1 if role == "o" else 0
                 layers = torch.stack([mix_heads(layer, head_weights, d, axis) for layer in layers])
             out[role] = layers
         elif part == "ffn":
-            out[role] = torch.einsum("jl,l...->j...", ffn_weights, data.float())
+            out[role] = weighted_sum(ffn_weights, data.float())
     stack = Stack(layers={role: Named(t, LAYER_ROLE_AXES[role]) for role, t in out.items()}, globals={})
     built = g.spec.with_sizes(depth=depth)
     target = target_spec(built, heads=heads, width=heads * d)

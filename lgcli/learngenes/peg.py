@@ -140,12 +140,36 @@ def mixture_weights(rows: int, parts: int, kind: str, generator: torch.Generator
     return (raw / raw.sum(dim=1, keepdim=True)).float()
 
 
+def weighted_sum(weights: torch.Tensor, parts: torch.Tensor) -> torch.Tensor:
+    """(T, ...) from `weights` (T, P) and `parts` (P, ...): out[t] = Σ_p
+    weights[t, p] parts[p], added in the order p = 0, 1, ... with one
+    elementwise multiply and one add per term (exact zero weights skipped).
+
+    Not an einsum: that is a BLAS matrix product, whose rounding changed with
+    torch's thread count (a (6, 4) by (4, 2048) product differs between 1
+    and 2 threads), so PEG's bytes did. An elementwise float multiply or add
+    is correctly rounded wherever and in whichever thread it runs, so each
+    entry here is the same whatever the machine. P is small (heads, layers),
+    so the P passes cost little beside the rest of a grow."""
+    weights = weights.to(parts.dtype)
+    present = weights.detach().ne(0).tolist()
+    rows = []
+    for t, row in enumerate(present):
+        total = None
+        for p, nonzero in enumerate(row):
+            if nonzero:
+                term = parts[p] * weights[t, p]
+                total = term if total is None else total + term
+        rows.append(torch.zeros_like(parts[0]) if total is None else total)
+    return torch.stack(rows)
+
+
 def mix_heads(tensor: torch.Tensor, weights: torch.Tensor, head_dim: int, axis: int) -> torch.Tensor:
     """Mix the heads laid out along `axis` (heads x head_dim) of one layer's
     tensor: out head h = Σ_i weights[h, i] head i."""
     moved = tensor.movedim(axis, 0)
     heads = moved.reshape(-1, head_dim, *moved.shape[1:])  # (H_in, d, ...)
-    mixed = torch.einsum("hi,i...->h...", weights.to(tensor.dtype), heads)
+    mixed = weighted_sum(weights, heads)
     return mixed.reshape(-1, *moved.shape[1:]).movedim(0, axis)
 
 
@@ -178,10 +202,11 @@ def phi_weights(tensors: Mapping[str, torch.Tensor], name: str, parts: int, targ
     w1, b1 = tensors[f"phi.{name}.w1"], tensors[f"phi.{name}.b1"]
     w2, b2 = tensors[f"phi.{name}.w2"], tensors[f"phi.{name}.b2"]
     t = relative_positions(targets, like=w1)
-    hidden = torch.relu(phi_features(t) @ w1.T + b1)
+    # weighted_sum, not `@`: the same bits whatever the thread count (its docstring).
+    hidden = torch.relu(weighted_sum(phi_features(t), w1.T) + b1)
     kappa = 2.0 * (parts - 1) ** 2
     locality = kappa * (t.unsqueeze(1) - relative_positions(parts, like=w1).unsqueeze(0)) ** 2
-    return torch.softmax(hidden @ w2.T + b2 - locality, dim=1)
+    return torch.softmax(weighted_sum(hidden, w2.T) + b2 - locality, dim=1)
 
 
 def fresh_phi(name: str, parts: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -328,7 +353,7 @@ class Peg(LearngeneKind):
             elif role in MSA_INHERITED:
                 tensors[f"msa.{role}"] = data.clone()
             elif role in FFN_ROLES:
-                tensors[f"ffn.{role}"] = torch.einsum("lk,k...->l...", ffn_weights, data)
+                tensors[f"ffn.{role}"] = weighted_sum(ffn_weights, data)
             else:
                 raise LgError(f"PEG does not know the per-layer role {role!r}")
         tensors.update({k: v.float().clone() for k, v in globals_as_tensors(stack).items()})
@@ -350,7 +375,7 @@ class Peg(LearngeneKind):
         for name, data in tensors.items():
             part, _, role = name.partition(".")
             if part == "msa":
-                sampled = torch.einsum("ja,a...->j...", depth_weights, data)
+                sampled = weighted_sum(depth_weights, data)
                 if role in HEAD_ROLES:
                     axis, size = _role_axis(role), _head_size(role, d)
                     sampled = torch.stack([mix_heads(layer, head_weights, size, axis) for layer in sampled])
@@ -360,7 +385,7 @@ class Peg(LearngeneKind):
                 else:
                     learned = learned_correction(tensors, name, data)
             elif part == "ffn":
-                sampled = torch.einsum("jl,l...->j...", ffn_weights, data)
+                sampled = weighted_sum(ffn_weights, data)
                 learned = learned_correction(tensors, name, data)
             else:
                 continue
