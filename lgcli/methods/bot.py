@@ -214,7 +214,7 @@ def population_moments(tensor: torch.Tensor) -> tuple[float, float]:
     whole rows, and the row results (float32 sums and sums of squares, each
     widened exactly to a Python float) are added exactly by `math.fsum`. On
     100M entries this agrees with a float64 reference to ~1e-10 (mean) and
-    ~1e-8 (variance), where one float32 dot over everything was 2.6e-3 off
+    ~1e-8 (variance), where one float32 dot over everything was ~4e-3 off
     in the variance. Speed is that of one sum and one dot (~0.03 s on 400 MB,
     benchmarks/moments.py); torch.std_mean (Welford) takes ~0.45 s, a
     float64 copy twice the memory. A row's sum of squares is read back from
