@@ -74,12 +74,14 @@ def main() -> None:
             row[name] = {"seconds": median_seconds(lambda: function(tensor), args.repeats),
                          "mean_error": abs(mean - reference_mean) / max(abs(reference_mean), reference_std),
                          "std_relative_error": abs(std - reference_std) / reference_std}
-        row["peg weighted_sum 24x6 fc1"] = {"seconds": median_seconds(lambda: weighted_sum(weights, parts), args.repeats)}
+        row["peg weighted_sum 24x6 fc1"] = {
+            "seconds": median_seconds(lambda: weighted_sum(weights, parts), args.repeats)}
         row["peg einsum 24x6 fc1 (before)"] = {
             "seconds": median_seconds(lambda: torch.einsum("tp,p...->t...", weights, parts), args.repeats)}
         results["threads"][count] = row
         for name, value in row.items():
-            errors = "".join(f"  {key} {value[key]:.1e}" for key in ("mean_error", "std_relative_error") if key in value)
+            errors = "".join(f"  {key} {value[key]:.1e}" for key in ("mean_error", "std_relative_error")
+                             if key in value)
             print(f"threads {count}  {name:30s} {value['seconds']:.4f} s{errors}", flush=True)
     results["same_bits_under_every_thread_count"] = {name: len(found) == 1 for name, found in bits.items()}
     print("same bits under every thread count:", results["same_bits_under_every_thread_count"])
