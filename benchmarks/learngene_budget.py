@@ -86,7 +86,10 @@ def learngenes() -> list[dict]:
             + ("" if batch == 64 else f"-batch{batch}")
         if until:
             extra = (*extra, "--until", f"{until:g}")
-        options = {"tleg": ["--depths", "2-12"], "wave": ["--template-dim", "64"]}[kind]
+        # SWS with its defaults (5 stages over the ancestry's 6 layers); LeTs
+        # trained at every depth, as TLEG (its compact learngene: 3 layers of 64).
+        options = {"tleg": ["--depths", "2-12"], "wave": ["--template-dim", "64"], "sws": [],
+                   "lets": ["--depths", "2-12"]}[kind]
         # Before --init existed, every condense started from random weights.
         init_flags = ["--init", init] if supports_init() else []
         out.append({"name": name, "kind": kind, "steps": steps, "init": init, "lr": lr, "until": until,
@@ -120,6 +123,11 @@ def learngenes() -> list[dict]:
     gene("wave", 1500)
     gene("tleg", 12000)
     gene("wave", 12000)
+    if supports_init():
+        # Issue 30: the kinds added since, at the warm starts' budgets.
+        for kind in ("sws", "lets"):
+            gene(kind, 600, "ancestry")
+            gene(kind, 1500, "ancestry")
     return out
 
 
