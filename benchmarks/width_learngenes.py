@@ -50,7 +50,10 @@ GENES = {"tleg-widths": ["--widths", "64,128"], "tleg": [],
          "tleg-sandwich-norms": ["--widths", "64,128", "--width-rule", "sandwich", "--width-norms"],
          # ... and at half the steps: the passes (and about the condense time) of today's 1,500 sampled steps.
          "tleg-sandwich-750": ["--widths", "64,128", "--width-rule", "sandwich", "--steps", "750"],
-         "tleg-norms": ["--widths", "64,128", "--width-norms"]}
+         "tleg-norms": ["--widths", "64,128", "--width-norms"],
+         # SWS at both widths: in the condense-budget study its single-width learngene came within
+         # 0.1-0.3 points of clone at 8 and 12 x 128, where TLEG's stays 2 points under.
+         "sws-sandwich": ["--method", "sws", "--widths", "64,128", "--width-rule", "sandwich"]}
 # The rows added for the sandwich rule probe the sizes that answer the aim first.
 SANDWICH_ORDER = [(8, 128), (12, 128), (6, 64), (3, 64), (3, 128)]
 LABELS = {"tleg-widths": "tleg --widths 64,128 (1,500 steps, one width a step)",
@@ -58,7 +61,8 @@ LABELS = {"tleg-widths": "tleg --widths 64,128 (1,500 steps, one width a step)",
           "tleg-sandwich-norms": "... --width-rule sandwich --width-norms (1,500 steps, 2 passes)",
           "tleg-sandwich-750": "... --width-rule sandwich (750 steps: today's passes)",
           "tleg-norms": "tleg --widths 64,128 --width-norms (1,500 steps, one width a step)",
-          "tleg": "tleg, one width (1,500 steps; width 64 via --method bot)"}
+          "tleg": "tleg, one width (1,500 steps; width 64 via --method bot)",
+          "sws-sandwich": "sws --widths 64,128 --width-rule sandwich (1,500 steps, 2 passes)"}
 CONDENSE = ["--method", "tleg", "--depths", "2-12", "--init", "ancestry", "--steps", str(STEPS), "--data", DATA]
 PROBE = ["--data", DATA, "--test-subset", "2000", "--steps", "300", "--lr-sweep", "1e-4,3e-4,1e-3",
          "--eval-every", "30", "--batch-size", "64"]
@@ -99,8 +103,10 @@ def run_job(name: str, spec: dict) -> dict:
     if spec["kind"] == "condense":
         gene = CACHE / f"{spec['gene']}-s{seed}.lg.safetensors"
         own = GENES[spec["gene"]]
-        common = CONDENSE if "--steps" not in own else [
-            a for i, a in enumerate(CONDENSE) if "--steps" not in CONDENSE[max(i - 1, 0):i + 1]]
+        # A gene's own flags replace the common ones they name (and another
+        # kind than TLEG trains at its own depth: no --depths).
+        replaced = {flag for flag in own if flag.startswith("--")} | ({"--depths"} if "--method" in own else set())
+        common = [a for i, a in enumerate(CONDENSE) if not replaced & set(CONDENSE[max(i - 1, 0):i + 1])]
         args = ["condense", EXAMPLE, *common, *own, "--seed", seed, "-o", gene, "--force", "--json"]
         report = json.loads(lg(*args).stdout)
         return {"command": " ".join(map(str, ["lg", *args])), "seconds": round(time.perf_counter() - started, 1),
