@@ -516,7 +516,7 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
     target = checked_output(output, force=force, inputs=inputs, card_file=card_file)
 
     def plan(pupil: Party) -> None:  # an output the student's form cannot take is refused before training
-        plan_output(target, pupil.spec, pupil.stack, source=pupil.loaded, force=force)
+        plan_output(target, pupil.spec, pupil.stack, source=pupil.loaded)
 
     pupil, model, report = run(student, teacher, data, check_student=plan, **kwargs)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)

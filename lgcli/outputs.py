@@ -78,7 +78,9 @@ def plan_output(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, 
                 shard_size: int | None = None) -> OutputPlan:
     """Check the output (where it goes, unless `destination` was checked
     already; its form; that the family loads it strictly) and plan it from
-    the stack's shapes alone: what `save` writes, and what `--dry-run` reports."""
+    the stack's shapes alone: what `save` writes, and what `--dry-run` reports.
+    `force` (overwrite an existing output) is read only when `destination`
+    is a path: a `CheckedOutput` was checked with its own."""
     parent = source.checkpoint if isinstance(source, Loaded) else source
     target = checked_output(destination, force=force, inputs=(parent.source,) if parent else ())
     destination = target.path

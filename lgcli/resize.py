@@ -311,7 +311,7 @@ def dry_run_plan(report: dict[str, Any], target: CheckedOutput, spec: ArchSpec, 
     output: the model's sizes and parameters, the output's form and tensor
     bytes, and the peak memory of making it one role at a time (`sizing.peak_memory`)."""
     output = target.path
-    plan = plan_output(target, spec, stack, source=source, force=target.force, shard_size=shard_size)
+    plan = plan_output(target, spec, stack, source=source, shard_size=shard_size)
     return {"dry_run": True, **{k: report[k] for k in ("command", "method", "options", "seed", "source", "target",
                                                        "budget") if k in report},
             "parameters": {"source": report["parameters"]["source"], "target": stack.num_parameters()},

@@ -45,7 +45,7 @@ def save(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, stack: 
     target = checked_output(destination, force=force, inputs=(parent.source,) if parent else (),
                             card_file=card_file)
     destination, card_file = target.path, target.card_file
-    plan = plan_output(target, spec, stack, source=source, force=force, dtype=dtype, shard_size=shard_size)
+    plan = plan_output(target, spec, stack, source=source, dtype=dtype, shard_size=shard_size)
     folder_config = plan.folder_config
     adapter = get_adapter(spec.family)
 

@@ -66,6 +66,17 @@ def sample_input(model: torch.nn.Module, batch: int = 2, seed: int = 1) -> torch
     return torch.randn(batch, model.patch_embed.proj.in_channels, size[0], size[1])
 
 
+
+def printed_model(path) -> torch.nn.Module:
+    """The model `lg inspect`'s load line builds and loads (strictly), run as
+    printed: what a user who copies the line gets."""
+    from lgcli import inspect_checkpoint
+
+    report = inspect_checkpoint(path)
+    scope: dict = {}
+    exec(report["load_imports"] + "\nmodel = " + report["load_call"], scope)
+    return scope["model"].eval()
+
 @dataclass
 class Result:
     code: int

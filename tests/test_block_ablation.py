@@ -266,7 +266,8 @@ def test_a_swin_is_ablated_stage_by_stage(tmp_path):
     """Each stage's identity block (its last: the kept block keeps its window
     pattern) scores 0 and is dropped; the logits are kept, and timm loads the
     file strictly."""
-    from test_swin import images, make_swin, printed_model
+    from conftest import printed_model
+    from test_swin import images, make_swin
     from test_swin_calibration import saved, with_identities
 
     model = with_identities(make_swin(), [(0, 1), (1, 1)])

@@ -241,7 +241,8 @@ def test_hf_image_outputs_load_strictly_and_identity_insert_keeps_them(module_na
 
 @pytest.mark.parametrize("method, depths", [("depth-upscale", "4,4"), ("stack", "4,2"), ("identity-insert", "3,3")])
 def test_timm_swin_grows_per_stage_and_loads_strictly(method, depths, tmp_path, lg):
-    from test_swin import images, make_swin, printed_model
+    from conftest import printed_model
+    from test_swin import images, make_swin
 
     model = make_swin()
     src, out = tmp_path / "swin.safetensors", tmp_path / "out.safetensors"
@@ -372,7 +373,8 @@ def test_bench_runs_them_and_says_why_a_size_is_out_of_reach(tmp_path):
 def test_a_swins_width_change_is_refused_with_a_pipe_of_stage_depths(tmp_path, lg):
     """Per stage: the pipe writes every stage's depth; identity-insert (one block on top
     of each stage) then clone's doubled width keep the Swin's logits."""
-    from test_swin import images, make_swin, printed_model
+    from conftest import printed_model
+    from test_swin import images, make_swin
 
     model = make_swin()
     src, out = tmp_path / "swin.safetensors", tmp_path / "out.safetensors"

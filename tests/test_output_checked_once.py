@@ -16,6 +16,7 @@ import lgcli.checkpoint.destination as destination
 from conftest import make_vit, write_plain
 from lgcli.api import load
 from lgcli.errors import LgError
+from lgcli.outputs import checked_output, plan_output
 from lgcli.resize import resize_file
 from lgcli.saving import save
 
@@ -72,6 +73,24 @@ def test_save_called_alone_still_checks_its_output(checks, tmp_path):
     with pytest.raises(LgError, match="exists; pass --force"):
         save(output, loaded.spec, loaded.stack, source=loaded)
 
+
+
+def test_plan_output_reads_force_for_a_path_and_takes_a_checked_output_as_it_is(checks, tmp_path):
+    """`lgcli.plan_output` given a path checks it, overwriting only with
+    `force`; given a `CheckedOutput` it checks no path again (that output
+    was checked with its own force), so its callers pass none."""
+
+    loaded = load(str(write_plain(make_vit(), tmp_path / "vit.safetensors")))
+    taken = tmp_path / "taken.safetensors"
+    taken.write_bytes(b"not lg's")
+    with pytest.raises(LgError, match="exists; pass --force"):
+        plan_output(taken, loaded.spec, loaded.stack, source=loaded)
+    assert plan_output(taken, loaded.spec, loaded.stack, source=loaded, force=True).form(taken) == "file"
+    assert checks["before"] == Counter({str(taken): 2})
+    target = checked_output(taken, force=True)
+    plan = plan_output(target, loaded.spec, loaded.stack, source=loaded)
+    assert plan.form(taken) == "file" and checks["before"] == Counter({str(taken): 3})
+    assert taken.read_bytes() == b"not lg's"  # planned, never written
 
 def test_a_folder_name_for_a_one_file_model_is_still_refused_before_writing(tmp_path):
     """The form check that only the plan can make (a folder name for a model

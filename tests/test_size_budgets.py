@@ -113,7 +113,8 @@ def test_a_learngene_takes_sizes_not_a_budget(source, tmp_path, lg):
 
 
 def test_a_swin_budget_sets_its_deepest_stage_and_first_width(tmp_path, lg):
-    from test_swin import FOUR_STAGES, make_swin, printed_model
+    from conftest import printed_model
+    from test_swin import FOUR_STAGES, make_swin
 
     src = tmp_path / "swin.safetensors"
     model = make_swin(**FOUR_STAGES)

@@ -21,6 +21,8 @@ from lgcli.resize import resize_file
 from lgcli.sizing import stage_depths
 from lgcli.stack import ArchSpec
 
+from conftest import printed_model
+
 # Tiny Swins (timm kwargs): two stages of head dim 8, and four stages whose
 # last is smaller than the window (timm clamps its window to 2 and does not shift).
 TWO_STAGES = dict(embed_dim=16, depths=(2, 2), num_heads=(2, 4), img_size=32, patch_size=2, window_size=4,
@@ -47,14 +49,6 @@ def images(model: torch.nn.Module, batch: int = 2) -> torch.Tensor:
     torch.manual_seed(1)
     size = model.patch_embed.img_size
     return torch.randn(batch, model.patch_embed.proj.in_channels, *size)
-
-
-def printed_model(path) -> torch.nn.Module:
-    """The model `lg inspect`'s load line builds and loads (strictly), run as printed."""
-    report = lgcli.inspect_checkpoint(path)
-    scope: dict = {}
-    exec(report["load_imports"] + "\nmodel = " + report["load_call"], scope)
-    return scope["model"].eval()
 
 
 @pytest.fixture(scope="module", params=["two-stages", "four-stages"])

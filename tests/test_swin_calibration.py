@@ -14,10 +14,11 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import lgcli
+from conftest import printed_model
 from hf_image_models import load_strict, weights
 from lgcli.resize import resize_file
 from test_hf_swin import TINY, hf_names
-from test_swin import images, make_swin, printed_model
+from test_swin import images, make_swin
 
 IMAGES = "fashion-mnist-mini"
 CALIBRATION = dict(calibrate=IMAGES, calibrate_samples=8)

@@ -18,6 +18,7 @@ from lgcli.learngenes.stages import StagedKind
 from lgcli.options import resolve_options
 from lgcli.sizing import spec_at_depth
 
+from conftest import printed_model
 from test_swin import make_swin
 
 # A tiny Swin that takes the built-in Fashion-MNIST images (1 x 28 x 28, 10
@@ -29,14 +30,6 @@ FAST = ["--data", "fashion-mnist-mini", "--batch-size", "16", "--subset", "64", 
 
 def images(batch: int = 2) -> torch.Tensor:
     return torch.randn(batch, 1, 28, 28, generator=torch.Generator().manual_seed(1))
-
-
-def printed_model(path) -> torch.nn.Module:
-    """The model `lg inspect`'s load line builds and loads strictly, run as printed."""
-    report = lgcli.inspect_checkpoint(path)
-    scope: dict = {}
-    exec(report["load_imports"] + "\nmodel = " + report["load_call"], scope)
-    return scope["model"].eval()
 
 
 @pytest.fixture(scope="module")

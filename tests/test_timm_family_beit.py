@@ -19,6 +19,8 @@ from lgcli.arch import detect_family, get_adapter
 from lgcli.errors import LgError
 from lgcli.resize import resize_file
 
+from conftest import printed_model
+
 # A tiny BEiT: 4 x 4 patches of 8 pixels (a 4 x 4 window), head dim 16.
 BEIT = dict(img_size=32, patch_size=8, embed_dim=32, depth=3, num_heads=2, num_classes=5)
 
@@ -40,14 +42,6 @@ def make_beit(**kwargs) -> torch.nn.Module:
 
 def images(batch: int = 2) -> torch.Tensor:
     return torch.randn(batch, 3, 32, 32, generator=torch.Generator().manual_seed(1))
-
-
-def printed_model(path) -> torch.nn.Module:
-    """The model `lg inspect`'s load line builds and loads (strictly), run as printed."""
-    report = lgcli.inspect_checkpoint(path)
-    scope: dict = {}
-    exec(report["load_imports"] + "\nmodel = " + report["load_call"], scope)
-    return scope["model"].eval()
 
 
 def bits(tensor: torch.Tensor) -> torch.Tensor:

@@ -137,6 +137,35 @@ def mlp_ratio(width: int, mlp_dim: int) -> float:
     return ratio if int(width * ratio) == mlp_dim else (mlp_dim + 0.5) / width
 
 
+def check_recorded_name(config: Mapping[str, Any], names: tuple[str, ...]) -> None:
+    """A recorded ``lg.config``'s model must be one of `names` (the family's
+    registered model first: a config that names none is of that one)."""
+    name = config.get("model_name", names[0])
+    if name not in names:
+        raise LgError(f"the file's lg.config names model {json_shown(name)}, not "
+                      f"{' or '.join(repr(n) for n in names)}")
+
+
+def check_recorded_sizes(config: Mapping[str, Any], whole_numbers: tuple[str, ...], lists: tuple[str, ...] = (),
+                         found_shown: bool = True) -> None:
+    """A recorded ``lg.config``'s sizes, as every timm family checks them
+    before timm is asked to build the model: each field of `whole_numbers` a
+    whole number of at least 1, each of `lists` (a family of stages' sizes
+    per stage) a non-empty list of them, the MLP ratio a positive number.
+    `found_shown`: whether a whole number's refusal quotes the value found
+    (a family of stages' never has)."""
+    for key in whole_numbers:
+        if key in config and not (type(config[key]) is int and config[key] >= 1):
+            found = f", found {json_shown(config[key])}" if found_shown else ""
+            raise LgError(f"the file's lg.config field {key} must be a whole number of at least 1{found}")
+    for key in lists:
+        if key in config and not (isinstance(config[key], (list, tuple)) and config[key]
+                                  and all(type(v) is int and v >= 1 for v in config[key])):
+            raise LgError(f"the file's lg.config field {key} must be a list of whole numbers of at least 1")
+    if MLP_RATIO in config and not positive_number(config[MLP_RATIO]):
+        raise LgError(f"the file's lg.config field {MLP_RATIO} must be a positive number")
+
+
 def renamed(state_dict: Mapping[str, Any], reader: Reader | None, key_filter: KeyFilter | None,
             memory: Callable[[Mapping[str, Any]], Reader]) -> tuple[Mapping[str, Any], Reader | None]:
     """(the state dict under timm's names, a reader that reads each renamed
@@ -198,20 +227,11 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
             config = self.hub_arguments(config)
         else:  # only a folder's own config.json makes the output a folder
             config = {key: value for key, value in config.items() if key != TIMM_HUB_CONFIG}
-        names = (self.declaration.model_name, *self.declaration.variants.values())
-        name = config.get("model_name", self.declaration.model_name)
-        if name not in names:
-            raise LgError(f"the file's lg.config names model {json_shown(name)}, not "
-                          f"{' or '.join(repr(n) for n in names)}")
+        check_recorded_name(config, (self.declaration.model_name, *self.declaration.variants.values()))
         for key, value in config.items():  # an argument timm does not take is refused when it builds the model
             if key != TIMM_HUB_CONFIG and not isinstance(value, (str, int, float, bool, list, type(None))):
                 raise LgError(f"the file's lg.config field {key} must be a JSON value, found {json_shown(value)}")
-        for key in ("depth", "embed_dim", "num_heads", "img_size", "in_chans"):
-            if key in config and not (type(config[key]) is int and config[key] >= 1):
-                raise LgError(f"the file's lg.config field {key} must be a whole number of at least 1, "
-                              f"found {json_shown(config[key])}")
-        if MLP_RATIO in config and not positive_number(config[MLP_RATIO]):
-            raise LgError(f"the file's lg.config field {MLP_RATIO} must be a positive number")
+        check_recorded_sizes(config, whole_numbers=(*SIZE_ARGS.values(), "img_size", "in_chans"))
         if self.declaration.check_config is not None:
             hub = config.get(TIMM_HUB_CONFIG)
             config = self.declaration.check_config(config)

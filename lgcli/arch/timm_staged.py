@@ -45,9 +45,8 @@ from .declared import Layout, memory_reader
 from .shapes import window_of_table
 from .staged import MERGE_KEYS, StagedAdapter
 from .timm import (TIMM_HUB_CONFIG, TimmClassifier, check_recorded_size, is_timm_hub_config, json_shown,
-                   local_dir_call, positive_number, timm_hub_folder_config, timm_hub_meta_model,
-                   timm_stated_preprocessing)
-from .timm_family import TimmFamily, renamed
+                   local_dir_call, timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
+from .timm_family import TimmFamily, check_recorded_name, check_recorded_sizes, renamed
 
 # Where a spec keeps the names of timm's arguments beyond the sizes (their
 # values are extras of their own, as `staged` reads them), and whether it
@@ -152,18 +151,8 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
             return self.hub_arguments(config)
         if not isinstance(config, Mapping):
             raise LgError(f"the file's lg.config must be a JSON object, found {type(config).__name__}")
-        name = config.get("model_name", self.declaration.model_name)
-        if name != self.declaration.model_name:
-            raise LgError(f"the file's lg.config names model {json_shown(name)}, not "
-                          f"{self.declaration.model_name!r}")
-        if "embed_dim" in config and not (type(config["embed_dim"]) is int and config["embed_dim"] >= 1):
-            raise LgError("the file's lg.config field embed_dim must be a whole number of at least 1")
-        for key in ("depths", "num_heads"):
-            if key in config and not (isinstance(config[key], (list, tuple)) and config[key]
-                                      and all(type(v) is int and v >= 1 for v in config[key])):
-                raise LgError(f"the file's lg.config field {key} must be a list of whole numbers of at least 1")
-        if "mlp_ratio" in config and not positive_number(config["mlp_ratio"]):
-            raise LgError("the file's lg.config field mlp_ratio must be a positive number")
+        check_recorded_name(config, (self.declaration.model_name,))  # lg builds no variant of a family of stages
+        check_recorded_sizes(config, whole_numbers=("embed_dim",), lists=("depths", "num_heads"), found_shown=False)
         for key in (f"{guessed}_assumed" for guessed in self.stages.guessed):
             if key in config and type(config[key]) is not bool:
                 raise LgError(f"the file's lg.config field {key} must be true or false")
