@@ -111,6 +111,37 @@ def test_sws_condenses_and_grows_into_strict_timm_models(teacher, tmp_path, lg):
     assert lg("grow", str(gene), "--depth", "3", "--width", "64", "--method", "bot", "-o", str(wide)).code == 0
 
 
+def test_depths_train_only_the_stages_the_drawn_depths_use(teacher, tmp_path, lg):
+    # 4 stages over the teacher's 4 layers, warm-started: stage s is the teacher's layer s. Trained at
+    # depth 2 alone, the SWS rule uses stages 0 and 2 (b = 0, 1, 1, 2, 2), so stages 1 and 3 get no
+    # gradient and stay the teacher's layers exactly, while 0 and 2 move; at the auxiliary depth all move.
+    assert stage_of_layers(2, 4) == [0, 2]
+    teacher_layers = lgcli.load(teacher).stack.materialized().layers
+    genes = {}
+    for name, extra in (("drawn", ["--depths", "2"]), ("own", [])):
+        genes[name] = tmp_path / f"{name}.lg.safetensors"
+        result = lg("condense", str(teacher), "--method", "sws", "--stages", "4", "--init", "ancestry", *extra,
+                    "--data", "fashion-mnist-mini", *FAST, "-o", str(genes[name]))
+        assert result.code == 0, result.stderr
+    drawn, own = (lgcli.load_learngene(genes[name]) for name in ("drawn", "own"))
+    for stage in range(4):
+        kept = torch.equal(drawn.tensors[f"S{stage}.fc1"], teacher_layers["fc1"].data[stage].float())
+        assert kept == (stage in (1, 3)), stage
+        assert not torch.equal(own.tensors[f"S{stage}.fc1"], teacher_layers["fc1"].data[stage].float()), stage
+    assert drawn.sizes["trained_depths"] == [2, 2] and "trained_depths" not in own.sizes
+    shown = json.loads(lg("inspect", str(genes["drawn"]), "--json").stdout)
+    assert shown["trained_at"] == {"depths": "2-2"}
+
+
+def test_a_bad_depth_range_is_refused_in_one_line(teacher, tmp_path, lg):
+    out = tmp_path / "g.lg.safetensors"
+    for text, said in (("5-2", "--depths 5-2: need 1 <= MIN <= MAX"), ("two", "--depths takes a range MIN-MAX")):
+        result = lg("condense", str(teacher), "--method", "sws", "--depths", text, "--data", "fashion-mnist-mini",
+                    *FAST, "-o", str(out))
+        assert result.code != 0 and said in result.stderr and "\n" not in result.stderr.strip()
+        assert not out.exists() and "Traceback" not in result.stderr
+
+
 def test_the_default_stage_count():
     from lgcli.stack import ArchSpec
 

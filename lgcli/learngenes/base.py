@@ -14,15 +14,17 @@ neither reads data nor trains.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..arch import get_adapter
 from ..checkpoint import Checkpoint
-from ..errors import LgError, shown
+from ..errors import LgError, UsageError, shown
 from ..lazy import torch
 from ..options import Option
 from ..preprocessing import INTERPOLATIONS
+from ..sizing import check_size, spec_at_depth
 from ..stack import ArchSpec, Named, Stack
 
 if TYPE_CHECKING:
@@ -208,6 +210,21 @@ def starts_from_ancestry(init: str, aux: ArchSpec, teacher: ArchSpec) -> bool:
                       f"{teacher.heads} heads, MLP {teacher.mlp_dim}); it is {aux.width} wide ({aux.heads} heads, "
                       f"MLP {aux.mlp_dim}): drop --aux-width or use --init random")
     return init == "ancestry" or (init == "auto" and fits)
+
+
+# ---------------------------------------------------------------- depths drawn while condensing
+
+def depth_range(aux: ArchSpec, text: str) -> tuple[int, ...]:
+    """`--depths MIN-MAX` (or one depth, MIN) read for `aux`: every depth a
+    condensing step may draw, the deepest checked to fit in memory."""
+    match = re.fullmatch(r"([0-9]{1,9})(?:-([0-9]{1,9}))?", str(text), re.ASCII)
+    if not match:
+        raise UsageError(f"--depths takes a range MIN-MAX such as 3-12, not {shown(repr(str(text)))}")
+    first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+    if not 1 <= first <= last:
+        raise UsageError(f"--depths {text}: need 1 <= MIN <= MAX")
+    check_size(spec_at_depth(aux, last))  # the deepest model a step trains
+    return tuple(range(first, last + 1))
 
 
 # ---------------------------------------------------------------- expanding, with or without data

@@ -43,7 +43,7 @@ from ..errors import LgError, UsageError
 from ..lazy import torch
 from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
+from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distillation_options, expected_globals,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
 from .widths import NestedWidths, width_rule_option, check_trained_width, nested_slice, sliced_tensors, width_spec
 
@@ -88,6 +88,9 @@ class Sws(NestedWidths, LearngeneKind):
         *distillation_options(0.5, "the SWS reference script's 0.5"),
         Option("stages", int, None, "stages of shared weights (the paper: 5 stages of 3, 3, 4, 3, 3 layers over "
                "16); at most the auxiliary depth [default: 5, or the auxiliary depth when shallower]", minimum=1),
+        Option("depths", str, None, "train at a depth drawn each step from this range, e.g. 2-12, each by the "
+               "SWS rule at that depth, so that every depth in it makes a good descendant at step 0 [default: the "
+               "auxiliary depth only, as the paper]"),
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128 "
                "(nested slices, as TLEG's --widths); the widest must be the auxiliary model's"),
         width_rule_option("sample"),
@@ -103,6 +106,17 @@ class Sws(NestedWidths, LearngeneKind):
             raise UsageError(f"--stages {stages} is more than the auxiliary depth {aux.depth}: every stage needs a "
                              f"layer (give --stages {aux.depth} or fewer, or a deeper --aux-depth)")
         return stages
+
+    def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        # The paper trains the auxiliary model alone and heals each descendant
+        # by training it; drawn depths make the descendants good from step 0
+        # (benchmarks/width_learngenes.md, the step-0 table).
+        text = options.get("depths")
+        return depth_range(aux, text) if text else None
+
+    def _trained_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> list[int]:
+        depths = self.training_depths(aux, options) or (aux.depth,)
+        return [depths[0], depths[-1]]
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
                 generator: torch.Generator, ancestry: Stack | None = None,
@@ -166,8 +180,10 @@ class Sws(NestedWidths, LearngeneKind):
                                  "width": aux.width, "heads": aux.heads, "mlp_dim": aux.mlp_dim}
         widths = self.training_widths(aux, options)
         if widths:
-            sizes.update({"widths": list(widths), "trained_depths": [aux.depth, aux.depth],
+            sizes.update({"widths": list(widths), "trained_depths": self._trained_depths(aux, options),
                           "width_rule": self.training_width_rule(options)})
+        elif options.get("depths"):  # one width: the record says only which depths were drawn
+            sizes["trained_depths"] = self._trained_depths(aux, options)
         return sizes
 
     def check_target(self, learngene: Learngene, target: ArchSpec) -> None:
@@ -205,9 +221,13 @@ class Sws(NestedWidths, LearngeneKind):
                      "depths": "any depth >= 1 (the SWS rule at the target depth)",
                      "widths": widths,
                      "becomes": f"depth 1, 2, 3, ... at width{'s' if len(widths) > 1 else ''} {shapes}"}
+        depths = learngene.sizes.get("trained_depths", [own.depth, own.depth])
+        trained = f"{depths[0]}-{depths[1]}" if isinstance(depths, list) and len(depths) == 2 else "?"
         if "widths" in learngene.sizes:
-            described["trained_at"] = {"widths": widths, "depths": f"{own.depth}-{own.depth}",
+            described["trained_at"] = {"widths": widths, "depths": trained,
                                        "width_rule": learngene.sizes.get("width_rule", "sample")}
+        elif "trained_depths" in learngene.sizes:
+            described["trained_at"] = {"depths": trained}
         return described
 
 

@@ -18,18 +18,17 @@ width, the nested slices of A, B and the globals (`widths.py`), with
 
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping
 
 from ..arch import get_adapter
-from ..errors import LgError, RefusedWithPipe, UsageError, shown
+from ..errors import LgError, RefusedWithPipe, shown
 from ..lazy import torch
 from ..methods.clone import width_step
 from ..methods.tleg_fit import fit_line
 from ..options import Option
-from ..sizing import check_size, own_depth, spec_at_depth
+from ..sizing import own_depth
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
+from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distillation_options, expected_globals,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
 from .widths import (NestedWidths, check_trained_width, is_width_norm, nested_slice, own_width_norms,
                      sliced_tensors, width_norm_name, width_norm_tensors, width_norm_widths, width_norms_option,
@@ -87,14 +86,7 @@ class Tleg(NestedWidths, LearngeneKind):
             # docs/learngenes.md "--depths": drawing the depth costs ~1 point at
             # the auxiliary depth and gains up to 15 at 2 and 2L.
             text = f"{min(2, depth)}-{2 * depth}"
-        match = re.fullmatch(r"([0-9]{1,9})(?:-([0-9]{1,9}))?", str(text), re.ASCII)
-        if not match:
-            raise UsageError(f"--depths takes a range MIN-MAX such as 3-12, not {shown(repr(str(text)))}")
-        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
-        if not 1 <= first <= last:
-            raise UsageError(f"--depths {text}: need 1 <= MIN <= MAX")
-        check_size(spec_at_depth(aux, last))  # the deepest model a step trains
-        return tuple(range(first, last + 1))
+        return depth_range(aux, text)
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
                 generator: torch.Generator, ancestry: Stack | None = None,
