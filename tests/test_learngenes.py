@@ -198,7 +198,7 @@ def test_generated_model_is_timm_with_the_built_weights(genes):
     for method in ("tleg", "wave"):
         gene = lgcli.load_learngene(folder / f"{method}.lg.safetensors")
         kind = get_kind(method)
-        if method == "wave":  # scalers are not in the learngene: give the Eq. B.1 ones
+        if method == "wave":  # the descendant at the learngene's own size: its kept scalers
             model = kind.prepare(gene, gene.spec, resolve_options("wave", kind.expand_options, {}))
         else:
             model = GeneratedModel(gene.spec, kind.build, gene.tensors)
@@ -234,7 +234,8 @@ def test_learngene_file_records_what_it_is(genes, teacher, lg):
     assert report["teacher"]["file"] == teacher.name
     assert report["accuracy"]["top1"] >= 0 and report["condensed"]["steps"] == 12
     names = set(read_checkpoint(folder / "wave.lg.safetensors").tensors)
-    assert "T.qkv" in names and "global.pos_embed" in names and not any(n.startswith("S.") for n in names)
+    # The auxiliary model's scalers are kept beside the templates (tests/test_wave_scalers.py).
+    assert "T.qkv" in names and "global.pos_embed" in names and "S.qkv" in names
     table = lg("inspect", str(folder / "tleg.lg.safetensors"))
     assert b"learngene (tleg)" in table.stdout and b"lg grow" in table.stdout
 

@@ -249,7 +249,8 @@ def test_wave_grows_each_stage_by_eq_4(wave_gene):
     (x) scalers, the position table's heads tiled with the rest; the patch
     merging's input (the previous stage's width) is widened as the globals'
     `embed` axis is (interleave, a linear input divided by its copies)."""
-    from lgcli.learngenes.wave import kronecker_sum, widen_index
+    from lgcli.learngenes.wave import kronecker_sum
+    from lgcli.learngenes.widen import widen_index
 
     gene = lgcli.load_learngene(wave_gene)
     target = lgcli.sizing.target_spec(gene.spec, depth=[1, 3], width=32)

@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..checkpoint import check_memory
 from ..errors import LgError
 from ..lazy import torch
-from ..methods.common import is_linear_weight
 from ..options import Option
 from ..sizing import DEFAULT_MAX_PARAMS, at_width
-from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, STAGE_IN, ArchSpec, Named, Stack
+from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, init_option, is_global)
+from .widen import widen_globals
 from .widths import NestedWidths, width_rule_option, nested_slice, width_spec
 
 if TYPE_CHECKING:
@@ -58,6 +58,9 @@ VECTOR_COUNT = 4
 SCALER_NOISE = 1e-6
 INIT_STD = 0.02
 WIDTH_AXES = (EMBED, ATTN, KV, MLP)
+# Where a descendant's scalers start (`lg grow --scalers`).
+SCALER_STARTS = ("auto", "eq-b1")
+EQ_B1_START = "WAVE Eq. B.1 (linear padding)"
 # q, k and v (and their biases) are one WAVE role: the paper's W_qkv.
 FUSED = {"qkv": ("q", "k", "v"), "qkv_bias": ("q_bias", "k_bias", "v_bias")}
 FUSED_PART_OF = {part: fused for fused, parts in FUSED.items() for part in parts}
@@ -95,6 +98,26 @@ def linear_padding_scalers(depth: int, count: int, scale: tuple[int, ...],
             alpha = 1.0 if t <= count / 2 else layer / depth
             scalers[layer - 1, t - 1, i, j] += alpha
     return scalers.reshape(depth, count, *scale)
+
+
+def resampled_scalers(scalers: torch.Tensor, depth: int) -> torch.Tensor:
+    """Trained scalers (L, N, ...) at another depth L': layer l' takes the
+    linear interpolation of the trained layers at the same relative depth,
+    x = (l' - 1) / (L' - 1) of the way from the first layer to the last (the
+    first and last layers kept; at L' = L the scalers themselves). Eq. B.1
+    starts the scalers linear in l / L; this keeps whatever training made of
+    that line when the depth changes."""
+    source = scalers.shape[0]
+    if depth == source:
+        return scalers.clone()
+    if depth == 1 or source == 1:
+        position = torch.zeros(depth, dtype=torch.float64)
+    else:
+        position = torch.arange(depth, dtype=torch.float64) * (source - 1) / (depth - 1)
+    low = position.floor().long().clamp(max=source - 1)
+    high = (low + 1).clamp(max=source - 1)
+    weight = (position - low).to(scalers.dtype).view(-1, *([1] * (scalers.dim() - 1)))
+    return scalers[low] * (1 - weight) + scalers[high] * weight
 
 
 def padding_templates(weights: torch.Tensor, count: int, scale: tuple[int, ...]) -> torch.Tensor:
@@ -261,47 +284,6 @@ def scales_at(config: Mapping[str, Mapping[str, Any]], spec: ArchSpec) -> dict[s
     return scales
 
 
-# ---------------------------------------------------------------- globals at a new width
-
-def widen_index(source: int, target: int, layout: str) -> torch.Tensor:
-    """For each target position along `embed`, the source position it copies.
-
-    interleave: ``c' -> floor(c' source / target)``, so position ``c s + b``
-    copies ``c`` when the width grows s times: the Kronecker layout of Eq. 4
-    puts template column c at exactly those positions, so the globals line up
-    with the blocks. tile: ``c' -> c' mod source`` (block repetition)."""
-    positions = torch.arange(target)
-    if layout == "tile":
-        return positions % source
-    return (positions * source) // target
-
-
-def widen_globals(globals_: Mapping[str, Named], source: int, target: int, layout: str,
-                  stage_in: tuple[int, int] | None = None) -> dict[str, Named]:
-    """The globals at a new width: every `embed` axis re-indexed by
-    `widen_index`; where `embed` is a linear layer's input (the head), the
-    copies of a source column are divided by their number, so the head's
-    output is unchanged when the features are copies. In a stage of a Swin,
-    `stage_in` (the previous stage's width, source and target) re-indexes
-    the patch merging's input axis by the same rule."""
-    widths = {EMBED: (source, target), **({STAGE_IN: stage_in} if stage_in else {})}
-    indices = {axis: widen_index(before, after, layout) for axis, (before, after) in widths.items() if before != after}
-    if not indices:
-        return dict(globals_)
-    out = {}
-    for role, named in globals_.items():
-        data = named.data.float()
-        for dim, axis in enumerate(named.axes):
-            if axis in indices:
-                index = indices[axis]
-                data = data.index_select(dim, index)
-                if is_linear_weight(named, role) and dim == data.dim() - 1:
-                    copies = torch.bincount(index, minlength=widths[axis][0]).float()
-                    data = data / copies[index]
-        out[role] = Named(data, named.axes)
-    return out
-
-
 # ---------------------------------------------------------------- the kind
 
 class Wave(NestedWidths, LearngeneKind):
@@ -321,8 +303,8 @@ class Wave(NestedWidths, LearngeneKind):
         init_option(),
     )
     fitted_part = "the scalers"
-    unfitted_note = ("wave: scalers not fitted (no --data): the descendant is Eq. B.1's initialisation; "
-                     "give --data D to fit them")
+    unfitted_note = ("wave: scalers not fitted (no --data): the descendant keeps them where they start (the "
+                     "auxiliary model's, or Eq. B.1's); give --data D to fit them")
     # 32, not the probe's 64: a fitting step costs a full training step of
     # the descendant (the backward pass must reach every layer's scalers), and
     # a few thousand scalers need no larger batch; this keeps 300 steps of a
@@ -332,6 +314,9 @@ class Wave(NestedWidths, LearngeneKind):
         Option("fit_globals", bool, True, "fit the globals (embeddings, final norm, head) with the scalers"),
         Option("widen", str, "interleave", "how the globals reach a new width: interleave (the "
                "Kronecker layout's order) or tile", choices=("interleave", "tile")),
+        Option("scalers", str, "auto", "where the descendant's scalers start: auto (the auxiliary model's, "
+               "which the learngene keeps, resampled over depth; Eq. B.1 where it has none or the width differs) "
+               "or eq-b1 (the paper's, WAVE Eq. B.1)", choices=SCALER_STARTS),
     )
 
     # -------------------------------------------------------- condensing
@@ -416,8 +401,11 @@ class Wave(NestedWidths, LearngeneKind):
         return Stack(layers=layers, globals=globals_)
 
     def keep(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        # The scalers are size-specific: the learngene is the templates (and globals).
-        return {name: t for name, t in tensors.items() if not name.startswith("S.")}
+        # The paper's learngene is the templates and globals; lg keeps the
+        # auxiliary model's trained scalers too (a few thousand numbers), so
+        # that its own size grows back into the model condensing trained and
+        # other depths start from them resampled (`prepare`).
+        return dict(tensors)
 
     def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
         sizes = {"aux_depth": aux.depth, "aux_width": aux.width,
@@ -476,6 +464,11 @@ class Wave(NestedWidths, LearngeneKind):
             if found is not None and (shape[0] < 1 or any(w < 1 or m % w for m, w in zip(full, shape[1:]))):
                 shape = (max(shape[0], 1), *full)  # not a tiling: report the auxiliary model's own shape
             expected[f"T.{role}"] = shape
+        if any(name.startswith("S.") for name in learngene.tensors):  # files written before lg kept them have none
+            scales = scales_at({role: {"shape": list(expected[f"T.{role}"][1:])} for role in roles}, learngene.spec)
+            for role in roles:  # the auxiliary model's: (depth, count, *s) per role
+                scale = scales[role] if isinstance(scales, dict) else (1,)
+                expected[f"S.{role}"] = (learngene.spec.depth, expected[f"T.{role}"][0], *scale)
         return expected
 
     def prepare(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
@@ -494,6 +487,11 @@ class Wave(NestedWidths, LearngeneKind):
         generator = torch.Generator().manual_seed(seed)
         scalers = {f"S.{role}": linear_padding_scalers(target.depth, entry["count"], scales[role], generator)
                    for role, entry in config.items()}
+        start = EQ_B1_START
+        if self.starts_from_kept(learngene, built, options):
+            scalers = {name: resampled_scalers(learngene.tensors[name].float(), target.depth) for name in scalers}
+            start = ("the auxiliary model's, as condensed" if target.depth == own.depth else
+                     f"the auxiliary model's, resampled from depth {own.depth} to {target.depth}")
         templates = {name: t.float() for name, t in learngene.tensors.items() if name.startswith("T.")}
         globals_ = widen_globals(globals_from_tensors(learngene.tensors, own.family), own.width, built.width,
                                  options["widen"], stage_in=(own.stage_input, built.stage_input)
@@ -504,10 +502,22 @@ class Wave(NestedWidths, LearngeneKind):
         frozen = {**templates, **({} if fit_globals else global_tensors)}
         from .generated import GeneratedModel  # an nn.Module: torch is imported here
 
-        return GeneratedModel(target, self.build, trainable, frozen, self.no_weight_decay)
+        model = GeneratedModel(target, self.build, trainable, frozen, self.no_weight_decay)
+        model.scaler_start = start  # what prepared_report says
+        return model
+
+    def starts_from_kept(self, learngene: Learngene, built: ArchSpec, options: Mapping[str, Any]) -> bool:
+        """Whether a descendant built at `built`'s width starts from the
+        auxiliary model's kept scalers: the learngene has them, `--scalers`
+        allows it, and they have the shapes this width needs (the learngene's
+        own width, or a trained width sliced from it)."""
+        if options.get("scalers", "auto") != "auto" or not any(n.startswith("S.") for n in learngene.tensors):
+            return False
+        config = self._config(learngene)
+        return scales_at(config, built) == scales_at(config, learngene.spec.with_sizes(depth=built.depth))
 
     def prepared_report(self, model: GeneratedModel) -> dict[str, Any]:
-        return {"scalers": "WAVE Eq. B.1 (linear padding)",
+        return {"scalers": getattr(model, "scaler_start", EQ_B1_START),
                 "scaler_parameters": sum(t.numel() for name, t in model.tensors().items() if name.startswith("S."))}
 
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
@@ -521,9 +531,10 @@ class Wave(NestedWidths, LearngeneKind):
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         config, widths = self._config(learngene), self.valid_widths(learngene)
+        scalers = ", and the auxiliary model's scalers" if any(n.startswith("S.") for n in learngene.tensors) else ""
         described = {"holds": f"templates for {len(config)} roles "
-                              f"({sum(e['count'] for e in config.values())} in all), and "
-                              f"{sum(map(is_global, learngene.tensors))} global tensors",
+                              f"({sum(e['count'] for e in config.values())} in all), "
+                              f"{sum(map(is_global, learngene.tensors))} global tensors{scalers}",
                      "templates": {role: f"{'x'.join(map(str, e['shape']))} @ {e['count']}"
                                    for role, e in config.items()},
                      "depths": "any depth >= 1 (scalers initialised by Eq. B.1, fitted with --data)",
