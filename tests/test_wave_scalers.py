@@ -116,3 +116,27 @@ def test_a_file_without_scalers_grows_by_eq_b1_and_one_missing_is_refused(gene, 
     refused = lg("grow", str(partial), "--depth", "3", "-o", str(out))
     assert refused.code != 0 and "S.fc1" in refused.stderr and "\n" not in refused.stderr.strip()
     assert not out.exists() and "Traceback" not in refused.stderr
+
+
+def test_depths_train_the_scalers_through_their_resampling(gene, tmp_path, lg):
+    # Any depth builds Eq. 4 with the auxiliary model's scalers resampled to it ...
+    learngene = lgcli.load_learngene(gene)
+    resampled = {n: resampled_scalers(t, 5) if n.startswith("S.") else t for n, t in learngene.tensors.items()}
+    five = learngene.spec.with_sizes(depth=5)
+    assert torch.equal(WAVE.build(learngene.tensors, five).layers["fc1"].data, WAVE.build(resampled, five).layers["fc1"].data)
+    # ... so condensing at a drawn depth trains them through it: at depth 2 of the 3-layer auxiliary model the
+    # resampling reads layers 0 and 2 (positions 0 and 2), so layer 1's scalers keep their start exactly.
+    teacher = gene.parent / "teacher.safetensors"
+    loaded = lgcli.load(teacher)
+    stack = loaded.stack.materialized()
+    start, _ = WAVE.initial(loaded.spec, stack, {"template_dim": 16}, torch.Generator().manual_seed(0), ancestry=stack)
+    out = tmp_path / "drawn.lg.safetensors"
+    result = lg("condense", str(teacher), "--method", "wave", "--template-dim", "16", "--depths", "2",
+                "--data", "fashion-mnist-mini", *FAST, "-o", str(out))
+    assert result.code == 0, result.stderr
+    drawn = lgcli.load_learngene(out)
+    for role in ("qkv", "fc1", "norm1_weight"):
+        assert torch.equal(drawn.tensors[f"S.{role}"][1], start[f"S.{role}"][1]), role
+        assert not torch.equal(drawn.tensors[f"S.{role}"][0], start[f"S.{role}"][0]), role
+    assert drawn.sizes["trained_depths"] == [2, 2]
+    assert json.loads(lg("inspect", str(out), "--json").stdout)["trained_at"] == {"depths": "2"}

@@ -42,8 +42,8 @@ from ..lazy import torch
 from ..options import Option
 from ..sizing import DEFAULT_MAX_PARAMS, at_width
 from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals, fit_options,
-                   globals_as_tensors, globals_from_tensors, init_option, is_global)
+from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distillation_options, expected_globals,
+                   fit_options, globals_as_tensors, globals_from_tensors, init_option, is_global)
 from .widen import widen_globals
 from .widths import NestedWidths, width_rule_option, nested_slice, width_spec
 
@@ -300,6 +300,9 @@ class Wave(NestedWidths, LearngeneKind):
                "the first channels, heads and MLP neurons of the built weights (TLEG's --widths); the widest "
                "must be the auxiliary model's"),
         width_rule_option("sample"),
+        Option("depths", str, None, "train at a depth drawn each step from this range, e.g. 2-12, its scalers "
+               "the auxiliary model's resampled over depth (as lg grow starts them), so that every depth in it "
+               "makes a good descendant at step 0 [default: the auxiliary depth only, as the paper]"),
         init_option(),
     )
     fitted_part = "the scalers"
@@ -382,7 +385,8 @@ class Wave(NestedWidths, LearngeneKind):
             built.heads, built.key_value_heads, built.mlp_dim)
 
     def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
-        """Eq. 4 at the scalers' size; for a narrower `spec` (a width drawn
+        """Eq. 4 at the scalers' width and `spec`'s depth (scalers of another
+        depth resampled to it, `resampled_scalers`); for a narrower `spec` (a width drawn
         by --widths, or a trained width grown), its nested slice: the first
         channels, heads and MLP neurons of every built weight and global."""
         sizes = spec.axis_sizes()
@@ -391,7 +395,10 @@ class Wave(NestedWidths, LearngeneKind):
             if not name.startswith("T."):
                 continue
             role = name[2:]
-            built = kronecker_sum(templates, tensors[f"S.{role}"])
+            scalers = tensors[f"S.{role}"]
+            if scalers.shape[0] != spec.depth:  # a depth drawn by --depths: the scalers resampled to it
+                scalers = resampled_scalers(scalers, spec.depth)
+            built = kronecker_sum(templates, scalers)
             parts = zip(FUSED[role], built.chunk(3, dim=1)) if role in FUSED else ((role, built),)
             for part, data in parts:
                 named = Named(data, LAYER_ROLE_AXES[part])
@@ -410,11 +417,17 @@ class Wave(NestedWidths, LearngeneKind):
     def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
         sizes = {"aux_depth": aux.depth, "aux_width": aux.width,
                  "template_dim": options.get("template_dim") or aux.width}
-        widths = self.training_widths(aux, options)
+        widths, depths = self.training_widths(aux, options), self.training_depths(aux, options) or (aux.depth,)
         if widths:  # what `lg grow` builds as slices and `lg inspect` lists
-            sizes.update({"widths": list(widths), "trained_depths": [aux.depth, aux.depth],
+            sizes.update({"widths": list(widths), "trained_depths": [depths[0], depths[-1]],
                           "width_rule": self.training_width_rule(options)})
+        elif options.get("depths"):
+            sizes["trained_depths"] = [depths[0], depths[-1]]
         return sizes
+
+    def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+        text = options.get("depths")
+        return depth_range(aux, text) if text else None
 
     def no_weight_decay(self, name: str) -> bool:
         # Scalers are weights of order 1 (Eq. B.1), not parameters to shrink.
@@ -541,9 +554,14 @@ class Wave(NestedWidths, LearngeneKind):
                      "widths": widths,
                      "becomes": f"any depth, widths {', '.join(map(str, widths))}, ..."}
         trained = self.trained_widths(learngene)
+        depths = learngene.sizes.get("trained_depths")
+        drawn = (f"{depths[0]}" if depths[0] == depths[1] else f"{depths[0]}-{depths[1]}") \
+            if isinstance(depths, list) and len(depths) == 2 else f"{learngene.spec.depth}"
+        if "trained_depths" in learngene.sizes and not trained:
+            described["trained_at"] = {"depths": drawn}
         if trained:
             described["widths"] = sorted(set(widths) | set(trained))
-            described["trained_at"] = {"widths": list(trained), "depths": f"{learngene.spec.depth}",
+            described["trained_at"] = {"widths": list(trained), "depths": drawn,
                                        "width_rule": learngene.sizes.get("width_rule", "sample")}
             described["becomes"] += (f" (trained at widths {', '.join(map(str, trained))}: the narrower ones are "
                                      f"slices of the widest)")
