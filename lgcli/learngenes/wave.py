@@ -544,13 +544,15 @@ class Wave(NestedWidths, LearngeneKind):
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         config, widths = self._config(learngene), self.valid_widths(learngene)
-        scalers = ", and the auxiliary model's scalers" if any(n.startswith("S.") for n in learngene.tensors) else ""
+        kept = any(name.startswith("S.") for name in learngene.tensors)
+        scalers, start = (", and the auxiliary model's scalers", "the auxiliary model's, resampled") if kept else \
+            ("", "initialised by Eq. B.1")
         described = {"holds": f"templates for {len(config)} roles "
                               f"({sum(e['count'] for e in config.values())} in all), "
                               f"{sum(map(is_global, learngene.tensors))} global tensors{scalers}",
                      "templates": {role: f"{'x'.join(map(str, e['shape']))} @ {e['count']}"
                                    for role, e in config.items()},
-                     "depths": "any depth >= 1 (scalers initialised by Eq. B.1, fitted with --data)",
+                     "depths": f"any depth >= 1 (scalers {start}; fitted with --data)",
                      "widths": widths,
                      "becomes": f"any depth, widths {', '.join(map(str, widths))}, ..."}
         trained = self.trained_widths(learngene)
