@@ -66,9 +66,11 @@ class Tleg(NestedWidths, LearngeneKind):
     summary = "TLEG: two layers A and B; layer l of L is B + ((l - 1) / L) A (any depth, the learngene's width)"
     condense_options = (
         *distillation_options(1.0, "the TLEG reference run: 1, pure soft distillation"),
+        # The flag's help for every kind that takes it (the CLI shows the first declaration's).
         Option("depths", str, None, "train the auxiliary model at a depth drawn each step from this range, "
                "e.g. 3-12, so that every depth in it makes a good descendant; one depth (e.g. 6) trains at that "
-               "depth only, as the paper [default: 2 to twice the auxiliary depth]"),
+               "depth only, as the paper [default: tleg and lets 2 to twice the auxiliary depth; wave and sws "
+               "the auxiliary depth only]"),
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128, "
                "so that every width in it is a descendant it builds directly: the first channels, heads and MLP "
                "neurons of the widest (the teacher's, put in order of importance on --data first when condensing "
