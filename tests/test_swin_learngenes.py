@@ -304,3 +304,24 @@ def test_peg_scored_at_its_own_shape_on_a_swin(swin, tmp_path, lg):
     shape = [(s["depth"], s["width"], s["heads"]) for s in report["auxiliary"]["stages"]]
     assert shape == [(1, 8, 1), (1, 16, 2)]  # half of (2, 2) blocks and (2, 4) heads of dim 8
     assert 0 <= report["accuracy"]["top1"] <= 100 and report["test_images"] == 32
+
+
+@pytest.mark.parametrize("method", ["wave", "sws"])
+def test_drawn_depths_condense_a_swin_per_stage(swin, method, tmp_path, lg):
+    # --depths draws the deepest stage's depth (the others keep theirs); each stage records its sizes.
+    extra = ["--template-dim", "8"] if method == "wave" else []
+    gene = tmp_path / f"{method}.lg.safetensors"
+    result = lg("condense", str(swin[1]), "--method", method, *extra, "--depths", "1-3", "--steps", "2", *FAST,
+                "-o", str(gene))
+    assert result.code == 0, result.stderr
+    out = tmp_path / "d3.safetensors"
+    grown = lg("grow", str(gene), "--depth", "3", "-o", str(out), "--json")
+    assert grown.code == 0, grown.stderr
+    stages = json.loads(grown.stdout)["details"]["stages"]
+    if method == "wave":
+        assert [s["scalers"] for s in stages] == ["the auxiliary model's, as condensed",
+                                                  "the auxiliary model's, resampled from depth 2 to 3"]
+    else:
+        assert [s["depth"] for s in stages] == [2, 3]
+    model = printed_model(out)
+    assert sum(len(layer.blocks) for layer in model.layers) == 5 and torch.isfinite(model(images())).all()

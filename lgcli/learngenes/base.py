@@ -214,17 +214,23 @@ def starts_from_ancestry(init: str, aux: ArchSpec, teacher: ArchSpec) -> bool:
 
 # ---------------------------------------------------------------- depths drawn while condensing
 
-def depth_range(aux: ArchSpec, text: str) -> tuple[int, ...]:
-    """`--depths MIN-MAX` (or one depth, MIN) read for `aux`: every depth a
-    condensing step may draw, the deepest checked to fit in memory."""
+def parsed_depths(text: str) -> tuple[int, ...]:
+    """`--depths MIN-MAX` (or one depth, MIN): every depth a condensing step may draw."""
     match = re.fullmatch(r"([0-9]{1,9})(?:-([0-9]{1,9}))?", str(text), re.ASCII)
     if not match:
         raise UsageError(f"--depths takes a range MIN-MAX such as 3-12, not {shown(repr(str(text)))}")
     first, last = int(match.group(1)), int(match.group(2) or match.group(1))
     if not 1 <= first <= last:
         raise UsageError(f"--depths {text}: need 1 <= MIN <= MAX")
-    check_size(spec_at_depth(aux, last))  # the deepest model a step trains
     return tuple(range(first, last + 1))
+
+
+def depth_range(aux: ArchSpec, text: str) -> tuple[int, ...]:
+    """`parsed_depths` for the auxiliary model `aux` (a whole model: a model
+    of stages draws its deepest stage's depth), the deepest checked to fit in memory."""
+    depths = parsed_depths(text)
+    check_size(spec_at_depth(aux, depths[-1]))  # the deepest model a step trains
+    return depths
 
 
 # ---------------------------------------------------------------- expanding, with or without data

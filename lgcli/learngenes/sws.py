@@ -44,7 +44,7 @@ from ..lazy import torch
 from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distillation_options, expected_globals,
-                   globals_as_tensors, globals_from_tensors, init_option, is_global)
+                   globals_as_tensors, globals_from_tensors, init_option, is_global, parsed_depths)
 from .widths import NestedWidths, width_rule_option, check_trained_width, nested_slice, sliced_tensors, width_spec
 
 # The reference auxiliary model: 16 blocks in 5 stages (3, 3, 4, 3, 3).
@@ -115,7 +115,8 @@ class Sws(NestedWidths, LearngeneKind):
         return depth_range(aux, text) if text else None
 
     def _trained_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> list[int]:
-        depths = self.training_depths(aux, options) or (aux.depth,)
+        # Parsed only: `aux` may be one stage of a model of stages (`sizes` runs per stage).
+        depths = parsed_depths(options["depths"]) if options.get("depths") else (aux.depth,)
         return [depths[0], depths[-1]]
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],

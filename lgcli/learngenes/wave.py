@@ -43,7 +43,7 @@ from ..options import Option
 from ..sizing import DEFAULT_MAX_PARAMS, at_width
 from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distillation_options, expected_globals,
-                   fit_options, globals_as_tensors, globals_from_tensors, init_option, is_global)
+                   fit_options, globals_as_tensors, globals_from_tensors, init_option, is_global, parsed_depths)
 from .widen import widen_globals
 from .widths import NestedWidths, width_rule_option, nested_slice, width_spec
 
@@ -417,7 +417,9 @@ class Wave(NestedWidths, LearngeneKind):
     def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
         sizes = {"aux_depth": aux.depth, "aux_width": aux.width,
                  "template_dim": options.get("template_dim") or aux.width}
-        widths, depths = self.training_widths(aux, options), self.training_depths(aux, options) or (aux.depth,)
+        # Depths parsed only: `aux` may be one stage of a model of stages (`sizes` runs per stage).
+        widths = self.training_widths(aux, options)
+        depths = parsed_depths(options["depths"]) if options.get("depths") else (aux.depth,)
         if widths:  # what `lg grow` builds as slices and `lg inspect` lists
             sizes.update({"widths": list(widths), "trained_depths": [depths[0], depths[-1]],
                           "width_rule": self.training_width_rule(options)})
