@@ -131,6 +131,28 @@ class TimmFamily:
     inspect_fields: Callable[[ArchSpec], list[tuple[str, str, Any]]] | None = None
 
 
+def model_class(declaration: TimmFamily) -> type:
+    """The timm class the family's models are (`TimmFamily.model_class`), imported."""
+    import importlib
+
+    module, _, name = declaration.model_class.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def recorded_meta_model(name: str, args: Mapping[str, Any], described: str) -> nn.Module:
+    """timm's model `name` of a recorded ``lg.config``'s arguments, on the
+    meta device (shapes only, its sizes bounded first), or one line saying
+    the config does not describe `described`."""
+    import timm
+
+    check_recorded_size(args, "the file's lg.config")
+    try:
+        with torch.device("meta"):
+            return timm.create_model(name, pretrained=False, **args)
+    except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
+        raise LgError(f"the file's lg.config does not describe a {described} ({exc})".splitlines()[0]) from None
+
+
 def mlp_ratio(width: int, mlp_dim: int) -> float:
     """The ratio for which timm's int(width * ratio) gives exactly mlp_dim."""
     ratio = mlp_dim / width
@@ -246,11 +268,7 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
         hub download records none), as `timm.create_model('local-dir:DIR')`
         does. The config itself is kept under TIMM_HUB_CONFIG, for the
         output folder (`folder_config`)."""
-        import importlib
-
-        module, _, class_name = self.declaration.model_class.rpartition(".")
-        model_class = getattr(importlib.import_module(module), class_name)
-        model, _ = timm_hub_meta_model(config, model_class, f"{self.declaration.name}s")
+        model, _ = timm_hub_meta_model(config, model_class(self.declaration), f"{self.declaration.name}s")
         sizes = self.layout.size_fields
         return {**self.spec_of_model(model), sizes["depth"]: len(getattr(model, self.layout.layers)),
                 sizes["width"]: int(model.embed_dim), "patch_size": int(model.patch_embed.patch_size[0]),
@@ -419,17 +437,8 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
     def template_from_config(self, config: Mapping[str, Any]) -> tuple[ArchSpec, Stack]:
         """The spec a recorded ``lg.config`` describes and its stack on the
         meta device, read from the state dict of the model timm builds of it."""
-        import timm
-
         args = self.checked_config(config)
-        name = config.get("model_name", self.declaration.model_name)
-        check_recorded_size(args, "the file's lg.config")
-        try:
-            with torch.device("meta"):
-                model = timm.create_model(name, pretrained=False, **args)
-        except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
-            raise LgError(f"the file's lg.config does not describe a {self.declaration.name} "
-                          f"({exc})".splitlines()[0]) from None
+        model = recorded_meta_model(config.get("model_name", self.declaration.model_name), args, self.declaration.name)
         return self.to_stack(model.state_dict(), config=config)
 
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:

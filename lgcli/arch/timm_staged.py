@@ -32,7 +32,6 @@ A family module imports this one; this one imports no family module
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -44,9 +43,10 @@ from .base import Reader
 from .declared import Layout, memory_reader
 from .shapes import window_of_table
 from .staged import MERGE_KEYS, StagedAdapter
-from .timm import (TIMM_HUB_CONFIG, TimmClassifier, check_recorded_size, is_timm_hub_config, json_shown,
+from .timm import (TIMM_HUB_CONFIG, TimmClassifier, is_timm_hub_config, json_shown,
                    local_dir_call, timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
-from .timm_family import TimmFamily, check_recorded_name, check_recorded_sizes, renamed
+from .timm_family import (TimmFamily, check_recorded_name, check_recorded_sizes, model_class,
+                          recorded_meta_model, renamed)
 
 # Where a spec keeps the names of timm's arguments beyond the sizes (their
 # values are extras of their own, as `staged` reads them), and whether it
@@ -163,10 +163,8 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
         model timm builds from it on the meta device (the architecture's
         defaults fill what model_args leaves out, as `local-dir:` does); the
         config is kept under TIMM_HUB_CONFIG, for the output folder."""
-        module, _, name = self.declaration.model_class.rpartition(".")
-        model_class = getattr(importlib.import_module(module), name)
         reads = f"{self.declaration.name} models ({', '.join(p + '*' for p in self.declaration.hub_architectures)})"
-        model, _ = timm_hub_meta_model(config, model_class, reads)
+        model, _ = timm_hub_meta_model(config, model_class(self.declaration), reads)
         return {**self.live_config(model), TIMM_HUB_CONFIG: dict(config)}
 
     def stage_extras(self, state_dict: Mapping[str, torch.Tensor], prefix: str, specs: list[ArchSpec],
@@ -276,17 +274,10 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
         """The spec a recorded ``lg.config`` describes, and its stack on the
         meta device (every role's shape, no memory), read as a checkpoint's is
         from the state dict of the model timm builds from it."""
-        import timm
-
         checked = self.checked_config(config)
         args = {key: value for key, value in checked.items()
                 if key not in ("model_name", TIMM_HUB_CONFIG) and not key.endswith("_assumed")}
-        check_recorded_size(args, "the file's lg.config")
-        try:
-            with torch.device("meta"):
-                model = timm.create_model(self.declaration.model_name, pretrained=False, **args)
-        except (TypeError, ValueError, AssertionError, RuntimeError, KeyError) as exc:
-            raise LgError(f"the file's lg.config does not describe a {self.family} ({exc})".splitlines()[0]) from None
+        model = recorded_meta_model(self.declaration.model_name, args, self.family)
         return self.to_stack(model.state_dict(), config=config)
 
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:

@@ -233,6 +233,27 @@ def depth_range(aux: ArchSpec, text: str) -> tuple[int, ...]:
     return depths
 
 
+def drawn_depths(aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """`training_depths` of a kind that trains its auxiliary depth unless
+    given `--depths` (SWS, WAVE, as their papers): None without it."""
+    text = options.get("depths")
+    return depth_range(aux, text) if text else None
+
+
+def drawn_sizes(aux: ArchSpec, options: Mapping[str, Any], widths: tuple[int, ...] | None,
+                width_rule: str) -> dict[str, Any]:
+    """What such a kind records of the sizes it drew (its `sizes`): with
+    `--widths` the widths, the depths [first, last] (its own without
+    `--depths`) and the width rule; with `--depths` alone the depths;
+    nothing else. The depths are parsed only: `aux` may be one stage of a
+    model of stages, whose `sizes` run per stage."""
+    drawn = options.get("depths")
+    depths = parsed_depths(drawn) if drawn else (aux.depth,)
+    if widths:
+        return {"widths": list(widths), "trained_depths": [depths[0], depths[-1]], "width_rule": width_rule}
+    return {"trained_depths": [depths[0], depths[-1]]} if drawn else {}
+
+
 # ---------------------------------------------------------------- expanding, with or without data
 
 def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:

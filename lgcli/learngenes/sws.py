@@ -43,8 +43,8 @@ from ..errors import LgError, UsageError
 from ..lazy import torch
 from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distillation_options, expected_globals,
-                   globals_as_tensors, globals_from_tensors, init_option, is_global, parsed_depths)
+from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, drawn_depths, drawn_sizes,
+                   expected_globals, globals_as_tensors, globals_from_tensors, init_option, is_global)
 from .widths import NestedWidths, width_rule_option, check_trained_width, nested_slice, sliced_tensors, width_spec
 
 # The reference auxiliary model: 16 blocks in 5 stages (3, 3, 4, 3, 3).
@@ -111,13 +111,7 @@ class Sws(NestedWidths, LearngeneKind):
         # The paper trains the auxiliary model alone and heals each descendant
         # by training it; drawn depths make the descendants good from step 0
         # (benchmarks/width_learngenes.md, the step-0 table).
-        text = options.get("depths")
-        return depth_range(aux, text) if text else None
-
-    def _trained_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> list[int]:
-        # Parsed only: `aux` may be one stage of a model of stages (`sizes` runs per stage).
-        depths = parsed_depths(options["depths"]) if options.get("depths") else (aux.depth,)
-        return [depths[0], depths[-1]]
+        return drawn_depths(aux, options)
 
     def initial(self, aux: ArchSpec, aux_init: Stack, options: Mapping[str, Any],
                 generator: torch.Generator, ancestry: Stack | None = None,
@@ -179,12 +173,7 @@ class Sws(NestedWidths, LearngeneKind):
         sizes: dict[str, Any] = {"aux_depth": aux.depth, "stages": stages,
                                  "stage_layers": [bounds[s + 1] - bounds[s] for s in range(stages)],
                                  "width": aux.width, "heads": aux.heads, "mlp_dim": aux.mlp_dim}
-        widths = self.training_widths(aux, options)
-        if widths:
-            sizes.update({"widths": list(widths), "trained_depths": self._trained_depths(aux, options),
-                          "width_rule": self.training_width_rule(options)})
-        elif options.get("depths"):  # one width: the record says only which depths were drawn
-            sizes["trained_depths"] = self._trained_depths(aux, options)
+        sizes.update(drawn_sizes(aux, options, self.training_widths(aux, options), self.training_width_rule(options)))
         return sizes
 
     def check_target(self, learngene: Learngene, target: ArchSpec) -> None:

@@ -42,8 +42,8 @@ from ..lazy import torch
 from ..options import Option
 from ..sizing import DEFAULT_MAX_PARAMS, at_width
 from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distillation_options, expected_globals,
-                   fit_options, globals_as_tensors, globals_from_tensors, init_option, is_global, parsed_depths)
+from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, drawn_depths, drawn_sizes,
+                   expected_globals, fit_options, globals_as_tensors, globals_from_tensors, init_option, is_global)
 from .widen import widen_globals
 from .widths import NestedWidths, width_rule_option, nested_slice, width_spec
 
@@ -417,19 +417,12 @@ class Wave(NestedWidths, LearngeneKind):
     def sizes(self, aux: ArchSpec, options: Mapping[str, Any]) -> dict[str, Any]:
         sizes = {"aux_depth": aux.depth, "aux_width": aux.width,
                  "template_dim": options.get("template_dim") or aux.width}
-        # Depths parsed only: `aux` may be one stage of a model of stages (`sizes` runs per stage).
-        widths = self.training_widths(aux, options)
-        depths = parsed_depths(options["depths"]) if options.get("depths") else (aux.depth,)
-        if widths:  # what `lg grow` builds as slices and `lg inspect` lists
-            sizes.update({"widths": list(widths), "trained_depths": [depths[0], depths[-1]],
-                          "width_rule": self.training_width_rule(options)})
-        elif options.get("depths"):
-            sizes["trained_depths"] = [depths[0], depths[-1]]
+        # The widths `lg grow` builds as slices and `lg inspect` lists, and the depths drawn.
+        sizes.update(drawn_sizes(aux, options, self.training_widths(aux, options), self.training_width_rule(options)))
         return sizes
 
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
-        text = options.get("depths")
-        return depth_range(aux, text) if text else None
+        return drawn_depths(aux, options)
 
     def no_weight_decay(self, name: str) -> bool:
         # Scalers are weights of order 1 (Eq. B.1), not parameters to shrink.
@@ -488,25 +481,29 @@ class Wave(NestedWidths, LearngeneKind):
 
     def prepare(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                 seed: int = 0) -> GeneratedModel:
-        """The descendant before fitting: scalers by Eq. B.1 for the target depth
-        and width, templates frozen (buffers), globals widened (trainable with
-        `fit_globals`), as a model that builds ``W = sum T (x) S`` (Eq. 4)."""
+        """The descendant before fitting: its scalers (the auxiliary model's
+        kept ones resampled to the target depth, `starts_from_kept`, else Eq.
+        B.1's for the target depth and width), templates frozen (buffers),
+        globals widened (trainable with `fit_globals`), as a model that builds
+        ``W = sum T (x) S`` (Eq. 4)."""
         config = self._config(learngene)
         own = learngene.spec
         # A trained width narrower than the learngene is the slice of the
         # widest (`build` slices): scalers and globals at the learngene's width.
         sliced = self._sliced_width(learngene, target)
         built = own.with_sizes(depth=target.depth) if sliced else target
-        scales = scales_at(config, built)
-        assert not isinstance(scales, str)  # check_target ran
-        generator = torch.Generator().manual_seed(seed)
-        scalers = {f"S.{role}": linear_padding_scalers(target.depth, entry["count"], scales[role], generator)
-                   for role, entry in config.items()}
-        start = EQ_B1_START
         if self.starts_from_kept(learngene, built, options):
-            scalers = {name: resampled_scalers(learngene.tensors[name].float(), target.depth) for name in scalers}
+            scalers = {f"S.{role}": resampled_scalers(learngene.tensors[f"S.{role}"].float(), target.depth)
+                       for role in config}
             start = ("the auxiliary model's, as condensed" if target.depth == own.depth else
                      f"the auxiliary model's, resampled from depth {own.depth} to {target.depth}")
+        else:
+            scales = scales_at(config, built)
+            assert not isinstance(scales, str)  # check_target ran
+            generator = torch.Generator().manual_seed(seed)
+            scalers = {f"S.{role}": linear_padding_scalers(target.depth, entry["count"], scales[role], generator)
+                       for role, entry in config.items()}
+            start = EQ_B1_START
         templates = {name: t.float() for name, t in learngene.tensors.items() if name.startswith("T.")}
         globals_ = widen_globals(globals_from_tensors(learngene.tensors, own.family), own.width, built.width,
                                  options["widen"], stage_in=(own.stage_input, built.stage_input)
