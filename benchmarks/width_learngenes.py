@@ -332,7 +332,10 @@ def instinct_report(results: dict[str, dict]) -> str:
     depths = [str(d) for d in INSTINCT_DEPTHS]
     summary = ["", "Issue 30's step-0 aim (every descendant at every width it builds keeps at least 90 % of the "
                "auxiliary model's top-1 at step 0), judged at the depths each learngene was trained at; the worst "
-               "over all depths 2-12 beside it:", "",
+               "over all depths 2-12 beside it. The SWS rows were measured with lg's rule below the stage "
+               "count (the first and the last stage kept: depth 2 takes stages 1 and 5); those measured before it, "
+               "under the proportional rule (stages 2 and 4), are in width_learngenes/results/proportional-rule/:",
+               "",
                "| learngene | aux top-1 | trained depths | width | worst at trained depths | worst at 2-12 | aim |",
                "|---|---|---|---|---|---|---|"]
     grid = ["", "Step-0 top-1 % of every descendant (no training; full 10,000-image test set):", "",
@@ -350,8 +353,8 @@ def instinct_report(results: dict[str, dict]) -> str:
             worst_all = min(by_depth.values())
             ratio = worst_trained / aux * 100 if worst_trained is not None else None
             summary.append(f"| {label} | {aux:.1f} | {trained or '?'} | {width} | "
-                           + (f"{worst_trained:.1f} ({ratio:.0f} %)" if ratio is not None else "…")
-                           + f" | {worst_all:.1f} ({worst_all / aux * 100:.0f} %) | "
+                           + (f"{worst_trained:.1f} ({ratio:.1f} %)" if ratio is not None else "…")
+                           + f" | {worst_all:.1f} ({worst_all / aux * 100:.1f} %) | "
                            + ("…" if ratio is None else "met" if ratio >= 90 else "not met") + " |")
             grid.append(f"| {label} | {width} | "
                         + " | ".join(f"{by_depth[d]:.1f}" if d in by_depth else "…" for d in depths) + " |")

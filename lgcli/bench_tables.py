@@ -84,8 +84,8 @@ def markdown_table(report: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(headers(report)) + " |", "|" + "---|" * len(headers(report))]
     lines += ["| " + " | ".join(joined(cell, stacked=False) for cell in row) + " |" for row in table_rows(report)]
     name = _measure(report)[1]
-    caption = (f"Final {name} after {report['settings']['steps']} steps (instinct at step 0) · steps to "
-               f"random's final {name} (speed-up); {report['data']['name']}, {_seeds_text(report)}. "
+    shows = _what_a_cell_shows(report, name)
+    caption = (f"{shows[0].upper()}{shows[1:]}; {report['data']['name']}, {_seeds_text(report)}. "
                f"{INTERVALS_LEGEND} {_budget_text(report)}All sizes cost: {ALL_SIZES_COST}.")
     return "\n".join(lines) + "\n\n" + caption + "\n"
 
@@ -98,6 +98,19 @@ INTERVALS_LEGEND = ("± : the 95 % interval (a t-interval over the seeds; for on
 def _seeds_text(report: dict[str, Any]) -> str:
     seeds = report.get("seeds") or [report["settings"]["seed"]]
     return f"seed {seeds[0]}" if len(seeds) == 1 else f"mean of seeds {seeds[0]}-{seeds[-1]}"
+
+
+def _what_a_cell_shows(report: dict[str, Any], name: str, short: bool = False) -> str:
+    """One seed's cell is its final figure (instinct) and the steps to
+    random's final; several seeds' is the mean with its interval (the mean
+    instinct), without the steps (`interval_parts`)."""
+    steps = report["settings"]["steps"]
+    if len(report.get("seeds") or []) > 1:
+        return f"mean final {name} after {steps} steps ± its 95 % interval ({'' if short else 'mean '}instinct" \
+               f"{'' if short else ' at step 0'})"
+    if short:
+        return f"final {name} after {steps} steps (instinct) · steps to random's final (speed-up)"
+    return f"final {name} after {steps} steps (instinct at step 0) · steps to random's final {name} (speed-up)"
 
 
 def _budget_text(report: dict[str, Any]) -> str:
@@ -119,17 +132,16 @@ def print_bench_table(report: dict[str, Any], console) -> None:
     side by side, the sizes over several tables when even that is too wide,
     and a legend."""
     name = _measure(report)[1]
-    steps = report["settings"]["steps"]
     # Split where too wide: the scores (sizes) first, then what each row cost.
     columns = [Column("method", "left"), *(Column(size) for size in report["sizes"]),
                Column("stores", group=1), Column("made in", wrap=True, group=1), Column("all\nsizes", group=1)]
-    legend = (f"Each cell: final {name} after {steps} steps (instinct: at step 0) · steps to random's final {name} "
-              f"(speed-up over random); n/a: the method cannot reach that size (bench.json says why). "
+    legend = (f"Each cell: {_what_a_cell_shows(report, name)}; n/a: the method cannot reach that size "
+              f"(bench.json says why). "
               f"{INTERVALS_LEGEND} {_budget_text(report)}Sizes: "
               f"depth x width. stores: parameters kept to make every size, millions (the ancestry, or the "
               f"learngene); made in: the learngene's condense run; all sizes: {ALL_SIZES_COST}.")
-    print_table(console, f"lg bench on {report['data']['name']}: final {name} after {steps} steps (instinct) · "
-                         f"steps to random's final (speed-up), {_seeds_text(report)}",
+    print_table(console, f"lg bench on {report['data']['name']}: {_what_a_cell_shows(report, name, short=True)}, "
+                         f"{_seeds_text(report)}",
                 columns, table_rows(report), legend=legend)
 
 

@@ -98,6 +98,10 @@ def test_the_benchs_intervals_over_seeds_are_the_formulas(ancestry, tmp_path):
     best = report["verdicts"]["1x32"]["best"]
     assert report["summary"][best]["1x32"]["mean"] == max(s["1x32"]["mean"] for s in report["summary"].values())
     assert "±" in markdown_table(report) and "mean of seeds 0-2" in markdown_table(report)
+    # Several seeds' cells are means with intervals, with no steps to random's final: the caption says so.
+    caption = markdown_table(report).splitlines()[-1]
+    assert caption.startswith("Mean final top-1 after 3 steps ± its 95 % interval (mean instinct at step 0)")
+    assert "steps to random's final" not in caption
 
 
 def test_one_seed_is_bootstrapped_over_the_test_examples(ancestry, tmp_path):

@@ -14,7 +14,7 @@ import torch
 import lgcli
 from lgcli.arch import get_adapter
 from lgcli.learngenes.sws import KIND as SWS
-from lgcli.learngenes.sws import stage_bounds, stage_of_layers
+from lgcli.learngenes.sws import proportional_stages, stage_bounds, stage_of_layers
 
 from conftest import sample_input
 
@@ -37,9 +37,18 @@ def test_the_stage_rule_by_hand():
     # b(s) = floor(s L / N + 1/2): L = 12, N = 5 -> 0, 2 (2.9), 5 (5.3), 7 (7.7), 10 (10.1), 12.
     assert stage_of_layers(12, 5) == [0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4]
     assert stage_of_layers(5, 3) == [0, 0, 1, 2, 2]          # 0, 2 (2.17), 3 (3.83), 5
-    # Shallower than the stages: 0, 1 (1.1), 1 (1.7), 2 (2.3), 2 (2.9), 3 -> stages 0, 2 and 4.
-    assert stage_of_layers(3, 5) == [0, 2, 4]
     assert stage_of_layers(4, 4) == [0, 1, 2, 3]             # one layer per stage at N = L
+    # Shallower than the stages, layer i takes floor(i (N - 1)/(L' - 1) + 1/2): the first and the last
+    # stage and evenly between. With N = 5: depth 2 takes 0 and 4 (the proportional bounds 0, 0, 1, 1, 2, 2
+    # gave 1 and 3, neither end); depth 3: 0, 2 (2.0), 4; depth 4: 0, 1 (1.33), 3 (2.67), 4.
+    assert stage_of_layers(2, 5) == [0, 4] and proportional_stages(2, 5) == [1, 3]
+    assert stage_of_layers(3, 5) == [0, 2, 4] == proportional_stages(3, 5)
+    assert stage_of_layers(4, 5) == [0, 1, 3, 4] == proportional_stages(4, 5)
+    # N = 6: depth 3 takes 0, 3 (2.5 rounds up), 5 where the proportional rule took 0, 2, 4 (no last stage);
+    # depth 5 takes 0, 1 (1.25), 3 (2.5), 4 (3.75), 5.
+    assert stage_of_layers(3, 6) == [0, 3, 5] and proportional_stages(3, 6) == [0, 2, 4]
+    assert stage_of_layers(5, 6) == [0, 1, 3, 4, 5]
+    assert stage_of_layers(1, 5) == [2]                       # one layer: the middle stage, as before
 
 
 def test_a_descendant_takes_each_layer_from_its_stage_entry_by_entry(teacher):
@@ -113,9 +122,9 @@ def test_sws_condenses_and_grows_into_strict_timm_models(teacher, tmp_path, lg):
 
 def test_depths_train_only_the_stages_the_drawn_depths_use(teacher, tmp_path, lg):
     # 4 stages over the teacher's 4 layers, warm-started: stage s is the teacher's layer s. Trained at
-    # depth 2 alone, the SWS rule uses stages 0 and 2 (b = 0, 1, 1, 2, 2), so stages 1 and 3 get no
-    # gradient and stay the teacher's layers exactly, while 0 and 2 move; at the auxiliary depth all move.
-    assert stage_of_layers(2, 4) == [0, 2]
+    # depth 2 alone, the SWS rule uses the first and last stages, 0 and 3, so stages 1 and 2 get no
+    # gradient and stay the teacher's layers exactly, while 0 and 3 move; at the auxiliary depth all move.
+    assert stage_of_layers(2, 4) == [0, 3]
     teacher_layers = lgcli.load(teacher).stack.materialized().layers
     genes = {}
     for name, extra in (("drawn", ["--depths", "2"]), ("own", [])):
@@ -126,11 +135,11 @@ def test_depths_train_only_the_stages_the_drawn_depths_use(teacher, tmp_path, lg
     drawn, own = (lgcli.load_learngene(genes[name]) for name in ("drawn", "own"))
     for stage in range(4):
         kept = torch.equal(drawn.tensors[f"S{stage}.fc1"], teacher_layers["fc1"].data[stage].float())
-        assert kept == (stage in (1, 3)), stage
+        assert kept == (stage in (1, 2)), stage
         assert not torch.equal(own.tensors[f"S{stage}.fc1"], teacher_layers["fc1"].data[stage].float()), stage
     assert drawn.sizes["trained_depths"] == [2, 2] and "trained_depths" not in own.sizes
     shown = json.loads(lg("inspect", str(genes["drawn"]), "--json").stdout)
-    assert shown["trained_at"] == {"depths": "2-2"}
+    assert shown["trained_at"] == {"depths": "2"}
 
 
 def test_a_bad_depth_range_is_refused_in_one_line(teacher, tmp_path, lg):

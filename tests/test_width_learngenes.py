@@ -311,3 +311,15 @@ def test_wave_trained_widths_are_slices_of_its_widest(teacher, tmp_path, lg):
     assert model.embed_dim == 32 and torch.isfinite(model(sample_input(model))).all()
     report = json.loads(lg("inspect", str(gene), "--json").stdout)
     assert report["trained_at"]["widths"] == [32, 64] and 32 in report["widths"]
+
+
+def test_every_kind_shows_its_trained_depths_one_way():
+    from lgcli.learngenes.base import trained_depths_text
+
+    # One depth is one number (SWS showed "6-6" where WAVE showed "6"); a range is FIRST-LAST; no record
+    # is the learngene's own depth; a malformed record is "?", not a traceback.
+    assert trained_depths_text({"trained_depths": [6, 6]}, 6) == "6"
+    assert trained_depths_text({"trained_depths": [2, 12]}, 6) == "2-12"
+    assert trained_depths_text({}, 6) == "6"
+    assert trained_depths_text({"trained_depths": [2]}, 6) == "?"
+    assert trained_depths_text({"trained_depths": "2-12"}, 6) == "?"

@@ -168,18 +168,17 @@ def check_recorded_name(config: Mapping[str, Any], names: tuple[str, ...]) -> No
                       f"{' or '.join(repr(n) for n in names)}")
 
 
-def check_recorded_sizes(config: Mapping[str, Any], whole_numbers: tuple[str, ...], lists: tuple[str, ...] = (),
-                         found_shown: bool = True) -> None:
+def check_recorded_sizes(config: Mapping[str, Any], whole_numbers: tuple[str, ...], lists: tuple[str, ...] = ()
+                         ) -> None:
     """A recorded ``lg.config``'s sizes, as every timm family checks them
     before timm is asked to build the model: each field of `whole_numbers` a
-    whole number of at least 1, each of `lists` (a family of stages' sizes
-    per stage) a non-empty list of them, the MLP ratio a positive number.
-    `found_shown`: whether a whole number's refusal quotes the value found
-    (a family of stages' never has)."""
+    whole number of at least 1 (the refusal quotes the value found), each of
+    `lists` (a family of stages' sizes per stage) a non-empty list of them,
+    the MLP ratio a positive number."""
     for key in whole_numbers:
         if key in config and not (type(config[key]) is int and config[key] >= 1):
-            found = f", found {json_shown(config[key])}" if found_shown else ""
-            raise LgError(f"the file's lg.config field {key} must be a whole number of at least 1{found}")
+            raise LgError(f"the file's lg.config field {key} must be a whole number of at least 1, "
+                          f"found {json_shown(config[key])}")
     for key in lists:
         if key in config and not (isinstance(config[key], (list, tuple)) and config[key]
                                   and all(type(v) is int and v >= 1 for v in config[key])):

@@ -152,7 +152,7 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
         if not isinstance(config, Mapping):
             raise LgError(f"the file's lg.config must be a JSON object, found {type(config).__name__}")
         check_recorded_name(config, (self.declaration.model_name,))  # lg builds no variant of a family of stages
-        check_recorded_sizes(config, whole_numbers=("embed_dim",), lists=("depths", "num_heads"), found_shown=False)
+        check_recorded_sizes(config, whole_numbers=("embed_dim",), lists=("depths", "num_heads"))
         for key in (f"{guessed}_assumed" for guessed in self.stages.guessed):
             if key in config and type(config[key]) is not bool:
                 raise LgError(f"the file's lg.config field {key} must be true or false")

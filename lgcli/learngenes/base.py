@@ -254,6 +254,17 @@ def drawn_sizes(aux: ArchSpec, options: Mapping[str, Any], widths: tuple[int, ..
     return {"trained_depths": [depths[0], depths[-1]]} if drawn else {}
 
 
+def trained_depths_text(sizes: Mapping[str, Any], own_depth: int) -> str:
+    """The depths a learngene was trained at, as `lg inspect` shows them for
+    every kind: '6' for one depth, '2-12' for a range (`trained_depths`
+    [first, last] in its sizes; `own_depth` where none is recorded); '?' for a
+    malformed record."""
+    depths = sizes.get("trained_depths", [own_depth, own_depth])
+    if not (isinstance(depths, list) and len(depths) == 2):
+        return "?"
+    return f"{depths[0]}" if depths[0] == depths[1] else f"{depths[0]}-{depths[1]}"
+
+
 # ---------------------------------------------------------------- expanding, with or without data
 
 def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:

@@ -71,7 +71,7 @@ from ..options import Option
 from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
                    globals_from_tensors, init_option, is_global)
-from .sws import stage_of_layers
+from .sws import proportional_stages
 from .widths import nearest_trained_size, nested_slice, parse_widths, trained_widths, width_spec
 
 GENE = "G"            # G<k>.<role>: learngene layer k
@@ -177,10 +177,11 @@ def fitted_width_maps(shapes: Mapping[str, tuple[int, int]], grouped: Mapping[in
 
 def initial_depth_map(depth: int, gene_depth: int, generator: torch.Generator) -> torch.Tensor:
     """The reference's "stackbert_noisy": row l is one-hot at the learngene
-    layer the SWS rule gives layer l, plus uniform noise in [0, 0.03),
+    layer the proportional stage rule gives layer l (`sws.proportional_stages`:
+    SWS's own rule from the auxiliary depth up), plus uniform noise in [0, 0.03),
     normalised to sum 1."""
     values = torch.rand((depth, gene_depth), generator=generator) * DEPTH_INIT_NOISE
-    values[torch.arange(depth), torch.tensor(stage_of_layers(depth, gene_depth))] = 1.0
+    values[torch.arange(depth), torch.tensor(proportional_stages(depth, gene_depth))] = 1.0
     return values / values.sum(-1, keepdim=True)
 
 
@@ -292,7 +293,7 @@ class Lets(LearngeneKind):
         grouped: dict[int, list[Named]] = {k: [] for k in range(gene.depth)}  # group means at the full width
         for role, named in source.layers.items():
             layers = named.data.float()
-            owner = torch.tensor(stage_of_layers(layers.shape[0], gene.depth))
+            owner = torch.tensor(proportional_stages(layers.shape[0], gene.depth))
             for k in range(gene.depth):
                 members = (owner == k).nonzero().flatten()
                 if not len(members):  # a teacher shallower than the learngene: the nearest layer stands in

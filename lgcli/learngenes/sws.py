@@ -23,8 +23,10 @@ globals. The reading lg takes of the paper and its public code
   the auxiliary model's: a descendant of depth L' takes stage s for its
   layers ``[b'(s), b'(s + 1))``, ``b'(s) = floor(s L' / N + 1/2)``. At the
   auxiliary depth the descendant is the auxiliary model itself; deeper, each
-  stage covers proportionally more layers; shallower than N, the stages
-  spread over depth and some give no layer.
+  stage covers proportionally more layers. Shallower than N (2 <= L' < N),
+  layer i takes stage ``floor(i (N - 1)/(L' - 1) + 1/2)``: the first and the
+  last stage and evenly between (lg's choice, measured: the proportional
+  rule there skips both ends, stages 1 and 3 of 0..4 at depth 2).
 
 Condensing trains the stages' tensors and the globals through the auxiliary
 model, by ``(1 - alpha) CE + alpha tau^2 KL`` (the reference script's
@@ -44,7 +46,8 @@ from ..lazy import torch
 from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, drawn_depths, drawn_sizes,
-                   expected_globals, globals_as_tensors, globals_from_tensors, init_option, is_global)
+                   expected_globals, globals_as_tensors, globals_from_tensors, init_option, is_global,
+                   trained_depths_text)
 from .widths import NestedWidths, width_rule_option, check_trained_width, nested_slice, sliced_tensors, width_spec
 
 # The reference auxiliary model: 16 blocks in 5 stages (3, 3, 4, 3, 3).
@@ -58,10 +61,24 @@ def stage_bounds(depth: int, stages: int) -> list[int]:
     return [(2 * s * depth + stages) // (2 * stages) for s in range(stages + 1)]
 
 
-def stage_of_layers(depth: int, stages: int) -> list[int]:
-    """The stage each of `depth` layers takes (the SWS rule)."""
+def proportional_stages(depth: int, stages: int) -> list[int]:
+    """The stage each of `depth` layers takes when stage s holds layers
+    [b(s), b(s + 1)): the auxiliary model's rule at any depth."""
     bounds = stage_bounds(depth, stages)
     return [s for s in range(stages) for _ in range(bounds[s], bounds[s + 1])]
+
+
+def stage_of_layers(depth: int, stages: int) -> list[int]:
+    """The stage each layer of a descendant of `depth` layers takes (the SWS
+    rule): proportional at N layers or more; with 2 <= L' < N, layer i takes
+    stage floor(i (N - 1)/(L' - 1) + 1/2), so the first and last stage, next
+    to the embeddings and to the head, are always used. The proportional
+    rule there skipped both at depth 2 of 5 stages (stages 1 and 3), and that
+    descendant started at 89 % of its auxiliary model where the others kept
+    94 % or more (docs/learngenes.md, "Every kind's descendants at step 0")."""
+    if not 2 <= depth < stages:
+        return proportional_stages(depth, stages)
+    return [(2 * i * (stages - 1) + depth - 1) // (2 * (depth - 1)) for i in range(depth)]
 
 
 def _stage_name(stage: int, role: str) -> str:
@@ -83,7 +100,8 @@ def stage_count(tensors: Mapping[str, Any]) -> int:
 class Sws(NestedWidths, LearngeneKind):
     name = "sws"
     summary = ("SWS: N stages of shared weights; a descendant of depth L' takes stage s for its layers "
-               "floor(s L'/N + 1/2) .. floor((s+1) L'/N + 1/2) - 1 (any depth, the learngene's width)")
+               "floor(s L'/N + 1/2) .. floor((s+1) L'/N + 1/2) - 1, below N layers the first, the last and evenly "
+               "between (any depth, the learngene's width)")
     condense_options = (
         *distillation_options(0.5, "the SWS reference script's 0.5"),
         Option("stages", int, None, "stages of shared weights (the paper: 5 stages of 3, 3, 4, 3, 3 layers over "
@@ -126,7 +144,7 @@ class Sws(NestedWidths, LearngeneKind):
         if ancestry is not None:
             for role, named in ancestry.layers.items():
                 layers = named.data.float()
-                owner = torch.tensor(stage_of_layers(layers.shape[0], stages))
+                owner = torch.tensor(proportional_stages(layers.shape[0], stages))
                 for s in range(stages):
                     members = (owner == s).nonzero().flatten()
                     # A teacher shallower than the stages: the nearest layer stands in.
@@ -193,7 +211,8 @@ class Sws(NestedWidths, LearngeneKind):
                context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
         stack = self.built_descendant(learngene, target)
         owner = stage_of_layers(target.depth, stage_count(learngene.tensors))
-        return stack, {"rule": "SWS: layer l takes stage s for floor(s L/N + 1/2) <= l < floor((s+1) L/N + 1/2)",
+        return stack, {"rule": "SWS: layer l takes stage s for floor(s L/N + 1/2) <= l < floor((s+1) L/N + 1/2); "
+                               "with 2 <= L < N, stage floor(l (N-1)/(L-1) + 1/2)",
                        "depth": target.depth, "stage_of_layer": owner}
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
@@ -211,8 +230,7 @@ class Sws(NestedWidths, LearngeneKind):
                      "depths": "any depth >= 1 (the SWS rule at the target depth)",
                      "widths": widths,
                      "becomes": f"depth 1, 2, 3, ... at width{'s' if len(widths) > 1 else ''} {shapes}"}
-        depths = learngene.sizes.get("trained_depths", [own.depth, own.depth])
-        trained = f"{depths[0]}-{depths[1]}" if isinstance(depths, list) and len(depths) == 2 else "?"
+        trained = trained_depths_text(learngene.sizes, own.depth)
         if "widths" in learngene.sizes:
             described["trained_at"] = {"widths": widths, "depths": trained,
                                        "width_rule": learngene.sizes.get("width_rule", "sample")}

@@ -29,7 +29,7 @@ from ..options import Option
 from ..sizing import own_depth
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distillation_options, expected_globals,
-                   globals_as_tensors, globals_from_tensors, init_option, is_global)
+                   globals_as_tensors, globals_from_tensors, init_option, is_global, trained_depths_text)
 from .widths import (NestedWidths, check_trained_width, is_width_norm, nested_slice, own_width_norms,
                      sliced_tensors, width_norm_name, width_norm_tensors, width_norm_widths, width_norms_option,
                      width_rule_option, width_spec)
@@ -218,8 +218,7 @@ class Tleg(NestedWidths, LearngeneKind):
                      "becomes": f"depth 1, 2, 3, ... at width {own.width} ({own.heads} heads, MLP {own.mlp_dim})"}
         if "widths" in learngene.sizes:
             widths = list(self.trained_widths(learngene))
-            depths = learngene.sizes.get("trained_depths")
-            trained = f"{depths[0]}-{depths[1]}" if isinstance(depths, list) and len(depths) == 2 else "?"
+            trained = trained_depths_text(learngene.sizes, own.depth)
             shapes = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})"
                                for w in widths)
             rule = learngene.sizes.get("width_rule", "sample")  # a file from before --width-rule drew one width

@@ -43,7 +43,8 @@ from ..options import Option
 from ..sizing import DEFAULT_MAX_PARAMS, at_width
 from ..stack import ATTN, EMBED, FIXED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, drawn_depths, drawn_sizes,
-                   expected_globals, fit_options, globals_as_tensors, globals_from_tensors, init_option, is_global)
+                   expected_globals, fit_options, globals_as_tensors, globals_from_tensors, init_option, is_global,
+                   trained_depths_text)
 from .widen import widen_globals
 from .widths import NestedWidths, width_rule_option, nested_slice, width_spec
 
@@ -555,9 +556,7 @@ class Wave(NestedWidths, LearngeneKind):
                      "widths": widths,
                      "becomes": f"any depth, widths {', '.join(map(str, widths))}, ..."}
         trained = self.trained_widths(learngene)
-        depths = learngene.sizes.get("trained_depths")
-        drawn = (f"{depths[0]}" if depths[0] == depths[1] else f"{depths[0]}-{depths[1]}") \
-            if isinstance(depths, list) and len(depths) == 2 else f"{learngene.spec.depth}"
+        drawn = trained_depths_text(learngene.sizes, learngene.spec.depth)
         if "trained_depths" in learngene.sizes and not trained:
             described["trained_at"] = {"depths": drawn}
         if trained:
