@@ -123,10 +123,13 @@ def jobs(seeds: list[int], genes: list[str] | None = None) -> list[tuple[str, di
 def instinct_jobs(seeds: list[int], genes: list[str]) -> list[tuple[str, dict]]:
     """Per gene and seed: the learngene, then its descendants' step-0 top-1
     at every width it builds and every depth of INSTINCT_DEPTHS."""
-    return [job for seed in seeds for gene in genes for job in (
-        (f"condense-{GROWN_AS.get(gene, (gene,))[0]}-s{seed}",
-         {"kind": "condense", "gene": GROWN_AS.get(gene, (gene,))[0], "seed": seed}),
-        (f"instinct-{gene}-s{seed}", {"kind": "instinct", "gene": gene, "seed": seed}))]
+    out = []
+    for seed in seeds:
+        for gene in genes:
+            condensed = GROWN_AS.get(gene, (gene,))[0]  # a row grown another way uses its gene's learngene
+            out += [(f"condense-{condensed}-s{seed}", {"kind": "condense", "gene": condensed, "seed": seed}),
+                    (f"instinct-{gene}-s{seed}", {"kind": "instinct", "gene": gene, "seed": seed})]
+    return out
 
 
 def condense_args(gene_name: str, seed: str, gene: Path) -> list:

@@ -104,13 +104,12 @@ def _what_a_cell_shows(report: dict[str, Any], name: str, short: bool = False) -
     """One seed's cell is its final figure (instinct) and the steps to
     random's final; several seeds' is the mean with its interval (the mean
     instinct), without the steps (`interval_parts`)."""
-    steps = report["settings"]["steps"]
+    final = f"final {name} after {report['settings']['steps']} steps"
     if len(report.get("seeds") or []) > 1:
-        return f"mean final {name} after {steps} steps ± its 95 % interval ({'' if short else 'mean '}instinct" \
-               f"{'' if short else ' at step 0'})"
+        return f"mean {final} ± its 95 % interval ({'instinct' if short else 'mean instinct at step 0'})"
     if short:
-        return f"final {name} after {steps} steps (instinct) · steps to random's final (speed-up)"
-    return f"final {name} after {steps} steps (instinct at step 0) · steps to random's final {name} (speed-up)"
+        return f"{final} (instinct) · steps to random's final (speed-up)"
+    return f"{final} (instinct at step 0) · steps to random's final {name} (speed-up)"
 
 
 def _budget_text(report: dict[str, Any]) -> str:

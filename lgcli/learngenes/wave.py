@@ -101,6 +101,12 @@ def linear_padding_scalers(depth: int, count: int, scale: tuple[int, ...],
     return scalers.reshape(depth, count, *scale)
 
 
+def keeps_scalers(learngene: Learngene) -> bool:
+    """Whether a WAVE learngene holds its auxiliary model's trained scalers
+    (`S.<role>`); files written before lg kept them have none."""
+    return any(name.startswith("S.") for name in learngene.tensors)
+
+
 def resampled_scalers(scalers: torch.Tensor, depth: int) -> torch.Tensor:
     """Trained scalers (L, N, ...) at another depth L': layer l' takes the
     linear interpolation of the trained layers at the same relative depth,
@@ -473,7 +479,7 @@ class Wave(NestedWidths, LearngeneKind):
             if found is not None and (shape[0] < 1 or any(w < 1 or m % w for m, w in zip(full, shape[1:]))):
                 shape = (max(shape[0], 1), *full)  # not a tiling: report the auxiliary model's own shape
             expected[f"T.{role}"] = shape
-        if any(name.startswith("S.") for name in learngene.tensors):  # files written before lg kept them have none
+        if keeps_scalers(learngene):
             scales = scales_at({role: {"shape": list(expected[f"T.{role}"][1:])} for role in roles}, learngene.spec)
             for role in roles:  # the auxiliary model's: (depth, count, *s) per role
                 scale = scales[role] if isinstance(scales, dict) else (1,)
@@ -493,7 +499,7 @@ class Wave(NestedWidths, LearngeneKind):
         # widest (`build` slices): scalers and globals at the learngene's width.
         sliced = self._sliced_width(learngene, target)
         built = own.with_sizes(depth=target.depth) if sliced else target
-        if self.starts_from_kept(learngene, built, options):
+        if self.starts_from_kept(learngene, config, built, options):
             scalers = {f"S.{role}": resampled_scalers(learngene.tensors[f"S.{role}"].float(), target.depth)
                        for role in config}
             start = ("the auxiliary model's, as condensed" if target.depth == own.depth else
@@ -519,14 +525,16 @@ class Wave(NestedWidths, LearngeneKind):
         model.scaler_start = start  # what prepared_report says
         return model
 
-    def starts_from_kept(self, learngene: Learngene, built: ArchSpec, options: Mapping[str, Any]) -> bool:
+    @staticmethod
+    def starts_from_kept(learngene: Learngene, config: Mapping[str, Mapping[str, Any]], built: ArchSpec,
+                         options: Mapping[str, Any]) -> bool:
         """Whether a descendant built at `built`'s width starts from the
         auxiliary model's kept scalers: the learngene has them, `--scalers`
         allows it, and they have the shapes this width needs (the learngene's
-        own width, or a trained width sliced from it)."""
-        if options.get("scalers", "auto") != "auto" or not any(n.startswith("S.") for n in learngene.tensors):
+        own width, or a trained width sliced from it); `config` is the
+        learngene's templates (`_config`)."""
+        if options.get("scalers", "auto") != "auto" or not keeps_scalers(learngene):
             return False
-        config = self._config(learngene)
         return scales_at(config, built) == scales_at(config, learngene.spec.with_sizes(depth=built.depth))
 
     def prepared_report(self, model: GeneratedModel) -> dict[str, Any]:
@@ -544,8 +552,8 @@ class Wave(NestedWidths, LearngeneKind):
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
         config, widths = self._config(learngene), self.valid_widths(learngene)
-        kept = any(name.startswith("S.") for name in learngene.tensors)
-        scalers, start = (", and the auxiliary model's scalers", "the auxiliary model's, resampled") if kept else \
+        scalers, start = (", and the auxiliary model's scalers", "the auxiliary model's, resampled") \
+            if keeps_scalers(learngene) else \
             ("", "initialised by Eq. B.1")
         described = {"holds": f"templates for {len(config)} roles "
                               f"({sum(e['count'] for e in config.values())} in all), "
