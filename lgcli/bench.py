@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from .errors import LgError, UsageError, notify_stderr, shown
 from .bench_settings import BENCH_VERSION, FIT, RANDOM, BenchSettings, Cell, all_methods, foreign_entry, parse_sizes
-from .bench_tables import plot_summary
+from .bench_tables import plot_summary, summarised
 
 Notify = Callable[[str], None]
 
@@ -51,6 +51,9 @@ class _Context:
     learngenes: dict[str, Any] = field(default_factory=dict)
     condensed: dict[str, dict[str, Any]] = field(default_factory=dict)
     tag: str = ""  # a learngene file's suffix: each seed of a bench of several condenses its own
+    # Each trained kind's learngene before condensing (shapes only,
+    # `condense.unstarted_learngene`): which sizes it reaches, known for free.
+    unstarted: dict[str, Any] = field(default_factory=dict)
 
     def seeded(self, seed: int) -> "_Context":
         """The context of one seed of a bench of several: the probe, the
@@ -58,7 +61,7 @@ class _Context:
         settings = dataclasses.replace(self.settings, probe=dataclasses.replace(self.settings.probe, seed=seed))
         return _Context(loaded=self.loaded, data=self.data, data_name=self.data_name, settings=settings,
                         out=self.out, key={**self.key, "probe": {**self.key["probe"], "seed": seed}},
-                        notify=self.notify, tag=f"-seed{seed}")
+                        notify=self.notify, tag=f"-seed{seed}", unstarted=self.unstarted)
 
 
 def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settings: BenchSettings, *,
@@ -282,9 +285,8 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
 
     settings, probe = context.settings, context.settings.probe
     pending = [cell for cell in cells if _saved_cell(cell, context) is None]
-    # A resize method that cannot reach a size is n/a in the run, at no cost:
-    # found by the checks the resize makes first. (Whether a learngene kind
-    # reaches a size needs the learngene: those cells are counted.)
+    # A method that cannot reach a size is n/a in the run, at no cost: found
+    # by the checks a resize makes first, or a kind's on its unstarted learngene.
     unreachable = [cell for cell in pending if _unreachable(cell, context, resize_methods)]
     to_run = [cell for cell in pending if cell not in unreachable]
     per_size: dict[str, dict[str, Any]] = {}
@@ -324,7 +326,13 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
 
 
 def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | None:
-    """Why a resize method's cell is n/a (what `_build` would raise), or None."""
+    """Why a cell is n/a (what `_build` would raise), or None."""
+    if _is_kind(cell.method.removesuffix(FIT)):
+        try:
+            _check_kind_reaches(cell, context)
+        except LgError as exc:
+            return str(exc)
+        return None
     if cell.method not in resize_methods:
         return None
     from .methods import get_method, resolve_options
@@ -373,6 +381,7 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
             model, details["distill"] = _distilled(model, context)
         return model, context.loaded.stack.num_parameters(), details
     kind = cell.method.removesuffix(FIT)
+    _check_kind_reaches(cell, context)  # before the condense run is paid for
     learngene = _learngene(kind, context)
     fitting = {}
     if cell.method.endswith(FIT):  # as `lg grow LG --data D --steps N`, on the bench's own train split
@@ -387,6 +396,22 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
     # What the learngene stores, as its condense run counted it (PEG's record of
     # its draws, mix.*, is not a parameter), so every row of a kind agrees.
     return adapter.load_model(spec, stack), context.condensed[kind]["parameters"], details
+
+
+def _check_kind_reaches(cell: Cell, context: _Context) -> None:
+    """Refuse, as `lg grow` would, a size the kind's learngene cannot build:
+    asked of its unstarted learngene (the condensed one has the same shapes
+    and sizes), so a kind that reaches none of the sizes is never condensed."""
+    from .condense import unstarted_learngene
+    from .learngenes import get_kind
+    from .resize import expand_target
+
+    kind = cell.method.removesuffix(FIT)
+    if not get_kind(kind).trains:  # sampled in no time: its own learngene says
+        return
+    if kind not in context.unstarted:
+        context.unstarted[kind] = unstarted_learngene(context.loaded, kind, seed=context.settings.probe.seed)
+    expand_target(context.unstarted[kind], depth=cell.depth, width=cell.width)
 
 
 def _distilled(model, context: _Context):
@@ -489,7 +514,7 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
         for depth, width in context.settings.sizes:
             rows = [r["row"] for r in results if r["size"] == f"{depth}x{width}" and r.get("row") and r["seed"] == seed]
             add_steps_to_baseline(rows, measure)
-    summary, verdicts = _intervals(methods, context.settings, results, measure)
+    summary, verdicts = summarised(methods, context.settings.sizes, results, measure)
     spec = context.loaded.spec
     return {
         "version": BENCH_VERSION,
@@ -522,40 +547,6 @@ def _without_examples(cell: dict[str, Any]) -> dict[str, Any]:
     if "row" not in cell or "final_examples" not in cell["row"]:
         return cell
     return {**cell, "row": {k: v for k, v in cell["row"].items() if k != "final_examples"}}
-
-
-def _intervals(methods: list[str], settings: BenchSettings, results: list[dict],
-               measure) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """Each row's figure at each size with its 95 % interval (`lgcli.intervals`):
-    over the seeds (a t-interval) when there are several, else a bootstrap over
-    the test examples of its one run; and each size's verdict: the best row and
-    the rows that tie with it (overlapping intervals)."""
-    from .intervals import bootstrap_interval, t_interval, verdict
-
-    summary: dict[str, dict[str, Any]] = {}
-    verdicts: dict[str, Any] = {}
-    for depth, width in settings.sizes:
-        size = f"{depth}x{width}"
-        at_size: dict[str, dict[str, Any]] = {}
-        for method in methods:
-            runs = [r for r in results if r["method"] == method and r["size"] == size and r.get("status") == "done"]
-            if not runs:
-                continue
-            finals = [r["row"]["final"][measure.key] for r in runs]
-            if len(runs) > 1:
-                interval = t_interval(finals)
-            elif runs[0]["row"].get("final_examples"):
-                examples = runs[0]["row"]["final_examples"]
-                values = [e[0] if isinstance(e, list) else e for e in examples]
-                weights = [e[1] for e in examples] if isinstance(examples[0], list) else None
-                interval = bootstrap_interval(values, weights, seed=runs[0]["seed"])
-            else:
-                interval = t_interval(finals)
-            instincts = [r["row"]["instinct"][measure.key] for r in runs]
-            at_size[method] = {**interval, "finals": finals, "instinct": sum(instincts) / len(instincts)}
-            summary.setdefault(method, {})[size] = at_size[method]
-        verdicts[size] = verdict({m: v for m, v in at_size.items()}, measure.higher_is_better)
-    return summary, verdicts
 
 
 def _costs(methods: list[str], results: list[dict], condensed: dict[str, dict]) -> dict[str, dict[str, Any]]:

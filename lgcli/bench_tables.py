@@ -1,6 +1,6 @@
-"""How a bench's results read: each cell as text (top-1, its interval, the
-steps to reach the random row), the table on a terminal or in Markdown, and
-the summary figure (summary.png)."""
+"""How a bench's results read: each row's interval and each size's verdict,
+each cell as text (top-1, its interval, the steps to reach the random row),
+the table on a terminal or in Markdown, and the summary figure (summary.png)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,40 @@ def _measure(report: dict[str, Any]) -> tuple[str, str, str]:
     if report.get("measure") == "loss":
         return "loss", "test loss", ".3f"
     return "top1", "top-1", ".1f"
+
+
+def summarised(methods: list[str], sizes: list[tuple[int, int]], results: list[dict],
+               measure) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Each row's figure at each size with its 95 % interval (`lgcli.intervals`):
+    over the seeds (a t-interval) when there are several, else a bootstrap over
+    the test examples of its one run; and each size's verdict: the best row and
+    the rows that tie with it (overlapping intervals)."""
+    from .intervals import bootstrap_interval, t_interval, verdict
+
+    summary: dict[str, dict[str, Any]] = {}
+    verdicts: dict[str, Any] = {}
+    for depth, width in sizes:
+        size = f"{depth}x{width}"
+        at_size: dict[str, dict[str, Any]] = {}
+        for method in methods:
+            runs = [r for r in results if r["method"] == method and r["size"] == size and r.get("status") == "done"]
+            if not runs:
+                continue
+            finals = [r["row"]["final"][measure.key] for r in runs]
+            if len(runs) > 1:
+                interval = t_interval(finals)
+            elif runs[0]["row"].get("final_examples"):
+                examples = runs[0]["row"]["final_examples"]
+                values = [e[0] if isinstance(e, list) else e for e in examples]
+                weights = [e[1] for e in examples] if isinstance(examples[0], list) else None
+                interval = bootstrap_interval(values, weights, seed=runs[0]["seed"])
+            else:
+                interval = t_interval(finals)
+            instincts = [r["row"]["instinct"][measure.key] for r in runs]
+            at_size[method] = {**interval, "finals": finals, "instinct": sum(instincts) / len(instincts)}
+            summary.setdefault(method, {})[size] = at_size[method]
+        verdicts[size] = verdict({m: v for m, v in at_size.items()}, measure.higher_is_better)
+    return summary, verdicts
 
 
 def cell_parts(cell: dict[str, Any], measure: str = "top1") -> tuple[str, ...]:

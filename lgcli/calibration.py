@@ -105,11 +105,13 @@ class Calibration:
 
 def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, samples: int, seed: int,
                          seq_len: int | None, companions: Mapping[str, Any], where: str,
-                         notify: Callable[[str], None] = notify_stderr) -> tuple[Any, str]:
+                         notify: Callable[[str], None] = notify_stderr, at_most: bool = False) -> tuple[Any, str]:
     """(a `Batches` of exactly `samples` examples, the data's name) of
     `data` for `model`: images at its input size and channels, or token
     windows of its tokenizer. The examples are a seeded draw from the train
-    split. Data of the wrong kind, or fewer examples than asked, is refused."""
+    split. Data of the wrong kind, or fewer examples than asked, is refused;
+    with `at_most` (a caller whose user did not ask for a number, as `lg
+    condense --widths`), `samples` is a cap and a smaller split is taken whole."""
     from .data import builtin_names, load_data
     from .images import ImageData, check_channels
     from .preprocessing import preprocessing_of_spec
@@ -130,6 +132,7 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
         channels, size = image_input
         check_channels(images, channels)
         pool = images.train
+        samples = min(samples, max(len(pool), 1)) if at_most else samples
         _enough(len(pool), samples, name, "images")
         chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
         # The model's own preprocessing (`lgcli.preprocessing`): the statistics
@@ -144,6 +147,7 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     text = text_data_for([("the source", model, companions, where)], CAUSAL_LM, data, seq_len=seq_len, seed=seed,
                          notify=notify)
     pool = text.train
+    samples = min(samples, max(len(pool), 1)) if at_most else samples
     _enough(len(pool), samples, name, f"windows of {text.seq_len} tokens")
     chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
     return pool.subset(chosen), name

@@ -155,11 +155,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     kind = get_kind(method, loaded.spec)  # per stage for a model of stages
     adapter = get_adapter(loaded.spec.family)
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
-    generator = torch.Generator().manual_seed(settings.seed)
-    warm = "init" in resolved and starts_from_ancestry(resolved["init"], aux, loaded.spec)
-    ancestry = loaded.stack.materialized() if warm else None
-    # A warm start needs no random model of the auxiliary size (its roles are the teacher's).
-    aux_init = ancestry if warm else adapter.random_stack(aux, seed=settings.seed)
+    warm, ancestry, aux_init, generator = _start(loaded, aux, resolved, settings.seed)
     widths, importance = kind.training_widths(aux, resolved), None
     if warm and widths:  # nested slices keep the first channels: put the most important first
 
@@ -251,6 +247,36 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
               "loss_last": sum(result.losses[-window:]) / window if result.losses else None,
               "resumed_from": result.resumed_from, "seconds": round(seconds, 1), **condensed}
     return learngene, checkpoint, report
+
+
+def _start(loaded, aux: ArchSpec, resolved: Mapping[str, Any], seed: int,
+           ) -> tuple[bool, Stack | None, Stack, torch.Generator]:
+    """Where condensing starts: whether from the teacher's weights (`--init`,
+    when they fit the auxiliary model), those weights, the auxiliary model's
+    weights the kind starts from, and the run's seeded generator."""
+    warm = "init" in resolved and starts_from_ancestry(resolved["init"], aux, loaded.spec)
+    ancestry = loaded.stack.materialized() if warm else None
+    # A warm start needs no random model of the auxiliary size (its roles are the teacher's).
+    aux_init = ancestry if warm else get_adapter(loaded.spec.family).random_stack(aux, seed=seed)
+    return warm, ancestry, aux_init, torch.Generator().manual_seed(seed)
+
+
+def unstarted_learngene(loaded, method: str, *, seed: int = 0,
+                        options: Mapping[str, Any] | None = None) -> Learngene:
+    """The learngene `condense` of the loaded teacher starts from with these
+    options, before any step and without data: its tensors on the meta
+    device (their shapes, no memory) and its sizes. What it can build is then
+    known before the run is paid for (`lg bench` condenses no kind that
+    reaches none of its sizes). A training-free kind (PEG) has no such start."""
+    kind = get_kind(method, loaded.spec)
+    if not kind.trains:
+        raise LgError(f"a {kind.name} learngene is sampled, not trained: it has no unstarted form")
+    resolved = resolve_options(f"learngene kind '{kind.name}'", kind.condense_options, options or {})
+    aux = target_spec(loaded.spec)
+    _, ancestry, aux_init, generator = _start(loaded, aux, resolved, seed)
+    trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
+    shapes = {name: tensor.to("meta") for name, tensor in kind.keep({**trainable, **frozen}).items()}
+    return Learngene(kind=kind.name, spec=aux, tensors=shapes, sizes=kind.sizes(aux, resolved))
 
 
 def _run_origin(checkpoint: Checkpoint, teacher: ArchSpec, kind: str, aux: ArchSpec, options: Mapping[str, Any],
@@ -500,9 +526,9 @@ def importance_ordered(loaded, stack: Stack, data: Any, *, seed: int, device: st
                        notify: Callable[[str], None]) -> tuple[Stack, dict[str, Any]]:
     """The teacher's `stack` with its channels in order of importance
     (`learngenes.widths.importance_orders`, a permutation that keeps the
-    function),
-    measured on `data` by the calibration pass (its default number of
-    examples, drawn by `seed`), and what was measured (for the record)."""
+    function), measured on `data` by the calibration pass (its default
+    number of examples, or the whole train split when it is smaller, drawn
+    by `seed`), and what was measured (for the record)."""
     from .arch import get_adapter
     from .calibration import DEFAULT_CALIBRATION_SAMPLES, calibrate, calibration_device, calibration_examples
 
@@ -510,7 +536,7 @@ def importance_ordered(loaded, stack: Stack, data: Any, *, seed: int, device: st
     model = get_adapter(spec.family).load_model(spec, stack).float()
     examples, name = calibration_examples(model, spec, data, samples=DEFAULT_CALIBRATION_SAMPLES, seed=seed,
                                           seq_len=seq_len, companions=loaded.checkpoint.companions,
-                                          where=loaded.checkpoint.label, notify=notify)
+                                          where=loaded.checkpoint.label, notify=notify, at_most=True)
     statistics = calibrate(model, spec, examples, name=name, seed=seed, device=calibration_device(device))
     del model
     notify(f"condense: channels ordered by importance on {statistics.samples} examples of {name} "

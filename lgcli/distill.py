@@ -75,7 +75,7 @@ from .stack import ArchSpec, Stack
 from .text import MAX_LOGIT_ELEMENTS, TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
 from .accuracy import evaluate_accuracy
 from .devices import auto_device_note, autocast, concrete_device, distributed_setup, resolve_device
-from .heads import classes_of, model_input
+from .heads import classes_of, model_input, model_preprocessing
 from .losses import IGNORE, distillation_loss
 from .run_settings import RunSettings
 from .train import (ImageBatches, StepCallback, TrainConfig, check_checkpoint_path, check_resume,
@@ -88,6 +88,8 @@ DEFAULT_WARMUP_FRACTION = 0.1
 DEFAULT_IMAGE_TEST_FRACTION = 0.2
 # Images scored at once on the held-out split.
 SCORE_BATCH_SIZE = 256
+# A held-out split larger than this gets the hint that --test-subset scores fewer.
+SCORE_HINT_ABOVE = 2000
 
 
 @dataclass
@@ -244,9 +246,11 @@ def labels_fit(student: Party, data: ImageData | TextData) -> bool:
 
 
 def _held_out_batches(model: nn.Module, data: ImageData | TextData):
+    """The held-out split as `model` is fed: images prepared by its own
+    recipe (as training and `evaluate_accuracy` prepare them), or windows."""
     if isinstance(data, ImageData):
         channels, size = model_input(model)
-        return ImageBatches(data.test, size, channels)
+        return ImageBatches(data.test, size, channels, preprocessing=model_preprocessing(model))
     return data.test
 
 
@@ -418,9 +422,14 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
             plan["hidden_weight"] = settings.hidden_weight
             plan["hidden_layers"] = _hidden_record(mapping)
         return pupil, None, plan
+    # Scoring runs the models over the held-out split seven times (the
+    # teacher once alone; the student, and the teacher beside it, before and
+    # after): on a CPU and a real model's 10,000 test images, longer than a short run.
+    fewer = " (--test-subset N scores fewer)" if test_subset is None and len(dataset.test) > SCORE_HINT_ABOVE else ""
     notify(f"distill: student {_shape(pupil.spec)} from teacher {_shape(master.spec)} on {dataset.name}, "
            f"{settings.steps} steps of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}"
-           f"{f', hidden-state weight {settings.hidden_weight:g}' if mapping is not None else ''}")
+           f"{f', hidden-state weight {settings.hidden_weight:g}' if mapping is not None else ''}; scored before "
+           f"and after on {len(dataset.test):,} held-out {unit}{fewer}")
     if mapping is not None:
         how = "the blocks they came from, by the student's provenance" if mapping[1] == FROM_PROVENANCE \
             else "uniformly spaced"

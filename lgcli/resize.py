@@ -177,9 +177,9 @@ def budget_report(shape: BudgetShape) -> dict[str, Any]:
     if shape.unit == "bytes":
         report["bytes"] = shape.used
     report["used"] = round(shape.used / shape.budget, 4)
-    report["rule"] = (f"narrow first, as Minitron found width pruning better than depth pruning after distillation; "
-                      f"fewer layers only where that uses at least {BUDGET_FILL:.0%} of the budget; "
-                      f"lg has not measured this rule")
+    report["rule"] = (f"narrow first, as Minitron found width pruning better than depth pruning after distillation "
+                      f"(and lg on its example ViT, docs/methods.md \"Sizes as budgets\"); fewer layers only where "
+                      f"that uses at least {BUDGET_FILL:.0%} of the budget")
     return report
 
 

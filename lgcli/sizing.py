@@ -355,9 +355,10 @@ def at_depths_of(source: ArchSpec, target: ArchSpec) -> ArchSpec:
 # `lg shrink --params N` / `--memory BYTES` (docs/methods.md "Sizes as
 # budgets"): narrow first, since Minitron (Muralidharan et al. 2024) found
 # width pruning better than depth pruning once the pruned model is
-# distilled; drop layers only where a width that fits would leave more than
+# distilled (lg measured the same on its example ViT: docs/methods.md);
+# drop layers only where a width that fits would leave more than
 # 1 - BUDGET_FILL of the budget unused (widths come in whole heads, so their
-# steps are coarse). lg's own choice, not measured by lg.
+# steps are coarse): lg's own choice, a tie where lg measured it.
 BUDGET_FILL = 0.9
 
 

@@ -240,3 +240,26 @@ def test_fitted_rows_fit_per_size_and_leave_the_other_cells_reused(first_run, an
 def test_a_fitted_row_needs_fit_steps(ancestry, tmp_path):
     with pytest.raises(UsageError, match="--fit-steps"):
         bench(ancestry, "fashion-mnist-mini", tmp_path / "r", settings(methods=["peg+fit"]))
+
+
+def test_a_kind_that_reaches_no_size_is_not_condensed(first_run, ancestry, tmp_path):
+    """TLEG builds its own width only: at 3 x 64 alone it reaches nothing, so
+    the bench says so without paying for a condense run, in the words `lg
+    grow` gives for the condensed learngene (first_run's, at 3 x 64)."""
+    from lgcli.learngene_files import load_learngene
+    from lgcli.resize import expand_target
+
+    messages: list[str] = []
+    report = bench(ancestry, "fashion-mnist-mini", tmp_path / "bench", settings(sizes=[(3, 64)], methods=["tleg"]),
+                   notify=messages.append)
+    (cell,) = [c for c in report["cells"] if c["method"] == "tleg"]
+    with pytest.raises(LgError) as refused:
+        expand_target(load_learngene(first_run[0] / "learngenes" / "tleg.lg.safetensors"), depth=3, width=64)
+    assert cell["status"] == "n/a" and cell["reason"] == str(refused.value)
+    assert not any("condensing" in m for m in messages)
+    folder = tmp_path / "bench" / "learngenes"
+    assert not folder.exists() or not any(folder.iterdir())
+    assert "tleg" not in report["learngenes"] and report["costs"]["tleg"]["total_seconds"] == 0.0
+    plan = bench(ancestry, "fashion-mnist-mini", tmp_path / "plan", settings(sizes=[(3, 64)], methods=["tleg"]),
+                 dry_run=True)
+    assert plan["condense"] == {} and (plan["cells_not_applicable"], plan["cells_to_run"]) == (1, 1)  # random runs

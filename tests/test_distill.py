@@ -130,6 +130,25 @@ def test_distilling_a_vit_lowers_the_kl_on_a_fixed_batch_and_writes_a_strict_tim
     assert lg["provenance"][1]["method"] == "select"  # chained to the student's own provenance
 
 
+def test_the_held_out_kl_is_of_images_prepared_as_the_models_want_them(vits, images):
+    """A model that states its own mean and std (a real DINOv2's ImageNet
+    ones) is scored against its teacher on images prepared that way, as it
+    is trained and as its top-1 is scored, not by lg's default 0.5."""
+    from lgcli.distill import agreement
+    from lgcli.preprocessing import Preprocessing, attach
+
+    recipe = Preprocessing(mean=(0.2,), std=(0.3,), interpolation="bilinear", crop_pct=1.0, input_size=(1, 28, 28),
+                           source="a test's own")
+    teacher, student = (attach(load_timm(path), recipe) for path in vits)
+    figures = agreement(student, teacher, images)
+    prepared, _ = images.test.batch(list(range(len(images.test))), 28, 1, recipe)
+    with torch.no_grad():
+        student_logits, teacher_logits = student(prepared), teacher(prepared)
+    assert figures["kl"] == pytest.approx(kl(student_logits, teacher_logits), rel=1e-5)
+    assert figures["agreement"] == pytest.approx(
+        100.0 * float((student_logits.argmax(-1) == teacher_logits.argmax(-1)).float().mean()))
+
+
 def test_the_returned_model_is_what_the_file_holds_and_the_student_given_is_kept(vits, images, tmp_path):
     teacher_path, student_path = vits
     student = load_timm(student_path)

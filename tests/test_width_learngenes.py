@@ -323,3 +323,40 @@ def test_every_kind_shows_its_trained_depths_one_way():
     assert trained_depths_text({}, 6) == "6"
     assert trained_depths_text({"trained_depths": [2]}, 6) == "?"
     assert trained_depths_text({"trained_depths": "2-12"}, 6) == "?"
+
+
+@pytest.mark.parametrize("kind, options", [
+    ("tleg", {}), ("tleg", {"widths": "32,64", "depths": "2-3"}), ("wave", {}), ("wave", {"widths": "32,64"}),
+    ("sws", {"widths": "32,64"}), ("lets", {}),
+])
+def test_the_unstarted_learngene_reaches_what_the_condensed_one_does(teacher, kind, options):
+    """`lg bench` asks a kind's learngene before condensing which sizes it
+    builds: the unstarted one must have the condensed one's shapes and sizes,
+    and refuse (or build) every size exactly as it does."""
+    from lgcli.condense import CondenseSettings, condense, unstarted_learngene
+    from lgcli.errors import LgError
+    from lgcli.loading import load
+    from lgcli.resize import expand_target
+
+    data = load_data(subset=32, test_subset=16, seed=0)
+    condensed, _, _ = condense(teacher, data, method=kind, options=options, notify=lambda message: None,
+                               settings=CondenseSettings(steps=1, batch_size=16, progress=False))
+    # A learngene trained at its widths has the teacher's channels ordered on
+    # the whole 32-image split (fewer than a calibration's default 64, not refused).
+    assert ("importance_order" in condensed.condensed) == ("widths" in condensed.sizes)
+    assert condensed.condensed.get("importance_order", {"samples": 32})["samples"] == 32
+    unstarted = unstarted_learngene(load(teacher), kind, options=options)
+    assert {n: tuple(t.shape) for n, t in unstarted.tensors.items()} == \
+        {n: tuple(t.shape) for n, t in condensed.tensors.items()}
+    assert all(t.device.type == "meta" for t in unstarted.tensors.values())
+    assert unstarted.sizes == condensed.sizes and unstarted.spec == condensed.spec
+
+    def answer(learngene, depth, width):
+        try:
+            return expand_target(learngene, depth=depth, width=width)[1]
+        except LgError as exc:
+            return str(exc)
+
+    for depth in (1, 2, 3):
+        for width in (16, 32, 48, 64, 128):
+            assert answer(unstarted, depth, width) == answer(condensed, depth, width)

@@ -437,8 +437,9 @@ class Wave(NestedWidths, LearngeneKind):
 
     # -------------------------------------------------------- growing
     def _config(self, learngene: Learngene) -> dict[str, dict[str, Any]]:
+        # By role name: a refusal names the same role however the tensors were read.
         return {name[2:]: {"shape": list(t.shape[1:]), "count": int(t.shape[0])}
-                for name, t in learngene.tensors.items() if name.startswith("T.")}
+                for name, t in sorted(learngene.tensors.items()) if name.startswith("T.")}
 
     def valid_widths(self, learngene: Learngene, limit: int = 8) -> list[int]:
         own, config, found = learngene.spec, self._config(learngene), []
