@@ -273,6 +273,10 @@ def unstarted_learngene(loaded, method: str, *, seed: int = 0,
         raise LgError(f"a {kind.name} learngene is sampled, not trained: it has no unstarted form")
     resolved = resolve_options(f"learngene kind '{kind.name}'", kind.condense_options, options or {})
     aux = target_spec(loaded.spec)
+    # The checks `condense` makes before its kind's first tensors, in its
+    # order: a kind that cannot condense this teacher refuses as it would there.
+    kind.training_widths(aux, resolved)
+    kind.training_depths(aux, resolved)
     _, ancestry, aux_init, generator = _start(loaded, aux, resolved, seed)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     shapes = {name: tensor.to("meta") for name, tensor in kind.keep({**trainable, **frozen}).items()}

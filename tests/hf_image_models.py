@@ -107,11 +107,13 @@ def piped_config(lg, src: Path, out: Path) -> dict:
     return json.loads((out / "config.json").read_text())
 
 
-def training_commands(size: str) -> list[tuple[str, ...]]:
-    """lg eval, bench (at `size`, DEPTHxWIDTH) and condense, one step each, on a few images."""
+def training_commands(sizes: str) -> list[tuple[str, ...]]:
+    """lg eval, bench (at `sizes`, DEPTHxWIDTH,...: the model's own width among
+    them, so that TLEG, which builds only that width, is condensed) and
+    condense, one step each, on a few images."""
     few = ("--subset", "64", "--test-subset", "32")
     # bench condenses its learngenes for --condense-steps (600 by default): one step here too.
-    return [("eval", "--steps", "1", *few), ("bench", "--sizes", size, "--steps", "1", "--condense-steps", "1",
+    return [("eval", "--steps", "1", *few), ("bench", "--sizes", sizes, "--steps", "1", "--condense-steps", "1",
                                              *few, "-o", "grown"),
             ("condense", "--method", "tleg", "--steps", "1", *few, "-o", "grown")]
 

@@ -307,7 +307,7 @@ def test_an_mlp_size_a_dinov2_config_cannot_state_is_refused(built, lg, tmp_path
 
 
 @pytest.mark.parametrize("variant", ["dinov2-swiglu-classifier", "dinov2-registers-classifier"])
-@pytest.mark.parametrize("command", training_commands("1x24"))
+@pytest.mark.parametrize("command", training_commands("1x24,1x48"))
 def test_eval_bench_and_condense_train_these_classifiers(command, variant, built, lg, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     src, _ = built(variant)

@@ -169,7 +169,7 @@ def test_a_config_alone_gives_the_model_its_sizes(variant, built):
 
 
 @pytest.mark.parametrize("variant", ["vit-grayscale", "deit-with-teacher"])
-@pytest.mark.parametrize("command", training_commands("1x16"))
+@pytest.mark.parametrize("command", training_commands("1x16,1x32"))
 def test_eval_bench_and_condense_train_a_hugging_face_classifier(command, variant, built, lg, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     src, _ = built(variant)
