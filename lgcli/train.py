@@ -49,6 +49,7 @@ from lgcli.preprocessing import Preprocessing
 from lgcli.devices import Distributed, autocast, distributed_setup, resolve_device
 from lgcli.heads import image_logits, model_input, model_preprocessing
 from lgcli.losses import LossFn, cross_entropy_loss
+from lgcli.step_memory import step_memory_warning
 
 # `on_step(step, model)` after `step` optimiser steps (step 0: before any);
 # called on every rank, with the unwrapped model in train mode. Returning
@@ -458,6 +459,9 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
         teacher.to(device).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(optimizer_groups(model, parameters, config.weight_decay), lr=config.lr,
                                   betas=(0.9, 0.999))
+    too_big = step_memory_warning(model, data, max(1, config.batch_size // distributed.world_size), teacher, device)
+    if too_big and distributed.rank == 0:  # said before a step the kernel would kill without a word
+        print(too_big, file=sys.stderr, flush=True)
     checkpoint = Path(config.checkpoint_path) if config.checkpoint_path else None
     start_step = 0
     check_checkpoint_path(config)

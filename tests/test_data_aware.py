@@ -73,6 +73,9 @@ def test_block_influence_drops_the_block_made_an_identity(tmp_path, lg, identity
             assert torch.equal(written[f"blocks.{target_block}.{suffix}"], source_weights[f"blocks.{source_block}.{suffix}"])
     chosen = recorded(out)["chosen"]
     assert chosen == {"kept_layers": [0, 3], "dropped_layers": [1, 2]}
+    # lg inspect says what was chosen, and from a source lg did not write.
+    shown = lg("inspect", out).stdout.decode()
+    assert "layers [0, 3] (every index: lg inspect --json)" in shown and "vit.safetensors: not made by lg" in shown
     # Dropping identity blocks keeps the function: the same logits.
     small = timm.create_model("vit_base_patch16_224", depth=2, embed_dim=64, num_heads=2, patch_size=8, img_size=32,
                               num_classes=5)

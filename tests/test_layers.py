@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("images",),                          # image data sets in memory or in folders, prepared for a model
     ("data",),                            # the data sets --data names: built-in, IDX, pickles, image folders
     ("accuracy",),                        # an image classifier's accuracy on data
+    ("step_memory",),                     # the memory a language model's training step needs
     ("train",),                           # the one training loop
     ("tokenizing",),                      # a model folder's tokenizer, or bytes
     ("text",),                            # text data and language-model evaluation

@@ -35,7 +35,8 @@ def _provenance_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
     rows = []
     for step_number, step in enumerate(report["provenance"]):
         label = "made by" if step_number == 0 else "  from"
-        desc = step.get("method") or step.get("kind") or "?"
+        # A source lg did not write records only its name (and no way it was made).
+        desc = step.get("method") or step.get("kind") or "not made by lg"
         if step.get("file"):
             desc = f"{step['file']}: {desc}"
         options = dict(step.get("options") or {})

@@ -1,0 +1,58 @@
+"""How much memory a language model's training step needs, said before the
+first step when the machine does not have it.
+
+A step over token windows holds the logits (batch x positions x vocabulary,
+float32) many times over: the logits, their log-softmax, the loss's
+intermediates and the gradients flowing back through them, and with a
+teacher its logits and the KL's terms too. For a real vocabulary this
+dwarfs the model: SmolLM2-135M (49,152 tokens) at lg's default batch of 64
+windows of 128 tokens holds 1.6 GB per copy of its logits, and the kernel
+kills the process, without a word, once the copies outgrow the memory. lg
+says so first, with the batch size that would fit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .checkpoint.memory import available_memory, memory_text
+from .lazy import torch
+
+# Copies of a step's float32 logits held at its peak, measured with
+# /usr/bin/time on SmolLM2-135M on the CPU (2 steps of 128-token windows,
+# batch 4 against 16; 2026-11-27): `lg eval`'s probe (cross-entropy) peaked
+# 3.31 GB higher at 12 more windows, 11.0 copies of their 302 MB of logits;
+# `lg distill` (the teacher's logits and the KL besides) 4.56 GB, 15.1 copies.
+STEP_LOGIT_COPIES = 11
+STEP_TEACHER_COPIES = 4
+# The optimiser's state and the gradients: AdamW's two moments and one gradient per trained parameter.
+STATE_COPIES = 3
+
+_said: set[tuple[Any, ...]] = set()
+
+
+def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teacher: torch.nn.Module | None,
+                        device: torch.device) -> str | None:
+    """One line when a step of `batch_size` token windows of `data` through
+    `model` (a transformers language model) would need more memory than
+    `device` has free, else None (images, a model of no output embeddings,
+    memory that cannot be read, or a case already said in this process)."""
+    inputs = getattr(data, "inputs", None)
+    heads = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if not isinstance(inputs, torch.Tensor) or inputs.dim() != 2 or getattr(heads, "weight", None) is None:
+        return None
+    positions, vocabulary = int(inputs.shape[1]), int(heads.weight.shape[0])
+    per_window = positions * vocabulary * 4 * (STEP_LOGIT_COPIES + (STEP_TEACHER_COPIES if teacher is not None else 0))
+    state = STATE_COPIES * 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)
+    free = available_memory() if device.type == "cpu" else torch.cuda.mem_get_info(device)[0]
+    need = state + batch_size * per_window
+    key = (batch_size, positions, vocabulary, teacher is not None, device.type)
+    if free is None or need <= free or key in _said:
+        return None
+    _said.add(key)
+    fits = (free - state) // per_window
+    where = "the CPU" if device.type == "cpu" else str(device)
+    remedy = f"--batch-size {fits} would fit" if fits >= 1 else "no batch fits: use a machine with more memory"
+    return (f"lg: a step of {batch_size} windows of {positions} tokens over a {vocabulary:,}-token vocabulary needs "
+            f"about {memory_text(need)} (logits, gradients and the optimiser's state) and {where} has "
+            f"{memory_text(free)} free: it may run out of memory ({remedy})")
