@@ -8,7 +8,7 @@ teacher its logits and the KL's terms too. For a real vocabulary this
 dwarfs the model: SmolLM2-135M (49,152 tokens) at lg's default batch of 64
 windows of 128 tokens holds 1.6 GB per copy of its logits, and the kernel
 kills the process, without a word, once the copies outgrow the memory. lg
-says so first, with the batch size that would fit.
+says so first, on the CPU, with the batch size that would fit.
 """
 
 from __future__ import annotations
@@ -35,24 +35,26 @@ def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teac
                         device: torch.device) -> str | None:
     """One line when a step of `batch_size` token windows of `data` through
     `model` (a transformers language model) would need more memory than
-    `device` has free, else None (images, a model of no output embeddings,
-    memory that cannot be read, or a case already said in this process)."""
+    the CPU has free, else None (images, a model of no output embeddings,
+    memory that cannot be read, or a case already said in this process).
+    On a GPU a step too big fails with CUDA's own out-of-memory error, not
+    the kernel's silent kill, and the copies were measured on the CPU: None."""
     inputs = getattr(data, "inputs", None)
     heads = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if not isinstance(inputs, torch.Tensor) or inputs.dim() != 2 or getattr(heads, "weight", None) is None:
+    if device.type != "cpu" or not isinstance(inputs, torch.Tensor) or inputs.dim() != 2 \
+            or getattr(heads, "weight", None) is None:
         return None
     positions, vocabulary = int(inputs.shape[1]), int(heads.weight.shape[0])
     per_window = positions * vocabulary * 4 * (STEP_LOGIT_COPIES + (STEP_TEACHER_COPIES if teacher is not None else 0))
     state = STATE_COPIES * 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)
-    free = available_memory() if device.type == "cpu" else torch.cuda.mem_get_info(device)[0]
+    free = available_memory()
     need = state + batch_size * per_window
-    key = (batch_size, positions, vocabulary, teacher is not None, device.type)
+    key = (batch_size, positions, vocabulary, teacher is not None)
     if free is None or need <= free or key in _said:
         return None
     _said.add(key)
     fits = (free - state) // per_window
-    where = "the CPU" if device.type == "cpu" else str(device)
     remedy = f"--batch-size {fits} would fit" if fits >= 1 else "no batch fits: use a machine with more memory"
     return (f"lg: a step of {batch_size} windows of {positions} tokens over a {vocabulary:,}-token vocabulary needs "
-            f"about {memory_text(need)} (logits, gradients and the optimiser's state) and {where} has "
+            f"about {memory_text(need)} (logits, gradients and the optimiser's state) and the CPU has "
             f"{memory_text(free)} free: it may run out of memory ({remedy})")

@@ -49,8 +49,10 @@ def test_the_batch_that_fits_is_the_free_memory_over_a_windows_logits(monkeypatc
     with_teacher = POSITIONS * VOCABULARY * 4 * (STEP_LOGIT_COPIES + STEP_TEACHER_COPIES)
     assert f"--batch-size {(5 * per_window + 1) // with_teacher} would fit" in \
         step_memory_warning(model, windows, 8, tiny_llama(), CPU)
-    # Nothing to say without token windows, or when the memory cannot be read.
+    # Nothing to say without token windows, on a GPU (CUDA says so itself),
+    # or when the memory cannot be read.
     assert step_memory_warning(model, object(), 8, None, CPU) is None
+    assert step_memory_warning(model, windows, 9, None, torch.device("cuda")) is None
     monkeypatch.setattr(step_memory, "available_memory", lambda: None)
     assert step_memory_warning(model, windows, 64, None, CPU) is None
 
