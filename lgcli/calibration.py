@@ -132,8 +132,7 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
         channels, size = image_input
         check_channels(images, channels)
         pool = images.train
-        samples = min(samples, max(len(pool), 1)) if at_most else samples
-        _enough(len(pool), samples, name, "images")
+        samples = _samples_taken(len(pool), samples, name, "images", at_most)
         chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
         # The model's own preprocessing (`lgcli.preprocessing`): the statistics
         # are of the inputs it was trained on.
@@ -147,8 +146,7 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     text = text_data_for([("the source", model, companions, where)], CAUSAL_LM, data, seq_len=seq_len, seed=seed,
                          notify=notify)
     pool = text.train
-    samples = min(samples, max(len(pool), 1)) if at_most else samples
-    _enough(len(pool), samples, name, f"windows of {text.seq_len} tokens")
+    samples = _samples_taken(len(pool), samples, name, f"windows of {text.seq_len} tokens", at_most)
     chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
     return pool.subset(chosen), name
 
@@ -163,10 +161,15 @@ def _image_input(adapter, spec: ArchSpec) -> tuple[int, int] | None:
     return channels, height
 
 
-def _enough(available: int, samples: int, name: str, unit: str) -> None:
+def _samples_taken(available: int, samples: int, name: str, unit: str, at_most: bool) -> int:
+    """How many of `available` examples to draw: `samples`, refused when
+    there are fewer; with `at_most`, a cap (a smaller split is taken whole)."""
+    if at_most:
+        samples = min(samples, max(available, 1))
     if available < samples:
         raise LgError(f"--calibrate {name} has {available} {unit} to calibrate on, fewer than "
                       f"--calibrate-samples {samples}: give more data or ask for fewer samples")
+    return samples
 
 
 def calibrate(model: torch.nn.Module, spec: ArchSpec, examples: Any, *, name: str, seed: int,
