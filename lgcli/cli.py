@@ -224,10 +224,30 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
     except Exception as exc:  # a bug, or an input we did not foresee
         if debug:
             raise
+        if missing_dependency(exc):
+            _fail(missing_dependency(exc), 1)
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         _fail(f"internal error: this is a bug in lg; please report it with the --debug output "
               f"({type(exc).__name__}{': ' + detail if detail else ''})", 1)
     return None
+
+
+# The pip name of a module whose distribution is named otherwise (pyproject.toml's dependencies).
+PIP_NAMES = {"pywt": "PyWavelets", "yaml": "PyYAML", "PIL": "pillow"}
+
+
+def missing_dependency(exc: BaseException) -> str | None:
+    """The line for an installation that lacks a package lg imports (a
+    dependency pip did not install, or one removed since), with the pip
+    command that installs it; None for anything else, lg's own modules
+    included (a missing one of those is a bug)."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    top = exc.name.split(".")[0]
+    if top == "lgcli":
+        return None
+    return (f"the Python package {top!r} is not installed here, and lg needs it for this "
+            f"(pip install {PIP_NAMES.get(top, top)})")
 
 
 def _fail(message: str, code: int) -> None:

@@ -516,3 +516,38 @@ def test_refusing_to_write_names_the_output(small_vit, tmp_path, monkeypatch):
         lgcli.save(output, loaded.spec, loaded.stack, source=loaded)
     assert str(refused.value).startswith(f"{output}: refusing to write: ")
     assert not output.exists()
+
+
+# ---- A dependency missing from the installation ----
+
+MISSING_DRIVER = r'''
+import sys
+sys.modules[sys.argv[1]] = None  # its import now raises ModuleNotFoundError, as when it is not installed
+sys.argv = ["lg", *sys.argv[2:]]
+from lgcli.__main__ import main
+main()
+'''
+
+
+def test_a_missing_dependency_is_one_line_with_the_pip_command_and_nothing_written(small_vit, tmp_path):
+    """A lent GPU's Python lacked PyWavelets: `lg shrink --method bot` said
+    "internal error: this is a bug in lg". It is the installation, not lg:
+    one line naming the package and the pip command that installs it."""
+    output = tmp_path / "out.safetensors"
+    proc = subprocess.run([sys.executable, "-c", MISSING_DRIVER, "pywt", "shrink", str(small_vit), "--depth", "2",
+                           "--width", "16", "--source-heads", "2", "--method", "bot", "-o", str(output)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "lg: error: the Python package 'pywt' is not installed here, and lg needs it for this "
+        "(pip install PyWavelets)"]
+    assert not output.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_module_of_lg_itself_is_still_a_bug():
+    from lgcli.cli import missing_dependency
+
+    assert missing_dependency(ModuleNotFoundError("No module named 'lgcli.nowhere'", name="lgcli.nowhere")) is None
+    assert missing_dependency(ValueError("x")) is None
+    assert missing_dependency(ModuleNotFoundError("No module named 'yaml'", name="yaml")).endswith(
+        "(pip install PyYAML)")

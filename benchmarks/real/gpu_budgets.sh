@@ -26,17 +26,22 @@
 # bench cells have), so everything is written under WORK and packed into
 # $OUT/budgets.tgz; the tables are printed too.
 #
-#   call (carry .gpu3, the float16 classifier: see README.md "Device runs"):
+#   call (carry .gpu4, the float16 classifier: see README.md "Device runs"):
 #     LIMIT=450 bash benchmarks/real/gpu_budgets.sh
+#   some groups only (beside another study in the same call):
+#     LIMIT=450 PARTS=ablation bash benchmarks/real/gpu_budgets.sh   # of ablation, b1500, example
 #   smoke test here:  DEVICE=cpu SMOKE=1 LIMIT=300 WORK=/tmp/budgets-smoke OUT=/tmp/budgets-out \
 #                     M=/path/to/tiny-vit-classifier bash benchmarks/real/gpu_budgets.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+source benchmarks/real/unpack_carried.sh
 OUT=${OUT:-/tmp/lg-gpu-out}
 WORK=${WORK:-/tmp/budgets}
 LIMIT=${LIMIT:-450}
 DEVICE=${DEVICE:-cuda}
 M=${M:-.gpu3/dinov2-s-fmnist}
+PARTS=",${PARTS:-ablation,b1500,example},"
+part() { [[ $PARTS == *",$1,"* ]]; }
 DEPTH_SIZE=${DEPTH_SIZE:-6x384}   # the classifier's sizes (the smoke test's tiny model has others)
 WIDTH_SIZE=${WIDTH_SIZE:-12x192}
 EXAMPLE=examples/fmnist_vit.safetensors
@@ -61,15 +66,15 @@ bench() {  # NAME SOURCE, then lg bench options
 }
 
 # 1. Block ablation against select, budgets 0 and 300.
-bench abl-b0-$DEPTH_SIZE "$M" "${REAL[@]}" --sizes $DEPTH_SIZE --methods select,block-ablation --budget 0 &
-bench abl-b300-$DEPTH_SIZE "$M" "${REAL[@]}" --sizes $DEPTH_SIZE --methods select,block-ablation --budget "$B300" &
+part ablation && bench abl-b0-$DEPTH_SIZE "$M" "${REAL[@]}" --sizes $DEPTH_SIZE --methods select,block-ablation --budget 0 &
+part ablation && bench abl-b300-$DEPTH_SIZE "$M" "${REAL[@]}" --sizes $DEPTH_SIZE --methods select,block-ablation --budget "$B300" &
 # 2. Budget 1,500 on the real classifier, one process per method.
 for method in select block-ablation tleg; do
-  bench "b1500-$DEPTH_SIZE-$method" "$M" "${REAL[@]}" --sizes $DEPTH_SIZE --methods "$method" --budget "$B1500" &
+  part b1500 && bench "b1500-$DEPTH_SIZE-$method" "$M" "${REAL[@]}" --sizes $DEPTH_SIZE --methods "$method" --budget "$B1500" &
 done
 # (TLEG builds only its own width: at 12 x 192 it is n/a, and condensing it there would only cost time.)
 for method in select activation; do
-  bench "b1500-$WIDTH_SIZE-$method" "$M" "${REAL[@]}" --sizes $WIDTH_SIZE --methods "$method" --budget "$B1500" &
+  part b1500 && bench "b1500-$WIDTH_SIZE-$method" "$M" "${REAL[@]}" --sizes $WIDTH_SIZE --methods "$method" --budget "$B1500" &
 done
 # 3. The example ancestry, one process per size, budget 1,500.
 EXAMPLE_METHODS=bot,select,auto-lg,clone,block-ablation,activation,tleg,random
@@ -78,7 +83,7 @@ EXAMPLE_METHODS=bot,select,auto-lg,clone,block-ablation,activation,tleg,random
 for size in 3x64 6x64 3x128 8x128; do
   methods=$EXAMPLE_METHODS
   [ "${size#*x}" = 64 ] && methods=${EXAMPLE_METHODS/,tleg/}
-  bench "ex-b1500-$size" "$EXAMPLE" "${EXAMPLE_ARGS[@]}" --sizes "$size" --methods "$methods" \
+  part example && bench "ex-b1500-$size" "$EXAMPLE" "${EXAMPLE_ARGS[@]}" --sizes "$size" --methods "$methods" \
     --budget "$B1500" &
 done
 wait
@@ -99,16 +104,17 @@ assemble() {  # NAME SOURCE PARTS..., then -- and lg bench options
     > "$WORK/$name.md" 2> "$WORK/$name.log"
   echo "$name (assembled): exit $?" >> "$WORK/status.txt"
 }
-assemble b1500-$DEPTH_SIZE "$M" b1500-$DEPTH_SIZE-select b1500-$DEPTH_SIZE-block-ablation b1500-$DEPTH_SIZE-tleg -- \
+part b1500 && assemble b1500-$DEPTH_SIZE "$M" b1500-$DEPTH_SIZE-select b1500-$DEPTH_SIZE-block-ablation b1500-$DEPTH_SIZE-tleg -- \
   "${REAL[@]}" --sizes $DEPTH_SIZE --methods select,block-ablation,tleg --budget "$B1500"
-assemble b1500-$WIDTH_SIZE "$M" b1500-$WIDTH_SIZE-select b1500-$WIDTH_SIZE-activation -- \
+part b1500 && assemble b1500-$WIDTH_SIZE "$M" b1500-$WIDTH_SIZE-select b1500-$WIDTH_SIZE-activation -- \
   "${REAL[@]}" --sizes $WIDTH_SIZE --methods select,activation --budget "$B1500"
-assemble ex-b1500 "$EXAMPLE" ex-b1500-3x64 ex-b1500-6x64 ex-b1500-3x128 ex-b1500-8x128 -- \
+part example && assemble ex-b1500 "$EXAMPLE" ex-b1500-3x64 ex-b1500-6x64 ex-b1500-3x128 ex-b1500-8x128 -- \
   "${EXAMPLE_ARGS[@]}" --sizes 3x64,6x64,3x128,8x128 --methods "$EXAMPLE_METHODS" --budget "$B1500"
 
 # Learngene files stay behind (tens of MB): the cells, tables and logs come back.
 tar czf "$OUT/budgets.tgz" --exclude="*.safetensors" -C "$WORK" .
 cat "$WORK/status.txt"
 for f in "$WORK"/abl-*.md "$WORK"/b1500-$DEPTH_SIZE.md "$WORK"/b1500-$WIDTH_SIZE.md "$WORK"/ex-b1500.md; do
+  [ -f "$f" ] || continue
   echo "== $f"; cat "$f"
 done

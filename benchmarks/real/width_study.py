@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -95,7 +96,7 @@ def plan(args: argparse.Namespace) -> list[Job]:
     for seed in args.seeds:
         for budget in args.budgets:
             fill = {"seed": str(seed), "widths": args.widths, "depths": f"{depths[0]}-{max(depths[-1], 2)}"}
-            for method in RESIZES:
+            for method in args.resizes:
                 for depth, width in sizes:
                     name = f"{method}-b{budget}-{depth}x{width}-s{seed}"
                     model = str(work / "models" / f"{name}{ext}")
@@ -108,7 +109,10 @@ def plan(args: argparse.Namespace) -> list[Job]:
                                        (depth, width), seed, commands))
             if not budget:
                 continue
-            for kind, flags in KINDS.items():
+            for kind in args.kinds:
+                if budget not in args.kind_budgets.get(kind, [budget]):
+                    continue
+                flags = KINDS[kind]
                 gene = str(work / "models" / f"{kind}-b{budget}-s{seed}.lg.safetensors")
                 condense = f"condense-{kind}-b{budget}-s{seed}"
                 jobs.insert(0, Job(condense, [[*LG, "condense", args.ancestry, *[f.format(**fill) for f in flags],
@@ -121,7 +125,30 @@ def plan(args: argparse.Namespace) -> list[Job]:
                     grow = [*LG, "grow", gene, "--depth", str(depth), "--width", str(width), "-o", model,
                             *(["--method", "select"] if other_width else [])]
                     jobs.append(probed(name, model, kind, budget, (depth, width), seed, [grow], [condense]))
-    return jobs
+    return prioritised(jobs, args.order, sizes)
+
+
+def prioritised(jobs: list[Job], order: list[str], sizes: list[tuple[int, int]]) -> list[Job]:
+    """Jobs in the order a cut run should finish them: by path in `order`
+    (what the aims compare first), the longer budget first (the long
+    condenses are the critical path), then by size as listed. A grow stays
+    after its condense and, being early in the list, starts as soon as the
+    condense ends. Paths `order` leaves out come last."""
+    def path(job: Job) -> str:
+        name = job.name.removeprefix("condense-")
+        return max((p for p in [*KINDS, *RESIZES] if name.startswith(p + "-b")), key=len)
+
+    def budget(job: Job) -> int:
+        return int(job.name.removeprefix("condense-")[len(path(job)) + 2:].split("-")[0])
+
+    def size(job: Job) -> int:
+        listed = [f"{d}x{w}" for d, w in sizes]
+        return listed.index(job.probe["size"]) if job.probe else -1  # a condense before its grows
+
+    def rank(job: Job) -> tuple:
+        return (order.index(path(job)) if path(job) in order else len(order), -budget(job), size(job))
+
+    return sorted(jobs, key=rank)
 
 
 def resize_commands(args: argparse.Namespace, method: str, depth: int, width: int, out: str,
@@ -146,11 +173,18 @@ def done(work: Path) -> dict[str, dict]:
     return {row["job"]: row for row in map(json.loads, path.read_text().splitlines()) if row.get("job")}
 
 
+def outputs(job: Job) -> list[str]:
+    """What the job's commands write (their -o)."""
+    return [command[command.index("-o") + 1] for command in job.commands if "-o" in command]
+
+
 def run_job(job: Job, work: Path, stop_at: float) -> dict:
     """Run a job's commands in order (a '>' redirects stdout to a file);
     its result, with the probe's figures where it has one."""
     log = open(work / "logs" / f"{job.name}.log", "w")
     started = time.time()
+    for stale in map(Path, outputs(job)):  # what a cut run of this job left: it starts again from nothing
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
     for command in job.commands:
         target = None
         if ">" in command:
@@ -182,10 +216,21 @@ def run(args: argparse.Namespace) -> None:
     work = Path(args.work)
     for sub in ("models", "runs", "logs"):
         (work / sub).mkdir(parents=True, exist_ok=True)
+    if args.results_from and not (work / "results.jsonl").exists():
+        shutil.copyfile(args.results_from, work / "results.jsonl")
     stop_at = time.time() + args.deadline
     results = done(work)
-    jobs = [job for job in plan(args) if not results.get(job.name, {}).get("ok")]
+    planned = plan(args)
     ok = {name for name, row in results.items() if row.get("ok")}
+    jobs = [job for job in planned if job.name not in ok]
+    # A finished condense whose learngene is not here (results carried from
+    # another machine, whose models stayed there) runs again for the grows
+    # that still need it.
+    needed = {name for job in jobs for name in job.needs}
+    for job in planned:
+        if job.name in needed & ok and not all(Path(out).exists() for out in outputs(job)):
+            ok.discard(job.name)
+            jobs.insert(0, job)
     failed: set[str] = set()
     print(f"{len(jobs)} jobs to run ({len(ok)} done before), {args.workers} at a time, "
           f"for at most {args.deadline} s", file=sys.stderr)
@@ -245,6 +290,12 @@ def main() -> None:
     parser.add_argument("--widths", default="192,384", help="the widths the width-trained learngenes train at")
     parser.add_argument("--budgets", default="0,500,2000", help="training steps each path gets (0: none)")
     parser.add_argument("--seeds", default="0")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="learngene kinds condensed")
+    parser.add_argument("--kind-budgets", default="",
+                        help="KIND=B/B,...: these kinds only at these budgets (the others at every budget)")
+    parser.add_argument("--resizes", default=",".join(RESIZES), help="resize paths")
+    parser.add_argument("--order", default="",
+                        help="paths in the order a run cut at --deadline should finish them (default: as planned)")
     parser.add_argument("--batch-size", type=int, default=256, help="of condense and distill")
     parser.add_argument("--probe-steps", type=int, default=200)
     parser.add_argument("--eval-every", type=int, default=50)
@@ -253,10 +304,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--deadline", type=float, default=420, help="seconds; jobs still running then are stopped")
     parser.add_argument("--work", default="/tmp/width-study")
+    parser.add_argument("--results-from", help="a results.jsonl of earlier runs: its jobs are not run again "
+                        "(copied into --work when that has none)")
     parser.add_argument("--smoke", action="store_true", help="tiny data and probe: the mechanics only")
     args = parser.parse_args()
     args.budgets = [int(b) for b in args.budgets.split(",")]
     args.seeds = [int(s) for s in args.seeds.split(",")]
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    args.resizes = [r for r in args.resizes.split(",") if r]
+    unknown = set(args.kinds) - set(KINDS) | set(args.resizes) - set(RESIZES)
+    if unknown:
+        parser.error(f"unknown paths: {', '.join(sorted(unknown))}")
+    args.kind_budgets = {kind: [int(b) for b in budgets.split("/")]
+                         for kind, budgets in (item.split("=") for item in args.kind_budgets.split(",") if item)}
+    args.order = [p for p in args.order.split(",") if p] or [*args.kinds, *args.resizes]
     args.data_args = ["--subset", "256", "--test-subset", "64"] if args.smoke else []
     if args.smoke:
         args.probe_steps, args.eval_every, args.batch_size, args.calibrate_samples = 2, 1, 16, 8

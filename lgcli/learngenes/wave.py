@@ -117,10 +117,11 @@ def resampled_scalers(scalers: torch.Tensor, depth: int) -> torch.Tensor:
     source = scalers.shape[0]
     if depth == source:
         return scalers.clone()
+    # On the scalers' device: condensing on a GPU resamples them at every step.
     if depth == 1 or source == 1:
-        position = torch.zeros(depth, dtype=torch.float64)
+        position = torch.zeros(depth, dtype=torch.float64, device=scalers.device)
     else:
-        position = torch.arange(depth, dtype=torch.float64) * (source - 1) / (depth - 1)
+        position = torch.arange(depth, dtype=torch.float64, device=scalers.device) * (source - 1) / (depth - 1)
     low = position.floor().long().clamp(max=source - 1)
     high = (low + 1).clamp(max=source - 1)
     weight = (position - low).to(scalers.dtype).view(-1, *([1] * (scalers.dim() - 1)))
