@@ -45,7 +45,7 @@ DEPTH = 3
 def hidden_mse(model, spec, teacher, data, uniform: bool) -> float:
     """The held-out hidden-state MSE against the teacher's uniformly spaced
     blocks, or against its first blocks (where the student's came from)."""
-    from lgcli.distill import agreement
+    from lgcli.held_out import agreement
 
     mapping = uniform_layer_map(spec.depth, teacher.spec.depth) if uniform else list(range(spec.depth))
     term = HiddenStateTerm(1.0, model, spec, teacher.model, teacher.spec, mapping)
@@ -120,7 +120,7 @@ def without_provenance(folder: Path, copy: Path) -> Path:
 
 
 def agreement_of(student, teacher, data, figure: str) -> dict:
-    from lgcli.distill import score
+    from lgcli.held_out import score
 
     figures = score(student.model, teacher.model, data, with_labels=True, tau=1.0, device="cpu")
     return {figure: figures[figure], "kl": figures["kl"],

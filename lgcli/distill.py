@@ -67,18 +67,18 @@ from .data import builtin_names, load_data
 from .images import ImageData, check_channels
 from .errors import LgError, UsageError, notify_stderr
 from .hidden_states import FROM_PROVENANCE, HiddenStateTerm, check_shapes, layer_map
-from .lazy import F, no_grad, nn, torch
+from .held_out import HeldOutScores, vocabulary
+from .lazy import nn, torch
 from .options import (DEFAULT_DISTILL_ALPHA, DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS,
                       DEFAULT_DISTILL_TAU)
 from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
-from .text import MAX_LOGIT_ELEMENTS, TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
-from .accuracy import evaluate_accuracy
-from .devices import auto_device_note, autocast, concrete_device, distributed_setup, resolve_device
-from .heads import classes_of, model_input, model_preprocessing
-from .losses import IGNORE, distillation_loss
+from .text import TextData, builtin_texts, check_data_source, text_data_for
+from .devices import auto_device_note, concrete_device
+from .heads import classes_of, model_input
+from .losses import distillation_loss
 from .run_settings import RunSettings
-from .train import (ImageBatches, StepCallback, TrainConfig, check_checkpoint_path, check_resume,
+from .train import (StepCallback, TrainConfig, check_checkpoint_path, check_resume,
                     seconds_per_step, train)
 
 Notify = Callable[[str], None]
@@ -87,7 +87,6 @@ DEFAULT_WARMUP_FRACTION = 0.1
 # Images held out to score the models before and after, when --test-fraction is not given.
 DEFAULT_IMAGE_TEST_FRACTION = 0.2
 # Images scored at once on the held-out split.
-SCORE_BATCH_SIZE = 256
 # A held-out split larger than this gets the hint that --test-subset scores fewer.
 SCORE_HINT_ABOVE = 2000
 
@@ -196,17 +195,10 @@ def check_pair(student: Party, teacher: Party) -> None:
             raise LgError(f"the teacher takes {theirs[0]}-channel {theirs[1]}-pixel images and the student "
                           f"{ours[0]}-channel {ours[1]}-pixel ones: distil from a teacher of the student's input")
         return
-    ours, theirs = _vocabulary(student.model), _vocabulary(teacher.model)
+    ours, theirs = vocabulary(student.model), vocabulary(teacher.model)
     if ours != theirs:
         raise LgError(f"the teacher's vocabulary has {theirs} tokens and the student's {ours}: distil from a "
                       f"teacher of the student's vocabulary")
-
-
-def _vocabulary(model: nn.Module) -> int | None:
-    embeddings = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if embeddings is not None and getattr(embeddings, "weight", None) is not None:
-        return int(embeddings.weight.shape[0])  # the logits' size, whatever the config says
-    return getattr(getattr(model, "config", None), "vocab_size", None)
 
 
 def read_data(student: Party, teacher: Party, data: Any, *, subset: Any = None, test_subset: Any = None,
@@ -243,78 +235,6 @@ def labels_fit(student: Party, data: ImageData | TextData) -> bool:
     """Whether the data's labels are the model's outputs: text's next (or
     masked) tokens always are; images' when their classes are the model's."""
     return not isinstance(data, ImageData) or data.num_classes == classes_of(student.model)
-
-
-def _held_out_batches(model: nn.Module, data: ImageData | TextData):
-    """The held-out split as `model` is fed: images prepared by its own
-    recipe (as training and `evaluate_accuracy` prepare them), or windows."""
-    if isinstance(data, ImageData):
-        channels, size = model_input(model)
-        return ImageBatches(data.test, size, channels, preprocessing=model_preprocessing(model))
-    return data.test
-
-
-@no_grad
-def agreement(student: nn.Module, teacher: nn.Module, data: ImageData | TextData, *, tau: float = 1.0,
-              device: str = "cpu", hidden: HiddenStateTerm | None = None) -> dict[str, float]:
-    """How far the student is from the teacher on the held-out split: the
-    mean KL(softmax(z_t / tau) || softmax(z_s / tau)) per scored position
-    (an image; a scored token) and the share of positions where their
-    top-1 agree (%); with `hidden` (made on these two models), the mean over
-    the student's blocks of the MSE between its hidden states and the
-    teacher's at the term's blocks ("hidden_mse", without the weight)."""
-    batches = _held_out_batches(student, data)
-    target = resolve_device(device, distributed_setup(device))
-    was = student.training, teacher.training
-    student.to(target).eval()
-    teacher.to(target).eval()
-    if isinstance(data, ImageData):
-        size = SCORE_BATCH_SIZE
-    else:
-        outputs = _vocabulary(student) or 1
-        size = max(1, min(SCORE_BATCH_SIZE, MAX_LOGIT_ELEMENTS // (data.test.inputs.shape[1] * outputs)))
-    kl_sum, agree, count, hidden_sum = 0.0, 0, 0, 0.0
-    with contextlib.ExitStack() as hooks:
-        if hidden is not None:
-            hooks.enter_context(hidden)
-        for first in range(0, len(batches), size):
-            inputs, targets = batches.batch(list(range(first, min(first + size, len(batches)))))
-            inputs, targets = inputs.to(target), targets.to(target)
-            with autocast(target):
-                student_logits = batches.logits(student, inputs).float()
-                teacher_logits = batches.logits(teacher, inputs).float()
-            if hidden is not None:  # every example has as many positions: a batch weighs its examples
-                hidden_sum += float(hidden.layer_mse().mean()) * len(inputs)
-            scored = (targets != IGNORE).flatten()
-            s = student_logits.flatten(0, -2)[scored]
-            t = teacher_logits.flatten(0, -2)[scored]
-            kl_sum += float(F.kl_div(F.log_softmax(s / tau, -1), F.log_softmax(t / tau, -1), reduction="sum",
-                                     log_target=True))
-            agree += int((s.argmax(-1) == t.argmax(-1)).sum())
-            count += int(scored.sum())
-    student.train(was[0])
-    teacher.train(was[1])
-    figures = {"kl": kl_sum / max(count, 1), "agreement": 100.0 * agree / max(count, 1)}
-    if hidden is not None:
-        figures["hidden_mse"] = hidden_sum / max(len(batches), 1)
-    return figures
-
-
-def score(model: nn.Module, teacher: nn.Module | None, data: ImageData | TextData, *, with_labels: bool,
-          tau: float, device: str, hidden: HiddenStateTerm | None = None) -> dict[str, float]:
-    """A model's figures on the held-out split: top-1, top-5 and loss on
-    images of its classes, loss and perplexity on text; and, beside a
-    teacher, its KL from the teacher and their agreement (and with `hidden`,
-    the hidden states' MSE: `agreement`)."""
-    figures: dict[str, float] = {}
-    if with_labels:
-        scored = (evaluate_accuracy(model, data.test, device=device) if isinstance(data, ImageData)
-                  else evaluate_text(model, data.test, device=device))
-        figures.update({k: round(v, 4) for k, v in scored.items() if k not in ("images", "tokens")})
-    if teacher is not None:
-        figures.update({k: round(v, 4) for k, v in agreement(model, teacher, data, tau=tau, device=device,
-                                                             hidden=hidden).items()})
-    return figures
 
 
 def distill(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLike | None,
@@ -422,9 +342,9 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
             plan["hidden_weight"] = settings.hidden_weight
             plan["hidden_layers"] = _hidden_record(mapping)
         return pupil, None, plan
-    # Scoring runs the models over the held-out split seven times (the
-    # teacher once alone; the student, and the teacher beside it, before and
-    # after): on a CPU and a real model's 10,000 test images, longer than a short run.
+    # Scoring runs the models over the held-out split three times on images
+    # (the teacher once, the student before and after; lgcli.held_out), more
+    # on text: on a CPU and a real model's 10,000 test images, longer than a short run.
     fewer = " (--test-subset N scores fewer)" if test_subset is None and len(dataset.test) > SCORE_HINT_ABOVE else ""
     notify(f"distill: student {_shape(pupil.spec)} from teacher {_shape(master.spec)} on {dataset.name}, "
            f"{settings.steps} steps of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}"
@@ -439,10 +359,8 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     if device_note:
         notify(device_note)
     term = hidden_term(pupil.model)
-    figures = {"teacher": score(master.model, None, dataset, with_labels=with_labels, tau=settings.tau,
-                                device=settings.device),
-               "before": score(pupil.model, master.model, dataset, with_labels=with_labels, tau=settings.tau,
-                               device=settings.device, hidden=term)}
+    scores = HeldOutScores(master.model, dataset, with_labels=with_labels, tau=settings.tau, device=settings.device)
+    figures = {"teacher": scores.teacher(), "before": scores.student(pupil.model, hidden=term)}
     rule = None
     if held_out is not None:
         from .condense import StoppingRule
@@ -456,8 +374,7 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         with term:
             result = train(pupil.model, dataset.train, config, loss_fn=term.loss(loss_fn), teacher=master.model,
                            on_step=callback, cache_teacher=False)
-    figures["after"] = score(pupil.model, master.model, dataset, with_labels=with_labels, tau=settings.tau,
-                             device=settings.device, hidden=term)
+    figures["after"] = scores.student(pupil.model, hidden=term)
     if term is not None:
         notify(f"distill: held-out hidden-state MSE {figures['before']['hidden_mse']:.4g} -> "
                f"{figures['after']['hidden_mse']:.4g}")

@@ -134,7 +134,7 @@ def test_the_held_out_kl_is_of_images_prepared_as_the_models_want_them(vits, ima
     """A model that states its own mean and std (a real DINOv2's ImageNet
     ones) is scored against its teacher on images prepared that way, as it
     is trained and as its top-1 is scored, not by lg's default 0.5."""
-    from lgcli.distill import agreement
+    from lgcli.held_out import agreement
     from lgcli.preprocessing import Preprocessing, attach
 
     recipe = Preprocessing(mean=(0.2,), std=(0.3,), interpolation="bilinear", crop_pct=1.0, input_size=(1, 28, 28),
@@ -147,6 +147,45 @@ def test_the_held_out_kl_is_of_images_prepared_as_the_models_want_them(vits, ima
     assert figures["kl"] == pytest.approx(kl(student_logits, teacher_logits), rel=1e-5)
     assert figures["agreement"] == pytest.approx(
         100.0 * float((student_logits.argmax(-1) == teacher_logits.argmax(-1)).float().mean()))
+
+
+@pytest.mark.parametrize("with_labels", [True, False])
+def test_images_are_scored_in_three_passes_with_the_figures_of_seven(vits, with_labels):
+    """The teacher runs once over the held-out images and each scoring of a
+    student once (`HeldOutScores`), where the teacher's figures, and the
+    student's label figures and its KL and agreement, each took a pass of
+    their own before: the same figures to the bit (evaluate_accuracy and
+    agreement, on 300 images, two batches), for a student fed as the
+    teacher and for one that prepares its images otherwise."""
+    from lgcli.accuracy import evaluate_accuracy
+    from lgcli.held_out import HeldOutScores, agreement
+    from lgcli.preprocessing import Preprocessing, attach
+
+    data = load_data(subset=64, test_subset=300, seed=0)
+    teacher, student = (load_timm(path) for path in vits)
+    other = attach(load_timm(vits[1]), Preprocessing(mean=(0.2,), std=(0.3,), interpolation="bilinear",
+                                                     crop_pct=1.0, input_size=(1, 28, 28), source="a test's own"))
+    seen = {"teacher": 0, "student": 0, "other": 0}
+    for name, model in (("teacher", teacher), ("student", student), ("other", other)):
+        model.register_forward_hook(lambda module, inputs, output, name=name: seen.__setitem__(
+            name, seen[name] + len(inputs[0])))
+    scores = HeldOutScores(teacher, data, with_labels=with_labels, tau=2.0, device="cpu")
+    got = {"teacher": scores.teacher(), "student": scores.student(student), "again": scores.student(student)}
+    assert seen == {"teacher": 300, "student": 600, "other": 0}
+    got["other"] = scores.student(other)
+    assert seen == {"teacher": 600, "student": 600, "other": 300}  # the teacher once more, on the other's inputs
+    scores.student(other)
+    assert seen["teacher"] == 600
+
+    def by_hand(model):
+        figures = {**evaluate_accuracy(model, data.test), **agreement(model, teacher, data, tau=2.0)}
+        kept = ("top1", "top5", "loss", "kl", "agreement") if with_labels else ("kl", "agreement")
+        return {k: round(v, 4) for k, v in figures.items() if k in kept}
+
+    labels = {k: round(v, 4) for k, v in evaluate_accuracy(teacher, data.test).items() if k != "images"}
+    assert got["teacher"] == (labels if with_labels else {})
+    assert got["student"] == got["again"] == by_hand(student)
+    assert got["other"] == by_hand(other) and got["other"] != got["student"]
 
 
 def test_the_returned_model_is_what_the_file_holds_and_the_student_given_is_kept(vits, images, tmp_path):

@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("recipe",),                          # how a given model wants its images (reads checkpoints and models)
     ("fitting",),                         # training on data for what a learngene builds
     ("resize", "condense", "evaluate"),   # the commands, as library functions
+    ("held_out",),                        # lg distill's held-out figures: the teacher once, the student beside it
     ("distill",),                         # healing a model from a teacher (condense's stopping rule)
     ("report",),                          # rendering results: eval tables, curves, figures
     ("bench_settings",),                  # what a bench is asked, its cells, and what its folder may hold

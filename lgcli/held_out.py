@@ -1,0 +1,217 @@
+"""The held-out figures `lg distill` reports: the teacher's, and the
+student's before and after training (top-1, top-5 and loss on images of its
+classes, loss and perplexity on text; beside the teacher, the KL from it and
+their top-1 agreement).
+
+On images the teacher runs once: its pass gives its own figures and keeps
+its logits (ten numbers an image for Fashion-MNIST), and each scoring of the
+student is then one pass that gives both its label figures and its KL and
+agreement against the kept logits. Three passes over the split instead of
+seven (the teacher alone, then the student for its labels and again beside
+the teacher, before and after): for a real DINOv2-S on a CPU and 10,000
+test images the scoring was the longest part of a short run. The figures
+are those of `evaluate_accuracy` and `agreement`, to the bit: the same
+images, prepared the same way, in the same batches.
+
+The teacher runs beside the student instead where keeping its logits does
+not pay or cannot work: on text (a logit per vocabulary entry per token:
+49,152 for SmolLM2), with the hidden-state term (whose teacher hidden states
+are read during the student's pass), and when the student wants its images
+prepared otherwise than the teacher (then the teacher's logits are kept for
+the student's preparation after one more pass).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from .accuracy import evaluate_accuracy
+from .devices import autocast, distributed_setup, resolve_device
+from .heads import model_input, model_preprocessing
+from .hidden_states import HiddenStateTerm
+from .images import ImageData
+from .lazy import F, no_grad, nn, torch
+from .losses import IGNORE
+from .text import MAX_LOGIT_ELEMENTS, TextData, evaluate_text
+from .train import ImageBatches
+
+# Images (or windows, within MAX_LOGIT_ELEMENTS) a scoring pass takes at once:
+# evaluate_accuracy's own batch, so the passes here give its figures exactly.
+SCORE_BATCH_SIZE = 256
+
+
+def held_out_batches(model: nn.Module, data: ImageData | TextData):
+    """The held-out split as `model` is fed: images prepared by its own
+    recipe (as training and `evaluate_accuracy` prepare them), or windows."""
+    if isinstance(data, ImageData):
+        channels, size = model_input(model)
+        return ImageBatches(data.test, size, channels, preprocessing=model_preprocessing(model))
+    return data.test
+
+
+def _preparation(batches) -> tuple:
+    """What decides the inputs a model sees: equal for two models, the same images."""
+    return (batches.image_size, batches.channels, batches.preprocessing)
+
+
+def vocabulary(model: nn.Module) -> int | None:
+    """A language model's logits per position (None: not one)."""
+    embeddings = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if embeddings is not None and getattr(embeddings, "weight", None) is not None:
+        return int(embeddings.weight.shape[0])  # the logits' size, whatever the config says
+    return getattr(getattr(model, "config", None), "vocab_size", None)
+
+
+@no_grad
+def agreement(student: nn.Module, teacher: nn.Module, data: ImageData | TextData, *, tau: float = 1.0,
+              device: str = "cpu", hidden: HiddenStateTerm | None = None) -> dict[str, float]:
+    """How far the student is from the teacher on the held-out split: the
+    mean KL(softmax(z_t / tau) || softmax(z_s / tau)) per scored position
+    (an image; a scored token) and the share of positions where their
+    top-1 agree (%); with `hidden` (made on these two models), the mean over
+    the student's blocks of the MSE between its hidden states and the
+    teacher's at the term's blocks ("hidden_mse", without the weight)."""
+    batches = held_out_batches(student, data)
+    target = resolve_device(device, distributed_setup(device))
+    was = student.training, teacher.training
+    student.to(target).eval()
+    teacher.to(target).eval()
+    if isinstance(data, ImageData):
+        size = SCORE_BATCH_SIZE
+    else:
+        outputs = vocabulary(student) or 1
+        size = max(1, min(SCORE_BATCH_SIZE, MAX_LOGIT_ELEMENTS // (data.test.inputs.shape[1] * outputs)))
+    kl_sum, agree, count, hidden_sum = 0.0, 0, 0, 0.0
+    with contextlib.ExitStack() as hooks:
+        if hidden is not None:
+            hooks.enter_context(hidden)
+        for first in range(0, len(batches), size):
+            inputs, targets = batches.batch(list(range(first, min(first + size, len(batches)))))
+            inputs, targets = inputs.to(target), targets.to(target)
+            with autocast(target):
+                student_logits = batches.logits(student, inputs).float()
+                teacher_logits = batches.logits(teacher, inputs).float()
+            if hidden is not None:  # every example has as many positions: a batch weighs its examples
+                hidden_sum += float(hidden.layer_mse().mean()) * len(inputs)
+            scored = (targets != IGNORE).flatten()
+            s = student_logits.flatten(0, -2)[scored]
+            t = teacher_logits.flatten(0, -2)[scored]
+            kl_sum += _kl_sum(s, t, tau)
+            agree += int((s.argmax(-1) == t.argmax(-1)).sum())
+            count += int(scored.sum())
+    student.train(was[0])
+    teacher.train(was[1])
+    figures = {"kl": kl_sum / max(count, 1), "agreement": 100.0 * agree / max(count, 1)}
+    if hidden is not None:
+        figures["hidden_mse"] = hidden_sum / max(len(batches), 1)
+    return figures
+
+
+def _kl_sum(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> float:
+    return float(F.kl_div(F.log_softmax(student / tau, -1), F.log_softmax(teacher / tau, -1), reduction="sum",
+                          log_target=True))
+
+
+class HeldOutScores:
+    """Scores on the held-out split of `data`, beside one teacher: the
+    teacher's own (`teacher()`, first) and a student's (`student(model)`,
+    as often as needed). `with_labels`: the data's labels fit the models
+    (their classes; text always), so the label figures are given."""
+
+    def __init__(self, teacher: nn.Module, data: ImageData | TextData, *, with_labels: bool, tau: float,
+                 device: str):
+        self.teacher_model, self.data, self.with_labels = teacher, data, with_labels
+        self.tau, self.device = tau, device
+        # The teacher's held-out logits (images), by the preparation they were made under.
+        self._kept: dict[tuple, Any] = {}
+
+    def teacher(self) -> dict[str, float]:
+        """The teacher's own figures (label figures only; none without labels)."""
+        if not isinstance(self.data, ImageData):
+            return _rounded(evaluate_text(self.teacher_model, self.data.test, device=self.device)) \
+                if self.with_labels else {}
+        figures, logits = self._image_pass(self.teacher_model, reference=None)
+        self._kept[_preparation(held_out_batches(self.teacher_model, self.data))] = logits
+        return _rounded(figures) if self.with_labels else {}
+
+    def student(self, model: nn.Module, hidden: HiddenStateTerm | None = None) -> dict[str, float]:
+        """A student's figures: its label figures and its KL from the teacher
+        and agreement (with `hidden`, the hidden states' MSE too)."""
+        if not isinstance(self.data, ImageData) or hidden is not None:
+            figures: dict[str, float] = {}
+            if self.with_labels:
+                figures.update(evaluate_accuracy(model, self.data.test, device=self.device)
+                               if isinstance(self.data, ImageData)
+                               else evaluate_text(model, self.data.test, device=self.device))
+            figures.update(agreement(model, self.teacher_model, self.data, tau=self.tau, device=self.device,
+                                     hidden=hidden))
+            return _rounded(figures)
+        preparation = _preparation(held_out_batches(model, self.data))
+        if preparation not in self._kept:  # the student is fed otherwise: the teacher's logits on its inputs
+            self._kept[preparation] = self._image_pass(self.teacher_model, reference=None,
+                                                       batches=held_out_batches(model, self.data))[1]
+        figures, _ = self._image_pass(model, reference=self._kept[preparation])
+        if not self.with_labels:
+            figures = {k: v for k, v in figures.items() if k in ("kl", "agreement")}
+        return _rounded(figures)
+
+    @no_grad
+    def _image_pass(self, model: nn.Module, *, reference: Any, batches: ImageBatches | None = None):
+        """One pass of `model` over the held-out images (prepared as
+        `batches` says; default: its own way): top-1, top-5 and loss against
+        the labels (evaluate_accuracy's arithmetic), and with `reference`
+        (a teacher's logits on the same inputs) the KL and agreement
+        (agreement's); and the pass's logits, on the CPU."""
+        batches = batches or held_out_batches(model, self.data)
+        target = resolve_device(self.device, distributed_setup(self.device))
+        was = model.training
+        model.to(target).eval()
+        hits1 = hitsk = count = agree = 0
+        loss_sum = kl_sum = 0.0
+        kept = []
+        for first in range(0, len(batches), SCORE_BATCH_SIZE):
+            inputs, labels = batches.batch(list(range(first, min(first + SCORE_BATCH_SIZE, len(batches)))))
+            inputs, labels = inputs.to(target), labels.to(target)
+            with autocast(target):
+                logits = batches.logits(model, inputs).float()
+            kept.append(logits.cpu())
+            if self.with_labels:
+                top = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
+                hits = top == labels[:, None]
+                hits1 += int(hits[:, 0].sum())
+                hitsk += int(hits.any(-1).sum())
+                loss_sum += float(F.cross_entropy(logits, labels, reduction="sum"))
+            if reference is not None:
+                teacher_logits = reference[first:first + len(labels)].to(target)
+                kl_sum += _kl_sum(logits, teacher_logits, self.tau)
+                agree += int((logits.argmax(-1) == teacher_logits.argmax(-1)).sum())
+            count += len(labels)
+        model.train(was)
+        total = max(count, 1)
+        figures: dict[str, float] = {}
+        if self.with_labels:
+            figures.update(top1=100.0 * hits1 / total, top5=100.0 * hitsk / total, loss=loss_sum / total)
+        if reference is not None:
+            figures.update(kl=kl_sum / total, agreement=100.0 * agree / total)
+        return figures, torch.cat(kept) if kept else None
+
+
+def _rounded(figures: dict[str, float]) -> dict[str, float]:
+    """As the report keeps them: four decimals; counts of images or tokens left out."""
+    return {k: round(v, 4) for k, v in figures.items() if k not in ("images", "tokens")}
+
+
+def score(model: nn.Module, teacher: nn.Module | None, data: ImageData | TextData, *, with_labels: bool,
+          tau: float, device: str, hidden: HiddenStateTerm | None = None) -> dict[str, float]:
+    """One model's figures on the held-out split, computed alone (no logits
+    kept): its label figures and, beside a teacher, its KL from the teacher
+    and their agreement (and with `hidden`, the hidden states' MSE)."""
+    figures: dict[str, float] = {}
+    if with_labels:
+        scored = (evaluate_accuracy(model, data.test, device=device) if isinstance(data, ImageData)
+                  else evaluate_text(model, data.test, device=device))
+        figures.update(_rounded(scored))
+    if teacher is not None:
+        figures.update(_rounded(agreement(model, teacher, data, tau=tau, device=device, hidden=hidden)))
+    return figures
