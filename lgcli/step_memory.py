@@ -32,13 +32,15 @@ _said: set[tuple[Any, ...]] = set()
 
 
 def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teacher: torch.nn.Module | None,
-                        device: torch.device) -> str | None:
+                        device: torch.device, trained: int | None = None) -> str | None:
     """One line when a step of `batch_size` token windows of `data` through
     `model` (a transformers language model) would need more memory than
     the CPU has free, else None (images, a model of no output embeddings,
     memory that cannot be read, or a case already said in this process).
     On a GPU a step too big fails with CUDA's own out-of-memory error, not
-    the kernel's silent kill, and the copies were measured on the CPU: None."""
+    the kernel's silent kill, and the copies were measured on the CPU: None.
+    `trained`: the parameters the optimiser updates (a fit that trains some
+    tensors only); default: every parameter that requires a gradient."""
     inputs = getattr(data, "inputs", None)
     heads = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if device.type != "cpu" or not isinstance(inputs, torch.Tensor) or inputs.dim() != 2 \
@@ -46,7 +48,9 @@ def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teac
         return None
     positions, vocabulary = int(inputs.shape[1]), int(heads.weight.shape[0])
     per_window = positions * vocabulary * 4 * (STEP_LOGIT_COPIES + (STEP_TEACHER_COPIES if teacher is not None else 0))
-    state = STATE_COPIES * 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if trained is None:
+        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    state = STATE_COPIES * 4 * trained
     free = available_memory()
     need = state + batch_size * per_window
     key = (batch_size, positions, vocabulary, teacher is not None)

@@ -459,7 +459,8 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
         teacher.to(device).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(optimizer_groups(model, parameters, config.weight_decay), lr=config.lr,
                                   betas=(0.9, 0.999))
-    too_big = step_memory_warning(model, data, max(1, config.batch_size // distributed.world_size), teacher, device)
+    too_big = step_memory_warning(model, data, max(1, config.batch_size // distributed.world_size), teacher, device,
+                                  trained=sum(p.numel() for group in optimizer.param_groups for p in group["params"]))
     if too_big and distributed.rank == 0:  # said before a step the kernel would kill without a word
         print(too_big, file=sys.stderr, flush=True)
     checkpoint = Path(config.checkpoint_path) if config.checkpoint_path else None

@@ -57,6 +57,20 @@ def test_the_batch_that_fits_is_the_free_memory_over_a_windows_logits(monkeypatc
     assert step_memory_warning(model, windows, 64, None, CPU) is None
 
 
+def test_only_the_parameters_the_optimiser_trains_hold_its_state(monkeypatch, windows):
+    """A fit that trains some tensors only (WAVE's scalers, a head) keeps
+    AdamW's moments and gradients for those alone: the memory left for the
+    logits is larger, and more windows fit."""
+    model = tiny_llama()
+    per_window = POSITIONS * VOCABULARY * 4 * STEP_LOGIT_COPIES
+    everything = STATE_COPIES * 4 * sum(p.numel() for p in model.parameters())
+    monkeypatch.setattr(step_memory, "available_memory", lambda: everything + 2 * per_window)
+    assert "(--batch-size 2 would fit)" in step_memory_warning(model, windows, 64, None, CPU)
+    head = model.get_output_embeddings().weight.numel()
+    assert f"(--batch-size {(everything + 2 * per_window - STATE_COPIES * 4 * head) // per_window} would fit)" in \
+        step_memory_warning(model, windows, 63, None, CPU, trained=head)
+
+
 def test_the_training_loop_says_it_before_the_first_step(monkeypatch, windows, capsys):
     monkeypatch.setattr(step_memory, "available_memory", lambda: 1)
     train(tiny_llama(), windows, TrainConfig(steps=1, batch_size=4, progress=False))
