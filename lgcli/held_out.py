@@ -129,8 +129,8 @@ class HeldOutScores:
     def teacher(self) -> dict[str, float]:
         """The teacher's own figures (label figures only; none without labels)."""
         if not isinstance(self.data, ImageData):
-            return _rounded(evaluate_text(self.teacher_model, self.data.test, device=self.device)) \
-                if self.with_labels else {}
+            return score(self.teacher_model, None, self.data, with_labels=self.with_labels, tau=self.tau,
+                         device=self.device)
         figures, logits = self._image_pass(self.teacher_model, reference=None)
         self._kept[_preparation(held_out_batches(self.teacher_model, self.data))] = logits
         return _rounded(figures) if self.with_labels else {}
@@ -139,14 +139,8 @@ class HeldOutScores:
         """A student's figures: its label figures and its KL from the teacher
         and agreement (with `hidden`, the hidden states' MSE too)."""
         if not isinstance(self.data, ImageData) or hidden is not None:
-            figures: dict[str, float] = {}
-            if self.with_labels:
-                figures.update(evaluate_accuracy(model, self.data.test, device=self.device)
-                               if isinstance(self.data, ImageData)
-                               else evaluate_text(model, self.data.test, device=self.device))
-            figures.update(agreement(model, self.teacher_model, self.data, tau=self.tau, device=self.device,
-                                     hidden=hidden))
-            return _rounded(figures)
+            return score(model, self.teacher_model, self.data, with_labels=self.with_labels, tau=self.tau,
+                         device=self.device, hidden=hidden)
         preparation = _preparation(held_out_batches(model, self.data))
         if preparation not in self._kept:  # the student is fed otherwise: the teacher's logits on its inputs
             self._kept[preparation] = self._image_pass(self.teacher_model, reference=None,

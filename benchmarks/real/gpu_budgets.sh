@@ -29,7 +29,8 @@
 #   call (carry .gpu4, the float16 classifier: see README.md "Device runs"):
 #     LIMIT=450 bash benchmarks/real/gpu_budgets.sh
 #   some groups only (beside another study in the same call):
-#     LIMIT=450 PARTS=ablation bash benchmarks/real/gpu_budgets.sh   # of ablation, b1500, example
+#     LIMIT=450 PARTS=ablation bash benchmarks/real/gpu_budgets.sh   # of ablation, b1500, example,
+#                                                                       example6000 (not in the default)
 #   smoke test here:  DEVICE=cpu SMOKE=1 LIMIT=300 WORK=/tmp/budgets-smoke OUT=/tmp/budgets-out \
 #                     M=/path/to/tiny-vit-classifier bash benchmarks/real/gpu_budgets.sh
 set -uo pipefail
@@ -46,11 +47,14 @@ DEPTH_SIZE=${DEPTH_SIZE:-6x384}   # the classifier's sizes (the smoke test's tin
 WIDTH_SIZE=${WIDTH_SIZE:-12x192}
 EXAMPLE=examples/fmnist_vit.safetensors
 mkdir -p "$OUT" "$WORK"
+# A later call goes on from an earlier one's cells: FROM=its budgets.tgz (carried), unpacked into WORK.
+[ -n "${FROM:-}" ] && [ -f "$FROM" ] && tar xzf "$FROM" -C "$WORK"
+echo "== call of $(date -u +%FT%TZ), PARTS=$PARTS" >> "$WORK/status.txt"
 (nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU: $DEVICE") > "$WORK/device.txt"
 
 # The budgets, shrunk for a smoke test of the script's mechanics.
-if [ -n "${SMOKE:-}" ]; then B300=2; B1500=3; CAL=8; PROBE=(--steps 2 --eval-every 1 --test-subset 64 --subset 256)
-else B300=300; B1500=1500; CAL=256; PROBE=(--steps 200 --eval-every 50); fi
+if [ -n "${SMOKE:-}" ]; then B300=2; B1500=3; B6000=4; CAL=8; PROBE=(--steps 2 --eval-every 1 --test-subset 64 --subset 256)
+else B300=300; B1500=1500; B6000=6000; CAL=256; PROBE=(--steps 200 --eval-every 50); fi
 REAL=("${PROBE[@]}" --data fashion-mnist-mini --seeds 3 --calibrate-samples "$CAL" --device "$DEVICE")
 # docs/bench.md's protocol for the example (its budgets 0 and 300 ran on the CPU with it).
 if [ -n "${SMOKE:-}" ]; then EXAMPLE_PROBE=("${PROBE[@]}" --data fashion-mnist-mini)
@@ -77,7 +81,7 @@ for method in select activation; do
   part b1500 && bench "b1500-$WIDTH_SIZE-$method" "$M" "${REAL[@]}" --sizes $WIDTH_SIZE --methods "$method" --budget "$B1500" &
 done
 # 3. The example ancestry, one process per size, budget 1,500.
-EXAMPLE_METHODS=bot,select,auto-lg,clone,block-ablation,activation,tleg,random
+EXAMPLE_METHODS=${EXAMPLE_METHODS:-bot,select,auto-lg,clone,block-ablation,activation,tleg,random}
 # TLEG builds only the ancestry's width, 128: the 64-wide sizes leave it out (their assembled
 # cells are n/a, from the learngene the 128-wide processes condensed).
 for size in 3x64 6x64 3x128 8x128; do
@@ -86,6 +90,19 @@ for size in 3x64 6x64 3x128 8x128; do
   part example && bench "ex-b1500-$size" "$EXAMPLE" "${EXAMPLE_ARGS[@]}" --sizes "$size" --methods "$methods" \
     --budget "$B1500" &
 done
+# 4. The example ancestry at budget 6,000 (about 12 hours on the development CPU): one process
+# per size and method, at most PARALLEL at once (the machine's cores), each cell saved as it lands.
+PARALLEL=${PARALLEL:-16}
+if part example6000; then
+  for size in 3x64 6x64 3x128 8x128; do
+    for method in ${EXAMPLE_METHODS//,/ }; do
+      [ "${size#*x}" = 64 ] && [ "$method" = tleg ] && continue
+      bench "ex-b6000-$size-$method" "$EXAMPLE" "${EXAMPLE_ARGS[@]}" --sizes "$size" --methods "$method" \
+        --budget "$B6000" &
+      while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
+    done
+  done
+fi
 wait
 
 # One table per group: the per-method or per-size folders' cells copied into
@@ -110,11 +127,14 @@ part b1500 && assemble b1500-$WIDTH_SIZE "$M" b1500-$WIDTH_SIZE-select b1500-$WI
   "${REAL[@]}" --sizes $WIDTH_SIZE --methods select,activation --budget "$B1500"
 part example && assemble ex-b1500 "$EXAMPLE" ex-b1500-3x64 ex-b1500-6x64 ex-b1500-3x128 ex-b1500-8x128 -- \
   "${EXAMPLE_ARGS[@]}" --sizes 3x64,6x64,3x128,8x128 --methods "$EXAMPLE_METHODS" --budget "$B1500"
+part example6000 && assemble ex-b6000 "$EXAMPLE" $(cd "$WORK" && ls -d ex-b6000-*x*-* 2>/dev/null | grep -v '\.') -- \
+  "${EXAMPLE_ARGS[@]}" --sizes 3x64,6x64,3x128,8x128 --methods "$EXAMPLE_METHODS" --budget "$B6000"
 
 # Learngene files stay behind (tens of MB): the cells, tables and logs come back.
 tar czf "$OUT/budgets.tgz" --exclude="*.safetensors" -C "$WORK" .
 cat "$WORK/status.txt"
-for f in "$WORK"/abl-*.md "$WORK"/b1500-$DEPTH_SIZE.md "$WORK"/b1500-$WIDTH_SIZE.md "$WORK"/ex-b1500.md; do
+for f in "$WORK"/abl-*.md "$WORK"/b1500-$DEPTH_SIZE.md "$WORK"/b1500-$WIDTH_SIZE.md "$WORK"/ex-b1500.md \
+    "$WORK"/ex-b6000.md; do
   [ -f "$f" ] || continue
   echo "== $f"; cat "$f"
 done
