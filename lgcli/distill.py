@@ -75,7 +75,8 @@ from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
 from .text import TextData, builtin_texts, check_data_source, text_data_for
 from .devices import auto_device_note, concrete_device
-from .heads import classes_of, model_input
+from .heads import classes_of, model_input, model_preprocessing
+from .preprocessing import PREPROCESSING, attach, with_preprocessing
 from .losses import distillation_loss
 from .run_settings import RunSettings
 from .train import (StepCallback, TrainConfig, check_checkpoint_path, check_resume,
@@ -166,9 +167,25 @@ def read_party(source: Any, role: str, heads: int | None = None, stdin: BinaryIO
                       flag="--student-heads" if role == "student" else "--teacher-heads",
                       where=loaded.checkpoint.label)
     adapter = get_adapter(loaded.spec.family)
-    model = adapter.load_model(loaded.spec, loaded.stack).float()
+    # Told how its images are prepared (a real DINOv2: ImageNet's mean and std), as
+    # training and scoring feed it: without, both fed it lg's default (0.5, 0.5).
+    model = attach(adapter.load_model(loaded.spec, loaded.stack).float(), loaded.spec.extras.get(PREPROCESSING))
     return Party(role, model, loaded.spec, loaded.stack, adapter.model_task(model), loaded.checkpoint.label, loaded,
                  loaded.dtype or torch.float32)
+
+
+def prepared_as_teacher(student: Party, teacher: Party, notify: Notify) -> Party:
+    """The student, its images prepared as the teacher's are when it states
+    no way of its own and the teacher does (a live model lg did not load, a
+    file that records none): the teacher's outputs are the targets, so it
+    must see inputs prepared its way. The written student records it."""
+    own, theirs = model_preprocessing(student.model), model_preprocessing(teacher.model)
+    if theirs is None or theirs.assumed or (own is not None and not own.assumed) or own == theirs:
+        return student
+    attach(student.model, theirs)
+    notify(f"distill: {student.where} states no preprocessing; its images are prepared as the teacher's "
+           f"({theirs.source}), and the output records it")
+    return dataclasses.replace(student, spec=with_preprocessing(student.spec, theirs))
 
 
 def check_pair(student: Party, teacher: Party) -> None:
@@ -284,6 +301,7 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         check_student(pupil)
     master = read_party(teacher, "teacher", teacher_heads, stdin)
     check_pair(pupil, master)
+    pupil = prepared_as_teacher(pupil, master, notify)
     mapping = None
     if settings.hidden_weight > 0:
         check_shapes(pupil.spec, master.spec, pupil.where, master.where)

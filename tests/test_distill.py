@@ -149,6 +149,58 @@ def test_the_held_out_kl_is_of_images_prepared_as_the_models_want_them(vits, ima
         100.0 * float((student_logits.argmax(-1) == teacher_logits.argmax(-1)).float().mean()))
 
 
+RECIPE_FIELDS = dict(mean=(0.2,), std=(0.3,), interpolation="bilinear", crop_pct=1.0, input_size=(1, 28, 28))
+
+
+@pytest.fixture(scope="module")
+def stated(tmp_path_factory, vits):
+    """The teacher written with a recipe of its own (as a real DINOv2 states
+    ImageNet's mean and std), and its shrink, which carries the recipe."""
+    from lgcli.preprocessing import Preprocessing, attach
+
+    folder = tmp_path_factory.mktemp("stated")
+    recipe = Preprocessing(**RECIPE_FIELDS, source="a test's own")
+    teacher = folder / "teacher.safetensors"
+    lgcli.save_model(attach(load_timm(vits[0]), recipe), teacher)
+    student = folder / "student.safetensors"
+    resize_file(teacher, student, direction="shrink", depth=1, notify=lambda m: None)
+    return teacher, student, recipe
+
+
+def test_a_models_own_preprocessing_feeds_distillation_and_its_figures(stated, images, tmp_path):
+    """The models lg distill read from files were fed lg's default (0.5,
+    0.5), not the recipe they record: on a real DINOv2 (ImageNet's mean and
+    std) the distilled student then scored 20 points lower in lg eval than
+    distill had reported. Now distill trains and scores on images prepared
+    by the recipe, so its held-out figures are those of the written file,
+    loaded as users load it."""
+    from lgcli.held_out import agreement
+    from lgcli.heads import model_preprocessing
+    from lgcli.accuracy import evaluate_accuracy
+
+    teacher_path, student_path, recipe = stated
+    out = tmp_path / "healed.safetensors"
+    report = distill_file(student_path, out, teacher=teacher_path, data=images, settings=fast(steps=2), **QUIET)
+    healed, teacher = lgcli.load_model(out)[0], lgcli.load_model(teacher_path)[0]
+    assert model_preprocessing(healed) == recipe == model_preprocessing(teacher)
+    after = report["held_out"]["after"]
+    assert after["top1"] == round(evaluate_accuracy(healed, images.test)["top1"], 4)
+    assert after["kl"] == round(agreement(healed, teacher, images)["kl"], 4)
+    assert report["held_out"]["teacher"]["top1"] == round(evaluate_accuracy(teacher, images.test)["top1"], 4)
+
+
+def test_a_student_that_states_no_preprocessing_is_prepared_as_its_teacher(stated, vits, images, tmp_path):
+    from lgcli.heads import model_preprocessing
+
+    teacher_path, _, recipe = stated
+    live = load_timm(vits[1])  # a model lg did not load: it states no recipe
+    said = []
+    out = tmp_path / "healed.safetensors"
+    distill_file(live, out, teacher=teacher_path, data=images, settings=fast(steps=1), notify=said.append)
+    assert any("states no preprocessing; its images are prepared as the teacher's" in line for line in said)
+    assert model_preprocessing(lgcli.load_model(out)[0]) == recipe
+
+
 @pytest.mark.parametrize("with_labels", [True, False])
 def test_images_are_scored_in_three_passes_with_the_figures_of_seven(vits, with_labels):
     """The teacher runs once over the held-out images and each scoring of a

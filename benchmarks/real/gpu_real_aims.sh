@@ -14,17 +14,25 @@
 # keeps those. A learngene condensed by an earlier call stayed on its machine:
 # a grow still missing condenses it again.
 #
-# The ablation group of gpu_budgets.sh (issue 28's DINOv2 12 -> 6 aim) ran
-# beside the first call of this script; its results are in ablation_6x384/.
+# Beside it, gpu_budgets.sh's ablation group (issue 28's DINOv2 12 -> 6 aim:
+# block ablation against select, budgets 0 and 300, three seeds). Its first
+# run (ablation_6x384/) distilled on lg's default preprocessing, a bug since
+# fixed: its budget-300 cells, and the study's distilled rows (moved to
+# width_study/results_distill_on_default_preprocessing.jsonl), run again.
 #
 #   call (carry .gpu4):  LIMIT=480 bash benchmarks/real/gpu_real_aims.sh
 set -uo pipefail
 export PYTHONPATH=$PWD
 source benchmarks/real/unpack_carried.sh
 export LIMIT=${LIMIT:-480}
+OUT=${OUT:-/tmp/lg-gpu-out}
+mkdir -p "$OUT"
+PARTS=ablation bash benchmarks/real/gpu_budgets.sh > "$OUT/ablation.txt" 2>&1 &
 SIZES=12x192,6x192,3x192 BUDGETS=0,500,2000 SEEDS=${SEEDS:-0,1} WORKERS=${WORKERS:-12} \
   STUDY_ARGS="--kinds sws-widths,tleg-widths,tleg,wave-widths,lets
               --kind-budgets tleg=500,wave-widths=500,lets=500
               --order sws-widths,tleg-widths,select,data-aware,bot,wave-widths,tleg,lets
               --results-from benchmarks/real/width_study/results.jsonl" \
   bash benchmarks/real/gpu_width_study.sh
+wait
+cat "$OUT/ablation.txt"
