@@ -76,7 +76,7 @@ from .stack import ArchSpec, Stack
 from .text import TextData, builtin_texts, check_data_source, text_data_for
 from .devices import auto_device_note, concrete_device
 from .heads import classes_of, model_input, model_preprocessing
-from .preprocessing import PREPROCESSING, attach, with_preprocessing
+from .preprocessing import PREPROCESSING, Overrides, attach, preprocessing_of_spec, with_preprocessing
 from .losses import distillation_loss
 from .run_settings import RunSettings
 from .train import (StepCallback, TrainConfig, check_checkpoint_path, check_resume,
@@ -188,6 +188,18 @@ def prepared_as_teacher(student: Party, teacher: Party, notify: Notify) -> Party
     return dataclasses.replace(student, spec=with_preprocessing(student.spec, theirs))
 
 
+def with_overrides(party: Party, overrides: Overrides) -> Party:
+    """The party, its images prepared with --mean, --std or --interpolation
+    over its own recipe (both models see the same images); the written
+    student records it."""
+    own = model_preprocessing(party.model) or preprocessing_of_spec(party.spec, get_adapter(party.spec.family))
+    if own is None:
+        raise UsageError("--mean, --std and --interpolation prepare images; these models take tokens")
+    recipe = overrides.apply(own)
+    attach(party.model, recipe)
+    return dataclasses.replace(party, spec=with_preprocessing(party.spec, recipe))
+
+
 def check_pair(student: Party, teacher: Party) -> None:
     """The teacher must do what the student does over the same outputs: the
     same family and task, the same classes and input (images) or vocabulary
@@ -275,11 +287,13 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         teacher_heads: int | None = None, subset: Any = None, test_subset: Any = None,
         test_fraction: float | None = None, seq_len: int | None = None, notify: Notify = notify_stderr,
         on_step: StepCallback | None = None, stdin: BinaryIO | None = None, dry_run: bool = False,
-        check_student: Callable[[Party], None] | None = None) -> tuple[Party, nn.Module | None, dict[str, Any]]:
+        check_student: Callable[[Party], None] | None = None,
+        preprocessing: Overrides | None = None) -> tuple[Party, nn.Module | None, dict[str, Any]]:
     """`distill`, returning the student as read (`Party`: what `save` chains
     the output to) before the trained model and the report. `check_student`
     is called on the student once it is read, before any data or training
-    (`distill_file` plans its output there)."""
+    (`distill_file` plans its output there). `preprocessing`: --mean, --std
+    and --interpolation over both models' own recipes."""
     started = time.perf_counter()
     if not is_main_process():  # under torchrun, one process speaks for all
         notify = _silent
@@ -302,6 +316,8 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     master = read_party(teacher, "teacher", teacher_heads, stdin)
     check_pair(pupil, master)
     pupil = prepared_as_teacher(pupil, master, notify)
+    if preprocessing:
+        pupil, master = with_overrides(pupil, preprocessing), with_overrides(master, preprocessing)
     mapping = None
     if settings.hidden_weight > 0:
         check_shapes(pupil.spec, master.spec, pupil.where, master.where)

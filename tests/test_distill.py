@@ -201,6 +201,34 @@ def test_a_student_that_states_no_preprocessing_is_prepared_as_its_teacher(state
     assert model_preprocessing(lgcli.load_model(out)[0]) == recipe
 
 
+def test_mean_std_and_interpolation_prepare_both_models_and_are_recorded(vits, words, texts, tmp_path, lg):
+    """As lg eval, bench, condense and shrink take them: over each model's
+    own recipe, for training and scoring, and the written student records
+    them; a language model refuses them in one line."""
+    from lgcli.accuracy import evaluate_accuracy
+    from lgcli.heads import model_preprocessing
+    from lgcli.preprocessing import Preprocessing
+
+    teacher_path, student_path = vits
+    out = tmp_path / "healed.safetensors"
+    result = lg("distill", student_path, "--teacher", teacher_path, "--data", "fashion-mnist-mini", *IMAGES,
+                "--steps", "1", "--mean", "0.2", "--std", "0.3", "--interpolation", "bicubic", "-o", out, "--json")
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
+    healed = lgcli.load_model(out)[0]
+    recipe = model_preprocessing(healed)
+    assert isinstance(recipe, Preprocessing)
+    assert (recipe.mean, recipe.std, recipe.interpolation) == ((0.2,), (0.3,), "bicubic")
+    data = load_data(subset=64, test_subset=32, seed=0)
+    assert report["held_out"]["after"]["top1"] == round(evaluate_accuracy(healed, data.test)["top1"], 4)
+    teacher_folder, student_folder = texts("llama-gqa")
+    refused = lg("distill", student_folder, "--teacher", teacher_folder, "--data", words, "--seq-len", "12",
+                 "--steps", "1", "--mean", "0.2", "-o", tmp_path / "text")
+    assert refused.code == 2 and refused.stderr.splitlines() == [
+        "lg: error: --mean, --std and --interpolation prepare images; these models take tokens"]
+    assert not (tmp_path / "text").exists()
+
+
 @pytest.mark.parametrize("with_labels", [True, False])
 def test_images_are_scored_in_three_passes_with_the_figures_of_seven(vits, with_labels):
     """The teacher runs once over the held-out images and each scoring of a

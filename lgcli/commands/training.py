@@ -200,6 +200,9 @@ def distill_command(
     seq_len: Optional[int] = typer.Option(None, "--seq-len", metavar="N", rich_help_panel=DATA,
                                           help="Language models: tokens per window [default: min(128, the "
                                                "models' positions)]."),
+    mean: Optional[str] = MeanOption,
+    std: Optional[str] = StdOption,
+    interpolation: Optional[str] = InterpolationOption,
     student_heads: Optional[int] = typer.Option(None, "--student-heads", min=1, metavar="N", rich_help_panel=SOURCE,
                                                 help="The student's heads, when its file does not record them."),
     teacher_heads: Optional[int] = typer.Option(None, "--teacher-heads", min=1, metavar="N", rich_help_panel=SOURCE,
@@ -246,7 +249,9 @@ def distill_command(
     """Heal a model (a resized one, say) by distillation from a teacher of its family, written in the student's form."""
     from ..card import CardFacts
     from ..distill import DistillSettings, distill_file, is_main_process
+    from ..preprocessing import Overrides
 
+    overrides = Overrides.parse(mean, std, interpolation)
     if output is None:
         raise UsageError("give an output: -o OUT, or -o - to write the model to stdout")
     refuse_binary_on_terminal(output)
@@ -261,7 +266,7 @@ def distill_command(
                                until_every=until_every, hidden_weight=hidden_weight)
     report = distill_file(student, output, teacher=teacher, data=data, force=force, settings=settings,
                           subset=subset, test_subset=test_subset, seq_len=seq_len, student_heads=student_heads,
-                          teacher_heads=teacher_heads, notify=note, dry_run=dry_run,
+                          teacher_heads=teacher_heads, notify=note, dry_run=dry_run, preprocessing=overrides,
                           card=CardFacts(command=command_line()), card_file=card)
     if not is_main_process():  # under torchrun, rank 0 reports
         return
