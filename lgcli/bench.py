@@ -28,7 +28,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .errors import LgError, UsageError, notify_stderr, shown
 from .bench_settings import BENCH_VERSION, FIT, RANDOM, BenchSettings, Cell, all_methods, foreign_entry, parse_sizes
@@ -109,7 +109,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     check_data_source(data)
     device_note = auto_device_note(settings.probe.device)
     settings.probe = dataclasses.replace(settings.probe, device=concrete_device(settings.probe.device))
-    from .preprocessing import PREPROCESSING, overridden
+    from .preprocessing import overridden
     from .recipe import preprocessing_of
 
     loaded = overridden(load(ancestry), settings.preprocessing)
@@ -124,12 +124,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
     # Every cell keeps its final model's figure per test example: one seed's
     # interval is a bootstrap over them (`lgcli.intervals`).
     settings.probe = dataclasses.replace(settings.probe, keep_examples=True)
-    probe_settings = {k: v for k, v in asdict(settings.probe).items() if k not in ("progress", "keep_examples")}
-    key = {"ancestry": loaded.checkpoint.sha256, "data": dataset.describe(), "probe": probe_settings,
-           **({"budget": settings.budget} if settings.budget is not None else {})}
-    recipe = loaded.spec.extras.get(PREPROCESSING)
-    if recipe is not None:  # cells scored on images prepared otherwise are not reused
-        key["preprocessing"] = recipe.record()
+    key = reuse_key(loaded, dataset.describe(), settings)
     context = _Context(loaded=loaded, data=dataset, data_name=data, settings=settings, out=out, key=key, notify=notify)
     seeds = [settings.probe.seed + index for index in range(settings.seeds)]
     contexts = {seed: context.seeded(seed) for seed in seeds} if settings.seeds > 1 else {None: context}
@@ -186,6 +181,25 @@ def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
     return text_data_for([("the ancestry", skeleton, checkpoint.companions, where)], task, data,
                          subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed,
                          notify=notify)
+
+
+def reuse_key(loaded, data: Mapping[str, Any], settings: BenchSettings) -> dict[str, Any]:
+    """What every cell of this bench depends on: a saved cell is reused only
+    when its key says the same (`_cell_key` adds the cell's own)."""
+    from .preprocessing import PREPROCESSING, default_preprocessing
+
+    probe = {k: v for k, v in asdict(settings.probe).items() if k not in ("progress", "keep_examples")}
+    key = {"ancestry": loaded.checkpoint.sha256, "data": data, "probe": probe,
+           **({"budget": settings.budget} if settings.budget is not None else {})}
+    recipe = loaded.spec.extras.get(PREPROCESSING)
+    if recipe is not None:  # cells scored on images prepared otherwise are not reused
+        key["preprocessing"] = recipe.record()
+        # lg distill fed a model whose recipe is not lg's default that default
+        # until 2026-11-27 (CHANGELOG): the cells it distilled are not reused.
+        default = default_preprocessing(recipe.input_size, "").record()
+        if settings.budget and {**key["preprocessing"], "assumed": False} != {**default, "assumed": False}:
+            key["distilled_with"] = "the model's own preprocessing"
+    return key
 
 
 def _cell_key(cell: Cell, context: _Context) -> str:

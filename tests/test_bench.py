@@ -117,6 +117,28 @@ def test_other_arguments_do_not_reuse_cells(first_run, ancestry):
     assert not any("reused" in m for m in messages)
 
 
+def test_cells_distilled_before_distill_fed_a_models_own_recipe_are_not_reused(ancestry, tmp_path):
+    """lg distill fed every model lg's default preprocessing until it was
+    fixed: a bench of a model with a recipe of its own (a real DINOv2's
+    ImageNet statistics) whose cells were distilled then must not reuse
+    them. Its key says so; a model prepared as lg's default prepares (the
+    example), or a budget of none, keeps the key its cells were saved under."""
+    from lgcli.bench import reuse_key
+    from lgcli.loading import load
+    from lgcli.preprocessing import Preprocessing, attach
+
+    own = tmp_path / "own.safetensors"
+    recipe = Preprocessing(mean=(0.2,), std=(0.3,), interpolation="bicubic", crop_pct=1.0,
+                           input_size=(1, 28, 28), source="a test's own")
+    lgcli.save_model(attach(lgcli.load_model(ancestry)[0], recipe), own)
+    data = {"name": "fashion-mnist-mini"}
+    assert reuse_key(load(own), data, settings(budget=300))["distilled_with"] == "the model's own preprocessing"
+    assert "distilled_with" not in reuse_key(load(own), data, settings(budget=0))
+    assert "distilled_with" not in reuse_key(load(ancestry), data, settings(budget=300))
+    before = reuse_key(load(ancestry), data, settings(budget=300))
+    assert set(before) == {"ancestry", "data", "probe", "budget", "preprocessing"}
+
+
 def test_a_kinds_condense_budget_recomputes_only_its_own_cells(first_run, ancestry):
     """Changing TLEG's budget condenses TLEG again and reuses every other cell
     (the resize methods and random do not depend on it)."""
