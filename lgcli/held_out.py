@@ -16,9 +16,10 @@ images, prepared the same way, in the same batches.
 The teacher runs beside the student instead where keeping its logits does
 not pay or cannot work: on text (a logit per vocabulary entry per token:
 49,152 for SmolLM2), with the hidden-state term (whose teacher hidden states
-are read during the student's pass), and when the student wants its images
-prepared otherwise than the teacher (then the teacher's logits are kept for
-the student's preparation after one more pass).
+are read during the student's pass), and for more logits than
+MAX_LOGIT_ELEMENTS (images times classes). When the student wants its images
+prepared otherwise than the teacher, the teacher's logits are kept for the
+student's preparation after one more pass.
 """
 
 from __future__ import annotations
@@ -138,13 +139,14 @@ class HeldOutScores:
     def student(self, model: nn.Module, hidden: HiddenStateTerm | None = None) -> dict[str, float]:
         """A student's figures: its label figures and its KL from the teacher
         and agreement (with `hidden`, the hidden states' MSE too)."""
-        if not isinstance(self.data, ImageData) or hidden is not None:
-            return score(model, self.teacher_model, self.data, with_labels=self.with_labels, tau=self.tau,
-                         device=self.device, hidden=hidden)
-        preparation = _preparation(held_out_batches(model, self.data))
-        if preparation not in self._kept:  # the student is fed otherwise: the teacher's logits on its inputs
+        preparation = _preparation(held_out_batches(model, self.data)) if isinstance(self.data, ImageData) else None
+        if preparation is not None and hidden is None and preparation not in self._kept:
+            # The student is fed otherwise than the teacher: the teacher's logits on its inputs.
             self._kept[preparation] = self._image_pass(self.teacher_model, reference=None,
                                                        batches=held_out_batches(model, self.data))[1]
+        if preparation is None or hidden is not None or self._kept[preparation] is None:
+            return score(model, self.teacher_model, self.data, with_labels=self.with_labels, tau=self.tau,
+                         device=self.device, hidden=hidden)
         figures, _ = self._image_pass(model, reference=self._kept[preparation])
         if not self.with_labels:
             figures = {k: v for k, v in figures.items() if k in ("kl", "agreement")}
@@ -169,7 +171,10 @@ class HeldOutScores:
             inputs, labels = inputs.to(target), labels.to(target)
             with autocast(target):
                 logits = batches.logits(model, inputs).float()
-            kept.append(logits.cpu())
+            if kept is not None and (count + len(labels)) * logits.shape[-1] <= MAX_LOGIT_ELEMENTS:
+                kept.append(logits.cpu())
+            else:  # too many to keep (tens of thousands of classes): the teacher will run beside the student
+                kept = None
             if self.with_labels:
                 top = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
                 hits = top == labels[:, None]

@@ -268,6 +268,26 @@ def test_images_are_scored_in_three_passes_with_the_figures_of_seven(vits, with_
     assert got["other"] == by_hand(other) and got["other"] != got["student"]
 
 
+
+def test_logits_too_many_to_keep_run_the_teacher_beside_the_student(vits, monkeypatch):
+    """Tens of thousands of classes over a large split would keep gigabytes:
+    above MAX_LOGIT_ELEMENTS the teacher runs beside the student as before,
+    with the same figures."""
+    from lgcli import held_out
+    from lgcli.held_out import HeldOutScores
+
+    data = load_data(subset=64, test_subset=300, seed=0)
+    teacher, student = (load_timm(path) for path in vits)
+    kept = HeldOutScores(teacher, data, with_labels=True, tau=1.0, device="cpu")
+    expected = (kept.teacher(), kept.student(student))
+    monkeypatch.setattr(held_out, "MAX_LOGIT_ELEMENTS", 299 * 10)  # 300 images x 10 classes do not fit
+    seen = []
+    teacher.register_forward_hook(lambda module, inputs, output: seen.append(len(inputs[0])))
+    beside = HeldOutScores(teacher, data, with_labels=True, tau=1.0, device="cpu")
+    assert (beside.teacher(), beside.student(student)) == expected
+    assert sum(seen) == 600  # its own pass, then beside the student
+
+
 def test_the_returned_model_is_what_the_file_holds_and_the_student_given_is_kept(vits, images, tmp_path):
     teacher_path, student_path = vits
     student = load_timm(student_path)
