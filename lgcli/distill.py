@@ -87,7 +87,6 @@ Notify = Callable[[str], None]
 DEFAULT_WARMUP_FRACTION = 0.1
 # Images held out to score the models before and after, when --test-fraction is not given.
 DEFAULT_IMAGE_TEST_FRACTION = 0.2
-# Images scored at once on the held-out split.
 # A held-out split larger than this gets the hint that --test-subset scores fewer.
 SCORE_HINT_ABOVE = 2000
 
