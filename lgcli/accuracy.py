@@ -39,16 +39,20 @@ def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int
         images, labels = images.to(target), labels.to(target)
         with autocast(target):
             logits = image_logits(model(images)).float()
-        k = min(5, logits.shape[-1])
-        top = logits.topk(k, dim=-1).indices
-        hits = top == labels[:, None]
+        first, top_k, loss = label_totals(logits, labels)
         if examples is not None:
-            examples.extend((100.0 * hits[:, 0].double()).tolist())
-        totals += torch.tensor([hits[:, 0].sum().item(), hits.any(-1).sum().item(),
-                                F.cross_entropy(logits, labels, reduction="sum").item(), len(labels)],
-                               dtype=torch.float64)
+            examples.extend((100.0 * first.double()).tolist())
+        totals += torch.tensor([first.sum().item(), top_k, loss, len(labels)], dtype=torch.float64)
     totals = distributed.sum(totals)
     model.train(was_training)
     count = max(totals[3].item(), 1.0)
     return {"top1": 100.0 * totals[0].item() / count, "top5": 100.0 * totals[1].item() / count,
             "loss": totals[2].item() / count, "images": int(totals[3].item())}
+
+
+def label_totals(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int, float]:
+    """One batch's part of the figures: whether each image's label is its
+    top-1 (a bool per image), how many labels are in their top-k (k =
+    min(5, classes)), and the summed cross-entropy."""
+    hits = logits.topk(min(5, logits.shape[-1]), dim=-1).indices == labels[:, None]
+    return hits[:, 0], int(hits.any(-1).sum()), float(F.cross_entropy(logits, labels, reduction="sum"))

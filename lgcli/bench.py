@@ -196,8 +196,8 @@ def reuse_key(loaded, data: Mapping[str, Any], settings: BenchSettings) -> dict[
         key["preprocessing"] = recipe.record()
         # lg distill fed a model whose recipe is not lg's default that default
         # until 2026-11-27 (CHANGELOG): the cells it distilled are not reused.
-        default = default_preprocessing(recipe.input_size, "").record()
-        if settings.budget and {**key["preprocessing"], "assumed": False} != {**default, "assumed": False}:
+        default = default_preprocessing(recipe.input_size, "")
+        if settings.budget and dataclasses.replace(recipe, assumed=False) != default:
             key["distilled_with"] = "the model's own preprocessing"
     return key
 

@@ -76,7 +76,8 @@ from .stack import ArchSpec, Stack
 from .text import TextData, builtin_texts, check_data_source, text_data_for
 from .devices import auto_device_note, concrete_device
 from .heads import classes_of, model_input, model_preprocessing
-from .preprocessing import PREPROCESSING, Overrides, attach, preprocessing_of_spec, with_preprocessing
+from .preprocessing import (PREPROCESSING, Overrides, Preprocessing, attach, preprocessing_of_spec,
+                            with_preprocessing)
 from .losses import distillation_loss
 from .run_settings import RunSettings
 from .train import (StepCallback, TrainConfig, check_checkpoint_path, check_resume,
@@ -181,10 +182,9 @@ def prepared_as_teacher(student: Party, teacher: Party, notify: Notify) -> Party
     own, theirs = model_preprocessing(student.model), model_preprocessing(teacher.model)
     if theirs is None or theirs.assumed or (own is not None and not own.assumed) or own == theirs:
         return student
-    attach(student.model, theirs)
     notify(f"distill: {student.where} states no preprocessing; its images are prepared as the teacher's "
            f"({theirs.source}), and the output records it")
-    return dataclasses.replace(student, spec=with_preprocessing(student.spec, theirs))
+    return _with_recipe(student, theirs)
 
 
 def with_overrides(party: Party, overrides: Overrides) -> Party:
@@ -194,7 +194,11 @@ def with_overrides(party: Party, overrides: Overrides) -> Party:
     own = model_preprocessing(party.model) or preprocessing_of_spec(party.spec, get_adapter(party.spec.family))
     if own is None:
         raise UsageError("--mean, --std and --interpolation prepare images; these models take tokens")
-    recipe = overrides.apply(own)
+    return _with_recipe(party, overrides.apply(own))
+
+
+def _with_recipe(party: Party, recipe: Preprocessing) -> Party:
+    """The party fed images prepared by `recipe`, its spec (what is written) saying so."""
     attach(party.model, recipe)
     return dataclasses.replace(party, spec=with_preprocessing(party.spec, recipe))
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from .accuracy import evaluate_accuracy
+from .accuracy import evaluate_accuracy, label_totals
 from .devices import autocast, distributed_setup, resolve_device
 from .heads import model_input, model_preprocessing
 from .hidden_states import HiddenStateTerm
@@ -132,40 +132,42 @@ class HeldOutScores:
         if not isinstance(self.data, ImageData):
             return score(self.teacher_model, None, self.data, with_labels=self.with_labels, tau=self.tau,
                          device=self.device)
-        figures, logits = self._image_pass(self.teacher_model, reference=None)
+        figures, logits = self._image_pass(self.teacher_model, reference=None, keep=True)
         self._kept[_preparation(held_out_batches(self.teacher_model, self.data))] = logits
         return _rounded(figures) if self.with_labels else {}
 
     def student(self, model: nn.Module, hidden: HiddenStateTerm | None = None) -> dict[str, float]:
         """A student's figures: its label figures and its KL from the teacher
         and agreement (with `hidden`, the hidden states' MSE too)."""
-        preparation = _preparation(held_out_batches(model, self.data)) if isinstance(self.data, ImageData) else None
-        if preparation is not None and hidden is None and preparation not in self._kept:
-            # The student is fed otherwise than the teacher: the teacher's logits on its inputs.
-            self._kept[preparation] = self._image_pass(self.teacher_model, reference=None,
-                                                       batches=held_out_batches(model, self.data))[1]
-        if preparation is None or hidden is not None or self._kept[preparation] is None:
+        reference = None
+        if isinstance(self.data, ImageData) and hidden is None:
+            batches = held_out_batches(model, self.data)
+            if _preparation(batches) not in self._kept:
+                # The student is fed otherwise than the teacher: the teacher's logits on its inputs.
+                self._kept[_preparation(batches)] = self._image_pass(self.teacher_model, reference=None,
+                                                                     batches=batches, keep=True)[1]
+            reference = self._kept[_preparation(batches)]
+        if reference is None:  # text, the hidden-state term, or logits too many to keep
             return score(model, self.teacher_model, self.data, with_labels=self.with_labels, tau=self.tau,
                          device=self.device, hidden=hidden)
-        figures, _ = self._image_pass(model, reference=self._kept[preparation])
-        if not self.with_labels:
-            figures = {k: v for k, v in figures.items() if k in ("kl", "agreement")}
-        return _rounded(figures)
+        return _rounded(self._image_pass(model, reference=reference)[0])
 
     @no_grad
-    def _image_pass(self, model: nn.Module, *, reference: Any, batches: ImageBatches | None = None):
+    def _image_pass(self, model: nn.Module, *, reference: Any, batches: ImageBatches | None = None,
+                    keep: bool = False):
         """One pass of `model` over the held-out images (prepared as
         `batches` says; default: its own way): top-1, top-5 and loss against
         the labels (evaluate_accuracy's arithmetic), and with `reference`
         (a teacher's logits on the same inputs) the KL and agreement
-        (agreement's); and the pass's logits, on the CPU."""
+        (agreement's); with `keep`, the pass's logits on the CPU (None when
+        there are more than MAX_LOGIT_ELEMENTS)."""
         batches = batches or held_out_batches(model, self.data)
         target = resolve_device(self.device, distributed_setup(self.device))
         was = model.training
         model.to(target).eval()
         hits1 = hitsk = count = agree = 0
         loss_sum = kl_sum = 0.0
-        kept = []
+        kept: list | None = [] if keep else None
         for first in range(0, len(batches), SCORE_BATCH_SIZE):
             inputs, labels = batches.batch(list(range(first, min(first + SCORE_BATCH_SIZE, len(batches)))))
             inputs, labels = inputs.to(target), labels.to(target)
@@ -176,11 +178,8 @@ class HeldOutScores:
             else:  # too many to keep (tens of thousands of classes): the teacher will run beside the student
                 kept = None
             if self.with_labels:
-                top = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
-                hits = top == labels[:, None]
-                hits1 += int(hits[:, 0].sum())
-                hitsk += int(hits.any(-1).sum())
-                loss_sum += float(F.cross_entropy(logits, labels, reduction="sum"))
+                top_1, top_k, loss = label_totals(logits, labels)
+                hits1, hitsk, loss_sum = hits1 + int(top_1.sum()), hitsk + top_k, loss_sum + loss
             if reference is not None:
                 teacher_logits = reference[first:first + len(labels)].to(target)
                 kl_sum += _kl_sum(logits, teacher_logits, self.tau)
