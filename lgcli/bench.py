@@ -369,14 +369,12 @@ def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | N
 def _build(cell: Cell, context: _Context, resize_methods: dict):
     """The cell's model (a timm module), the parameters its method stores,
     and what building it did."""
-    from .loading import create_model
-    from .arch import get_adapter
+    from .loading import build_model, create_model
     from .resize import expand, resize
     from .sizing import check_direction, target_spec
 
     source = context.loaded.spec
     target = target_spec(source, depth=cell.depth, width=cell.width)
-    adapter = get_adapter(source.family)
     seed = context.settings.probe.seed
     if cell.method == RANDOM:
         return create_model(target, seed=seed), 0, {"init": "timm"}
@@ -390,7 +388,7 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
         details = {"direction": direction, "options": report["options"]}
         if calibration:
             details["chosen"] = {k: v for k, v in report["details"].items() if k in ("kept_layers", "dropped_layers")}
-        model = adapter.load_model(spec, stack)
+        model = build_model(spec, stack)
         if context.settings.budget:  # equal compute: the resize healed by distillation for the budget
             model, details["distill"] = _distilled(model, context)
         return model, context.loaded.stack.num_parameters(), details
@@ -409,7 +407,7 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
                                                                               "loss_first", "loss_last")}
     # What the learngene stores, as its condense run counted it (PEG's record of
     # its draws, mix.*, is not a parameter), so every row of a kind agrees.
-    return adapter.load_model(spec, stack), context.condensed[kind]["parameters"], details
+    return build_model(spec, stack), context.condensed[kind]["parameters"], details
 
 
 def _check_kind_reaches(cell: Cell, context: _Context) -> None:

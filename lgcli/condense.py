@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Mapping
 
 from .learngene_files import is_learngene, save_learngene
 from .outputs import checked_output
-from .loading import load
+from .loading import build_model, load
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_source, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
@@ -153,7 +153,6 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
     loaded = _load_teacher(checkpoint, teacher_heads, "teacher", preprocessing)
     kind = get_kind(method, loaded.spec)  # per stage for a model of stages
-    adapter = get_adapter(loaded.spec.family)
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
     warm, ancestry, aux_init, generator = _start(loaded, aux, resolved, settings.seed)
     widths, importance = kind.training_widths(aux, resolved), None
@@ -169,10 +168,9 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                            depths=kind.training_depths(aux, resolved), widths=widths, width_rule=width_rule)
     # --width-rule widest / sandwich: a step's loss is the sum over the widths it builds.
     loss_fn = summed_over_widths(loss_fn, model.passes_per_step)
-    teacher_model = adapter.load_model(loaded.spec, loaded.stack).float()
+    teacher_model = build_model(loaded.spec, loaded.stack)
     # Both see the same batches, prepared as the teacher wants them.
     attach(model, loaded.spec.extras.get(PREPROCESSING))
-    attach(teacher_model, loaded.spec.extras.get(PREPROCESSING))
     if model.task == IMAGE_CLASSIFICATION:
         # A family lg cannot train refuses here, in one line, before its
         # classes are compared with the data's (a model of features has none).
@@ -518,8 +516,7 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
         model = attach(kind.prepare(learngene, own_shape, {}, settings.seed).eval(),
                        loaded.spec.extras.get(PREPROCESSING))
         dataset = _read_data(model, data, checkpoint, "the ancestry", settings, reading, notify)
-        ancestry = attach(get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack).float(),
-                          loaded.spec.extras.get(PREPROCESSING))
+        ancestry = build_model(loaded.spec, loaded.stack)
         condensed.update({"data": dataset.describe(), **_scores(model, ancestry, dataset, settings.device)})
     learngene.condensed = condensed
     report.update({"steps": 0, "seconds": round(time.perf_counter() - started, 1), **condensed})
@@ -533,11 +530,10 @@ def importance_ordered(loaded, stack: Stack, data: Any, *, seed: int, device: st
     function), measured on `data` by the calibration pass (its default
     number of examples, or the whole train split when it is smaller, drawn
     by `seed`), and what was measured (for the record)."""
-    from .arch import get_adapter
     from .calibration import DEFAULT_CALIBRATION_SAMPLES, calibrate, calibration_device, calibration_examples
 
     spec = loaded.spec
-    model = get_adapter(spec.family).load_model(spec, stack).float()
+    model = build_model(spec, stack)
     examples, name = calibration_examples(model, spec, data, samples=DEFAULT_CALIBRATION_SAMPLES, seed=seed,
                                           seq_len=seq_len, companions=loaded.checkpoint.companions,
                                           where=loaded.checkpoint.label, notify=notify, at_most=True)

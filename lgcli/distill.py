@@ -55,7 +55,7 @@ from typing import Any, BinaryIO, Callable, Mapping
 
 from .inspection import load_line
 from .learngene_files import is_learngene
-from .loading import Loaded, load, spec_of_model
+from .loading import Loaded, build_model, load, spec_of_model
 from .outputs import checked_output, plan_output
 from .saving import save
 from .arch import adapter_of_model, get_adapter
@@ -76,8 +76,7 @@ from .stack import ArchSpec, Stack
 from .text import TextData, builtin_texts, check_data_source, text_data_for
 from .devices import auto_device_note, concrete_device
 from .heads import classes_of, model_input, model_preprocessing
-from .preprocessing import (PREPROCESSING, Overrides, Preprocessing, attach, preprocessing_of_spec,
-                            with_preprocessing)
+from .preprocessing import Overrides, Preprocessing, attach, preprocessing_of_spec, with_preprocessing
 from .losses import distillation_loss
 from .run_settings import RunSettings
 from .train import (StepCallback, TrainConfig, check_checkpoint_path, check_resume,
@@ -88,8 +87,6 @@ Notify = Callable[[str], None]
 DEFAULT_WARMUP_FRACTION = 0.1
 # Images held out to score the models before and after, when --test-fraction is not given.
 DEFAULT_IMAGE_TEST_FRACTION = 0.2
-# A held-out split larger than this gets the hint that --test-subset scores fewer.
-SCORE_HINT_ABOVE = 2000
 
 
 @dataclass
@@ -166,12 +163,11 @@ def read_party(source: Any, role: str, heads: int | None = None, stdin: BinaryIO
     check_heads_known(loaded.spec, because="the model's outputs depend on them",
                       flag="--student-heads" if role == "student" else "--teacher-heads",
                       where=loaded.checkpoint.label)
-    adapter = get_adapter(loaded.spec.family)
     # Told how its images are prepared (a real DINOv2: ImageNet's mean and std), as
     # training and scoring feed it: without, both fed it lg's default (0.5, 0.5).
-    model = attach(adapter.load_model(loaded.spec, loaded.stack).float(), loaded.spec.extras.get(PREPROCESSING))
-    return Party(role, model, loaded.spec, loaded.stack, adapter.model_task(model), loaded.checkpoint.label, loaded,
-                 loaded.dtype or torch.float32)
+    model = build_model(loaded.spec, loaded.stack)
+    return Party(role, model, loaded.spec, loaded.stack, get_adapter(loaded.spec.family).model_task(model),
+                 loaded.checkpoint.label, loaded, loaded.dtype or torch.float32)
 
 
 def prepared_as_teacher(student: Party, teacher: Party, notify: Notify) -> Party:
@@ -379,14 +375,13 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
             plan["hidden_weight"] = settings.hidden_weight
             plan["hidden_layers"] = _hidden_record(mapping)
         return pupil, None, plan
-    # Scoring runs the models over the held-out split three times on images
-    # (the teacher once, the student before and after; lgcli.held_out), more
-    # on text: on a CPU and a real model's 10,000 test images, longer than a short run.
-    fewer = " (--test-subset N scores fewer)" if test_subset is None and len(dataset.test) > SCORE_HINT_ABOVE else ""
+    # Scoring runs the teacher once and the student before and after on images,
+    # each beside the teacher on text (lgcli.held_out): on a CPU and a real
+    # model's held-out split, longer than a short run, so a long pass says so.
     notify(f"distill: student {_shape(pupil.spec)} from teacher {_shape(master.spec)} on {dataset.name}, "
            f"{settings.steps} steps of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}"
            f"{f', hidden-state weight {settings.hidden_weight:g}' if mapping is not None else ''}; scored before "
-           f"and after on {len(dataset.test):,} held-out {unit}{fewer}")
+           f"and after on {len(dataset.test):,} held-out {unit}")
     if mapping is not None:
         how = "the blocks they came from, by the student's provenance" if mapping[1] == FROM_PROVENANCE \
             else "uniformly spaced"
@@ -396,8 +391,11 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     if device_note:
         notify(device_note)
     term = hidden_term(pupil.model)
-    scores = HeldOutScores(master.model, dataset, with_labels=with_labels, tau=settings.tau, device=settings.device)
-    figures = {"teacher": scores.teacher(), "before": scores.student(pupil.model, hidden=term)}
+    # A pass its first batch says is long is announced, with how to score fewer.
+    scores = HeldOutScores(master.model, dataset, with_labels=with_labels, tau=settings.tau, device=settings.device,
+                           notify=lambda message: notify(f"distill: {message}"), fewer_flag="--test-subset")
+    before = scores.student(pupil.model, hidden=term)  # on text its pass gives the teacher's figures too
+    figures = {"teacher": scores.teacher(), "before": before}
     rule = None
     if held_out is not None:
         from .condense import StoppingRule

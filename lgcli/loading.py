@@ -81,10 +81,21 @@ def load_model(source: str | os.PathLike | Checkpoint, heads: int | None = None,
                *, stdin: BinaryIO | None = None) -> tuple[nn.Module, ArchSpec]:
     """A timm model built from a checkpoint and loaded strictly (float32)."""
     loaded = load(source, heads=heads, stdin=stdin)
-    model = get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack)
-    # How its images are prepared, for whoever feeds it (`lgcli.recipe.preprocessing_of(model)`).
-    setattr(model, MODEL_ATTRIBUTE, loaded.spec.extras.get(PREPROCESSING))
-    return model.float(), loaded.spec
+    return build_model(loaded.spec, loaded.stack), loaded.spec
+
+
+def build_model(spec: ArchSpec, stack: Stack) -> nn.Module:
+    """The family's model of `spec` holding `stack`'s weights (float32),
+    told how its images are prepared (the spec's recipe). Every model lg
+    builds from weights comes from here: one built otherwise is fed lg's
+    default recipe by whoever trains or scores it, and a real DINOv2 (ImageNet
+    mean and std) then sees the wrong images without a word."""
+    model = get_adapter(spec.family).load_model(spec, stack).float()
+    # For whoever feeds it (`lgcli.recipe.preprocessing_of(model)`).
+    recipe = spec.extras.get(PREPROCESSING)
+    if recipe is not None:
+        setattr(model, MODEL_ATTRIBUTE, recipe)
+    return model
 
 
 def spec_of_model(model: nn.Module, family: str | None = None) -> tuple[ArchSpec, Stack]:
@@ -99,8 +110,13 @@ def spec_of_model(model: nn.Module, family: str | None = None) -> tuple[ArchSpec
 
 
 def create_model(spec: ArchSpec, seed: int | None = None) -> nn.Module:
-    """The family's own random initialisation of the architecture `spec` describes."""
-    return get_adapter(spec.family).create_model(spec, seed=seed)
+    """The family's own random initialisation of the architecture `spec`
+    describes, told how its images are prepared (the spec's recipe)."""
+    model = get_adapter(spec.family).create_model(spec, seed=seed)
+    recipe = spec.extras.get(PREPROCESSING)
+    if recipe is not None:
+        setattr(model, MODEL_ATTRIBUTE, recipe)
+    return model
 
 
 def dominant_dtype(tensors: Mapping[str, torch.Tensor]) -> torch.dtype | None:

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Callable, Mapping
 from .hints import depth_then_width_pipe, mixed_change_pipe, output_flags, source_flags
 from .inspection import load_line
 from .learngene_files import is_learngene, load_learngene
-from .loading import Loaded, load
+from .loading import Loaded, build_model, load
 from .outputs import CheckedOutput, checked_output, plan_output
 from .saving import save
 from .arch import get_adapter
@@ -140,8 +140,7 @@ def measured(loaded: Loaded, options: dict[str, Any], seed: int | None, device: 
     if options["calibrate"] is None:
         raise UsageError("a data-aware method measures the model on data: give --calibrate DATA (lg's datasets "
                          "such as fashion-mnist-mini or kjv-mini, an image folder, or a text file)")
-    adapter = get_adapter(loaded.spec.family)
-    model = adapter.load_model(loaded.spec, loaded.stack).float()
+    model = build_model(loaded.spec, loaded.stack)
     examples, name = calibration_examples(model, loaded.spec, options["calibrate"], samples=options["calibrate_samples"] or DEFAULT_CALIBRATION_SAMPLES,
                                           seed=seed or 0, seq_len=options["calibrate_seq_len"],
                                           companions=loaded.checkpoint.companions, where=loaded.checkpoint.label)

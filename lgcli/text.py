@@ -492,8 +492,12 @@ def evaluate_text(model: torch.nn.Module, data: TokenWindows, *, batch_size: int
     totals = distributed.sum(totals)
     model.train(was_training)
     loss = totals[0].item() / max(totals[1].item(), 1.0)
+    return {"loss": loss, "perplexity": perplexity_of(loss), "tokens": int(totals[1].item())}
+
+
+def perplexity_of(loss: float) -> float:
+    """exp(mean cross-entropy per token); inf past a float's range."""
     try:
-        perplexity = math.exp(loss)
+        return math.exp(loss)
     except OverflowError:
-        perplexity = math.inf
-    return {"loss": loss, "perplexity": perplexity, "tokens": int(totals[1].item())}
+        return math.inf

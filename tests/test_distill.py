@@ -266,7 +266,92 @@ def test_images_are_scored_in_three_passes_with_the_figures_of_seven(vits, with_
     assert got["teacher"] == (labels if with_labels else {})
     assert got["student"] == got["again"] == by_hand(student)
     assert got["other"] == by_hand(other) and got["other"] != got["student"]
+    # In distill's order, the student first: the teacher's pass made for it gives the teacher's figures.
+    seen.update(teacher=0, student=0)
+    again = HeldOutScores(teacher, data, with_labels=with_labels, tau=2.0, device="cpu")
+    assert (again.student(student), again.teacher()) == (got["student"], got["teacher"])
+    assert seen["teacher"] == seen["student"] == 300
 
+
+
+@pytest.mark.parametrize("variant", ["llama-gqa", "bert-mlm"])
+@pytest.mark.parametrize("with_hidden", [False, True])
+def test_text_is_scored_in_two_passes_of_each_model_with_the_figures_of_seven(texts, words, variant, with_hidden,
+                                                                              monkeypatch):
+    """On text each scoring of the student is one pass beside the teacher
+    (`HeldOutScores`), the first giving the teacher's own figures too,
+    where the teacher alone, then the student alone and again beside the
+    teacher, each took a pass before: the same figures to the bit
+    (evaluate_text and agreement, in batches of 20 windows), for a causal
+    and a masked LM (whose unmasked targets are not scored), with and
+    without the hidden-state term."""
+    from lgcli import held_out, text
+    from lgcli.api import spec_of_model
+    from lgcli.distill import read_data, read_party
+    from lgcli.held_out import HeldOutScores, agreement
+    from lgcli.hidden_states import HiddenStateTerm, uniform_layer_map
+    from lgcli.text import evaluate_text
+
+    teacher_path, student_path = texts(variant)
+    student, teacher = read_party(student_path, "student"), read_party(teacher_path, "teacher")
+    data = read_data(student, teacher, words, test_fraction=0.4, seq_len=12, **QUIET)
+    vocabulary = student.model.config.vocab_size
+    for module in (held_out, text):  # batches of 20 windows: the sums run over several
+        monkeypatch.setattr(module, "MAX_LOGIT_ELEMENTS", 20 * 12 * vocabulary)
+    windows = len(data.test)
+    assert windows > 40
+
+    def term():
+        if not with_hidden:
+            return None
+        (student_spec, _), (teacher_spec, _) = spec_of_model(student.model), spec_of_model(teacher.model)
+        return HiddenStateTerm(0.5, student.model, student_spec, teacher.model, teacher_spec,
+                               uniform_layer_map(student_spec.depth, teacher_spec.depth))
+
+    seen = {"teacher": 0, "student": 0}
+    hooks = [party.model.register_forward_hook(lambda module, args, kwargs, output, name=name: seen.__setitem__(
+        name, seen[name] + len(kwargs["input_ids"])), with_kwargs=True)
+        for name, party in (("teacher", teacher), ("student", student))]
+    scores = HeldOutScores(teacher.model, data, with_labels=True, tau=2.0, device="cpu")
+    got = {"student": scores.student(student.model, hidden=term()), "teacher": scores.teacher(),
+           "again": scores.student(student.model, hidden=term())}
+    assert seen == {"teacher": 2 * windows, "student": 2 * windows}
+    for hook in hooks:
+        hook.remove()
+
+    def rounded(figures):
+        return {k: round(v, 4) for k, v in figures.items() if k != "tokens"}
+
+    expected = {**rounded(evaluate_text(student.model, data.test)),
+                **rounded(agreement(student.model, teacher.model, data, tau=2.0, hidden=term()))}
+    assert got["student"] == got["again"] == expected
+    assert set(expected) == {"loss", "perplexity", "kl", "agreement", *(("hidden_mse",) if with_hidden else ())}
+    assert got["teacher"] == rounded(evaluate_text(teacher.model, data.test))
+
+
+def test_a_long_scoring_pass_says_how_long_and_how_many_examples_take_less(vits, monkeypatch):
+    """A pass whose first batch says it will be long (a real LLM's windows
+    on a CPU) says so once, with the --test-subset that takes about
+    ANNOUNCE_PASS_ABOVE_SECONDS; a short one says nothing."""
+    from lgcli import held_out
+    from lgcli.held_out import HeldOutScores
+
+    data = load_data(subset=64, test_subset=300, seed=0)
+    teacher, student = (load_timm(path) for path in vits)
+    said = []
+    quiet = HeldOutScores(teacher, data, with_labels=True, tau=1.0, device="cpu", notify=said.append,
+                          fewer_flag="--test-subset")
+    quiet.teacher(), quiet.student(student)
+    assert said == []
+    clock = iter(range(0, 1000, 10))  # every reading of the clock 10 s after the last: a batch takes 10 s
+    monkeypatch.setattr(held_out, "clock", lambda: float(next(clock)))
+    monkeypatch.setattr(held_out, "ANNOUNCE_PASS_ABOVE_SECONDS", 1.0)
+    slow = HeldOutScores(teacher, data, with_labels=True, tau=1.0, device="cpu", notify=said.append,
+                         fewer_flag="--test-subset")
+    slow.teacher(), slow.student(student)
+    # 10 s for the first 256 images: 44 left take 1.7 s; 25 images take 1 s.
+    assert said == ["scoring the teacher on 300 held-out images: about 2 s more (--test-subset 25: about 1 s a pass)",
+                    "scoring the student on 300 held-out images: about 2 s more (--test-subset 25: about 1 s a pass)"]
 
 
 def test_logits_too_many_to_keep_run_the_teacher_beside_the_student(vits, monkeypatch):

@@ -374,6 +374,24 @@ def test_a_live_model_lg_did_not_load_is_said_to_be_assumed():
     assert preprocessing_of(loaded, notify=said.append).mean == (0.5,) and len(said) == 1
 
 
+def test_every_model_lg_builds_from_weights_or_a_spec_is_told_its_recipe(tmp_path):
+    """`lgcli.load_model`, `lgcli.create_model` and the builder every command
+    uses (`lgcli.loading.build_model`) give models that state the file's
+    recipe (ImageNet's mean and std here), not lg's assumed default."""
+    from lgcli.loading import build_model
+
+    folder, _ = hub_folder(tmp_path)
+    recipe, said = recipe_of(folder), []
+    loaded = lgcli.load(folder)
+    models = {"load_model": lgcli.load_model(folder)[0], "create_model": lgcli.create_model(loaded.spec, seed=0),
+              "build_model": build_model(loaded.spec, loaded.stack)}
+    for name, model in models.items():
+        stated = preprocessing_of(model, notify=said.append)
+        assert stated.same_recipe(recipe) and not stated.assumed, name
+        assert stated.mean == (0.485, 0.456, 0.406), name
+    assert said == []
+
+
 def test_an_architecture_timm_registers_twice_takes_the_named_ones_and_says_it_assumed(tmp_path):
     """vit_tiny_patch16_224 and deit_tiny_patch16_224 are one architecture
     trained twice (0.5 bicubic 0.9; ImageNet's bicubic 0.875): the load line's
