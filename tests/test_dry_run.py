@@ -125,6 +125,37 @@ def test_a_dry_run_refuses_what_the_real_run_refuses(args, made, vit_file, tmp_p
     assert (out.read_bytes() == b"already here") if made else not out.exists()
 
 
+def test_a_plan_needs_no_output_and_a_run_does(vit_file, tmp_path, lg):
+    """What shape --params buys, or how long a condense or distill takes,
+    is asked without naming an output: the plan leaves the output out (its
+    bytes and dtype stay). Without --dry-run, no output is one line."""
+    os.chdir(tmp_path)  # nothing may appear where the user stands
+    plan = dry(lg, tmp_path, "shrink", vit_file, "--depth", "1")
+    assert "path" not in plan["output"] and "form" not in plan["output"] and plan["output"]["tensor_bytes"] > 0
+    said = lg("shrink", vit_file, "--params", "10K", "--dry-run")
+    assert said.code == 0 and said.stdout == b""
+    assert " at " not in said.stderr.splitlines()[-1] and "to stdout" not in said.stderr
+    assert "bytes of float32 weights; peak memory" in said.stderr
+    teacher = write_plain(make_vit("cls-token", **TEACHER), tmp_path / "teacher.safetensors")
+    student = tmp_path / "student.safetensors"
+    assert lg("shrink", teacher, "--depth", "1", "-o", student).code == 0
+    training = ["--data", "fashion-mnist-mini", "--steps", "6", *FAST]
+    assert dry(lg, tmp_path, "condense", teacher, "--method", "tleg", *training)["steps"] == 6
+    assert dry(lg, tmp_path, "distill", student, "--teacher", teacher, *training)["steps"] == 6
+    refused = lg("distill", student, "--teacher", teacher, *training, "--resume", "--dry-run")
+    assert refused.code == 2 and refused.stderr == (
+        "lg: error: with -o - (or no -o), name the training checkpoint: --checkpoint FILE\n")
+    for args, how in ((["shrink", vit_file, "--depth", "1"], "-o FILE, or -o - to write the checkpoint to stdout"),
+                      (["condense", teacher, "--method", "tleg", *training],
+                       "-o FILE, or -o - to write the learngene to stdout"),
+                      (["distill", student, "--teacher", teacher, *training],
+                       "-o OUT, or -o - to write the model to stdout")):
+        run = lg(*args)
+        assert run.code == 2 and run.stderr == f"lg: error: give an output: {how}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["student.safetensors", "teacher.safetensors",
+                                                          "vit.safetensors"]
+
+
 def test_a_condense_plan_times_steps_and_writes_nothing(tmp_path, lg):
     teacher = write_plain(make_vit("cls-token", **TEACHER), tmp_path / "teacher.safetensors")
     out = tmp_path / "gene.lg.safetensors"

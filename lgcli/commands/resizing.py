@@ -36,17 +36,20 @@ def _resize_owners(direction: str) -> dict[str, Sequence[Option]]:
 def _resize_command(direction: str, src: str, output: Optional[str], as_json: bool,
                     force: bool, dry_run: bool, card: Optional[str], **kwargs: Any) -> None:
     from ..card import CardFacts
+    from ..checkpoint import STDIO
     from ..resize import resize_file
 
-    if output is None:
+    if output is None and not dry_run:
         raise UsageError("give an output: -o FILE, or -o - to write the checkpoint to stdout")
-    refuse_binary_on_terminal(output)
-    report = resize_file(src, output, direction=direction, force=force, notify=note, dry_run=dry_run,
-                         card=CardFacts(command=command_line()), card_file=card, **kwargs)
+    if output is not None:
+        refuse_binary_on_terminal(output)
+    # A plan needs no output (what shape does --params 60M buy?): planned as a stream, which nothing names.
+    report = resize_file(src, STDIO if output is None else output, direction=direction, force=force, notify=note,
+                         dry_run=dry_run, card=CardFacts(command=command_line()), card_file=card, **kwargs)
     if report.get("budget"):
         note(_budget_summary(report))
     if dry_run:
-        _show_plan(report, as_json)
+        _show_plan(report, as_json, output_given=output is not None)
         return
     if as_json and output != "-":
         print_json(report)
@@ -72,9 +75,10 @@ def _budget_summary(report: dict[str, Any]) -> str:
     budget, t = report["budget"], report["target"]
     flag = "--memory" if budget["unit"] == "bytes" else "--params"
     used = f"{budget['parameters']:,} parameters" + (f", {budget['bytes']:,} bytes" if "bytes" in budget else "")
-    kv = f", {t['kv_heads']} key/value heads" if t["kv_heads"] != t["heads"] else ""
+    kv = f", {t['kv_heads']} key/value head{'s' * (t['kv_heads'] != 1)}" if t["kv_heads"] != t["heads"] else ""
     depth = ",".join(str(s["depth"]) for s in t["stages"]) if "stages" in t else t["depth"]
-    return (f"{flag} {budget['budget']:,}: chose depth {depth}, width {t['width']} ({t['heads']} heads{kv}, "
+    heads = f"{t['heads']} head{'s' * (t['heads'] != 1)}"
+    return (f"{flag} {budget['budget']:,}: chose depth {depth}, width {t['width']} ({heads}{kv}, "
             f"mlp {t['mlp_dim']}): {used}, {budget['used']:.0%} of the budget ({budget['rule']})")
 
 
@@ -94,16 +98,20 @@ def _resize_summary(report: dict[str, Any]) -> str:
             f"{t['heads']}{assumed}, mlp {s['mlp_dim']} -> {t['mlp_dim']}")
 
 
-def _show_plan(plan: dict[str, Any], as_json: bool) -> None:
-    """A resize's --dry-run plan: in words on stderr, as JSON on stdout with --json."""
+def _show_plan(plan: dict[str, Any], as_json: bool, output_given: bool = True) -> None:
+    """A resize's --dry-run plan: in words on stderr, as JSON on stdout with
+    --json (without -o, the output it would write is not part of it)."""
     from ..checkpoint.memory import memory_text
 
     out = plan["output"]
-    form = {"stream": "to stdout", "file": "one file", "folder": "a model folder",
-            "shards": f"a folder of {out['safetensors_files']} shards"}[out["form"]]
+    where = {"stream": " to stdout", "file": f" as one file at {out['path']}",
+             "folder": f" as a model folder at {out['path']}",
+             "shards": f" as a folder of {out['safetensors_files']} shards at {out['path']}"}[out["form"]]
     note(f"dry run, nothing written: {_resize_summary(plan)}; {plan['parameters']['target']:,} parameters, "
-         f"{out['tensor_bytes']:,} bytes of {out['dtype']} weights "
-         f"as {form} at {out['path']}; peak memory about {memory_text(plan['peak_memory_bytes'])}")
+         f"{out['tensor_bytes']:,} bytes of {out['dtype']} weights{where if output_given else ''}; "
+         f"peak memory about {memory_text(plan['peak_memory_bytes'])}")
+    if not output_given:
+        plan = {**plan, "output": {k: v for k, v in out.items() if k not in ("path", "form")}}
     if as_json:
         print_json(plan)
 

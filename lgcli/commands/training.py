@@ -135,13 +135,9 @@ def condense(
     from ..preprocessing import Overrides
 
     overrides = Overrides.parse(mean, std, interpolation)
-    if output is None:
-        raise UsageError("give an output: -o FILE, or -o - to write the learngene to stdout")
-    refuse_binary_on_terminal(output)
+    output = _planned_output(output, dry_run, "-o FILE, or -o - to write the learngene to stdout")
     if checkpoint is None and (checkpoint_every or resume):
-        if output == "-":
-            raise UsageError("with -o -, name the training checkpoint: --checkpoint FILE")
-        checkpoint = output + ".train.pt"
+        checkpoint = _checkpoint_beside(output)
     resume_hints.append(lambda: _condense_resume_hint(checkpoint))
     settings = CondenseSettings(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup,
                                 weight_decay=weight_decay, seed=seed, device=device, checkpoint=checkpoint,
@@ -252,13 +248,9 @@ def distill_command(
     from ..preprocessing import Overrides
 
     overrides = Overrides.parse(mean, std, interpolation)
-    if output is None:
-        raise UsageError("give an output: -o OUT, or -o - to write the model to stdout")
-    refuse_binary_on_terminal(output)
+    output = _planned_output(output, dry_run, "-o OUT, or -o - to write the model to stdout")
     if checkpoint is None and (checkpoint_every or resume):
-        if output == "-":
-            raise UsageError("with -o -, name the training checkpoint: --checkpoint FILE")
-        checkpoint = output.rstrip("/" + os.sep) + ".train.pt"
+        checkpoint = _checkpoint_beside(output)
     resume_hints.append(lambda: _condense_resume_hint(checkpoint))
     settings = DistillSettings(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, weight_decay=weight_decay,
                                alpha=alpha, tau=tau, seed=seed, device=device, checkpoint=checkpoint,
@@ -286,6 +278,24 @@ def distill_command(
          f"wrote {report['output']}")
     if report.get("load_line"):
         note(f"load with: {report['load_line']}")
+
+
+def _planned_output(output: Optional[str], dry_run: bool, how: str) -> str:
+    """The output to write (refused on a terminal when binary), or for a
+    --dry-run without one, a stream that nothing names: a plan needs none."""
+    if output is None:
+        if not dry_run:
+            raise UsageError(f"give an output: {how}")
+        return "-"
+    refuse_binary_on_terminal(output)
+    return output
+
+
+def _checkpoint_beside(output: str) -> str:
+    """The training checkpoint's default name: OUT.train.pt beside the output."""
+    if output == "-":
+        raise UsageError("with -o - (or no -o), name the training checkpoint: --checkpoint FILE")
+    return output.rstrip("/" + os.sep) + ".train.pt"
 
 
 def _distill_figures(held_out: dict[str, Any]) -> str:
