@@ -45,7 +45,7 @@ class _Context:
     data: Any
     data_name: str
     settings: BenchSettings
-    out: Path
+    out: Path | None  # None: a plan without a results folder
     key: dict[str, Any]
     notify: Notify
     learngenes: dict[str, Any] = field(default_factory=dict)
@@ -64,12 +64,13 @@ class _Context:
                         notify=self.notify, tag=f"-seed{seed}", unstarted=self.unstarted)
 
 
-def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settings: BenchSettings, *,
+def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None, settings: BenchSettings, *,
           notify: Notify = notify_stderr, dry_run: bool = False) -> dict[str, Any]:
     """Run (or resume) the bench; write ``OUT/bench.json``, a curve plot per
     size and ``OUT/summary.png``; return the report. `dry_run`: read and
     check everything, time a few steps, write nothing, and return the plan
-    (`_plan`) instead."""
+    (`_plan`) instead; its `out` may be None (no results folder: nothing
+    saved before is reused)."""
     from .loading import load
     from .methods import METHODS
     from .sizing import check_heads_known
@@ -92,10 +93,12 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike, settin
             raise UsageError(f"--budget 0 gives no training steps, and {trained[0]} needs them to condense: give "
                              f"--budget N, or leave the learngene kinds out of --methods")
         methods = [m for m in methods if m not in trained]
-    out = Path(out)
-    if out.exists() and not out.is_dir():
+    if out is None and not dry_run:
+        raise UsageError("give a results folder: -o DIR")
+    out = Path(out) if out is not None else None
+    if out is not None and out.exists() and not out.is_dir():
         raise LgError(f"{shown(out)}: exists and is not a folder; -o takes a results folder")
-    foreign = foreign_entry(out)
+    foreign = foreign_entry(out) if out is not None else None
     if foreign is not None and not settings.force:
         raise LgError(f"{shown(out)}: holds {shown(foreign)}, which lg bench did not write; give a new or empty "
                       f"folder, or pass --force to write into it anyway (lg replaces only the files it names as "
@@ -258,8 +261,8 @@ def _cell_path(cell: Cell, context: _Context) -> Path:
 def _saved_cell(cell: Cell, context: _Context) -> dict[str, Any] | None:
     """The cell as an earlier run with the same arguments saved it, or None
     (none saved, other arguments, or --force)."""
-    path = _cell_path(cell, context)
-    if context.settings.force or not path.exists():
+    path = _cell_path(cell, context) if context.out is not None else None
+    if path is None or context.settings.force or not path.exists():
         return None
     try:
         saved = json.loads(path.read_text())
@@ -497,6 +500,8 @@ def _learngene_paths(kind: str, context: _Context) -> tuple[Path, Path, str]:
 
 def _saved_learngene(kind: str, context: _Context) -> dict[str, Any]:
     """What an earlier run recorded of condensing `kind` with these arguments ({} if nothing)."""
+    if context.out is None:  # a plan without a results folder
+        return {}
     path, info_path, key = _learngene_paths(kind, context)
     try:
         info = json.loads(info_path.read_text()) if info_path.exists() and path.exists() else {}

@@ -563,20 +563,23 @@ def duration_text(seconds: float) -> str:
         f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s")
 
 
-# A dry run (--dry-run) times this many steps, after a first one that pays
-# the one-off costs (allocation, caches) and is not counted.
-TIMED_STEPS = 5
+# A dry run (--dry-run) times this many steps after a first, uncounted one (one-off costs), or
+# fewer (one at least) once they took this long: five of a real LLM's minute-long CPU steps is too long.
+TIMED_STEPS, ENOUGH_TIMING_SECONDS, step_timer = 5, 10.0, time.monotonic
 
 
 def seconds_per_step(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
                      steps: int = TIMED_STEPS, **train_args: Any) -> tuple[float, int]:
     """(seconds one of `config`'s steps takes, the steps timed), measured by
     running a few of them on `model`, which they change (give one to throw
-    away); no checkpoint is read or written. `train_args` are `train`'s."""
+    away): `steps`, or fewer once ENOUGH_TIMING_SECONDS were timed; no
+    checkpoint is read or written. `train_args` are `train`'s."""
     marks: list[float] = []
 
-    def clock(step: int, trained: torch.nn.Module) -> None:
-        marks.append(time.monotonic())
+    def clock(step: int, trained: torch.nn.Module) -> bool:
+        marks.append(step_timer())
+        # marks[0]: before any step; marks[1]: after the first, which is not timed.
+        return len(marks) > 2 and marks[-1] - marks[1] >= ENOUGH_TIMING_SECONDS
 
     trial = dataclasses.replace(config, steps=min(config.steps, steps + 1), checkpoint_path=None, resume=False,
                                 progress=False, callback_every=1)

@@ -142,18 +142,38 @@ def test_a_plan_needs_no_output_and_a_run_does(vit_file, tmp_path, lg):
     training = ["--data", "fashion-mnist-mini", "--steps", "6", *FAST]
     assert dry(lg, tmp_path, "condense", teacher, "--method", "tleg", *training)["steps"] == 6
     assert dry(lg, tmp_path, "distill", student, "--teacher", teacher, *training)["steps"] == 6
+    benching = ["bench", teacher, "--sizes", "1x32", "--methods", "select", "--eval-every", "2", *training]
+    assert dry(lg, tmp_path, *benching)["cells_to_run"] == 2  # select and random
     refused = lg("distill", student, "--teacher", teacher, *training, "--resume", "--dry-run")
     assert refused.code == 2 and refused.stderr == (
         "lg: error: with -o - (or no -o), name the training checkpoint: --checkpoint FILE\n")
-    for args, how in ((["shrink", vit_file, "--depth", "1"], "-o FILE, or -o - to write the checkpoint to stdout"),
-                      (["condense", teacher, "--method", "tleg", *training],
-                       "-o FILE, or -o - to write the learngene to stdout"),
-                      (["distill", student, "--teacher", teacher, *training],
-                       "-o OUT, or -o - to write the model to stdout")):
+    for args, message in ((["shrink", vit_file, "--depth", "1"],
+                           "give an output: -o FILE, or -o - to write the checkpoint to stdout"),
+                          (["condense", teacher, "--method", "tleg", *training],
+                           "give an output: -o FILE, or -o - to write the learngene to stdout"),
+                          (["distill", student, "--teacher", teacher, *training],
+                           "give an output: -o OUT, or -o - to write the model to stdout"),
+                          (benching, "give a results folder: -o DIR")):
         run = lg(*args)
-        assert run.code == 2 and run.stderr == f"lg: error: give an output: {how}\n"
+        assert run.code == 2 and run.stderr == f"lg: error: {message}\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["student.safetensors", "teacher.safetensors",
                                                           "vit.safetensors"]
+
+
+def test_a_slow_model_times_fewer_steps(monkeypatch):
+    """Five timed steps, or fewer (one at least) once they took
+    ENOUGH_TIMING_SECONDS: a real LLM's CPU step takes a minute."""
+    from lgcli import train as train_module
+    from lgcli.data import load_data
+    from lgcli.train import TrainConfig, seconds_per_step
+
+    data = load_data(subset=64, test_subset=8, seed=0)
+    config = TrainConfig(steps=100, batch_size=8, progress=False)
+    per_step, timed = seconds_per_step(make_vit("cls-token", **TEACHER), data.train, config)
+    assert timed == 5 and per_step > 0
+    clock = iter([0.0, 1.0, 13.0, 25.0, 37.0, 49.0])  # before any step; a first step of 1 s, then 12 s a step
+    monkeypatch.setattr(train_module, "step_timer", lambda: next(clock))
+    assert seconds_per_step(make_vit("cls-token", **TEACHER), data.train, config) == (12.0, 1)
 
 
 def test_a_condense_plan_times_steps_and_writes_nothing(tmp_path, lg):

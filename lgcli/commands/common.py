@@ -206,10 +206,13 @@ def refuse_binary_on_terminal(output: str) -> None:
 def show_training_plan(what: str, plan: dict[str, Any], as_json: bool, timed: str) -> None:
     """A --dry-run plan of training steps: in words on stderr (the time the
     `timed` steps give), as JSON on stdout with --json."""
-    from ..train import TIMED_STEPS, duration_text
+    from ..train import duration_text
 
+    # A slow model times fewer steps than a fast one (lgcli.train.seconds_per_step).
+    counted = f"{plan['timed_steps']} timed step{'s' * (plan['timed_steps'] != 1)}" if "timed_steps" in plan \
+        else "timed steps"
     took = (f"about {duration_text(plan['estimated_seconds'])} of training on {plan['device']} (from "
-            f"{TIMED_STEPS} timed steps {timed})") if plan["steps"] else "nothing to train"
+            f"{counted} {timed})") if plan["steps"] else "nothing to train"
     at_most = " at most" if plan.get("until") else ""
     note(f"dry run, nothing written: {what}; {plan['steps']:,} training steps{at_most}: {took}")
     if as_json:

@@ -184,8 +184,6 @@ def bench_command(
     from ..preprocessing import Overrides
 
     overrides = Overrides.parse(mean, std, interpolation)
-    if output is None:
-        raise UsageError("give a results folder: -o DIR")
     if lr is not None and lr_sweep:
         raise UsageError("give --lr or --lr-sweep, not both")
     probe = ProbeSettings(steps=steps, lr=DEFAULT_LR if lr is None else lr, lr_sweep=_parse_rates(lr_sweep),
@@ -198,8 +196,9 @@ def bench_command(
                              calibrate_samples=calibrate_samples, preprocessing=overrides)
     report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
     if dry_run:
-        show_training_plan(f"bench: {report['cells']} cells ({len(report['sizes'])} sizes x "
-                            f"{len(report['methods'])} methods), {report['cells_to_run']} to run, "
+        sizes, methods = len(report["sizes"]), len(report["methods"])
+        show_training_plan(f"bench: {report['cells']} cells ({sizes} size{'s' * (sizes != 1)} x "
+                            f"{methods} methods), {report['cells_to_run']} to run, "
                             f"{report['cells_reused']} saved before, {report['cells_not_applicable']} n/a (the "
                             f"method cannot reach the size)", report, as_json,
                             "of each size's model and each condense run")
