@@ -287,12 +287,14 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         test_fraction: float | None = None, seq_len: int | None = None, notify: Notify = notify_stderr,
         on_step: StepCallback | None = None, stdin: BinaryIO | None = None, dry_run: bool = False,
         check_student: Callable[[Party], None] | None = None,
-        preprocessing: Overrides | None = None) -> tuple[Party, nn.Module | None, dict[str, Any]]:
+        preprocessing: Overrides | None = None, score: bool = True) -> tuple[Party, nn.Module | None, dict[str, Any]]:
     """`distill`, returning the student as read (`Party`: what `save` chains
     the output to) before the trained model and the report. `check_student`
     is called on the student once it is read, before any data or training
     (`distill_file` plans its output there). `preprocessing`: --mean, --std
-    and --interpolation over both models' own recipes."""
+    and --interpolation over both models' own recipes. `score`: False
+    leaves the held-out figures out (the report's "held_out" is empty), for
+    a caller that measures the student its own way (lg bench's probe)."""
     started = time.perf_counter()
     if not is_main_process():  # under torchrun, one process speaks for all
         notify = _silent
@@ -380,8 +382,8 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     # model's held-out split, longer than a short run, so a long pass says so.
     notify(f"distill: student {_shape(pupil.spec)} from teacher {_shape(master.spec)} on {dataset.name}, "
            f"{settings.steps} steps of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}"
-           f"{f', hidden-state weight {settings.hidden_weight:g}' if mapping is not None else ''}; scored before "
-           f"and after on {len(dataset.test):,} held-out {unit}")
+           f"{f', hidden-state weight {settings.hidden_weight:g}' if mapping is not None else ''}"
+           f"{f'; scored before and after on {len(dataset.test):,} held-out {unit}' if score else ''}")
     if mapping is not None:
         how = "the blocks they came from, by the student's provenance" if mapping[1] == FROM_PROVENANCE \
             else "uniformly spaced"
@@ -391,11 +393,13 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     if device_note:
         notify(device_note)
     term = hidden_term(pupil.model)
-    # A pass its first batch says is long is announced, with how to score fewer.
-    scores = HeldOutScores(master.model, dataset, with_labels=with_labels, tau=settings.tau, device=settings.device,
-                           notify=lambda message: notify(f"distill: {message}"), fewer_flag="--test-subset")
-    before = scores.student(pupil.model, hidden=term)  # on text its pass gives the teacher's figures too
-    figures = {"teacher": scores.teacher(), "before": before}
+    figures: dict[str, Any] = {}
+    if score:  # a pass its first batch says is long is announced, with how to score fewer
+        scores = HeldOutScores(master.model, dataset, with_labels=with_labels, tau=settings.tau,
+                               device=settings.device, notify=lambda message: notify(f"distill: {message}"),
+                               fewer_flag="--test-subset")
+        before = scores.student(pupil.model, hidden=term)  # on text its pass gives the teacher's figures too
+        figures.update(teacher=scores.teacher(), before=before)
     rule = None
     if held_out is not None:
         from .condense import StoppingRule
@@ -409,8 +413,9 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         with term:
             result = train(pupil.model, dataset.train, config, loss_fn=term.loss(loss_fn), teacher=master.model,
                            on_step=callback, cache_teacher=False)
-    figures["after"] = scores.student(pupil.model, hidden=term)
-    if term is not None:
+    if score:
+        figures["after"] = scores.student(pupil.model, hidden=term)
+    if term is not None and score:
         notify(f"distill: held-out hidden-state MSE {figures['before']['hidden_mse']:.4g} -> "
                f"{figures['after']['hidden_mse']:.4g}")
     pupil.model.cpu().eval()

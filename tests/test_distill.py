@@ -354,6 +354,20 @@ def test_a_long_scoring_pass_says_how_long_and_how_many_examples_take_less(vits,
                     "scoring the student on 300 held-out images: about 2 s more (--test-subset 25: about 1 s a pass)"]
 
 
+def test_without_scoring_the_same_model_is_trained_and_no_held_out_example_is_seen(vits, images):
+    """lg bench's cells probe the student themselves: `score=False` trains
+    the same student to the bit and runs neither model on the held-out split."""
+    teacher_path, student_path = vits
+    scored_model, scored = distill(student_path, teacher_path, images, settings=fast(steps=3), **QUIET)
+    seen = []
+    teacher = load_timm(teacher_path)
+    teacher.register_forward_hook(lambda module, inputs, output: seen.append(len(inputs[0])))
+    model, report = distill(student_path, teacher, images, settings=fast(steps=3), score=False, **QUIET)
+    assert report["held_out"] == {} and set(scored["held_out"]) == {"teacher", "before", "after"}
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in scored_model.state_dict().items())
+    assert sum(seen) == 3 * 16  # the teacher's logits of the three training batches, nothing more
+
+
 def test_logits_too_many_to_keep_run_the_teacher_beside_the_student(vits, monkeypatch):
     """Tens of thousands of classes over a large split would keep gigabytes:
     above MAX_LOGIT_ELEMENTS the teacher runs beside the student as before,
