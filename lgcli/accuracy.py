@@ -7,6 +7,7 @@ from __future__ import annotations
 from lgcli.checks import check_whole
 from lgcli.images import ImageSet
 from lgcli.lazy import F, no_grad, torch
+from lgcli.pace import PassPace
 from lgcli.preprocessing import Preprocessing
 from lgcli.devices import autocast, distributed_setup, resolve_device
 from lgcli.heads import image_logits, model_input, model_preprocessing
@@ -15,14 +16,15 @@ from lgcli.heads import image_logits, model_input, model_preprocessing
 @no_grad
 def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int = 256, device: str = "cpu",
                       image_size: int | None = None, channels: int | None = None,
-                      preprocessing: Preprocessing | None = None, examples: list | None = None) -> dict[str, float]:
+                      preprocessing: Preprocessing | None = None, examples: list | None = None,
+                      pace: PassPace | None = None) -> dict[str, float]:
     """Top-1, top-5 (top-k for k = min(5, classes)) and mean cross-entropy on
     all of `data`, its images prepared as `preprocessing` says (default: the
     model's own, `model_preprocessing`). Under DDP each process scores a
     share and the totals are summed, so every process returns the same figures.
     `examples`, a list, gets each image's top-1 (100 or 0) of this process's
     share, in order: what a bootstrap over test examples resamples
-    (`lgcli.intervals`)."""
+    (`lgcli.intervals`). `pace` says how long the pass takes when that is long."""
     batch_size = check_whole(batch_size, "the evaluation batch size", 1)
     distributed = distributed_setup(device)
     target = resolve_device(device, distributed)
@@ -34,6 +36,8 @@ def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int
     model.to(target).eval()
     totals = torch.zeros(4, dtype=torch.float64)  # correct@1, correct@k, loss sum, count
     indices = list(range(distributed.rank, len(data), distributed.world_size))
+    if pace is not None:
+        pace.begin(len(indices), batch_size, "test images")
     for start in range(0, len(indices), batch_size):
         images, labels = data.batch(indices[start:start + batch_size], image_size, channels, preprocessing)
         images, labels = images.to(target), labels.to(target)
@@ -43,6 +47,8 @@ def evaluate_accuracy(model: torch.nn.Module, data: ImageSet, *, batch_size: int
         if examples is not None:
             examples.extend((100.0 * first.double()).tolist())
         totals += torch.tensor([first.sum().item(), top_k, loss, len(labels)], dtype=torch.float64)
+        if pace is not None:
+            pace.batch_done()
     totals = distributed.sum(totals)
     model.train(was_training)
     count = max(totals[3].item(), 1.0)

@@ -31,6 +31,7 @@ from lgcli.images import ImageData, check_channels
 from lgcli.checkpoint.reading import check_source, read_checkpoint
 from lgcli.errors import LgError, UsageError, notify_stderr, shown
 from lgcli.lazy import torch
+from lgcli.pace import PassPace
 from lgcli.preprocessing import Overrides, attach
 from lgcli.recipe import preprocessing_of
 from lgcli.sizing import check_heads_known
@@ -267,15 +268,16 @@ def _row_name(path: str, existing: list[Candidate]) -> str:
 
 
 def score(model: torch.nn.Module, data: ImageData | TextData, settings: ProbeSettings,
-          examples: list | None = None) -> dict[str, float]:
+          examples: list | None = None, pace: PassPace | None = None) -> dict[str, float]:
     """The model's figures on the test split: top-1, top-5 and loss on
     images; loss and perplexity on text (with `examples`, each test
-    example's too: `evaluate_accuracy`, `evaluate_text`)."""
+    example's too: `evaluate_accuracy`, `evaluate_text`). `pace` says how
+    long the pass takes when that is long."""
     if isinstance(data, ImageData):
         return evaluate_accuracy(model, data.test, batch_size=settings.eval_batch_size, device=settings.device,
-                                 examples=examples)
+                                 examples=examples, pace=pace)
     return evaluate_text(model, data.test, batch_size=settings.eval_batch_size, device=settings.device,
-                         examples=examples)
+                         examples=examples, pace=pace)
 
 
 def probe_config(settings: ProbeSettings, lr: float, description: str) -> TrainConfig:
@@ -286,9 +288,11 @@ def probe_config(settings: ProbeSettings, lr: float, description: str) -> TrainC
                        progress=settings.progress, callback_every=settings.interval(), description=description)
 
 
-def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSettings, lr: float) -> dict:
+def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSettings, lr: float,
+          pace: PassPace | None = None) -> dict:
     """Fine-tune a copy of the candidate's model for `settings.steps` at `lr`,
-    scoring the test split at step 0 and every `interval()` steps."""
+    scoring the test split at step 0 (said with `pace` when long) and every
+    `interval()` steps."""
     model = copy.deepcopy(candidate.model)
     measure = measure_of(data)
     curve: list[dict] = []
@@ -296,7 +300,8 @@ def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSetti
 
     def record(step: int, trained: torch.nn.Module) -> None:
         examples.clear()  # the last point's are the final model's
-        scores = score(trained, data, settings, examples if settings.keep_examples else None)
+        scores = score(trained, data, settings, examples if settings.keep_examples else None,
+                       pace if step == 0 else None)
         curve.append({"step": step, **{k: scores[k] for k in measure.scores}})
 
     if settings.steps == 0:
@@ -368,11 +373,15 @@ def add_steps_to_baseline(rows: list[dict], measure: Measure = TOP1) -> None:
         row["speedup"] = None if not own or not reference else round(reference / own, 2)
 
 
-def probe_row(candidate: Candidate, data: ImageData | TextData, settings: ProbeSettings) -> dict:
+def probe_row(candidate: Candidate, data: ImageData | TextData, settings: ProbeSettings,
+              notify: Notify | None = None) -> dict:
     """A report row: the candidate probed at every rate of the settings (none
-    without steps), reported at its best rate, with the sweep when there is one."""
+    without steps), reported at its best rate, with the sweep when there is
+    one. With `notify`, its first scoring says how long it takes when long."""
     measure = measure_of(data)
-    runs = [probe(candidate, data, settings, lr) for lr in (settings.rates() if settings.steps else [None])]
+    pace = PassPace(notify, f"{candidate.name}: scoring", "--test-subset") if notify is not None else None
+    rates = settings.rates() if settings.steps else [None]
+    runs = [probe(candidate, data, settings, lr, pace if index == 0 else None) for index, lr in enumerate(rates)]
     best = None
     for run in runs:
         if best is None or measure.rank(run["final"]) > measure.rank(best["final"]):
@@ -445,7 +454,7 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
         for message in candidate.notes:
             if message.startswith("head"):
                 notify(f"{candidate.name}: {message}")
-        rows.append(probe_row(candidate, data, settings))
+        rows.append(probe_row(candidate, data, settings, notify))
     if settings.steps:
         add_steps_to_baseline(rows, measure_of(data))
     return {"version": REPORT_VERSION, "task": task, "data": data.describe(),

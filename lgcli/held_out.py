@@ -33,7 +33,6 @@ SmolLM2 on a CPU spent longer scoring 718 windows than distilling.
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any, Callable
 
 from .accuracy import evaluate_accuracy, label_totals
@@ -44,42 +43,12 @@ from .images import ImageData
 from .lazy import F, no_grad, nn, torch
 from .losses import IGNORE
 from .text import MAX_LOGIT_ELEMENTS, TextData, evaluate_text, perplexity_of, text_sizes
-from .train import ImageBatches, duration_text
+from .pace import PassPace
+from .train import ImageBatches
 
 # Images (or windows, within MAX_LOGIT_ELEMENTS) a scoring pass takes at once:
 # evaluate_accuracy's own batch, so the passes here give its figures exactly.
 SCORE_BATCH_SIZE = 256
-# A scoring pass its first batch says will take longer than this is announced
-# with its time: a real LLM's held-out windows on a CPU take many minutes,
-# which a run printing nothing leaves unexplained.
-ANNOUNCE_PASS_ABOVE_SECONDS = 30.0
-clock = time.perf_counter
-
-
-class _Pace:
-    """Once a pass's first batch is done, says how long the rest will take
-    when that is long (through `notify`), and with `flag` (the option that
-    scores fewer examples, --test-subset) how many take about
-    ANNOUNCE_PASS_ABOVE_SECONDS a pass."""
-
-    def __init__(self, notify: Callable[[str], None] | None, what: str, examples: int, batch_size: int,
-                 flag: str | None) -> None:
-        self.notify, self.what, self.examples, self.batch_size, self.flag = notify, what, examples, batch_size, flag
-        self.started, self.done = clock(), False
-
-    def batch_done(self) -> None:
-        if self.done or self.notify is None:
-            return
-        self.done = True
-        per_example = (clock() - self.started) / max(1, min(self.batch_size, self.examples))
-        left = per_example * max(0, self.examples - self.batch_size)
-        if left <= ANNOUNCE_PASS_ABOVE_SECONDS:
-            return
-        fewer = max(1, int(ANNOUNCE_PASS_ABOVE_SECONDS / per_example))
-        hint = f" ({self.flag} {fewer}: about {duration_text(ANNOUNCE_PASS_ABOVE_SECONDS)} a pass)" if self.flag else ""
-        self.notify(f"{self.what}: about {duration_text(left)} more{hint}")
-
-
 def held_out_batches(model: nn.Module, data: ImageData | TextData):
     """The held-out split as `model` is fed: images prepared by its own
     recipe (as training and `evaluate_accuracy` prepare them), or windows."""
@@ -215,10 +184,8 @@ class HeldOutScores:
         if _preparation(batches) == _preparation(held_out_batches(self.teacher_model, self.data)):
             self._teacher = _rounded(figures) if self.with_labels else {}
 
-    def _pace(self, what: str, examples: int, batch_size: int) -> _Pace:
-        unit = "images" if isinstance(self.data, ImageData) else "windows"
-        return _Pace(self.notify, f"scoring {what} on {examples:,} held-out {unit}", examples, batch_size,
-                     self.fewer_flag)
+    def _pace(self, what: str) -> PassPace:
+        return PassPace(self.notify, f"scoring {what}", self.fewer_flag)
 
     @no_grad
     def _text_pass(self, model: nn.Module, hidden: HiddenStateTerm | None, *, teacher_too: bool):
@@ -238,7 +205,7 @@ class HeldOutScores:
         # student loss, scored tokens, teacher loss, KL, agreeing tokens, hidden MSE x windows, windows
         totals = [0.0] * 7
         indices = list(range(distributed.rank, len(test), distributed.world_size))
-        pace = self._pace("the student beside the teacher", len(indices), size)
+        pace = self._pace("the student beside the teacher").begin(len(indices), size, "held-out windows")
         with contextlib.ExitStack() as hooks:
             if hidden is not None:
                 hooks.enter_context(hidden)
@@ -289,7 +256,7 @@ class HeldOutScores:
         hits1 = hitsk = count = agree = 0
         loss_sum = kl_sum = 0.0
         kept: list | None = [] if keep else None
-        pace = self._pace(what, len(batches), SCORE_BATCH_SIZE)
+        pace = self._pace(what).begin(len(batches), SCORE_BATCH_SIZE, "held-out images")
         for first in range(0, len(batches), SCORE_BATCH_SIZE):
             inputs, labels = batches.batch(list(range(first, min(first + SCORE_BATCH_SIZE, len(batches)))))
             inputs, labels = inputs.to(target), labels.to(target)

@@ -54,6 +54,7 @@ from lgcli.checks import check_seed, check_test_fraction
 from lgcli.data import parse_subset, subset_count
 from lgcli.errors import LgError, notify_stderr, one_line, os_reason, shown
 from lgcli.lazy import F, no_grad, torch
+from lgcli.pace import PassPace
 from lgcli.tokenizing import ByteTokenizer, Tokenizer, shared_tokenizer
 from lgcli.devices import autocast, distributed_setup, resolve_device
 from lgcli.losses import IGNORE
@@ -461,13 +462,15 @@ def text_sizes(model: torch.nn.Module) -> tuple[int | None, int | None]:
 
 @no_grad
 def evaluate_text(model: torch.nn.Module, data: TokenWindows, *, batch_size: int = 256,
-                  device: str = "cpu", examples: list | None = None) -> dict[str, float]:
+                  device: str = "cpu", examples: list | None = None,
+                  pace: PassPace | None = None) -> dict[str, float]:
     """Mean cross-entropy per scored token over all of `data` (a causal
     LM's next tokens, a masked LM's masked tokens), and perplexity, its
     exponential. Under DDP each process scores a share and the totals are
     summed, so every process returns the same figures. `examples`, a list,
     gets each window's [loss sum, scored tokens] of this process's share:
-    what a bootstrap over test windows resamples (`lgcli.intervals`)."""
+    what a bootstrap over test windows resamples (`lgcli.intervals`).
+    `pace` says how long the pass takes when that is long."""
     distributed = distributed_setup(device)
     target = resolve_device(device, distributed)
     vocabulary = text_sizes(model)[0] or 1
@@ -477,6 +480,8 @@ def evaluate_text(model: torch.nn.Module, data: TokenWindows, *, batch_size: int
     model.to(target).eval()
     totals = torch.zeros(2, dtype=torch.float64)  # loss sum, scored tokens
     indices = list(range(distributed.rank, len(data), distributed.world_size))
+    if pace is not None:
+        pace.begin(len(indices), batch_size, "test windows")
     for first in range(0, len(indices), batch_size):
         inputs, targets = data.batch(indices[first:first + batch_size])
         inputs, targets = inputs.to(target), targets.to(target)
@@ -489,6 +494,8 @@ def evaluate_text(model: torch.nn.Module, data: TokenWindows, *, batch_size: int
                                                                  (targets != IGNORE).sum(-1).tolist()))
         loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=IGNORE, reduction="sum")
         totals += torch.tensor([loss.item(), (targets != IGNORE).sum().item()], dtype=torch.float64)
+        if pace is not None:
+            pace.batch_done()
     totals = distributed.sum(totals)
     model.train(was_training)
     loss = totals[0].item() / max(totals[1].item(), 1.0)

@@ -45,6 +45,7 @@ from lgcli.images import ImageSet
 from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, one_line, os_reason, shown
 from lgcli.lazy import F, torch
+from lgcli.pace import duration_text
 from lgcli.preprocessing import Preprocessing
 from lgcli.devices import Distributed, autocast, distributed_setup, resolve_device
 from lgcli.heads import image_logits, model_input, model_preprocessing
@@ -555,12 +556,6 @@ def _how_long(config: TrainConfig, device: torch.device, timed_steps: int, secon
     per_step = seconds / max(timed_steps, 1)
     return (f"{config.description}: {per_step:.2f} s a step on {'the CPU' if device.type == 'cpu' else device}; "
             f"about {duration_text(per_step * left)} for the {left} steps left")
-
-
-def duration_text(seconds: float) -> str:
-    """A duration as a person reads it: 40 s, 12 min, 3.5 h."""
-    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else (
-        f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s")
 
 
 # A dry run (--dry-run) times this many steps after a first, uncounted one (one-off costs), or

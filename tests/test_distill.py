@@ -333,7 +333,7 @@ def test_a_long_scoring_pass_says_how_long_and_how_many_examples_take_less(vits,
     """A pass whose first batch says it will be long (a real LLM's windows
     on a CPU) says so once, with the --test-subset that takes about
     ANNOUNCE_PASS_ABOVE_SECONDS; a short one says nothing."""
-    from lgcli import held_out
+    from lgcli import pace
     from lgcli.held_out import HeldOutScores
 
     data = load_data(subset=64, test_subset=300, seed=0)
@@ -344,8 +344,8 @@ def test_a_long_scoring_pass_says_how_long_and_how_many_examples_take_less(vits,
     quiet.teacher(), quiet.student(student)
     assert said == []
     clock = iter(range(0, 1000, 10))  # every reading of the clock 10 s after the last: a batch takes 10 s
-    monkeypatch.setattr(held_out, "clock", lambda: float(next(clock)))
-    monkeypatch.setattr(held_out, "ANNOUNCE_PASS_ABOVE_SECONDS", 1.0)
+    monkeypatch.setattr(pace, "clock", lambda: float(next(clock)))
+    monkeypatch.setattr(pace, "ANNOUNCE_PASS_ABOVE_SECONDS", 1.0)
     slow = HeldOutScores(teacher, data, with_labels=True, tau=1.0, device="cpu", notify=said.append,
                          fewer_flag="--test-subset")
     slow.teacher(), slow.student(student)

@@ -91,6 +91,27 @@ def test_without_steps_the_scores_are_the_checkpoint_as_is(checkpoints):
     assert row["final"] == {k: direct[k] for k in ("top1", "top5", "loss")}
 
 
+def test_a_long_first_scoring_says_how_long_once_per_checkpoint(checkpoints, monkeypatch):
+    """A real model's test split on a CPU takes minutes: a checkpoint's
+    first scoring whose first batch says the pass is long says so, with the
+    --test-subset that takes about ANNOUNCE_PASS_ABOVE_SECONDS, once per
+    checkpoint (not at every point of its curve, nor for each rate)."""
+    from lgcli import pace
+
+    data = load_data(subset=48, test_subset=300)
+    settings = ProbeSettings(steps=2, batch_size=16, eval_every=1, lr_sweep=[1e-4, 3e-3], progress=False)
+    said = []
+    evaluate([str(checkpoints[0])], data, settings, notify=said.append)
+    assert not any("scoring" in line for line in said)
+    clock = iter(range(0, 100000, 10))  # every reading 10 s after the last: a batch of 256 takes 10 s
+    monkeypatch.setattr(pace, "clock", lambda: float(next(clock)))
+    monkeypatch.setattr(pace, "ANNOUNCE_PASS_ABOVE_SECONDS", 1.0)
+    said.clear()
+    evaluate([str(checkpoints[0])], data, settings, notify=said.append)
+    assert [line for line in said if "scoring" in line] == [
+        "a.safetensors: scoring on 300 test images: about 2 s more (--test-subset 25: about 1 s a pass)"]
+
+
 def test_same_settings_same_figures_and_sweep_reports_the_best(checkpoints):
     data = load_data(subset=48, test_subset=30)
     settings = ProbeSettings(steps=3, batch_size=16, lr_sweep=[1e-4, 3e-3], progress=False)

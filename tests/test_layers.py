@@ -20,8 +20,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lgcli"
 # package with everything in it (`arch` is lgcli/arch/*); "lgcli" is the
 # package's own __init__.py (the version; see FACADE).
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "lazy", "tables", "intervals", "checks"),  # one-line errors; torch & co. imported on first use;
-                                                          # tables that fit; 95 % intervals and ties; settings checks
+    ("errors", "lazy", "tables", "intervals", "checks", "pace"),  # one-line errors; torch & co. imported on first
+                                                          # use; tables that fit; 95 % intervals and ties; settings
+                                                          # checks; a long pass's time, said once
     ("run_settings",),                    # what condense's and distill's training runs share
     ("lgcli", "options", "header", "stack", "hub", "preprocessing"),  # the version, declared options, the safetensors header,
                                                      # ArchSpec/Stack, hub ids to cache paths

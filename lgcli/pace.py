@@ -1,0 +1,55 @@
+"""How long a pass over data will take, said once when it is long.
+
+Scoring a real model on a CPU (SmolLM2's held-out windows, a DINOv2's
+10,000 test images) takes minutes, and a command that prints nothing for
+that long looks stuck. `PassPace` times a pass's first batch and, when the
+rest will take over ANNOUNCE_PASS_ABOVE_SECONDS, says how long, and with a
+flag (--test-subset) how many examples take about that long a pass.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+# A pass its first batch says will take longer than this is announced.
+ANNOUNCE_PASS_ABOVE_SECONDS = 30.0
+clock = time.perf_counter
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it: 40 s, 12 min, 3.5 h."""
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else (
+        f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s")
+
+
+class PassPace:
+    """Said through `notify` as "{what} on N {unit}: about T more (FLAG n:
+    about 30 s a pass)" once the first batch of a pass is done, when the rest
+    is long. The evaluator calls `begin` before its pass and `batch_done`
+    after each batch; one object serves several passes."""
+
+    def __init__(self, notify: Callable[[str], None] | None, what: str, flag: str | None = None) -> None:
+        self.notify, self.what, self.flag = notify, what, flag
+        self.examples = self.batch_size = 0
+        self.unit, self.started, self.done = "", 0.0, True
+
+    def begin(self, examples: int, batch_size: int, unit: str) -> "PassPace":
+        self.examples, self.batch_size, self.unit = examples, batch_size, unit
+        self.started, self.done = clock(), False
+        return self
+
+    def batch_done(self) -> None:
+        if self.done or self.notify is None:
+            return
+        self.done = True
+        per_example = (clock() - self.started) / max(1, min(self.batch_size, self.examples))
+        left = per_example * max(0, self.examples - self.batch_size)
+        if left <= ANNOUNCE_PASS_ABOVE_SECONDS:
+            return
+        fewer = max(1, int(ANNOUNCE_PASS_ABOVE_SECONDS / per_example))
+        hint = f" ({self.flag} {fewer}: about {duration_text(ANNOUNCE_PASS_ABOVE_SECONDS)} a pass)" if self.flag else ""
+        self.notify(f"{self.what} on {self.examples:,} {self.unit}: about {duration_text(left)} more{hint}")
+
+
+__all__ = ["ANNOUNCE_PASS_ABOVE_SECONDS", "PassPace", "duration_text"]
