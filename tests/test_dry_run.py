@@ -125,11 +125,11 @@ def test_a_dry_run_refuses_what_the_real_run_refuses(args, made, vit_file, tmp_p
     assert (out.read_bytes() == b"already here") if made else not out.exists()
 
 
-def test_a_plan_needs_no_output_and_a_run_does(vit_file, tmp_path, lg):
+def test_a_plan_needs_no_output_and_a_run_does(vit_file, tmp_path, lg, monkeypatch):
     """What shape --params buys, or how long a condense or distill takes,
     is asked without naming an output: the plan leaves the output out (its
     bytes and dtype stay). Without --dry-run, no output is one line."""
-    os.chdir(tmp_path)  # nothing may appear where the user stands
+    monkeypatch.chdir(tmp_path)  # nothing may appear where the user stands
     plan = dry(lg, tmp_path, "shrink", vit_file, "--depth", "1")
     assert "path" not in plan["output"] and "form" not in plan["output"] and plan["output"]["tensor_bytes"] > 0
     said = lg("shrink", vit_file, "--params", "10K", "--dry-run")
