@@ -413,10 +413,19 @@ def _written(report: dict[str, Any], target: CheckedOutput, spec: ArchSpec, stac
 
 
 def _next_step(spec: ArchSpec) -> dict[str, Any]:
-    """What a user does with a written model: score it with lg eval, or, for
-    a family lg does not train, fine-tune it in its library."""
+    """What a user does with a written model: score it with lg eval (on
+    their data, or first on lg's built-in data of its kind, which the hint
+    names so that it runs as printed), or, for a family lg does not train,
+    fine-tune it in its library."""
+    from .arch.base import IMAGE_CLASSIFICATION
+    from .data import DEFAULT_DATA
+    from .text import KJV_MINI
+
     adapter = get_adapter(spec.family)
-    return {"scored_by_lg": adapter.scored_by_lg(spec), "fine_tune": adapter.fine_tune}
+    step = {"scored_by_lg": adapter.scored_by_lg(spec), "fine_tune": adapter.fine_tune}
+    if step["scored_by_lg"]:
+        step["try_data"] = DEFAULT_DATA if adapter.task(spec) == IMAGE_CLASSIFICATION else KJV_MINI
+    return step
 
 
 def _expand_file(learngene: Learngene, target: CheckedOutput, *, command: str,

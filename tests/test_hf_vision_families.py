@@ -328,6 +328,6 @@ def test_the_advice_after_writing_a_model_of_features(built, lg, tmp_path):
     out = tmp_path / "out"
     result = lg("shrink", src, "--depth", "1", "-o", out)
     assert result.code == 0, result.stderr
-    assert "score it with: lg eval" not in result.stderr
+    assert "or on lg's: lg eval" not in result.stderr
     assert "fine-tune it with transformers' `Trainer`" in result.stderr and "AutoImageProcessor" in result.stderr
     assert "lg eval" not in (out / "README.md").read_text()

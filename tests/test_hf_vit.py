@@ -213,6 +213,6 @@ def test_the_advice_after_a_write_names_the_image_processor(built, lg, tmp_path)
     out = tmp_path / "out"
     result = lg("shrink", src, "--depth", "1", "-o", out)
     assert result.code == 0, result.stderr
-    assert "score it with: lg eval" in result.stderr
+    assert "or on lg's: lg eval" in result.stderr and "--data fashion-mnist-mini --steps 100" in result.stderr
     card = (out / "README.md").read_text()
     assert "lg eval" in card and "tokenizer" not in card and "AutoImageProcessor" in card

@@ -249,11 +249,19 @@ def test_a_write_says_it_is_an_initialisation_and_how_to_score_it(known, tmp_pat
     done = lg_run("shrink", src, "--depth", "1", "-o", out)
     lines = done.stderr.splitlines()
     assert done.returncode == 0 and lines[-2].startswith("load with: ")
-    assert lines[-1] == (f"this is an initialisation to fine-tune, not a finished model; score it with: "
-                         f"lg eval {shlex.quote(str(out))} --data D --steps N")
-    scored = run_hint(printed_command(lines[-1].replace(" D ", " fashion-mnist-mini ").replace(" N", " 2"),
-                                      "score it with: "))
+    assert lines[-1] == (f"this is an initialisation to fine-tune, not a finished model; score it on your data "
+                         f"(--data) or on lg's: lg eval {shlex.quote(str(out))} --data fashion-mnist-mini --steps 100")
+    scored = run_hint(printed_command(lines[-1], "or on lg's: "))  # as printed
     assert scored.returncode == 0 and "shrunk" in scored.stdout, scored.stderr
+    # A language model's hint names lg's built-in text, and runs as printed too.
+    from test_hub import gpt2_folder
+
+    text_src, _ = gpt2_folder(tmp_path, "gpt2")
+    text_out = tmp_path / "gpt2-1L"
+    lines = lg_run("shrink", text_src, "--depth", "1", "-o", text_out).stderr.splitlines()
+    assert lines[-1].endswith(f"or on lg's: lg eval {shlex.quote(str(text_out))} --data kjv-mini --steps 100")
+    scored = run_hint(printed_command(lines[-1], "or on lg's: ").replace("--steps 100", "--steps 2"))
+    assert scored.returncode == 0 and "gpt2-1L" in scored.stdout, scored.stderr
     quiet = lg_run("shrink", src, "--depth", "1", "--json", "-o", tmp_path / "json.safetensors")
     assert quiet.returncode == 0 and "initialisation" not in quiet.stderr and json.loads(quiet.stdout)
 

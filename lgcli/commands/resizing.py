@@ -63,8 +63,8 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
                                                     if report.get("heads_assumed") else ""))
         # A resized model is a starting point, not a finished one (the card says so too).
         if report.get("scored_by_lg", True):
-            note(f"this is an initialisation to fine-tune, not a finished model; score it with: "
-                 f"lg eval {shlex.quote(report['output'])} --data D --steps N")
+            note(f"this is an initialisation to fine-tune, not a finished model; score it on your data (--data) "
+                 f"or on lg's: lg eval {shlex.quote(report['output'])} --data {report['try_data']} --steps 100")
         else:
             note(f"this is an initialisation to fine-tune, not a finished model: fine-tune it with "
                  f"{report['fine_tune']} (lg eval scores classifiers; this model has no head)")
