@@ -95,14 +95,15 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
         methods = [m for m in methods if m not in trained]
     if out is None and not dry_run:
         raise UsageError("give a results folder: -o DIR")
-    out = Path(out) if out is not None else None
-    if out is not None and out.exists() and not out.is_dir():
-        raise LgError(f"{shown(out)}: exists and is not a folder; -o takes a results folder")
-    foreign = foreign_entry(out) if out is not None else None
-    if foreign is not None and not settings.force:
-        raise LgError(f"{shown(out)}: holds {shown(foreign)}, which lg bench did not write; give a new or empty "
-                      f"folder, or pass --force to write into it anyway (lg replaces only the files it names as "
-                      f"its own there and leaves every other file as it is)")
+    if out is not None:
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise LgError(f"{shown(out)}: exists and is not a folder; -o takes a results folder")
+        foreign = foreign_entry(out)
+        if foreign is not None and not settings.force:
+            raise LgError(f"{shown(out)}: holds {shown(foreign)}, which lg bench did not write; give a new or "
+                          f"empty folder, or pass --force to write into it anyway (lg replaces only the files it "
+                          f"names as its own there and leaves every other file as it is)")
     from .checkpoint import check_source
     from .text import check_data_source
     from .devices import auto_device_note, concrete_device
@@ -261,8 +262,10 @@ def _cell_path(cell: Cell, context: _Context) -> Path:
 def _saved_cell(cell: Cell, context: _Context) -> dict[str, Any] | None:
     """The cell as an earlier run with the same arguments saved it, or None
     (none saved, other arguments, or --force)."""
-    path = _cell_path(cell, context) if context.out is not None else None
-    if path is None or context.settings.force or not path.exists():
+    if context.out is None or context.settings.force:  # no results folder (a plan), or --force
+        return None
+    path = _cell_path(cell, context)
+    if not path.exists():
         return None
     try:
         saved = json.loads(path.read_text())

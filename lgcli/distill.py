@@ -415,9 +415,9 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
                            on_step=callback, cache_teacher=False)
     if score:
         figures["after"] = scores.student(pupil.model, hidden=term)
-    if term is not None and score:
-        notify(f"distill: held-out hidden-state MSE {figures['before']['hidden_mse']:.4g} -> "
-               f"{figures['after']['hidden_mse']:.4g}")
+        if term is not None:
+            notify(f"distill: held-out hidden-state MSE {figures['before']['hidden_mse']:.4g} -> "
+                   f"{figures['after']['hidden_mse']:.4g}")
     pupil.model.cpu().eval()
     master.model.cpu()
     window = max(1, min(20, len(result.losses) // 5))

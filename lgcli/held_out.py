@@ -42,13 +42,15 @@ from .hidden_states import HiddenStateTerm
 from .images import ImageData
 from .lazy import F, no_grad, nn, torch
 from .losses import IGNORE
-from .text import MAX_LOGIT_ELEMENTS, TextData, evaluate_text, perplexity_of, text_sizes
+from .text import MAX_LOGIT_ELEMENTS, TextData, evaluate_text, loss_sum, perplexity_of, scoring_batch_size
 from .pace import PassPace
 from .train import ImageBatches
 
 # Images (or windows, within MAX_LOGIT_ELEMENTS) a scoring pass takes at once:
 # evaluate_accuracy's own batch, so the passes here give its figures exactly.
 SCORE_BATCH_SIZE = 256
+
+
 def held_out_batches(model: nn.Module, data: ImageData | TextData):
     """The held-out split as `model` is fed: images prepared by its own
     recipe (as training and `evaluate_accuracy` prepare them), or windows."""
@@ -114,11 +116,6 @@ def agreement(student: nn.Module, teacher: nn.Module, data: ImageData | TextData
     if hidden is not None:
         figures["hidden_mse"] = hidden_sum / max(len(batches), 1)
     return figures
-
-
-def _loss_sum(logits: torch.Tensor, flat_targets: torch.Tensor) -> float:
-    """The summed next-token (or masked-token) cross-entropy, as evaluate_text sums it."""
-    return F.cross_entropy(logits.flatten(0, -2), flat_targets, ignore_index=IGNORE, reduction="sum").item()
 
 
 def _kl_sum(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> float:
@@ -197,8 +194,7 @@ class HeldOutScores:
         test, teacher = self.data.test, self.teacher_model
         distributed = distributed_setup(self.device)
         target = resolve_device(self.device, distributed)
-        length = test.inputs.shape[1] if len(test) else 1
-        size = max(1, min(SCORE_BATCH_SIZE, MAX_LOGIT_ELEMENTS // (length * (text_sizes(model)[0] or 1))))
+        size = scoring_batch_size(model, test, SCORE_BATCH_SIZE)  # evaluate_text's batches
         was = model.training, teacher.training
         model.to(target).eval()
         teacher.to(target).eval()
@@ -217,11 +213,10 @@ class HeldOutScores:
                     teacher_logits = test.logits(teacher, inputs).float()
                 if hidden is not None:  # every window has as many positions: a batch weighs its windows
                     totals[5] += float(hidden.layer_mse().mean()) * len(inputs)
-                flat_targets = targets.flatten()
-                totals[0] += _loss_sum(student_logits, flat_targets)
+                totals[0] += loss_sum(student_logits, targets)
                 if teacher_too:
-                    totals[2] += _loss_sum(teacher_logits, flat_targets)
-                scored = flat_targets != IGNORE
+                    totals[2] += loss_sum(teacher_logits, targets)
+                scored = targets.flatten() != IGNORE
                 s, t = student_logits.flatten(0, -2)[scored], teacher_logits.flatten(0, -2)[scored]
                 totals[1] += int(scored.sum())
                 totals[3] += _kl_sum(s, t, self.tau)
@@ -230,10 +225,10 @@ class HeldOutScores:
                 pace.batch_done()
         model.train(was[0])
         teacher.train(was[1])
-        loss_sum, tokens, teacher_sum, kl_sum, agree, hidden_sum, windows = distributed.sum(
+        student_sum, tokens, teacher_sum, kl_sum, agree, hidden_sum, windows = distributed.sum(
             torch.tensor(totals, dtype=torch.float64)).tolist()
         tokens = max(tokens, 1.0)
-        figures = {"loss": loss_sum / tokens, "perplexity": perplexity_of(loss_sum / tokens),
+        figures = {"loss": student_sum / tokens, "perplexity": perplexity_of(student_sum / tokens),
                    "kl": kl_sum / tokens, "agreement": 100.0 * agree / tokens}
         if hidden is not None:
             figures["hidden_mse"] = hidden_sum / max(windows, 1.0)

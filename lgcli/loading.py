@@ -12,7 +12,7 @@ from .arch import detect_family, family_of_config, get_adapter, known_model_type
 from .checkpoint import Checkpoint, check_memory, read_checkpoint
 from .errors import LgError, shown
 from .lazy import nn, torch
-from .preprocessing import MODEL_ATTRIBUTE, PREPROCESSING, resolve, with_preprocessing
+from .preprocessing import MODEL_ATTRIBUTE, PREPROCESSING, attach, resolve, with_preprocessing
 from .stack import ArchSpec, Stack
 
 MODEL, LEARNGENE = "model", "learngene"
@@ -90,12 +90,8 @@ def build_model(spec: ArchSpec, stack: Stack) -> nn.Module:
     builds from weights comes from here: one built otherwise is fed lg's
     default recipe by whoever trains or scores it, and a real DINOv2 (ImageNet
     mean and std) then sees the wrong images without a word."""
-    model = get_adapter(spec.family).load_model(spec, stack).float()
     # For whoever feeds it (`lgcli.recipe.preprocessing_of(model)`).
-    recipe = spec.extras.get(PREPROCESSING)
-    if recipe is not None:
-        setattr(model, MODEL_ATTRIBUTE, recipe)
-    return model
+    return attach(get_adapter(spec.family).load_model(spec, stack).float(), spec.extras.get(PREPROCESSING))
 
 
 def spec_of_model(model: nn.Module, family: str | None = None) -> tuple[ArchSpec, Stack]:
@@ -112,11 +108,7 @@ def spec_of_model(model: nn.Module, family: str | None = None) -> tuple[ArchSpec
 def create_model(spec: ArchSpec, seed: int | None = None) -> nn.Module:
     """The family's own random initialisation of the architecture `spec`
     describes, told how its images are prepared (the spec's recipe)."""
-    model = get_adapter(spec.family).create_model(spec, seed=seed)
-    recipe = spec.extras.get(PREPROCESSING)
-    if recipe is not None:
-        setattr(model, MODEL_ATTRIBUTE, recipe)
-    return model
+    return attach(get_adapter(spec.family).create_model(spec, seed=seed), spec.extras.get(PREPROCESSING))
 
 
 def dominant_dtype(tensors: Mapping[str, torch.Tensor]) -> torch.dtype | None:

@@ -473,9 +473,7 @@ def evaluate_text(model: torch.nn.Module, data: TokenWindows, *, batch_size: int
     `pace` says how long the pass takes when that is long."""
     distributed = distributed_setup(device)
     target = resolve_device(device, distributed)
-    vocabulary = text_sizes(model)[0] or 1
-    length = data.inputs.shape[1] if len(data) else 1
-    batch_size = max(1, min(batch_size, MAX_LOGIT_ELEMENTS // (length * vocabulary)))
+    batch_size = scoring_batch_size(model, data, batch_size)
     was_training = model.training
     model.to(target).eval()
     totals = torch.zeros(2, dtype=torch.float64)  # loss sum, scored tokens
@@ -492,14 +490,25 @@ def evaluate_text(model: torch.nn.Module, data: TokenWindows, *, batch_size: int
                                         reduction="none").view(targets.shape).double()
             examples.extend([float(l), int(n)] for l, n in zip(per_token.sum(-1).tolist(),
                                                                  (targets != IGNORE).sum(-1).tolist()))
-        loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=IGNORE, reduction="sum")
-        totals += torch.tensor([loss.item(), (targets != IGNORE).sum().item()], dtype=torch.float64)
+        totals += torch.tensor([loss_sum(logits, targets), (targets != IGNORE).sum().item()], dtype=torch.float64)
         if pace is not None:
             pace.batch_done()
     totals = distributed.sum(totals)
     model.train(was_training)
     loss = totals[0].item() / max(totals[1].item(), 1.0)
     return {"loss": loss, "perplexity": perplexity_of(loss), "tokens": int(totals[1].item())}
+
+
+def scoring_batch_size(model: torch.nn.Module, data: TokenWindows, batch_size: int) -> int:
+    """Windows scored at once: at most `batch_size`, and at most
+    MAX_LOGIT_ELEMENTS logits (a 50k-token vocabulary's take gigabytes)."""
+    length = data.inputs.shape[1] if len(data) else 1
+    return max(1, min(batch_size, MAX_LOGIT_ELEMENTS // (length * (text_sizes(model)[0] or 1))))
+
+
+def loss_sum(logits: torch.Tensor, targets: torch.Tensor) -> float:
+    """A batch's summed cross-entropy over its scored targets (IGNORE left out)."""
+    return F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=IGNORE, reduction="sum").item()
 
 
 def perplexity_of(loss: float) -> float:

@@ -203,16 +203,31 @@ def refuse_binary_on_terminal(output: str) -> None:
                          "(| lg inspect -) or redirect it (> FILE)")
 
 
+def planned_output(output: Optional[str], dry_run: bool, how: str) -> str:
+    """The output to write (refused on a terminal when binary), or for a
+    --dry-run without one, a stream that nothing names: a plan needs none."""
+    if output is None:
+        if not dry_run:
+            raise UsageError(f"give an output: {how}")
+        return "-"
+    refuse_binary_on_terminal(output)
+    return output
+
+
+def counted(count: int, noun: str) -> str:
+    """"1 head", "6 heads"."""
+    return f"{count} {noun}{'s' * (count != 1)}"
+
+
 def show_training_plan(what: str, plan: dict[str, Any], as_json: bool, timed: str) -> None:
     """A --dry-run plan of training steps: in words on stderr (the time the
     `timed` steps give), as JSON on stdout with --json."""
     from ..train import duration_text
 
     # A slow model times fewer steps than a fast one (lgcli.train.seconds_per_step).
-    counted = f"{plan['timed_steps']} timed step{'s' * (plan['timed_steps'] != 1)}" if "timed_steps" in plan \
-        else "timed steps"
+    steps = counted(plan["timed_steps"], "timed step") if "timed_steps" in plan else "timed steps"
     took = (f"about {duration_text(plan['estimated_seconds'])} of training on {plan['device']} (from "
-            f"{counted} {timed})") if plan["steps"] else "nothing to train"
+            f"{steps} {timed})") if plan["steps"] else "nothing to train"
     at_most = " at most" if plan.get("until") else ""
     note(f"dry run, nothing written: {what}; {plan['steps']:,} training steps{at_most}: {took}")
     if as_json:

@@ -14,8 +14,8 @@ import typer
 
 from ..errors import UsageError
 from ..options import DEFAULT_SHARD_SIZE, Option, parse_byte_size, parse_count, parse_depth
-from .common import (MAX_SEED, METHOD, OUTPUT, SOURCE, TARGET, LgCommand, command_line, note, print_json,
-                     refuse_binary_on_terminal, with_declared_flags)
+from .common import (MAX_SEED, METHOD, OUTPUT, SOURCE, TARGET, LgCommand, command_line, counted, note,
+                     planned_output, print_json, with_declared_flags)
 
 
 # ---- lg shrink / lg grow ----
@@ -36,16 +36,12 @@ def _resize_owners(direction: str) -> dict[str, Sequence[Option]]:
 def _resize_command(direction: str, src: str, output: Optional[str], as_json: bool,
                     force: bool, dry_run: bool, card: Optional[str], **kwargs: Any) -> None:
     from ..card import CardFacts
-    from ..checkpoint import STDIO
     from ..resize import resize_file
 
-    if output is None and not dry_run:
-        raise UsageError("give an output: -o FILE, or -o - to write the checkpoint to stdout")
-    if output is not None:
-        refuse_binary_on_terminal(output)
     # A plan needs no output (what shape does --params 60M buy?): planned as a stream, which nothing names.
-    report = resize_file(src, STDIO if output is None else output, direction=direction, force=force, notify=note,
-                         dry_run=dry_run, card=CardFacts(command=command_line()), card_file=card, **kwargs)
+    planned = planned_output(output, dry_run, "-o FILE, or -o - to write the checkpoint to stdout")
+    report = resize_file(src, planned, direction=direction, force=force, notify=note, dry_run=dry_run,
+                         card=CardFacts(command=command_line()), card_file=card, **kwargs)
     if report.get("budget"):
         note(_budget_summary(report))
     if dry_run:
@@ -75,10 +71,9 @@ def _budget_summary(report: dict[str, Any]) -> str:
     budget, t = report["budget"], report["target"]
     flag = "--memory" if budget["unit"] == "bytes" else "--params"
     used = f"{budget['parameters']:,} parameters" + (f", {budget['bytes']:,} bytes" if "bytes" in budget else "")
-    kv = f", {t['kv_heads']} key/value head{'s' * (t['kv_heads'] != 1)}" if t["kv_heads"] != t["heads"] else ""
+    kv = f", {counted(t['kv_heads'], 'key/value head')}" if t["kv_heads"] != t["heads"] else ""
     depth = ",".join(str(s["depth"]) for s in t["stages"]) if "stages" in t else t["depth"]
-    heads = f"{t['heads']} head{'s' * (t['heads'] != 1)}"
-    return (f"{flag} {budget['budget']:,}: chose depth {depth}, width {t['width']} ({heads}{kv}, "
+    return (f"{flag} {budget['budget']:,}: chose depth {depth}, width {t['width']} ({counted(t['heads'], 'head')}{kv}, "
             f"mlp {t['mlp_dim']}): {used}, {budget['used']:.0%} of the budget ({budget['rule']})")
 
 

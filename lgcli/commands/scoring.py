@@ -11,7 +11,7 @@ import typer
 from ..errors import UsageError
 from ..options import DEFAULT_CONDENSE_STEPS
 from .common import (DATA, LEARNGENES, OUTPUT, PROBE, MAX_SEED, HeadsOption, InterpolationOption,
-                     MeanOption, StdOption, note, print_json, show_training_plan, table_console)
+                     MeanOption, StdOption, counted, note, print_json, show_training_plan, table_console)
 
 
 # ---- lg eval (issue 4) ----
@@ -196,9 +196,8 @@ def bench_command(
                              calibrate_samples=calibrate_samples, preprocessing=overrides)
     report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
     if dry_run:
-        sizes, methods = len(report["sizes"]), len(report["methods"])
-        show_training_plan(f"bench: {report['cells']} cells ({sizes} size{'s' * (sizes != 1)} x "
-                            f"{methods} methods), {report['cells_to_run']} to run, "
+        show_training_plan(f"bench: {report['cells']} cells ({counted(len(report['sizes']), 'size')} x "
+                            f"{counted(len(report['methods']), 'method')}), {report['cells_to_run']} to run, "
                             f"{report['cells_reused']} saved before, {report['cells_not_applicable']} n/a (the "
                             f"method cannot reach the size)", report, as_json,
                             "of each size's model and each condense run")

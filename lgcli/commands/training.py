@@ -19,7 +19,7 @@ from ..options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFA
                        DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU,
                        Option)
 from .common import (AUXILIARY, DATA, MAX_SEED, OUTPUT, RESUMING, SOURCE, TRAINING, InterpolationOption, LgCommand,
-                     MeanOption, StdOption, command_line, invocation, note, refuse_binary_on_terminal, resume_hints,
+                     MeanOption, StdOption, command_line, invocation, note, planned_output, resume_hints,
                      shape_text, show_training_plan, with_declared_flags)
 
 
@@ -135,7 +135,7 @@ def condense(
     from ..preprocessing import Overrides
 
     overrides = Overrides.parse(mean, std, interpolation)
-    output = _planned_output(output, dry_run, "-o FILE, or -o - to write the learngene to stdout")
+    output = planned_output(output, dry_run, "-o FILE, or -o - to write the learngene to stdout")
     if checkpoint is None and (checkpoint_every or resume):
         checkpoint = _checkpoint_beside(output)
     resume_hints.append(lambda: _condense_resume_hint(checkpoint))
@@ -248,7 +248,7 @@ def distill_command(
     from ..preprocessing import Overrides
 
     overrides = Overrides.parse(mean, std, interpolation)
-    output = _planned_output(output, dry_run, "-o OUT, or -o - to write the model to stdout")
+    output = planned_output(output, dry_run, "-o OUT, or -o - to write the model to stdout")
     if checkpoint is None and (checkpoint_every or resume):
         checkpoint = _checkpoint_beside(output)
     resume_hints.append(lambda: _condense_resume_hint(checkpoint))
@@ -278,17 +278,6 @@ def distill_command(
          f"wrote {report['output']}")
     if report.get("load_line"):
         note(f"load with: {report['load_line']}")
-
-
-def _planned_output(output: Optional[str], dry_run: bool, how: str) -> str:
-    """The output to write (refused on a terminal when binary), or for a
-    --dry-run without one, a stream that nothing names: a plan needs none."""
-    if output is None:
-        if not dry_run:
-            raise UsageError(f"give an output: {how}")
-        return "-"
-    refuse_binary_on_terminal(output)
-    return output
 
 
 def _checkpoint_beside(output: str) -> str:
