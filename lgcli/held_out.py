@@ -87,11 +87,9 @@ def agreement(student: nn.Module, teacher: nn.Module, data: ImageData | TextData
     was = student.training, teacher.training
     student.to(target).eval()
     teacher.to(target).eval()
-    if isinstance(data, ImageData):
-        size = SCORE_BATCH_SIZE
-    else:
-        outputs = vocabulary(student) or 1
-        size = max(1, min(SCORE_BATCH_SIZE, MAX_LOGIT_ELEMENTS // (data.test.inputs.shape[1] * outputs)))
+    # Text: evaluate_text's batches (a bound on the logits held at once).
+    size = SCORE_BATCH_SIZE if isinstance(data, ImageData) else scoring_batch_size(student, data.test,
+                                                                                   SCORE_BATCH_SIZE)
     kl_sum, agree, count, hidden_sum = 0.0, 0, 0, 0.0
     with contextlib.ExitStack() as hooks:
         if hidden is not None:
