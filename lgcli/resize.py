@@ -459,8 +459,8 @@ def _expand_file(learngene: Learngene, target: CheckedOutput, *, command: str,
 def _width_kept_hint(kept: WidthKept, loaded: Loaded, src: str, output: str | os.PathLike,
                      source_options: tuple[str, ...], output_options: tuple[str, ...]) -> str:
     """The pipe that makes what a depth-only method was asked: the method
-    for the depth, then clone for the width where it keeps the function (a
-    grow by whole multiples of every size), else the grow default; with
+    for the depth, then clone for the width where it keeps the function
+    (`clone.validate`), else the grow default; with
     every flag the user gave that its commands need."""
     clone = METHODS["clone"]
     middle = at_depths_of(kept.source, kept.target)

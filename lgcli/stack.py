@@ -93,6 +93,15 @@ NORM_WEIGHT_ROLES = frozenset(
      "norm_weight", "fc_norm_weight", "pre_norm_weight", "embed_norm_weight", "head_norm_weight",
      "patch_norm_weight", "merge_norm_weight"})
 
+# The biases of those norms: with a zero weight and bias a norm's output is 0.
+NORM_BIAS_ROLES = frozenset(
+    {"norm1_bias", "norm2_bias", "q_norm_bias", "k_norm_bias", "norm_bias", "fc_norm_bias", "pre_norm_bias",
+     "embed_norm_bias", "head_norm_bias", "patch_norm_bias", "merge_norm_bias"})
+
+# Norms that the residual stream starts from (ArchSpec.normed_input): the
+# stream's first value is a norm's output, not a sum of embeddings.
+INPUT_NORM_ROLES = frozenset({"pre_norm_weight", "embed_norm_weight", "patch_norm_weight"})
+
 # Global roles that are lookup tables (a row per token, position or token
 # type), not linear maps: their `embed` axis is what they output, so a method
 # that keeps the function (clone) tiles it without dividing. A tied LM head
@@ -146,6 +155,14 @@ class ArchSpec:
     every other family lg reads): a block whose output projections are zero
     is then not the identity, so a method that inserts identity blocks
     (identity-insert) refuses it. The adapter declares it.
+
+    `rms_norm`: the norms on the residual stream are RMSNorms (Llama), not
+    LayerNorms. `normed_input`: the residual stream starts at a norm's output
+    (`INPUT_NORM_ROLES`: BERT's embedding LayerNorm, CLIP's and timm's
+    norm_pre, Swin's patch norm) rather than at a sum of embeddings. Both
+    decide whether the stream can take new channels that every norm ignores
+    (clone at a width that is no whole multiple); the adapter declares the
+    first and reads the second from the roles a checkpoint has.
     """
 
     family: str
@@ -161,6 +178,8 @@ class ArchSpec:
     stages: tuple["ArchSpec", ...] = ()
     stage_input: int | None = None
     post_norm: bool = False
+    rms_norm: bool = False
+    normed_input: bool = False
 
     def __post_init__(self) -> None:
         if self.kv_heads is not None and self.kv_heads == self.heads:

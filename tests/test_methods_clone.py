@@ -61,23 +61,23 @@ def test_new_blocks_have_zero_output_projections(tmp_path):
     assert torch.equal(stack.layers["q"].data[1], source.layers["q"].data[0])
 
 
-@pytest.mark.parametrize("sizes, message", [
-    (dict(width=96), "whole multiples"),              # 64 -> 96 is x1.5
-    (dict(width=128, heads=2), "keeps the head dim"),  # head dim 32 -> 64
+@pytest.mark.parametrize("variant, sizes, message", [
+    ("pre-norm", dict(width=96, heads=3), "whole multiples on this model"),  # x1.5 into norm_pre
+    ("cls-token", dict(width=128, heads=2), "keeps the head dim"),           # head dim 32 -> 64
 ])
-def test_clone_refuses_what_it_cannot_preserve(sizes, message, tmp_path):
+def test_clone_refuses_what_it_cannot_preserve(variant, sizes, message, tmp_path):
     src = tmp_path / "src.safetensors"
-    lgcli.save_model(make_vit(depth=2, embed_dim=64, num_heads=2), src)
+    lgcli.save_model(make_vit(variant, depth=2, embed_dim=64, num_heads=2), src)
     with pytest.raises(LgError, match=message):
         resize_file(src, tmp_path / "out.safetensors", direction="grow", method="clone", **sizes)
     assert not (tmp_path / "out.safetensors").exists()
 
 
 def test_lg_grow_without_a_method_clones_where_clone_reaches_and_falls_back_to_auto_lg(tmp_path):
-    """The grow default (docs/methods.md "Defaults"): clone where every size
-    grows by a whole multiple, so the logits are kept; auto-lg where clone
-    cannot reach the width (96 is not a multiple of 64), said in the report."""
-    model = make_vit(depth=2, embed_dim=64, num_heads=2)
+    """The grow default (docs/methods.md "Defaults"): clone where it reaches
+    the size, so the logits are kept; auto-lg where it cannot (a ViT with
+    norm_pre grown to 96, no multiple of 64), said in the report."""
+    model = make_vit("pre-norm", depth=2, embed_dim=64, num_heads=2)
     x = sample_input(model)
     src = tmp_path / "src.safetensors"
     lgcli.save_model(model, src)

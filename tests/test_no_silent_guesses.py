@@ -309,8 +309,8 @@ def run_hint(command: str) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("args, direction", [(["--width", "48"], "grow"),   # not a whole multiple: no clone
-                                              (["--width", "64"], "grow"),   # a whole multiple: clone
+@pytest.mark.parametrize("args, direction", [(["--width", "48"], "grow"),   # no whole multiple: clone pads
+                                              (["--width", "64"], "grow"),   # a whole multiple: clone tiles
                                               (["--width", "16"], "shrink")])
 def test_tleg_fit_hints_run(known, tmp_path, args, direction):
     _, src = known
@@ -319,7 +319,7 @@ def test_tleg_fit_hints_run(known, tmp_path, args, direction):
     line = one_error_line(refused)
     out = tmp_path / "o"  # the output the refused command named
     command = hinted_pipe(line)
-    assert ("--method clone" in command) == (args[1] == "64")  # clone only where it can keep the function
+    assert ("--method clone" in command) == (direction == "grow")  # clone wherever it keeps the function
     assert (" grow " in command) == (direction == "grow")  # never a grow while shrinking
     done = run_hint(command)
     assert done.returncode == 0, (command, done.stderr)

@@ -81,7 +81,7 @@ def test_existing_output_needs_force(source, lg, tmp_path):
     (["shrink", "--depth", "2", "--method", "select", "--wavelet", "db2"], "--wavelet does not apply"),
     (["shrink", "--depth", "2", "--method", "bot", "--fit", "cubic"], "--fit must be one of interp, crop"),
     (["shrink", "--depth", "2", "--wavelet", "db2"], "--wavelet does not apply"),  # the default, select, takes none
-    (["grow", "--width", "192", "--method", "clone"], "clone grows width by whole multiples"),
+    (["grow", "--width", "256", "--heads", "4", "--method", "clone"], "clone keeps the head dim (32)"),
     (["grow", "--width", "256", "--method", "tleg-fit"], "tleg-fit changes depth only"),
     (["shrink", "--width", "64", "--heads", "3"], "width 64 does not split into 3 heads"),
     (["shrink"], "nothing to shrink"),

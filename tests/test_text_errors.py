@@ -176,8 +176,9 @@ BAD_REQUESTS = {
                               "width 30 is not a whole number of heads of dimension 8"),
     "bert-width-not-whole-heads": ("bert-mlm", ["grow", "--width", "40"], "out",
                                    "width 40 is not a whole number of heads of dimension 16"),
-    "clone-not-a-multiple": ("llama-gqa", ["grow", "--width", "48", "--method", "clone"], "out",
-                             "clone grows width by whole multiples"),
+    "clone-not-a-multiple": ("bert-mlm", ["grow", "--width", "48", "--method", "clone"], "out",
+                             "clone grows width by whole multiples on this model, whose blocks normalise "
+                             "after the residual sum"),
     "clone-kv-heads-changed": ("llama-gqa", ["grow", "--width", "64", "--kv-heads", "8", "--method", "clone"],
                                "out", "clone tiles query and key/value heads alike"),
     "grow-smaller": ("bert-mlm", ["grow", "--depth", "2"], "out", "grow cannot make the depth smaller"),

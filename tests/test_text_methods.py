@@ -27,7 +27,7 @@ CHANGES = {
     "shrink": {"depth": dict(depth=3), "width": dict(width=48), "both": dict(depth=3, width=48)},
     "grow": {"depth": dict(depth=6), "width": dict(width=96), "both": dict(depth=6, width=96)},
 }
-# clone grows the width by whole multiples only.
+# clone grows BERT's width (post-norm) by whole multiples only: one set of sizes for every family.
 CLONE_CHANGES = {"depth": dict(depth=6), "width": dict(width=128), "both": dict(depth=6, width=128)}
 
 

@@ -2,7 +2,8 @@
 # Which `lg grow` method keeps most of a real model when nothing is trained:
 # the real DINOv2-S Fashion-MNIST classifier (benchmarks/real/fetch.py's
 # dinov2-s-fmnist, 12 x 384, 86.35 % as it is) grown in width (12 x 768,
-# 12 heads) and in depth (18 x 384) by each method, scored by `lg eval`
+# 12 heads: a whole multiple; 12 x 512, 8 heads: none, where clone pads the
+# residual width) and in depth (18 x 384) by each method, scored by `lg eval`
 # at step 0 on the first 1,000 Fashion-MNIST test images under the model's
 # own preprocessing. One JSON line per row in benchmarks/real/grow_default.jsonl.
 #
@@ -27,5 +28,6 @@ print(json.dumps({'row': '$name', 'options': '$*', 'grow_seconds': $grown, 'arch
 }
 row original --depth 12  # lg grow to its own size: the model as it is (a copy)
 for method in clone auto-lg bot heur-lg; do row "$method-12x768" --width 768 --heads 12 --method "$method"; done
+for method in clone auto-lg bot; do row "$method-12x512" --width 512 --heads 8 --method "$method"; done
 # (stack reaches whole multiples of the depth only: 24, not 18)
 for method in clone auto-lg heur-lg identity-insert depth-upscale; do row "$method-18x384" --depth 18 --method "$method"; done

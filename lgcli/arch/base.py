@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Protocol
 
 from ..lazy import nn, torch
-from ..stack import ArchSpec, Stack, TensorGroup
+from ..stack import INPUT_NORM_ROLES, ArchSpec, Stack, TensorGroup
 
 # read(key, out, start): fill `out` with elements start.. of tensor `key`, flattened.
 Reader = Callable[[str, "torch.Tensor", int], None]
@@ -211,3 +211,12 @@ class AdapterDefaults:
 
 
 __all__ = ["AdapterDefaults", "FamilyAdapter", "Reader", "TASKS", "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]
+
+
+def norm_facts(layout: Any, stored_globals: Mapping[str, Any]) -> dict[str, bool]:
+    """The ArchSpec fields on the residual stream's norms: what a declared
+    family (`declared.Layout`) states, and whether these weights start the
+    stream at a norm (a timm ViT has norm_pre or not)."""
+    roles = {layout.global_roles[key][0] for key in stored_globals if key in layout.global_roles}
+    return {"post_norm": layout.post_norm, "rms_norm": layout.rms_norm,
+            "normed_input": bool(roles & INPUT_NORM_ROLES)}

@@ -27,7 +27,7 @@ from ..errors import LgError, shown
 from ..lazy import nn, torch
 from ..stack import (ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
                      copy_elements)
-from .base import AdapterDefaults, Reader
+from .base import AdapterDefaults, Reader, norm_facts
 
 # A head count no file records is guessed as the ViT/BERT/GPT-2 convention:
 # heads of dimension 64.
@@ -53,8 +53,7 @@ class Layout:
     base class is saved without it). `size_fields` names the field of the
     family's configuration (timm's model_args, config.json) that holds each
     size: depth, width, heads, kv_heads, head_dim, mlp_dim, and a text
-    model's vocab and positions. `post_norm`: the blocks normalise after
-    the residual sum (`ArchSpec.post_norm`)."""
+    model's vocab and positions. `post_norm`, `rms_norm`: as ArchSpec's."""
 
     family: str
     layers: str
@@ -68,6 +67,7 @@ class Layout:
     ignored: tuple[str, ...] = ()
     size_fields: Mapping[str, str] = field(default_factory=dict)
     post_norm: bool = False
+    rms_norm: bool = False
 
     @property
     def global_roles(self) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -510,7 +510,7 @@ class DeclaredAdapter(AdapterDefaults):
 
         return ArchSpec(family=self.family, depth=stored.depth, width=size(EMBED), heads=attention.heads,
                         head_dim=attention.head_dim, mlp_dim=size(MLP), heads_assumed=attention.assumed,
-                        kv_heads=attention.kv_heads, post_norm=self.layout.post_norm), stored
+                        kv_heads=attention.kv_heads, **norm_facts(self.layout, stored.globals)), stored
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
         """Refuse a recorded configuration that says other than the tensors."""

@@ -29,7 +29,7 @@ from ..errors import LgError, debugging, one_line, shown
 from ..header import HeaderTensor, value_dtype
 from ..lazy import nn, torch
 from ..stack import ArchSpec, Stack, TensorGroup
-from .base import TEXT_ENCODER, Reader
+from .base import TEXT_ENCODER, Reader, norm_facts
 from .declared import DeclaredAdapter, Heads, StoredTensors, conventional_heads
 from .hf_layout import SIZE_NAMES, Architecture, HfLayout, Sizes, config_int
 from .shapes import ModelShapes
@@ -123,7 +123,7 @@ class HfAdapter(DeclaredAdapter):
                         head_dim=attention.head_dim, mlp_dim=mlp_dim, extras=extras,
                         heads_assumed=attention.assumed, kv_heads=attention.kv_heads,
                         tied_head_input=self.layout.tied_head_input if tied else (),
-                        post_norm=self.layout.post_norm)
+                        **norm_facts(self.layout, stored.globals))
         return spec, stored
 
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:

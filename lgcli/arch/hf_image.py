@@ -29,7 +29,7 @@ from ..errors import LgError, shown
 from ..lazy import nn, torch
 from ..preprocessing import PREPROCESSING, Preprocessing, from_image_processor, image_processor_fields
 from ..stack import TOKENS, ArchSpec, Stack, TensorGroup
-from .base import Reader
+from .base import Reader, norm_facts
 from .declared import Heads, StoredTensors
 from .hf import HfAdapter, import_transformers
 from .hf_layout import Architecture, HfLayout, config_int
@@ -121,7 +121,7 @@ class HfImageAdapter(HfAdapter):
         spec = ArchSpec(family=self.family, depth=stored.depth, width=sources["o"][2][0], heads=attention.heads,
                         head_dim=attention.head_dim, mlp_dim=sources["fc1"][2][0] if "fc1" in sources else 0,
                         extras=extras, heads_assumed=attention.assumed, kv_heads=attention.kv_heads,
-                        post_norm=self.layout.post_norm)
+                        **norm_facts(self.layout, stored.globals))
         return spec, stored
 
     def config_missing(self) -> LgError:

@@ -69,6 +69,7 @@ LAYOUT = HfLayout(
                  "kv_heads": "num_key_value_heads", "head_dim": "head_dim", "mlp_dim": "intermediate_size",
                  "vocab": "vocab_size"},
     tied_head_input=("norm_weight",),  # the final RMSNorm feeds the head
+    rms_norm=True,
     bot_wavelets={},  # the BoT paper chose none for Llama: haar both ways
     write_sizes=write_sizes,
 )

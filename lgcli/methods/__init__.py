@@ -27,8 +27,9 @@ METHODS: dict[str, Method] = {m.name: m for m in (
 # by `lg bench` on the example model and on the real DINOv2-S (docs/methods.md
 # "Defaults"): across sizes, on instinct and final accuracy both. A grow
 # clones (the function kept) where clone reaches the size, and falls back to
-# auto-lg where it does not (a width that is not a whole multiple): on a real
-# model auto-lg's random channels leave it at chance (10.0 % against 86.3 %).
+# auto-lg where it does not (a width that is no whole multiple of a BERT, CLIP,
+# Swin or timm ViT with norm_pre): on a real model auto-lg's random channels
+# leave it at chance (10.0 % against 86.3 %).
 DEFAULT_METHODS = {SHRINK: "select", GROW: "clone"}
 FALLBACK_METHODS = {GROW: "auto-lg"}
 
