@@ -9,6 +9,10 @@
 # benchmarks/real/gpu_budgets.sh.
 #
 #   run or resume:  ROOT=/tmp/exb6000 setsid nohup bash benchmarks/bench_fmnist_budget6000_cpu.sh &
+#   beside work on lg, from a copy of the code that edits cannot reach (a run
+#   that imports lgcli lazily from a tree being edited can fail mid-way; one did):
+#     git clone -q . /tmp/lg-frozen && ln -s "$PWD/.venv" /tmp/lg-frozen/.venv && cd /tmp/lg-frozen &&
+#     PYTHONPATH=/tmp/lg-frozen ROOT=/tmp/exb6000 setsid nohup bash benchmarks/bench_fmnist_budget6000_cpu.sh &
 #   pause (for CI): pkill -STOP -f "budget 6000"   and after: pkill -CONT -f "budget 6000"
 #   when both say "exit 0" in ROOT/status.txt: cp -rn ROOT/w64/. ROOT/all; cp -rn ROOT/w128/. ROOT/all,
 #   then the bench once more with -o ROOT/all and every size (all 90 cells reused) prints one table.
