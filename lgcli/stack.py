@@ -93,7 +93,8 @@ NORM_WEIGHT_ROLES = frozenset(
      "norm_weight", "fc_norm_weight", "pre_norm_weight", "embed_norm_weight", "head_norm_weight",
      "patch_norm_weight", "merge_norm_weight"})
 
-# The biases of those norms: with a zero weight and bias a norm's output is 0.
+# The biases of those norms: clone sets them to 0 on the channels it pads, so
+# that a norm outputs 0 there.
 NORM_BIAS_ROLES = frozenset(
     {"norm1_bias", "norm2_bias", "q_norm_bias", "k_norm_bias", "norm_bias", "fc_norm_bias", "pre_norm_bias",
      "embed_norm_bias", "head_norm_bias", "patch_norm_bias", "merge_norm_bias"})

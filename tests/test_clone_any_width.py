@@ -118,6 +118,23 @@ def test_a_timm_vit_grown_to_any_width_gives_the_source_logits(variant, growth, 
     assert torch.linalg.vector_norm(got - expected) <= 1e-5 * torch.linalg.vector_norm(expected)
 
 
+def test_a_beit_grown_to_any_width_gives_the_source_logits(tmp_path):
+    """BEiT: layer scale, a relative position bias per head, q and v biases."""
+    from test_timm_family_beit import images, make_beit, printed_model
+
+    model = make_beit().eval()   # 3 x 32, 2 heads of 16
+    src, out = tmp_path / "beit.safetensors", tmp_path / "out.safetensors"
+    lgcli.save_model(model, src)
+    report = resize_file(src, out, direction="grow", method="clone", width=48, depth=4)
+    assert report["details"]["new_channels"] == "mean"
+    grown = printed_model(out).eval()
+    assert grown.embed_dim == 48 and len(grown.blocks) == 4
+    x = images()
+    with torch.no_grad():
+        expected, got = model(x), grown(x)
+    assert torch.linalg.vector_norm(got - expected) <= 1e-5 * torch.linalg.vector_norm(expected)
+
+
 def test_the_grow_default_clones_any_width_and_falls_back_where_clone_cannot_reach(tmp_path):
     """docs/methods.md "Defaults": a plain ViT grown to 96 wide is cloned (its
     logits kept); one with norm_pre (its stream starts at a norm) gets the

@@ -210,9 +210,6 @@ class AdapterDefaults:
         return []
 
 
-__all__ = ["AdapterDefaults", "FamilyAdapter", "Reader", "TASKS", "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]
-
-
 def norm_facts(layout: Any, stored_globals: Mapping[str, Any]) -> dict[str, bool]:
     """The ArchSpec fields on the residual stream's norms: what a declared
     family (`declared.Layout`) states, and whether these weights start the
@@ -220,3 +217,7 @@ def norm_facts(layout: Any, stored_globals: Mapping[str, Any]) -> dict[str, bool
     roles = {layout.global_roles[key][0] for key in stored_globals if key in layout.global_roles}
     return {"post_norm": layout.post_norm, "rms_norm": layout.rms_norm,
             "normed_input": bool(roles & INPUT_NORM_ROLES)}
+
+
+__all__ = ["AdapterDefaults", "FamilyAdapter", "Reader", "norm_facts", "TASKS", "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]
+
