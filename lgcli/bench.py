@@ -248,7 +248,8 @@ def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, 
     build_seconds = time.perf_counter() - started
     from .evaluate import probe_row
 
-    row = probe_row(_candidate(cell, model, context), context.data, context.settings.probe)
+    # A long scoring pass (a real model on a CPU) says how long, as in lg eval.
+    row = probe_row(_candidate(cell, model, context), context.data, context.settings.probe, context.notify)
     result = {"key": key, "method": cell.method, "size": cell.size, "status": "done", "row": row,
               "stores": stores, "build_seconds": round(build_seconds, 2), "details": details}
     _write_json(path, result)

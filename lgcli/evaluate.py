@@ -289,10 +289,11 @@ def probe_config(settings: ProbeSettings, lr: float, description: str) -> TrainC
 
 
 def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSettings, lr: float,
-          pace: PassPace | None = None) -> dict:
+          pace: PassPace | None = None, first: bool = True) -> dict:
     """Fine-tune a copy of the candidate's model for `settings.steps` at `lr`,
-    scoring the test split at step 0 (said with `pace` when long) and every
-    `interval()` steps."""
+    scoring the test split at step 0 and every `interval()` steps. With
+    `pace`, the checkpoint's first scoring (step 0 of its `first` run) says
+    how long it takes when long, and then every later one does too."""
     model = copy.deepcopy(candidate.model)
     measure = measure_of(data)
     curve: list[dict] = []
@@ -300,8 +301,11 @@ def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSetti
 
     def record(step: int, trained: torch.nn.Module) -> None:
         examples.clear()  # the last point's are the final model's
+        first_pass = first and step == 0
+        if pace is not None and not first_pass:
+            pace.again(f"at step {step} (lr {lr:g})")
         scores = score(trained, data, settings, examples if settings.keep_examples else None,
-                       pace if step == 0 else None)
+                       pace if first_pass else None)
         curve.append({"step": step, **{k: scores[k] for k in measure.scores}})
 
     if settings.steps == 0:
@@ -377,11 +381,12 @@ def probe_row(candidate: Candidate, data: ImageData | TextData, settings: ProbeS
               notify: Notify | None = None) -> dict:
     """A report row: the candidate probed at every rate of the settings (none
     without steps), reported at its best rate, with the sweep when there is
-    one. With `notify`, its first scoring says how long it takes when long."""
+    one. With `notify`, its first scoring says how long it takes when long,
+    and so then does each later one."""
     measure = measure_of(data)
     pace = PassPace(notify, f"{candidate.name}: scoring", "--test-subset") if notify is not None else None
     rates = settings.rates() if settings.steps else [None]
-    runs = [probe(candidate, data, settings, lr, pace if index == 0 else None) for index, lr in enumerate(rates)]
+    runs = [probe(candidate, data, settings, lr, pace, first=index == 0) for index, lr in enumerate(rates)]
     best = None
     for run in runs:
         if best is None or measure.rank(run["final"]) > measure.rank(best["final"]):

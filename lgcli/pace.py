@@ -27,12 +27,15 @@ class PassPace:
     """Said through `notify` as "{what} on N {unit}: about T more (FLAG n:
     about 30 s a pass)" once the first batch of a pass is done, when the rest
     is long. The evaluator calls `begin` before its pass and `batch_done`
-    after each batch; one object serves several passes."""
+    after each batch; one object serves several passes. Once a pass was
+    said to be long, `again` says how long another of its size takes
+    (the passes of a probe's curve), so none of them is silent."""
 
     def __init__(self, notify: Callable[[str], None] | None, what: str, flag: str | None = None) -> None:
         self.notify, self.what, self.flag = notify, what, flag
         self.examples = self.batch_size = 0
         self.unit, self.started, self.done = "", 0.0, True
+        self.pass_seconds: float | None = None  # a long pass's whole time, once said
 
     def begin(self, examples: int, batch_size: int, unit: str) -> "PassPace":
         self.examples, self.batch_size, self.unit = examples, batch_size, unit
@@ -43,13 +46,21 @@ class PassPace:
         if self.done or self.notify is None:
             return
         self.done = True
-        per_example = (clock() - self.started) / max(1, min(self.batch_size, self.examples))
+        first = clock() - self.started
+        per_example = first / max(1, min(self.batch_size, self.examples))
         left = per_example * max(0, self.examples - self.batch_size)
         if left <= ANNOUNCE_PASS_ABOVE_SECONDS:
             return
+        self.pass_seconds = first + left
         fewer = max(1, int(ANNOUNCE_PASS_ABOVE_SECONDS / per_example))
         hint = f" ({self.flag} {fewer}: about {duration_text(ANNOUNCE_PASS_ABOVE_SECONDS)} a pass)" if self.flag else ""
         self.notify(f"{self.what} on {self.examples:,} {self.unit}: about {duration_text(left)} more{hint}")
+
+    def again(self, label: str) -> None:
+        """Before another pass like the first: "{what} {label}: about T",
+        when the first was said to be long; nothing otherwise."""
+        if self.notify is not None and self.pass_seconds is not None:
+            self.notify(f"{self.what} {label}: about {duration_text(self.pass_seconds)}")
 
 
 __all__ = ["ANNOUNCE_PASS_ABOVE_SECONDS", "PassPace", "duration_text"]

@@ -285,3 +285,20 @@ def test_a_kind_that_reaches_no_size_is_not_condensed(first_run, ancestry, tmp_p
     plan = bench(ancestry, "fashion-mnist-mini", tmp_path / "plan", settings(sizes=[(3, 64)], methods=["tleg"]),
                  dry_run=True)
     assert plan["condense"] == {} and (plan["cells_not_applicable"], plan["cells_to_run"]) == (1, 1)  # random runs
+
+
+def test_a_cells_long_scoring_passes_say_how_long(ancestry, tmp_path, monkeypatch):
+    """Each cell is probed as lg eval probes: a scoring pass that its first
+    batch says is long (a real model on a CPU) says how long, and so does
+    every later pass of the cell's curve (fake clock: 10 s a reading)."""
+    from lgcli import pace
+
+    clock = iter(range(0, 10**7, 10))
+    monkeypatch.setattr(pace, "clock", lambda: float(next(clock)))
+    monkeypatch.setattr(pace, "ANNOUNCE_PASS_ABOVE_SECONDS", 1.0)
+    messages: list[str] = []
+    bench(ancestry, "fashion-mnist-mini", tmp_path / "bench",
+          settings(sizes=parse_sizes("1x32"), methods=["select"], test_subset="300"), notify=messages.append)
+    scoring = [m for m in messages if "scoring" in m]
+    assert "select: scoring on 300 test images: about 2 s more (--test-subset 25: about 1 s a pass)" in scoring
+    assert "select: scoring at step 4 (lr 0.0003): about 12 s" in scoring, scoring
