@@ -81,7 +81,7 @@ OPTIONS = (Option("insert", str, "interleave", "where new identity blocks go: sp
 BRANCH_OUTPUT_ROLES = ("o", "o_bias", "fc2", "fc2_bias")
 # The layer scale that multiplies each branch output (DINOv2, CaiT-style ViTs).
 BRANCH_SCALE = {"o": "ls1", "o_bias": "ls1", "fc2": "ls2", "fc2_bias": "ls2"}
-LAYER_SCALE_ROLES = ("ls1", "ls2")
+LAYER_SCALE_ROLES = frozenset(BRANCH_SCALE.values())
 MEAN, ZERO = "mean", "zero"
 
 
@@ -198,8 +198,7 @@ def widen(named: Named, source: ArchSpec, target: ArchSpec, role: str | None = N
         index, count = copies(change.source, change.target)
         index = index.to(data.device)
         if change.axis == EMBED and pad is not None:
-            data = pad_residual(data, change.dim, index, change.source, change.target, pad,
-                                role, change.dim == input_dim, branch_scale)
+            data = pad_residual(data, change.dim, index, pad, role, change.dim == input_dim, branch_scale)
             continue
         data = data.index_select(change.dim, index)
         if change.dim == input_dim:
@@ -209,13 +208,15 @@ def widen(named: Named, source: ArchSpec, target: ArchSpec, role: str | None = N
     return data
 
 
-def pad_residual(data: torch.Tensor, dim: int, index: torch.Tensor, old: int, new: int, pad: str,
-                 role: str | None, is_input: bool, branch_scale: torch.Tensor | None) -> torch.Tensor:
-    """One tensor's residual axis from `old` to `new` channels that no norm
-    sees (the module docstring): a norm's weight divided by s = sqrt(new /
-    old), its bias 0 on the new channels, a layer scale 1 there, a reader's
-    new columns copies, and whatever writes to the stream writing s times its
-    old values, and s times their mean (or 0) into each new channel."""
+def pad_residual(data: torch.Tensor, dim: int, index: torch.Tensor, pad: str, role: str | None,
+                 is_input: bool, branch_scale: torch.Tensor | None) -> torch.Tensor:
+    """One tensor's residual axis grown to `len(index)` channels, the new ones
+    unseen by every norm (the module docstring): a norm's weight divided by
+    s = sqrt(new / old), its bias 0 on the new channels, a layer scale 1
+    there, a reader's new columns copies, and whatever writes to the stream
+    writing s times its old values, and s times their mean (or 0) into each
+    new channel."""
+    old, new = data.shape[dim], len(index)
     grown = data.index_select(dim, index)
     fresh = [slice(None)] * data.dim()
     fresh[dim] = slice(old, new)
