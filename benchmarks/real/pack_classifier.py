@@ -8,7 +8,8 @@ top mantissa bits) is not, and interleaved they compress as noise. Written
 as two planes, every high byte and then every low byte, xz compresses the
 high plane well: 35 MiB (measured on the classifier, 2026-11-27).
 
-    python benchmarks/real/pack_classifier.py pack ~/.cache/lg-real/dinov2-s-fmnist-fp16 .gpu4/dinov2-s-fmnist.planes.tar.xz
+    python benchmarks/real/pack_classifier.py half ~/.cache/lg-real/dinov2-s-fmnist .gpu3/dinov2-s-fmnist
+    python benchmarks/real/pack_classifier.py pack .gpu3/dinov2-s-fmnist .gpu4/dinov2-s-fmnist.planes.tar.xz
     python benchmarks/real/pack_classifier.py unpack .gpu4/dinov2-s-fmnist.planes.tar.xz .gpu3   # on the device
 
 The archive holds the folder, each 16-bit safetensors file `F` replaced by
@@ -85,13 +86,45 @@ def unpack(archive: Path, into: Path) -> None:
         record.unlink()
 
 
+def half(folder: Path, into: Path) -> None:
+    """A float16 copy of a Hugging Face model folder: every float32 tensor of
+    its safetensors files rounded to float16 (metadata kept), config.json's
+    dtype said so, every other file copied as it is."""
+    import shutil
+
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    if into.exists():
+        raise SystemExit(f"{into}: exists")
+    into.mkdir(parents=True)
+    for path in sorted(folder.iterdir()):
+        if path.suffix == ".safetensors":
+            with safe_open(str(path), framework="pt") as f:
+                metadata = f.metadata()
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: v.half() if v.dtype == torch.float32 else v for k, v in tensors.items()}
+            save_file(tensors, str(into / path.name), metadata=metadata)
+        elif path.name == "config.json":
+            config = json.loads(path.read_text())
+            for key in ("torch_dtype", "dtype"):
+                if key in config:
+                    config[key] = "float16"
+            (into / path.name).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        elif path.is_file():
+            shutil.copy2(path, into / path.name)
+    size = sum(p.stat().st_size for p in into.iterdir())
+    print(f"{into}: float16, {size / 2**20:.2f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("pack", "unpack"))
+    parser.add_argument("action", choices=("half", "pack", "unpack"))
     parser.add_argument("source", type=Path)
     parser.add_argument("target", type=Path)
     args = parser.parse_args()
-    (pack if args.action == "pack" else unpack)(args.source, args.target)
+    {"half": half, "pack": pack, "unpack": unpack}[args.action](args.source, args.target)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ Every figure comes from the commands users run:
 - a learngene path: `lg condense ANCESTRY --method KIND --steps B` (shared
   by every size), then `lg grow LG --depth D --width W` (a single-width TLEG
   reaches the other width with `--method select`, as users pipe it);
+- a learngene then healed (`--distill-kinds`): the same learngene's
+  descendant, then `lg distill` from the ancestry for B steps: the
+  condense's B steps shared by every size, plus B per size;
 - then `lg eval`'s probe (fine-tuning for --probe-steps; the final top-1
   and the top-1 before any step, the instinct).
 
@@ -25,6 +28,11 @@ is stopped, so the run ends on its own within its device time.
     # its mechanics on the CPU, with a tiny ancestry and tiny steps:
     python benchmarks/real/width_study.py run --smoke --ancestry examples/fmnist_vit.safetensors \\
         --sizes 3x64,6x128 --widths 64,128 --budgets 0,2 --work /tmp/width-smoke
+    # the example ancestry under docs/bench.md's protocol (benchmarks/learngene_distill/, on the CPU):
+    python benchmarks/real/width_study.py run --ancestry examples/fmnist_vit.safetensors --data fashion-mnist \\
+        --data-args="--test-subset 2000" --probe-args="--lr-sweep 3e-4,1e-3" --probe-steps 300 --eval-every 30 \\
+        --sizes 3x64,6x64 --widths 64,128 --budgets 300 --kinds sws-widths --distill-kinds sws-widths \\
+        --resizes select --batch-size 64 --device cpu --workers 2 --deadline 7200 --work benchmarks/learngene_distill
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ KINDS = {
     "lets": ["--method", "lets", "--depths", "{depths}", "--widths", "{widths}"],
 }
 RESIZES = ("select", "bot", "data-aware")
+HEALED = " + distill"  # a learngene's descendant distilled from the ancestry: row "sws-widths + distill"
 
 
 @dataclass
@@ -82,7 +91,7 @@ def plan(args: argparse.Namespace) -> list[Job]:
     data = ["--data", args.data, *args.data_args]
     train = ["--batch-size", str(args.batch_size), "--device", args.device, "--seed", "{seed}"]
     probe = ["--steps", str(args.probe_steps), "--eval-every", str(args.eval_every), "--device", args.device,
-             "--json", *data]
+             "--json", *data, *args.probe_args]
     # Outputs take the ancestry's form: a folder (Hugging Face) or a file (timm).
     ext = "" if Path(args.ancestry).is_dir() else ".safetensors"
     jobs: list[Job] = []
@@ -125,6 +134,15 @@ def plan(args: argparse.Namespace) -> list[Job]:
                     grow = [*LG, "grow", gene, "--depth", str(depth), "--width", str(width), "-o", model,
                             *(["--method", "select"] if other_width else [])]
                     jobs.append(probed(name, model, kind, budget, (depth, width), seed, [grow], [condense]))
+                    if kind in args.distill_kinds:  # the same descendant, healed for the budget's steps
+                        healed = f"{kind}+distill-b{budget}-{depth}x{width}-s{seed}"
+                        grown, model = (str(work / "models" / f"{healed}{ext}"),
+                                        str(work / "models" / f"{healed}.distilled{ext}"))
+                        distill = [*LG, "distill", grown, "--teacher", args.ancestry, *data, "--steps", str(budget),
+                                   *[a.format(**fill) for a in train], "-o", model]
+                        jobs.append(probed(healed, model, kind + HEALED, budget, (depth, width), seed,
+                                           [[*grow[:grow.index("-o") + 1], grown, *grow[grow.index("-o") + 2:]],
+                                            distill], [condense]))
     return prioritised(jobs, args.order, sizes)
 
 
@@ -136,7 +154,8 @@ def prioritised(jobs: list[Job], order: list[str], sizes: list[tuple[int, int]])
     condense ends. Paths `order` leaves out come last."""
     def path(job: Job) -> str:
         name = job.name.removeprefix("condense-")
-        return max((p for p in [*KINDS, *RESIZES] if name.startswith(p + "-b")), key=len)
+        paths = [*KINDS, *RESIZES, *(kind + "+distill" for kind in KINDS)]
+        return max((p for p in paths if name.startswith(p + "-b")), key=len)
 
     def budget(job: Job) -> int:
         return int(job.name.removeprefix("condense-")[len(path(job)) + 2:].split("-")[0])
@@ -293,6 +312,9 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS), help="learngene kinds condensed")
     parser.add_argument("--kind-budgets", default="",
                         help="KIND=B/B,...: these kinds only at these budgets (the others at every budget)")
+    parser.add_argument("--distill-kinds", default="",
+                        help="kinds whose descendants are also distilled from the ancestry for the budget's steps "
+                             "(rows 'KIND + distill'; order key 'KIND+distill')")
     parser.add_argument("--resizes", default=",".join(RESIZES), help="resize paths")
     parser.add_argument("--order", default="",
                         help="paths in the order a run cut at --deadline should finish them (default: as planned)")
@@ -306,19 +328,28 @@ def main() -> None:
     parser.add_argument("--work", default="/tmp/width-study")
     parser.add_argument("--results-from", help="a results.jsonl of earlier runs: its jobs are not run again "
                         "(copied into --work when that has none)")
+    parser.add_argument("--data-args", default="", help="more options of every command's data "
+                        "(--data-args='--test-subset 2000')")
+    parser.add_argument("--probe-args", default="", help="more options of lg eval's probe "
+                        "(--probe-args='--lr-sweep 3e-4,1e-3')")
     parser.add_argument("--smoke", action="store_true", help="tiny data and probe: the mechanics only")
     args = parser.parse_args()
     args.budgets = [int(b) for b in args.budgets.split(",")]
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.kinds = [k for k in args.kinds.split(",") if k]
+    args.distill_kinds = [k for k in args.distill_kinds.split(",") if k]
     args.resizes = [r for r in args.resizes.split(",") if r]
     unknown = set(args.kinds) - set(KINDS) | set(args.resizes) - set(RESIZES)
     if unknown:
         parser.error(f"unknown paths: {', '.join(sorted(unknown))}")
+    if set(args.distill_kinds) - set(args.kinds):
+        parser.error(f"--distill-kinds {','.join(sorted(set(args.distill_kinds) - set(args.kinds)))}: "
+                     f"not among --kinds (a descendant is distilled from a learngene the study condenses)")
     args.kind_budgets = {kind: [int(b) for b in budgets.split("/")]
                          for kind, budgets in (item.split("=") for item in args.kind_budgets.split(",") if item)}
     args.order = [p for p in args.order.split(",") if p] or [*args.kinds, *args.resizes]
-    args.data_args = ["--subset", "256", "--test-subset", "64"] if args.smoke else []
+    args.data_args = ["--subset", "256", "--test-subset", "64"] if args.smoke else args.data_args.split()
+    args.probe_args = args.probe_args.split()
     if args.smoke:
         args.probe_steps, args.eval_every, args.batch_size, args.calibrate_samples = 2, 1, 16, 8
     os.environ.setdefault("PYTHONPATH", str(REPO))
