@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 
 from .errors import LgError, UsageError, notify_stderr, shown
 from .bench_settings import BENCH_VERSION, FIT, RANDOM, BenchSettings, Cell, all_methods, foreign_entry, parse_sizes
-from .bench_tables import plot_summary, summarised
+from .bench_tables import plot_summary, row_costs, summarised
 
 Notify = Callable[[str], None]
 
@@ -226,7 +226,7 @@ def _condense_key(kind: str, context: _Context) -> dict[str, Any]:
     from .learngenes import get_kind
 
     # A sampled kind (PEG) has no condense run to vary.
-    return context.settings.condense_key(kind) if get_kind(kind).trains else {"sampled": True}
+    return context.settings.condense_key(kind, context.loaded.spec) if get_kind(kind).trains else {"sampled": True}
 
 
 def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, Any]:
@@ -331,6 +331,7 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
             continue
         budget = settings.condense_budget(kind)
         _, _, timed = condense(context.loaded.checkpoint, context.data, method=kind, dry_run=True,
+                               options=settings.learngene_options(kind, context.loaded.spec),
                                notify=lambda message: None, preprocessing=settings.preprocessing,
                                settings=CondenseSettings(steps=budget, batch_size=settings.condense_batch_size,
                                                          seed=probe.seed, device=probe.device, progress=False))
@@ -429,8 +430,15 @@ def _check_kind_reaches(cell: Cell, context: _Context) -> None:
     if not get_kind(kind).trains:  # sampled in no time: its own learngene says
         return
     if kind not in context.unstarted:
-        context.unstarted[kind] = unstarted_learngene(context.loaded, kind, seed=context.settings.probe.seed)
-    expand_target(context.unstarted[kind], depth=cell.depth, width=cell.width)
+        context.unstarted[kind] = unstarted_learngene(context.loaded, kind, seed=context.settings.probe.seed,
+                                                      options=context.settings.learngene_options(kind, context.loaded.spec))
+    try:
+        expand_target(context.unstarted[kind], depth=cell.depth, width=cell.width)
+    except LgError as exc:  # a width the kind could be trained at: the cell's n/a reason says how
+        hint = context.settings.widths_hint(kind, context.loaded.spec, cell.width)
+        if not hint:
+            raise
+        raise LgError(f"{exc}{hint}") from None
 
 
 def _distilled(model, context: _Context):
@@ -485,6 +493,7 @@ def _learngene(kind: str, context: _Context):
                                              seed=settings.probe.seed, device=settings.probe.device,
                                              progress=settings.probe.progress, until=settings.condense_until)
         report = condense_file(context.loaded.checkpoint, path, force=True, data=context.data, method=kind,
+                               options=settings.learngene_options(kind, context.loaded.spec),
                                settings=condense_settings, notify=context.notify,
                                preprocessing=settings.preprocessing)
         info = {"key": key, "steps": report["steps"], "seconds": report["seconds"],
@@ -552,11 +561,12 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
                      "condense_steps": context.settings.condense_steps,
                      "condense_batch_size": context.settings.condense_batch_size,
                      "condense_until": context.settings.condense_until,
+                     "learngene_widths": context.settings.learngene_widths,
                      "fit_steps": context.settings.fit_steps},
         "sizes": [f"{d}x{w}" for d, w in context.settings.sizes],
         "methods": methods,
         "learngenes": context.condensed,
-        "costs": _costs(methods, [r for r in results if r["seed"] == results[0]["seed"]], context.condensed),
+        "costs": row_costs(methods, [r for r in results if r["seed"] == results[0]["seed"]], context.condensed),
         "seeds": sorted(dict.fromkeys(r["seed"] for r in results)),
         "budget": context.settings.budget,
         "summary": summary,
@@ -570,23 +580,6 @@ def _without_examples(cell: dict[str, Any]) -> dict[str, Any]:
     if "row" not in cell or "final_examples" not in cell["row"]:
         return cell
     return {**cell, "row": {k: v for k, v in cell["row"].items() if k != "final_examples"}}
-
-
-def _costs(methods: list[str], results: list[dict], condensed: dict[str, dict]) -> dict[str, dict[str, Any]]:
-    """What producing every size's model cost, per row: a learngene is
-    condensed once and grown per size (a fitted row adds its fit); a resize
-    method runs once per size. Seconds of this machine, as measured."""
-    costs = {}
-    for method in methods:
-        if method == RANDOM:
-            continue
-        built = [r for r in results if r["method"] == method and r.get("status") == "done"]
-        growth = sum(r.get("build_seconds") or 0.0 for r in built)
-        made = condensed.get(method.removesuffix(FIT))
-        once = float(made["seconds"]) if made else 0.0
-        costs[method] = {"sizes": len(built), "condense_seconds": round(once, 1),
-                         "build_seconds": round(growth, 1), "total_seconds": round(once + growth, 1)}
-    return costs
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -28,7 +28,10 @@ class BenchSettings:
     kind, or {kind: steps}), of `condense_batch_size`, started as `lg
     condense` starts by default (from the ancestry when the widths match),
     and with `condense_until` stopped by `lg condense --until`'s rule (the
-    steps are then the most it runs)."""
+    steps are then the most it runs). With `learngene_widths`, a kind that
+    trains widths (`lg condense --widths`) is condensed at every width of
+    `sizes` no wider than the ancestry, by the sandwich rule, so that it
+    builds each of them directly."""
 
     sizes: list[tuple[int, int]]
     methods: list[str] | None = None  # None: every method that fits
@@ -36,6 +39,7 @@ class BenchSettings:
     condense_steps: int | dict[str, int] = DEFAULT_CONDENSE_STEPS
     condense_batch_size: int = DEFAULT_CONDENSE_BATCH_SIZE
     condense_until: float | None = None
+    learngene_widths: bool = False
     fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
     subset: str | None = None
     test_subset: str | None = None
@@ -88,10 +92,38 @@ class BenchSettings:
             return self.condense_steps.get(kind, DEFAULT_CONDENSE_STEPS)
         return self.condense_steps
 
-    def condense_key(self, kind: str) -> dict[str, Any]:
-        """What a learngene of `kind` depends on (its cells' reuse key)."""
+    def condense_key(self, kind: str, ancestry) -> dict[str, Any]:
+        """What a learngene of `kind` depends on (its cells' reuse key); a
+        key without width options is the one earlier versions wrote."""
+        options = self.learngene_options(kind, ancestry)
         return {"steps": self.condense_budget(kind), "batch_size": self.condense_batch_size,
-                "until": self.condense_until}
+                "until": self.condense_until, **({"options": options} if options else {})}
+
+    def learngene_options(self, kind: str, ancestry) -> dict[str, str]:
+        """`lg condense` options for `kind`'s learngene from the `ancestry`
+        spec: with learngene_widths, the widths of `sizes` no wider than the
+        ancestry, and its own (the learngene's widest), when the kind trains
+        widths and a size asks for another; the sandwich rule, which trains
+        the widest and narrowest every step (docs/learngenes.md)."""
+        from .learngenes import get_kind
+
+        if not self.learngene_widths:
+            return {}
+        declared = {option.name for option in get_kind(kind, ancestry).condense_options}
+        widths = sorted({width for _, width in self.sizes if width < ancestry.width} | {ancestry.width})
+        if "widths" not in declared or len(widths) == 1:
+            return {}
+        return {"widths": ",".join(map(str, widths)), **({"width_rule": "sandwich"} if "width_rule" in declared else {})}
+
+    def widths_hint(self, kind: str, ancestry, width: int) -> str:
+        """What a cell of `kind` the learngene cannot build at `width` adds to
+        its reason: the flag that trains it there, when one would."""
+        from .learngenes import get_kind
+
+        declared = {option.name for option in get_kind(kind, ancestry).condense_options}
+        if self.learngene_widths or "widths" not in declared or not width < ancestry.width:
+            return ""
+        return "; lg bench --learngene-widths condenses it at the bench's widths"
 
 
 def parse_condense_steps(text: str) -> int | dict[str, int]:

@@ -18,6 +18,23 @@ def _measure(report: dict[str, Any]) -> tuple[str, str, str]:
     return "top1", "top-1", ".1f"
 
 
+def row_costs(methods: list[str], results: list[dict], condensed: dict[str, dict]) -> dict[str, dict[str, Any]]:
+    """What producing every size's model cost, per row: a learngene is
+    condensed once and grown per size (a fitted row adds its fit); a resize
+    method runs once per size. Seconds of this machine, as measured."""
+    costs = {}
+    for method in methods:
+        if method == RANDOM:
+            continue
+        built = [r for r in results if r["method"] == method and r.get("status") == "done"]
+        growth = sum(r.get("build_seconds") or 0.0 for r in built)
+        made = condensed.get(method.removesuffix(FIT))
+        once = float(made["seconds"]) if made else 0.0
+        costs[method] = {"sizes": len(built), "condense_seconds": round(once, 1),
+                         "build_seconds": round(growth, 1), "total_seconds": round(once + growth, 1)}
+    return costs
+
+
 def summarised(methods: list[str], sizes: list[tuple[int, int]], results: list[dict],
                measure) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """Each row's figure at each size with its 95 % interval (`lgcli.intervals`):

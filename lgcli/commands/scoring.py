@@ -150,6 +150,10 @@ def bench_command(
                                             "it runs."),
     condense_until: Optional[float] = typer.Option(None, "--condense-until", metavar="F", rich_help_panel=LEARNGENES,
                                                    help="Stop each condense run as lg condense --until does."),
+    learngene_widths: bool = typer.Option(False, "--learngene-widths", rich_help_panel=LEARNGENES,
+                                          help="Condense each learngene kind that trains widths at every width of "
+                                               "--sizes no wider than the ancestry (lg condense --widths, the "
+                                               "sandwich rule), so it builds each size directly."),
     fit_steps: int = typer.Option(0, "--fit-steps", min=0, metavar="N", rich_help_panel=LEARNGENES,
                                   help="Also bench each learngene kind that fits a part per size (WAVE's scalers, "
                                        "PEG's map) with that part fitted for N steps first: rows KIND+fit."),
@@ -191,7 +195,8 @@ def bench_command(
     settings = BenchSettings(sizes=parse_sizes(sizes),
                              methods=[m.strip() for m in methods.split(",") if m.strip()] if methods else None,
                              probe=probe, condense_steps=parse_condense_steps(condense_steps),
-                             condense_until=condense_until, fit_steps=fit_steps, subset=subset,
+                             condense_until=condense_until, learngene_widths=learngene_widths,
+                             fit_steps=fit_steps, subset=subset,
                              test_subset=test_subset, force=force, seeds=seeds, budget=budget,
                              calibrate_samples=calibrate_samples, preprocessing=overrides)
     report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
