@@ -430,8 +430,9 @@ def _check_kind_reaches(cell: Cell, context: _Context) -> None:
     if not get_kind(kind).trains:  # sampled in no time: its own learngene says
         return
     if kind not in context.unstarted:
+        options = context.settings.learngene_options(kind, context.loaded.spec)
         context.unstarted[kind] = unstarted_learngene(context.loaded, kind, seed=context.settings.probe.seed,
-                                                      options=context.settings.learngene_options(kind, context.loaded.spec))
+                                                      options=options)
     try:
         expand_target(context.unstarted[kind], depth=cell.depth, width=cell.width)
     except LgError as exc:  # a width the kind could be trained at: the cell's n/a reason says how

@@ -113,7 +113,8 @@ class BenchSettings:
         widths = sorted({width for _, width in self.sizes if width < ancestry.width} | {ancestry.width})
         if "widths" not in declared or len(widths) == 1:
             return {}
-        return {"widths": ",".join(map(str, widths)), **({"width_rule": "sandwich"} if "width_rule" in declared else {})}
+        rule = {"width_rule": "sandwich"} if "width_rule" in declared else {}
+        return {"widths": ",".join(map(str, widths)), **rule}
 
     def widths_hint(self, kind: str, ancestry, width: int) -> str:
         """What a cell of `kind` the learngene cannot build at `width` adds to

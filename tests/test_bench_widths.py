@@ -5,32 +5,19 @@ n/a and their reason names the flag."""
 
 from __future__ import annotations
 
-import pytest
-import timm
-import torch
+import test_bench
 
-import lgcli
 from lgcli.bench import BenchSettings, bench, parse_sizes
 from lgcli.evaluate import ProbeSettings
 
-# 2 x 32, two heads of 16: 1 x 16 is half the width (one head), 2 x 32 the ancestry's own.
-ANCESTRY = dict(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
-FAST = dict(subset="64", test_subset="40", condense_steps=2, condense_batch_size=16)
+ancestry = test_bench.ancestry  # the fixture: test_bench's tiny 2 x 32 ancestry, two heads of 16
 
 
 def settings(**overrides) -> BenchSettings:
+    # 1 x 16 is half the ancestry's width (one head), 2 x 32 its own.
     base = dict(sizes=parse_sizes("1x16,2x32"), methods=["select", "tleg"],
-                probe=ProbeSettings(steps=2, eval_every=2, batch_size=16, progress=False), **FAST)
+                probe=ProbeSettings(steps=2, eval_every=2, batch_size=16, progress=False), **test_bench.FAST)
     return BenchSettings(**{**base, **overrides})
-
-
-@pytest.fixture(scope="module")
-def ancestry(tmp_path_factory):
-    torch.manual_seed(0)
-    model = timm.create_model("vit_base_patch16_224", **ANCESTRY)
-    path = tmp_path_factory.mktemp("ancestry") / "ancestry.safetensors"
-    lgcli.save_model(model.eval(), path)
-    return path
 
 
 def cells_of(report):

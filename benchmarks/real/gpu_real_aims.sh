@@ -4,21 +4,21 @@
 # .gpu4 (unpack_carried.sh): gpu_width_study.sh at 12 x 192, 6 x 192 and
 # 3 x 192, budgets 0, 500 and 2,000 steps of 256, seeds 0 and 1.
 #
-# The width-trained SWS and TLEG learngenes (sandwich rule, widths 192 and
-# 384) at 500 and 2,000; today's single-width TLEG, WAVE and LeTs at 500
-# only; select, the data-aware resizes and BoT, each distilled for the same
-# steps. The study starts from what earlier calls measured
-# (width_study/results.jsonl: seed 0 of most paths, 2026-11-27) and runs what
-# is missing, in the order the aim compares the paths (SWS and TLEG widths
-# against select and the data-aware resizes first), so a run cut at LIMIT
-# keeps those. A learngene condensed by an earlier call stayed on its machine:
-# a grow still missing condenses it again.
+# Two calls ran (2026-11-27, two sessions; width_study/results.jsonl): SWS and
+# TLEG trained at widths 192 and 384 end 4-6 points under weight selection
+# distilled for the same 500 steps. This call measures first what the
+# example ancestry says can close that gap (benchmarks/learngene_distill/):
+# SWS with a stage per layer ("sws-widths-unshared": its default 5 stages give
+# a 12-layer descendant 5 distinct blocks, the example's 6-layer one 5 of 6),
+# the SWS learngenes' descendants healed by lg distill for the same steps
+# ("+ distill"), beside the data-aware resizes distilled; then
+# BoT, WAVE, TLEG and LeTs. Every learngene at 500 steps only: a 2,000-step
+# sandwich condense takes 440 s of a call beside the rest and was cut twice,
+# so those rows need a call of their own. A learngene condensed by an
+# earlier call stayed on its machine: a grow still missing condenses it again.
 #
-# Beside it, gpu_budgets.sh's ablation group (issue 28's DINOv2 12 -> 6 aim:
-# block ablation against select, budgets 0 and 300, three seeds). Its first
-# run (ablation_6x384/) distilled on lg's default preprocessing, a bug since
-# fixed: its budget-300 cells, and the study's distilled rows (moved to
-# width_study/results_distill_on_default_preprocessing.jsonl), run again.
+# Beside it, gpu_budgets.sh's b1500 group (issue 28: the classifier at budget
+# 1,500, three seeds, 6 x 384 and 12 x 192, one process per method).
 #
 #   call (carry .gpu4):  LIMIT=480 bash benchmarks/real/gpu_real_aims.sh
 set -uo pipefail
@@ -27,12 +27,13 @@ source benchmarks/real/unpack_carried.sh
 export LIMIT=${LIMIT:-480}
 OUT=${OUT:-/tmp/lg-gpu-out}
 mkdir -p "$OUT"
-PARTS=ablation bash benchmarks/real/gpu_budgets.sh > "$OUT/ablation.txt" 2>&1 &
-SIZES=12x192,6x192,3x192 BUDGETS=0,500,2000 SEEDS=${SEEDS:-0,1} WORKERS=${WORKERS:-12} \
-  STUDY_ARGS="--kinds sws-widths,tleg-widths,tleg,wave-widths,lets
-              --kind-budgets tleg=500,wave-widths=500,lets=500
-              --order sws-widths,tleg-widths,select,data-aware,bot,wave-widths,tleg,lets
+PARTS=${BESIDE:-b1500} bash benchmarks/real/gpu_budgets.sh > "$OUT/beside.txt" 2>&1 &
+SIZES=12x192,6x192,3x192 BUDGETS=0,500,2000 SEEDS=${SEEDS:-0,1} WORKERS=${WORKERS:-10} \
+  STUDY_ARGS="--kinds sws-widths-unshared,sws-widths,tleg-widths,tleg,wave-widths,lets
+              --distill-kinds sws-widths,sws-widths-unshared
+              --kind-budgets tleg=500,wave-widths=500,lets=500,tleg-widths=500,sws-widths=500,sws-widths-unshared=500
+              --order sws-widths-unshared,sws-widths+distill,sws-widths-unshared+distill,sws-widths,data-aware,select,bot,wave-widths,tleg-widths,tleg,lets
               --results-from benchmarks/real/width_study/results.jsonl" \
   bash benchmarks/real/gpu_width_study.sh
 wait
-cat "$OUT/ablation.txt"
+cat "$OUT/beside.txt"

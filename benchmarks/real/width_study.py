@@ -62,6 +62,10 @@ KINDS = {
     # auxiliary model at every depth 2-12 (benchmarks/width_learngenes.md, the step-0 table).
     "wave-widths": ["--method", "wave", "--widths", "{widths}", "--width-rule", "sandwich", "--depths", "{depths}"],
     "sws-widths": ["--method", "sws", "--widths", "{widths}", "--width-rule", "sandwich", "--depths", "{depths}"],
+    # SWS with a stage per layer of the deepest size: nothing shared across depth. With its default 5
+    # stages a 12-layer descendant has 5 distinct blocks; on the example's 6-layer ancestry it has 5 of 6.
+    "sws-widths-unshared": ["--method", "sws", "--stages", "{deepest}", "--widths", "{widths}", "--width-rule",
+                            "sandwich", "--depths", "{depths}"],
     "lets": ["--method", "lets", "--depths", "{depths}", "--widths", "{widths}"],
 }
 RESIZES = ("select", "bot", "data-aware")
@@ -104,7 +108,8 @@ def plan(args: argparse.Namespace) -> list[Job]:
 
     for seed in args.seeds:
         for budget in args.budgets:
-            fill = {"seed": str(seed), "widths": args.widths, "depths": f"{depths[0]}-{max(depths[-1], 2)}"}
+            fill = {"seed": str(seed), "widths": args.widths, "depths": f"{depths[0]}-{max(depths[-1], 2)}",
+                    "deepest": str(depths[-1])}
             for method in args.resizes:
                 for depth, width in sizes:
                     name = f"{method}-b{budget}-{depth}x{width}-s{seed}"
