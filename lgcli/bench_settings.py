@@ -105,11 +105,9 @@ class BenchSettings:
         ancestry, and its own (the learngene's widest), when the kind trains
         widths and a size asks for another; the sandwich rule, which trains
         the widest and narrowest every step (docs/learngenes.md)."""
-        from .learngenes import get_kind
-
         if not self.learngene_widths:
             return {}
-        declared = {option.name for option in get_kind(kind, ancestry).condense_options}
+        declared = _condense_options(kind, ancestry)
         widths = sorted({width for _, width in self.sizes if width < ancestry.width} | {ancestry.width})
         if "widths" not in declared or len(widths) == 1:
             return {}
@@ -119,12 +117,16 @@ class BenchSettings:
     def widths_hint(self, kind: str, ancestry, width: int) -> str:
         """What a cell of `kind` the learngene cannot build at `width` adds to
         its reason: the flag that trains it there, when one would."""
-        from .learngenes import get_kind
-
-        declared = {option.name for option in get_kind(kind, ancestry).condense_options}
-        if self.learngene_widths or "widths" not in declared or not width < ancestry.width:
+        if self.learngene_widths or "widths" not in _condense_options(kind, ancestry) or not width < ancestry.width:
             return ""
         return "; lg bench --learngene-widths condenses it at the bench's widths"
+
+
+def _condense_options(kind: str, ancestry) -> set[str]:
+    """The names of the options `lg condense` takes for `kind` on this ancestry."""
+    from .learngenes import get_kind
+
+    return {option.name for option in get_kind(kind, ancestry).condense_options}
 
 
 def parse_condense_steps(text: str) -> int | dict[str, int]:

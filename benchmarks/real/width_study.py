@@ -31,8 +31,9 @@ is stopped, so the run ends on its own within its device time.
     # the example ancestry under docs/bench.md's protocol (benchmarks/learngene_distill/, on the CPU):
     python benchmarks/real/width_study.py run --ancestry examples/fmnist_vit.safetensors --data fashion-mnist \\
         --data-args="--test-subset 2000" --probe-args="--lr-sweep 3e-4,1e-3" --probe-steps 300 --eval-every 30 \\
-        --sizes 3x64,6x64 --widths 64,128 --budgets 300 --kinds sws-widths --distill-kinds sws-widths \\
-        --resizes select --batch-size 64 --device cpu --workers 2 --deadline 7200 --work benchmarks/learngene_distill
+        --sizes 3x64,6x64 --widths 64,128 --budgets 300,1500 --seeds 0,1,2 --kinds sws-widths \\
+        --distill-kinds sws-widths --resizes select --batch-size 64 --device cpu --workers 2 --deadline 7000 \\
+        --work /tmp/lgd-work
 """
 
 from __future__ import annotations
