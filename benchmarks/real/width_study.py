@@ -107,6 +107,12 @@ def plan(args: argparse.Namespace) -> list[Job]:
         return Job(name, [*commands, [*LG, "eval", model, *probe, "--seed", str(seed), ">", str(out)]], needs or [],
                    {"row": row, "budget": budget, "size": f"{size[0]}x{size[1]}", "seed": seed, "eval": str(out)})
 
+    def distilled(student: str, name: str, budget: int, fill: dict) -> tuple[list[str], str]:
+        """`lg distill` of `student` from the ancestry for `budget` steps, and the model it writes."""
+        out = str(work / "models" / f"{name}.distilled{ext}")
+        return [*LG, "distill", student, "--teacher", args.ancestry, *data, "--steps", str(budget),
+                *[a.format(**fill) for a in train], "-o", out], out
+
     for seed in args.seeds:
         for budget in args.budgets:
             fill = {"seed": str(seed), "widths": args.widths, "depths": f"{depths[0]}-{max(depths[-1], 2)}",
@@ -117,9 +123,8 @@ def plan(args: argparse.Namespace) -> list[Job]:
                     model = str(work / "models" / f"{name}{ext}")
                     commands = resize_commands(args, method, depth, width, model, seed)
                     if budget:
-                        student, model = model, str(work / "models" / f"{name}.distilled{ext}")
-                        commands.append([*LG, "distill", student, "--teacher", args.ancestry, *data,
-                                         "--steps", str(budget), *[a.format(**fill) for a in train], "-o", model])
+                        distill, model = distilled(model, name, budget, fill)
+                        commands.append(distill)
                     jobs.append(probed(name, model, f"{method}{' + distill' if budget else ''}", budget,
                                        (depth, width), seed, commands))
             if not budget:
@@ -137,18 +142,15 @@ def plan(args: argparse.Namespace) -> list[Job]:
                     name = f"{kind}-b{budget}-{depth}x{width}-s{seed}"
                     model = str(work / "models" / f"{name}{ext}")
                     other_width = kind == "tleg" and width != ancestry_width
-                    grow = [*LG, "grow", gene, "--depth", str(depth), "--width", str(width), "-o", model,
-                            *(["--method", "select"] if other_width else [])]
-                    jobs.append(probed(name, model, kind, budget, (depth, width), seed, [grow], [condense]))
+                    grow = [*LG, "grow", gene, "--depth", str(depth), "--width", str(width),
+                            *(["--method", "select"] if other_width else []), "-o"]
+                    jobs.append(probed(name, model, kind, budget, (depth, width), seed, [[*grow, model]], [condense]))
                     if kind in args.distill_kinds:  # the same descendant, healed for the budget's steps
                         healed = f"{kind}+distill-b{budget}-{depth}x{width}-s{seed}"
-                        grown, model = (str(work / "models" / f"{healed}{ext}"),
-                                        str(work / "models" / f"{healed}.distilled{ext}"))
-                        distill = [*LG, "distill", grown, "--teacher", args.ancestry, *data, "--steps", str(budget),
-                                   *[a.format(**fill) for a in train], "-o", model]
+                        grown = str(work / "models" / f"{healed}{ext}")
+                        distill, model = distilled(grown, healed, budget, fill)
                         jobs.append(probed(healed, model, kind + HEALED, budget, (depth, width), seed,
-                                           [[*grow[:grow.index("-o") + 1], grown, *grow[grow.index("-o") + 2:]],
-                                            distill], [condense]))
+                                           [[*grow, grown], distill], [condense]))
     return prioritised(jobs, args.order, sizes)
 
 

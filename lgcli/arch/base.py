@@ -220,4 +220,3 @@ def norm_facts(layout: Any, stored_globals: Mapping[str, Any]) -> dict[str, bool
 
 
 __all__ = ["AdapterDefaults", "FamilyAdapter", "Reader", "norm_facts", "TASKS", "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]
-
