@@ -31,7 +31,9 @@ class BenchSettings:
     steps are then the most it runs). With `learngene_widths`, a kind that
     trains widths (`lg condense --widths`) is condensed at every width of
     `sizes` no wider than the ancestry, by the sandwich rule, so that it
-    builds each of them directly."""
+    builds each of them directly; with `learngene_depths`, each kind that
+    draws depths (`lg condense --depths`) draws them from the range of the
+    depths of `sizes`."""
 
     sizes: list[tuple[int, int]]
     methods: list[str] | None = None  # None: every method that fits
@@ -40,6 +42,7 @@ class BenchSettings:
     condense_batch_size: int = DEFAULT_CONDENSE_BATCH_SIZE
     condense_until: float | None = None
     learngene_widths: bool = False
+    learngene_depths: bool = False
     fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
     subset: str | None = None
     test_subset: str | None = None
@@ -101,18 +104,24 @@ class BenchSettings:
 
     def learngene_options(self, kind: str, ancestry) -> dict[str, str]:
         """`lg condense` options for `kind`'s learngene from the `ancestry`
-        spec: with learngene_widths, the widths of `sizes` no wider than the
-        ancestry, and its own (the learngene's widest), when the kind trains
-        widths and a size asks for another; the sandwich rule, which trains
-        the widest and narrowest every step (docs/learngenes.md)."""
-        if not self.learngene_widths:
-            return {}
-        declared = _condense_options(kind, ancestry)
+        spec, for the kinds that take them: with learngene_widths, the widths
+        of `sizes` no wider than the ancestry, and its own (the learngene's
+        widest), when a size asks for another; the sandwich rule, which
+        trains the widest and narrowest every step (docs/learngenes.md). With
+        learngene_depths, `--depths MIN-MAX` over the depths of `sizes`: a
+        kind that trains one depth by default (SWS, WAVE) then trains the
+        shallow and deep sizes too, and one that draws 2-2L (TLEG, LeTs)
+        spends its steps on the bench's depths."""
+        declared = _condense_options(kind, ancestry) if self.learngene_widths or self.learngene_depths else set()
+        options: dict[str, str] = {}
         widths = sorted({width for _, width in self.sizes if width < ancestry.width} | {ancestry.width})
-        if "widths" not in declared or len(widths) == 1:
-            return {}
-        rule = {"width_rule": "sandwich"} if "width_rule" in declared else {}
-        return {"widths": ",".join(map(str, widths)), **rule}
+        if self.learngene_widths and "widths" in declared and len(widths) > 1:
+            rule = {"width_rule": "sandwich"} if "width_rule" in declared else {}
+            options.update({"widths": ",".join(map(str, widths)), **rule})
+        depths = [depth for depth, _ in self.sizes]
+        if self.learngene_depths and "depths" in declared:
+            options["depths"] = f"{min(depths)}-{max(depths)}"
+        return options
 
     def widths_hint(self, kind: str, ancestry, width: int) -> str:
         """What a cell of `kind` the learngene cannot build at `width` adds to

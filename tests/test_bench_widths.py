@@ -1,7 +1,8 @@
 """`lg bench --learngene-widths`: a learngene kind that trains widths is
 condensed at every width of the bench's sizes (no wider than the ancestry),
 so it builds the narrower sizes directly; without the flag those cells are
-n/a and their reason names the flag."""
+n/a and their reason names the flag. `--learngene-depths`: a kind that
+draws depths while condensing draws the range of the bench's depths."""
 
 from __future__ import annotations
 
@@ -67,3 +68,30 @@ def test_width_options_only_where_a_size_needs_them(ancestry):
     # A wider size is not a width the learngene can train (nested slices of its own width).
     wide = settings(learngene_widths=True, sizes=parse_sizes("1x16,2x64"))
     assert wide.learngene_options("tleg", spec)["widths"] == "16,32"
+
+
+def test_depth_options_span_the_bench_depths_for_kinds_that_draw_depths(ancestry):
+    from lgcli.loading import load_model
+
+    _, spec = load_model(ancestry)
+    deep = settings(learngene_depths=True, sizes=parse_sizes("3x32,1x32,2x32"))
+    for kind in ("tleg", "wave", "sws", "lets"):
+        assert deep.learngene_options(kind, spec) == {"depths": "1-3"}, kind
+    assert deep.learngene_options("peg", spec) == {}  # PEG is sampled: it draws no depths
+    both = settings(learngene_depths=True, learngene_widths=True)
+    assert both.learngene_options("sws", spec) == {"widths": "16,32", "width_rule": "sandwich", "depths": "1-2"}
+    assert both.condense_key("sws", spec)["options"]["depths"] == "1-2"
+
+
+def test_with_depths_the_learngene_records_the_bench_depths_it_trained_at(ancestry, tmp_path):
+    from lgcli.learngene_files import load_learngene
+
+    out = tmp_path / "bench"
+    # SWS trains its auxiliary depth (2) alone by default; with the flag, 1 and 2.
+    report = bench(ancestry, "fashion-mnist-mini", out,
+                   settings(learngene_depths=True, methods=["sws"], sizes=parse_sizes("1x32,2x32")),
+                   notify=lambda m: None)
+    assert {c["status"] for c in report["cells"]} == {"done"}
+    assert report["settings"]["learngene_depths"] is True
+    learngene = load_learngene(out / "learngenes" / "sws.lg.safetensors")
+    assert learngene.sizes["trained_depths"] == [1, 2]

@@ -154,6 +154,10 @@ def bench_command(
                                           help="Condense each learngene kind that trains widths at every width of "
                                                "--sizes no wider than the ancestry (lg condense --widths, the "
                                                "sandwich rule), so it builds each size directly."),
+    learngene_depths: bool = typer.Option(False, "--learngene-depths", rich_help_panel=LEARNGENES,
+                                          help="Condense each learngene kind that draws depths at the range of "
+                                               "depths of --sizes (lg condense --depths MIN-MAX), so its "
+                                               "shallowest and deepest sizes are trained too."),
     fit_steps: int = typer.Option(0, "--fit-steps", min=0, metavar="N", rich_help_panel=LEARNGENES,
                                   help="Also bench each learngene kind that fits a part per size (WAVE's scalers, "
                                        "PEG's map) with that part fitted for N steps first: rows KIND+fit."),
@@ -196,6 +200,7 @@ def bench_command(
                              methods=[m.strip() for m in methods.split(",") if m.strip()] if methods else None,
                              probe=probe, condense_steps=parse_condense_steps(condense_steps),
                              condense_until=condense_until, learngene_widths=learngene_widths,
+                             learngene_depths=learngene_depths,
                              fit_steps=fit_steps, subset=subset,
                              test_subset=test_subset, force=force, seeds=seeds, budget=budget,
                              calibrate_samples=calibrate_samples, preprocessing=overrides)
