@@ -67,6 +67,10 @@ KINDS = {
     # stages a 12-layer descendant has 5 distinct blocks; on the example's 6-layer ancestry it has 5 of 6.
     "sws-widths-unshared": ["--method", "sws", "--stages", "{deepest}", "--widths", "{widths}", "--width-rule",
                             "sandwich", "--depths", "{depths}"],
+    # SWS with a stage per two layers of the deepest size: on the example (6 layers, 3 stages) its start
+    # is as far below the ancestry as the default's on a real 12-layer model (benchmarks/real/sws_start.py).
+    "sws-widths-pairs": ["--method", "sws", "--stages", "{pairs}", "--widths", "{widths}", "--width-rule",
+                         "sandwich", "--depths", "{depths}"],
     "lets": ["--method", "lets", "--depths", "{depths}", "--widths", "{widths}"],
 }
 RESIZES = ("select", "bot", "data-aware")
@@ -116,7 +120,7 @@ def plan(args: argparse.Namespace) -> list[Job]:
     for seed in args.seeds:
         for budget in args.budgets:
             fill = {"seed": str(seed), "widths": args.widths, "depths": f"{depths[0]}-{max(depths[-1], 2)}",
-                    "deepest": str(depths[-1])}
+                    "deepest": str(depths[-1]), "pairs": str(max(1, depths[-1] // 2))}
             for method in args.resizes:
                 for depth, width in sizes:
                     name = f"{method}-b{budget}-{depth}x{width}-s{seed}"
