@@ -266,6 +266,17 @@ def unstarted_learngene(loaded, method: str, *, seed: int = 0,
     device (their shapes, no memory) and its sizes. What it can build is then
     known before the run is paid for (`lg bench` condenses no kind that
     reaches none of its sizes). A training-free kind (PEG) has no such start."""
+    start = starting_learngene(loaded, method, seed=seed, options=options)
+    return Learngene(kind=start.kind, spec=start.spec, sizes=start.sizes,
+                     tensors={name: tensor.to("meta") for name, tensor in start.tensors.items()})
+
+
+def starting_learngene(loaded, method: str, *, seed: int = 0,
+                       options: Mapping[str, Any] | None = None) -> Learngene:
+    """`unstarted_learngene` with its tensors' values: what condensing's first
+    step trains (from the teacher where `--init` starts there), so that a
+    learngene can be grown and scored before any training
+    (benchmarks/real/sws_start.py)."""
     kind = get_kind(method, loaded.spec)
     if not kind.trains:
         raise LgError(f"a {kind.name} learngene is sampled, not trained: it has no unstarted form")
@@ -277,8 +288,8 @@ def unstarted_learngene(loaded, method: str, *, seed: int = 0,
     kind.training_depths(aux, resolved)
     _, ancestry, aux_init, generator = _start(loaded, aux, resolved, seed)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
-    shapes = {name: tensor.to("meta") for name, tensor in kind.keep({**trainable, **frozen}).items()}
-    return Learngene(kind=kind.name, spec=aux, tensors=shapes, sizes=kind.sizes(aux, resolved))
+    return Learngene(kind=kind.name, spec=aux, tensors=kind.keep({**trainable, **frozen}),
+                     sizes=kind.sizes(aux, resolved))
 
 
 def _run_origin(checkpoint: Checkpoint, teacher: ArchSpec, kind: str, aux: ArchSpec, options: Mapping[str, Any],

@@ -91,6 +91,27 @@ def test_the_warm_start_is_the_mean_of_each_stages_layers(teacher):
         assert torch.equal(tensors[f"global.{role}"], named.data.float())
 
 
+def test_the_starting_learngene_is_condensings_start_and_a_stage_per_layer_is_the_teacher(teacher):
+    from lgcli.condense import starting_learngene, unstarted_learngene
+    from lgcli.resize import expand
+
+    loaded = lgcli.load(teacher)
+    paired = starting_learngene(loaded, "sws", options={"stages": 2})
+    stack = loaded.stack.materialized()
+    for role, named in stack.layers.items():  # the warm start above, through the public function
+        assert torch.allclose(paired.tensors[f"S1.{role}"], (named.data[2] + named.data[3]).float() / 2)
+    unstarted = unstarted_learngene(loaded, "sws", options={"stages": 2})
+    assert {n: t.shape for n, t in unstarted.tensors.items()} == {n: t.shape for n, t in paired.tensors.items()}
+    assert unstarted.sizes == paired.sizes
+    # A stage per layer: grown at the teacher's depth, the start is the teacher, logits and all.
+    whole = starting_learngene(loaded, "sws", options={"stages": TEACHER["depth"]})
+    spec, grown, _ = expand(whole, depth=TEACHER["depth"], seed=0, notify=lambda m: None)
+    model = lgcli.load_model(teacher)[0].eval()
+    x = sample_input(model)
+    with torch.no_grad():
+        assert torch.allclose(model(x), get_adapter(spec.family).load_model(spec, grown).eval()(x), atol=1e-5)
+
+
 def test_sws_condenses_and_grows_into_strict_timm_models(teacher, tmp_path, lg):
     gene = tmp_path / "sws.lg.safetensors"
     result = lg("condense", str(teacher), "--method", "sws", "--stages", "2", "--data", "fashion-mnist-mini",

@@ -5,8 +5,8 @@ real weights"). One suspect: condensing starts each stage as the mean of
 the teacher's layers the stage holds (SPEC.md "SWS"), and a pretrained
 model's layers are not alike, so the mean of two or three of them may keep
 little of what they compute. This measures that start, before any training:
-the unstarted learngene `lg condense --method sws --stages N` begins from
-(`lgcli.condense.unstarted_learngene`, the teacher's own tensors), grown to
+the learngene `lg condense --method sws --stages N` begins from
+(`lgcli.condense.starting_learngene`, made from the teacher), grown to
 each size and scored by `lg eval --steps 0` (the classifier's head as it
 is, its own preprocessing), for N from 1 to the teacher's depth (N = depth
 is the teacher itself: one stage per layer).
@@ -43,33 +43,24 @@ def main() -> None:
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
 
-    from lgcli.condense import unstarted_learngene, _start
+    from lgcli.condense import starting_learngene
     from lgcli.learngene_files import save_learngene
-    from lgcli.learngenes import get_kind
     from lgcli.loading import load
-    from lgcli.options import resolve_options
 
     out = Path(args.output)
     done = set()
     if out.exists():
         done = {(r["stages"], r["size"]) for r in map(json.loads, out.read_text().splitlines())}
     loaded = load(args.teacher)
-    kind = get_kind("sws", loaded.spec)
     with tempfile.TemporaryDirectory() as work:
         for stages in map(int, args.stages.split(",")):
             sizes = [s for s in args.sizes.split(",") if (stages, s) not in done]
             if not sizes:
                 continue
             options = {"stages": stages}
-            # The shapes and sizes of the learngene condense starts from, and
-            # its tensors as condensing makes them (kind.initial from the teacher).
-            shapes = unstarted_learngene(loaded, "sws", options=options)
-            resolved = resolve_options("sws", kind.condense_options, options)
-            _, ancestry, aux_init, generator = _start(loaded, shapes.spec, resolved, 0)
-            trainable, frozen = kind.initial(shapes.spec, aux_init, resolved, generator, ancestry=ancestry)
-            shapes.tensors = kind.keep({**trainable, **frozen})
+            start = starting_learngene(loaded, "sws", options=options)
             gene = Path(work) / f"sws{stages}.lg.safetensors"
-            save_learngene(gene, shapes, options=options, source=loaded.checkpoint, force=True)
+            save_learngene(gene, start, options=options, source=loaded.checkpoint, force=True)
             for size in sizes:
                 depth, width = size.split("x")
                 grown = Path(work) / f"sws{stages}-{size}"  # a folder: a Hugging Face model is one
