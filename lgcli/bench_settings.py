@@ -112,14 +112,16 @@ class BenchSettings:
         kind that trains one depth by default (SWS, WAVE) then trains the
         shallow and deep sizes too, and one that draws 2-2L (TLEG, LeTs)
         spends its steps on the bench's depths."""
-        declared = _condense_options(kind, ancestry) if self.learngene_widths or self.learngene_depths else set()
+        if not (self.learngene_widths or self.learngene_depths):
+            return {}
+        declared = _condense_options(kind, ancestry)
         options: dict[str, str] = {}
         widths = sorted({width for _, width in self.sizes if width < ancestry.width} | {ancestry.width})
         if self.learngene_widths and "widths" in declared and len(widths) > 1:
             rule = {"width_rule": "sandwich"} if "width_rule" in declared else {}
             options.update({"widths": ",".join(map(str, widths)), **rule})
-        depths = [depth for depth, _ in self.sizes]
         if self.learngene_depths and "depths" in declared:
+            depths = [depth for depth, _ in self.sizes]
             options["depths"] = f"{min(depths)}-{max(depths)}"
         return options
 
