@@ -104,6 +104,11 @@ if part example6000; then
   done
 fi
 wait
+# Packed now and again at the end: the assembly below reruns cells that did
+# not finish (up to a minute per group), and a call cut during it must still
+# bring back what landed (2026-11-27: a cut call returned no budgets.tgz).
+pack() { tar czf "$OUT/budgets.tgz" --exclude="*.safetensors" --exclude="*.png" -C "$WORK" .; }
+pack
 
 # One table per group: the per-method or per-size folders' cells copied into
 # one folder, and the bench rerun there with every method and size (cells
@@ -130,8 +135,9 @@ part example && assemble ex-b1500 "$EXAMPLE" ex-b1500-3x64 ex-b1500-6x64 ex-b150
 part example6000 && assemble ex-b6000 "$EXAMPLE" $(cd "$WORK" && ls -d ex-b6000-*x*-* 2>/dev/null | grep -v '\.') -- \
   "${EXAMPLE_ARGS[@]}" --sizes 3x64,6x64,3x128,8x128 --methods "$EXAMPLE_METHODS" --budget "$B6000"
 
-# Learngene files stay behind (tens of MB): the cells, tables and logs come back.
-tar czf "$OUT/budgets.tgz" --exclude="*.safetensors" -C "$WORK" .
+# Learngene files stay behind (tens of MB), and the curves' figures (0.1 MB
+# each): the cells, tables and logs come back.
+pack
 cat "$WORK/status.txt"
 for f in "$WORK"/abl-*.md "$WORK"/b1500-$DEPTH_SIZE.md "$WORK"/b1500-$WIDTH_SIZE.md "$WORK"/ex-b1500.md \
     "$WORK"/ex-b6000.md; do
