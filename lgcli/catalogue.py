@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from rich.console import Console
 
 from .learngenes import KINDS
-from .methods import DEFAULT_METHODS, FALLBACK_METHODS, GROW, METHODS, SHRINK
+from .methods import CALIBRATED_DEFAULTS, DEFAULT_METHODS, FALLBACK_METHODS, GROW, METHODS, SHRINK
 from .options import Option
 from .tables import Column, print_table
 
@@ -41,6 +41,7 @@ def catalogue() -> dict[str, list[dict[str, Any]]]:
                 "direction": direction_of(method.directions),
                 "default_for": [direction for direction, name in DEFAULT_METHODS.items() if name == method.name],
                 "fallback_for": [direction for direction, name in FALLBACK_METHODS.items() if name == method.name],
+                "calibrated_default_for": [axis for axis, name in CALIBRATED_DEFAULTS.items() if name == method.name],
                 "description": method.summary, "options": [option_record(option) for option in method.options]}
                for method in METHODS.values()]
     learngenes = [{"name": kind.name, "directions": [SHRINK, GROW], "direction": BOTH, "trains": kind.trains,
@@ -79,6 +80,8 @@ def print_catalogue(report: dict[str, list[dict[str, Any]]], console: Console) -
                    else " (default)" if method["default_for"] else "")
         for direction in method["fallback_for"]:
             default += f" ({direction} default where {DEFAULT_METHODS[direction]} cannot)"
+        for axis in method["calibrated_default_for"]:  # "shrink (default for the depth given calibration data)"
+            default += f" (default for the {axis} given calibration data)"
         method_rows.append([method["name"], method["direction"] + default, shown_options(method["options"]),
                             method["description"]])
     print_table(console, "Resize methods: lg shrink SRC --method NAME, lg grow SRC --method NAME",

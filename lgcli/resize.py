@@ -23,6 +23,8 @@ from .loading import Loaded, build_model, load
 from .outputs import CheckedOutput, checked_output, plan_output
 from .saving import save
 from .arch import get_adapter
+from .calibrated_shrink import (SIZE_FLAGS, calibrated_steps, calibrated_target, shrink_in_two_steps,
+                                wants_calibrated_default)
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, read_checkpoint
 from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
@@ -376,6 +378,16 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     source_options = source_flags(source_heads, source_kv_heads, allow_nonfinite)
     output_options = output_flags(force, shard_size, card_file)
     src_text = loaded.checkpoint.source if isinstance(source, Loaded) else str(source)
+    if wants_calibrated_default(direction, method, kwargs):  # data and no method: lg's data-aware default
+        budget = (budget_shape(loaded, direction=direction, params=kwargs.get("params"), memory=kwargs.get("memory"),
+                               sizes=tuple(kwargs.get(flag) for flag in SIZE_FLAGS))
+                  if kwargs.get("params") is not None or kwargs.get("memory") is not None else None)
+        steps = calibrated_steps(loaded.spec, calibrated_target(loaded.spec, kwargs, budget))
+        if len(steps) > 1:
+            return shrink_in_two_steps(resize_file, loaded, target, stdout=stdout, notify=notify, dry_run=dry_run,
+                                       card=card, budget=budget and budget_report(budget), shard_size=shard_size,
+                                       **kwargs)
+        method = steps[0]
     # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
     try:
         spec, stack, report = resize(loaded, direction=direction, method=method, notify=notify, **kwargs)

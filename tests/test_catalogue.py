@@ -74,6 +74,8 @@ def test_the_json_lists_every_registry_entry_with_its_declared_options(lg):
     assert {"select": [SHRINK], "clone": [GROW]} == {e["name"]: e["default_for"] for e in report["methods"]
                                                    if e["default_for"]}
     assert {"auto-lg": [GROW]} == {e["name"]: e["fallback_for"] for e in report["methods"] if e["fallback_for"]}
+    assert {"block-ablation": ["depth"], "activation": ["width"]} == \
+           {e["name"]: e["calibrated_default_for"] for e in report["methods"] if e["calibrated_default_for"]}
 
 
 class _Kind(LearngeneKind):
@@ -128,5 +130,8 @@ def test_the_tables_fit_and_list_each_entrys_own_options(lg, monkeypatch, width)
         assert flags_shown(words[condense:grow]) == [option.flag for option in kind.condense_options]
         assert flags_shown(words[grow:]) == [option.flag for option in kind.expand_options]
     assert "shrink (default)" in " ".join(rows["select"]) and "grow (default)" in " ".join(rows["clone"])
+    for name, axis in (("block-ablation", "depth"), ("activation", "width")):  # lg shrink --calibrate's defaults
+        remaining = iter(rows[name])
+        assert all(word in remaining for word in f"shrink (default for the {axis} given calibration data)".split())
     remaining = iter(rows["auto-lg"])  # in order; a narrow table interleaves the columns' words
     assert all(word in remaining for word in "both (grow default where clone cannot)".split())

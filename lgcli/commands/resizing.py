@@ -139,10 +139,14 @@ def _default_text(direction: str, methods: tuple[str, ...]) -> str:
     default --method and, where the direction has one, its fallback."""
     if not methods:
         return "the default"
-    from ..methods import FALLBACK_METHODS
+    from ..calibrated_shrink import DEPTH_METHOD, WIDTH_METHOD
+    from ..methods import FALLBACK_METHODS, SHRINK
 
     fallback = FALLBACK_METHODS.get(direction)
-    return f"{methods[0]} (the default" + (f"; {fallback} where it cannot reach the size)" if fallback else ")")
+    calibrated = (f"; with --calibrate, {DEPTH_METHOD} for the depth and {WIDTH_METHOD} for the width"
+                  if direction == SHRINK else "")
+    return f"{methods[0]} (the default" + (f"; {fallback} where it cannot reach the size)" if fallback
+                                          else f"{calibrated})")
 
 
 def register_resize(app: typer.Typer, direction: str, declared: bool) -> None:

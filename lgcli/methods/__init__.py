@@ -32,6 +32,10 @@ METHODS: dict[str, Method] = {m.name: m for m in (
 # leave it at chance (10.0 % against 86.3 %).
 DEFAULT_METHODS = {SHRINK: "select", GROW: "clone"}
 FALLBACK_METHODS = {GROW: "auto-lg"}
+# A shrink given --calibrate and no --method measures each axis that changes
+# by its method, both in turn when both change (`lgcli.calibrated_shrink`;
+# docs/methods.md "Without --method": measured on SmolLM2 and the real DINOv2-S).
+CALIBRATED_DEFAULTS = {"depth": "block-ablation", "width": "activation"}
 
 
 # The methods of each direction, as `lg shrink` and `lg grow` list them for
@@ -62,6 +66,6 @@ def resolve_options(method: Method, given: Mapping[str, Any]) -> dict[str, Any]:
     return resolve_declared(f"method '{method.name}'", method.options, given)
 
 
-__all__ = ["METHODS", "DEFAULT_METHODS", "FALLBACK_METHODS", "RESIZE_METHODS", "default_method", "Method", "MethodContext",
+__all__ = ["METHODS", "CALIBRATED_DEFAULTS", "DEFAULT_METHODS", "FALLBACK_METHODS", "RESIZE_METHODS", "default_method", "Method", "MethodContext",
            "MethodResult", "get_method", "resolve_options",
            "GROW", "SHRINK"]

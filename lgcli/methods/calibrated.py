@@ -20,7 +20,8 @@ from .common import AxisChange, axis_changes, per_role, release, select_along, u
 CALIBRATION_OPTIONS = (
     Option("calibrate", str, None,
            "Data the statistics are measured on: lg's datasets (fashion-mnist-mini, kjv-mini, ...), an image "
-           "folder or a text file (required)."),
+           "folder or a text file (required; lg shrink given it without --method measures the depth by "
+           "block-ablation and the width by activation)."),
     Option("calibrate_samples", int, None,
            "Examples (images, or windows of text) the statistics are measured on [default: 64].", minimum=1),
     Option("calibrate_seq_len", int, None, "Tokens per text window [default: min(128, the model's positions)].",

@@ -1,0 +1,136 @@
+"""`lg shrink --calibrate DATA` without `--method` (lgcli.calibrated_shrink):
+block ablation for the depth, activation importance for the width, both in
+turn when both change, the result the same tensors as the two commands
+piped, loading strictly in its library."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import make_vit, write_plain
+from test_data_aware import IMAGES, text_file
+from text_models import load_strict, make_model, metadata, save_folder, token_ids, weights
+
+from lgcli.api import load
+from lgcli.calibrated_shrink import calibrated_steps
+from lgcli.sizing import target_spec
+
+SAMPLES = ("--calibrate-samples", "8")
+HEADS = ("--source-heads", "2")  # a foreign file does not record them (conftest's TINY: 2 heads of 32)
+
+
+@pytest.mark.parametrize("sizes, steps", [
+    (dict(depth=2), ("block-ablation",)),
+    (dict(width=32), ("activation",)),
+    (dict(mlp_dim=64), ("activation",)),
+    (dict(depth=4, heads=1, width=32), ("activation",)),  # the source's depth: only the width changes
+    (dict(depth=2, width=32), ("block-ablation", "activation")),
+    (dict(depth=3, mlp_dim=128), ("block-ablation", "activation")),
+])
+def test_each_changed_axis_is_measured_by_its_method(tmp_path, sizes, steps):
+    source = load(write_plain(make_vit(depth=4), tmp_path / "vit.safetensors"), heads=2).spec  # 4 x 64, mlp 256
+    assert calibrated_steps(source, target_spec(source, **sizes)) == steps
+
+
+def test_depth_and_width_are_the_pipe_of_the_two_methods_and_load_strictly(tmp_path, lg):
+    """The in-process shrink writes the tensors the documented pipe writes
+    (block ablation to depth 2, then activation importance to width 16),
+    records both steps, and the folder loads strictly in transformers."""
+    variant = "llama-gqa"
+    source = save_folder(make_model(variant), tmp_path / "llama", variant)
+    text = text_file(tmp_path / "calibration.txt")
+    calibrate = ("--calibrate", text, *SAMPLES)
+    both = lg("shrink", source, "--depth", "2", "--width", "16", *calibrate, "-o", tmp_path / "both", "--json")
+    assert both.code == 0, both.stderr
+    report = json.loads(both.stdout)
+    assert report["method"] == "block-ablation, then activation"
+    assert [step["method"] for step in report["steps"]] == ["block-ablation", "activation"]
+    assert (report["source"]["depth"], report["target"]["depth"], report["target"]["width"]) == (3, 2, 16)
+
+    first = lg("shrink", source, "--depth", "2", "--method", "block-ablation", *calibrate, "-o", "-")
+    assert first.code == 0, first.stderr
+    piped = lg("shrink", "-", "--width", "16", "--method", "activation", *calibrate, "-o", tmp_path / "piped",
+               stdin=first.stdout)
+    assert piped.code == 0, piped.stderr
+    ours, theirs = weights(tmp_path / "both"), weights(tmp_path / "piped")
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        assert torch.equal(ours[key], theirs[key]), key
+
+    # The provenance too: both steps, each with what it chose, chained to the source as the pipe's.
+    assert metadata(tmp_path / "both") == metadata(tmp_path / "piped")
+    model = load_strict(tmp_path / "both", variant)  # no missing, unexpected or mismatched keys
+    with torch.no_grad():
+        logits = model(token_ids()).logits
+    assert logits.shape[-1] == make_model(variant).config.vocab_size and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("sizes, method", [(("--depth", "2"), "block-ablation"),
+                                           (("--width", "32"), "activation")])
+def test_one_changed_axis_is_that_method_byte_for_byte(tmp_path, lg, sizes, method):
+    source = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
+    default = lg("shrink", source, *HEADS, *sizes, "--calibrate", IMAGES, *SAMPLES, "-o", tmp_path / "a.safetensors",
+                 "--json")
+    named = lg("shrink", source, *HEADS, *sizes, "--method", method, "--calibrate", IMAGES, *SAMPLES,
+               "-o", tmp_path / "b.safetensors", "--json")
+    assert default.code == 0 and named.code == 0, default.stderr + named.stderr
+    assert json.loads(default.stdout)["method"] == method
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+
+
+def test_a_dry_run_names_both_steps_and_writes_nothing(tmp_path, lg):
+    source = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
+    out = tmp_path / "out.safetensors"
+    result = lg("shrink", source, *HEADS, "--depth", "2", "--width", "32", "--calibrate", IMAGES, *SAMPLES,
+                "-o", out, "--dry-run", "--json")
+    assert result.code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["method"] == "block-ablation, then activation"
+    assert (plan["target"]["depth"], plan["target"]["width"]) == (2, 32)
+    assert "shrink (block-ablation, then activation): depth 4 -> 2, width 64 -> 32" in result.stderr
+    assert not out.exists()
+
+
+def test_an_existing_output_is_refused_before_any_step(tmp_path, lg):
+    source = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
+    out = tmp_path / "out.safetensors"
+    out.write_bytes(b"keep me")
+    result = lg("shrink", source, *HEADS, "--depth", "2", "--width", "32", "--calibrate", IMAGES, *SAMPLES,
+                "-o", out)
+    assert result.code != 0 and "--force" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert out.read_bytes() == b"keep me"
+
+
+def test_without_data_the_default_is_still_weight_selection(tmp_path, lg):
+    source = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
+    result = lg("shrink", source, *HEADS, "--depth", "2", "--width", "32", "-o", tmp_path / "o.safetensors",
+                "--json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["method"] == "select"
+    assert len(load_file(tmp_path / "o.safetensors")) > 0
+
+
+def test_a_swin_is_shrunk_per_stage_in_two_steps_as_the_pipe(tmp_path, lg):
+    """A model of stages: depth per stage by block ablation, then the first
+    stage's width by activation importance, each stage choosing its own."""
+    import lgcli
+    from test_swin import make_swin
+
+    source = tmp_path / "swin.safetensors"
+    lgcli.save_model(make_swin(), source)  # 2 stages of 2 blocks, width 16
+    calibrate = ("--calibrate", IMAGES, *SAMPLES)
+    both = lg("shrink", source, "--depth", "1,1", "--width", "8", *calibrate, "-o", tmp_path / "both.safetensors",
+              "--json")
+    assert both.code == 0, both.stderr
+    assert json.loads(both.stdout)["method"] == "block-ablation, then activation"
+    first = lg("shrink", source, "--depth", "1,1", "--method", "block-ablation", *calibrate, "-o", "-")
+    assert first.code == 0, first.stderr
+    piped = lg("shrink", "-", "--width", "8", "--method", "activation", *calibrate,
+               "-o", tmp_path / "piped.safetensors", stdin=first.stdout)
+    assert piped.code == 0, piped.stderr
+    assert (tmp_path / "both.safetensors").read_bytes() == (tmp_path / "piped.safetensors").read_bytes()
