@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 from .errors import LgError, UsageError, notify_stderr, shown
 from .bench_settings import BENCH_VERSION, FIT, RANDOM, BenchSettings, Cell, all_methods, foreign_entry, parse_sizes
 from .bench_tables import plot_summary, row_costs, summarised
+from .calibrated_shrink import BENCH_ROW, WIDTH_METHOD, shrunk_in_memory
 
 Notify = Callable[[str], None]
 
@@ -315,7 +316,7 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
         cell = Cell(RANDOM, depth, width)
         # A fit, and with a budget a resize's distillation, counted at the probe's rate.
         steps = sum(probe.steps * len(probe.rates()) + (settings.fit_steps if c.method.endswith(FIT) else 0)
-                    + (settings.budget or 0 if c.method in resize_methods else 0)
+                    + (settings.budget or 0 if c.method in resize_methods or c.method == BENCH_ROW else 0)
                     for c in to_run if c.size == cell.size)
         if not steps:
             per_size[cell.size] = {"steps": 0, "seconds_per_step": 0.0}
@@ -355,16 +356,17 @@ def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | N
         except LgError as exc:
             return str(exc)
         return None
-    if cell.method not in resize_methods:
+    if cell.method not in resize_methods and cell.method != BENCH_ROW:
         return None
     from .methods import get_method, resolve_options
     from .resize import plan_resize
-    from .sizing import target_spec
+    from .sizing import direction_between, target_spec
 
     try:
         source = context.loaded.spec
-        direction = _direction(source, target_spec(source, depth=cell.depth, width=cell.width))
-        chosen = get_method(cell.method)
+        direction = direction_between(source, target_spec(source, depth=cell.depth, width=cell.width), "the ancestry")
+        # lg shrink --calibrate's row: its last step (activation) reaches every size the row does.
+        chosen = get_method(WIDTH_METHOD if cell.method == BENCH_ROW else cell.method)
         if direction not in chosen.directions:
             return f"method '{cell.method}' cannot {direction}"
         plan_resize(context.loaded, chosen, resolve_options(chosen, {}), direction=direction, depth=cell.depth,
@@ -378,24 +380,31 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
     """The cell's model (a timm module), the parameters its method stores,
     and what building it did."""
     from .loading import build_model, create_model
-    from .resize import expand, resize
-    from .sizing import check_direction, target_spec
+    from .resize import expand, resize, resize_file
+    from .sizing import check_direction, direction_between, target_spec
 
     source = context.loaded.spec
     target = target_spec(source, depth=cell.depth, width=cell.width)
     seed = context.settings.probe.seed
     if cell.method == RANDOM:
         return create_model(target, seed=seed), 0, {"init": "timm"}
-    if cell.method in resize_methods:
-        direction = _direction(source, target)
+    if cell.method in resize_methods or cell.method == BENCH_ROW:
+        direction = direction_between(source, target, "the ancestry")
         check_direction(source, target, direction)
         calibration = ({"calibrate": context.data_name, "calibrate_samples": context.settings.calibrate_samples}
-                       if resize_methods[cell.method].calibrated else {})
-        spec, stack, report = resize(context.loaded, direction=direction, depth=cell.depth, width=cell.width,
-                                     method=cell.method, seed=seed, **calibration)
-        details = {"direction": direction, "options": report["options"]}
-        if calibration:
-            details["chosen"] = {k: v for k, v in report["details"].items() if k in ("kept_layers", "dropped_layers")}
+                       if cell.method == BENCH_ROW or resize_methods[cell.method].calibrated else {})
+        if cell.method == BENCH_ROW and direction != "shrink":
+            raise LgError(f"method '{BENCH_ROW}' cannot {direction}")  # as `_unreachable` says it
+        if cell.method == BENCH_ROW:  # lg shrink --calibrate DATA without --method: the model as it writes it
+            spec, stack, report = shrunk_in_memory(resize_file, context.loaded, context.notify, depth=cell.depth,
+                                                   width=cell.width, seed=seed, **calibration)
+        else:
+            spec, stack, report = resize(context.loaded, direction=direction, depth=cell.depth, width=cell.width,
+                                         method=cell.method, seed=seed, **calibration)
+        details = {"direction": direction, "method": report["method"], "options": report["options"]}
+        if calibration:  # the blocks a data-aware depth step kept (the first step of two)
+            chose = report["steps"][0]["details"] if "steps" in report else report["details"]
+            details["chosen"] = {k: v for k, v in chose.items() if k in ("kept_layers", "dropped_layers")}
         model = build_model(spec, stack)
         if context.settings.budget:  # equal compute: the resize healed by distillation for the budget
             model, details["distill"] = _distilled(model, context)
@@ -455,18 +464,6 @@ def _distilled(model, context: _Context):
                               score=False)
     return trained, {"steps": report["steps"], "seconds": report["seconds"],
                      "loss_first": report["loss_first"], "loss_last": report["loss_last"]}
-
-
-def _direction(source, target) -> str:
-    """shrink when no axis grows, grow when no axis shrinks; a mixed change is
-    not one resize (the cell is marked n/a with the reason)."""
-    before, after = source.axis_sizes(), target.axis_sizes()
-    if all(after[a] <= before[a] for a in before):
-        return "shrink"
-    if all(after[a] >= before[a] for a in before):
-        return "grow"
-    raise LgError(f"{target.depth} x {target.width} is deeper but narrower (or shallower but wider) than the "
-                  f"ancestry: no single resize reaches it")
 
 
 def _learngene(kind: str, context: _Context):

@@ -186,11 +186,12 @@ def all_methods(fitted: bool = True) -> list[str]:
     kinds, (with `fitted`) the fitted rows of the kinds that fit, random."""
     from .learngenes import KINDS
 
+    from .calibrated_shrink import BENCH_ROW
     from .methods import METHODS
 
     fits = [f"{name}{FIT}" for name, kind in KINDS.items()
             if fitted and any(option.name == "data" for option in kind.expand_options)]
-    return [*METHODS, *KINDS, *fits, RANDOM]
+    return [*METHODS, BENCH_ROW, *KINDS, *fits, RANDOM]
 
 
 @dataclass

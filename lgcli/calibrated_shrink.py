@@ -34,6 +34,8 @@ from .sizing import depths_of, keeps_width, spec_sizes, target_spec
 from .stack import ArchSpec
 
 DEPTH_METHOD, WIDTH_METHOD = CALIBRATED_DEFAULTS["depth"], CALIBRATED_DEFAULTS["width"]
+# lg bench's row for this shrink (`--methods block-ablation+activation`).
+BENCH_ROW = f"{DEPTH_METHOD}+{WIDTH_METHOD}"
 SIZE_FLAGS = ("depth", "width", "heads", "mlp_dim", "kv_heads")
 # Options only the depth step's method takes (the width step would refuse them).
 DEPTH_ONLY_OPTIONS = ("ablation",)
@@ -100,6 +102,21 @@ def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, targ
     return _told_as_one(second, loaded, first, budget)
 
 
+def shrunk_in_memory(resize_step: Callable[..., dict[str, Any]], loaded, notify: Callable[[str], None],
+                     **options: Any):
+    """The model `lg shrink --calibrate DATA` (no --method) writes for
+    `options` (sizes, calibration, seed), read back from memory as written:
+    (spec, stack, report). `resize_step` is `resize.resize_file`."""
+    from .checkpoint import STDIO, read_checkpoint
+    from .loading import load
+
+    written = io.BytesIO()
+    report = resize_step(loaded, STDIO, direction=SHRINK, stdout=written, notify=notify, **options)
+    written.seek(0)
+    shrunk = load(read_checkpoint(STDIO, stdin=written))
+    return shrunk.spec, shrunk.stack, report
+
+
 def _told_as_one(report: dict[str, Any], loaded, first: dict[str, Any] | None,
                  budget: dict[str, Any] | None) -> dict[str, Any]:
     """The second step's report as the whole shrink's."""
@@ -117,5 +134,5 @@ def _told_as_one(report: dict[str, Any], loaded, first: dict[str, Any] | None,
     return told
 
 
-__all__ = ["DEPTH_METHOD", "SIZE_FLAGS", "WIDTH_METHOD", "calibrated_steps", "calibrated_target",
-           "shrink_in_two_steps", "wants_calibrated_default"]
+__all__ = ["BENCH_ROW", "DEPTH_METHOD", "SIZE_FLAGS", "WIDTH_METHOD", "calibrated_steps", "calibrated_target",
+           "shrink_in_two_steps", "shrunk_in_memory", "wants_calibrated_default"]

@@ -276,6 +276,18 @@ def _short_list(values: list[int]) -> str:
     return ", ".join(map(str, values[:12])) + (", ..." if len(values) > 12 else "")
 
 
+def direction_between(source: ArchSpec, target: ArchSpec, where: str = "the source") -> str:
+    """shrink when no axis grows, grow when no axis shrinks; a mixed change is
+    not one resize (an LgError saying so)."""
+    before, after = source.axis_sizes(), target.axis_sizes()
+    if all(after[a] <= before[a] for a in before):
+        return SHRINK
+    if all(after[a] >= before[a] for a in before):
+        return GROW
+    raise LgError(f"{target.depth} x {target.width} is deeper but narrower (or shallower but wider) than "
+                  f"{where}: no single resize reaches it")
+
+
 def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
     """`grow` never makes an axis smaller and `shrink` never larger: a mixed
     change is two commands in a pipe."""

@@ -134,3 +134,33 @@ def test_a_swin_is_shrunk_per_stage_in_two_steps_as_the_pipe(tmp_path, lg):
                "-o", tmp_path / "piped.safetensors", stdin=first.stdout)
     assert piped.code == 0, piped.stderr
     assert (tmp_path / "both.safetensors").read_bytes() == (tmp_path / "piped.safetensors").read_bytes()
+
+
+def test_lg_bench_has_the_calibrated_defaults_row(tmp_path):
+    """`lg bench --methods block-ablation+activation`: the model `lg shrink
+    --calibrate DATA` writes, probed like every row. Where one axis changes
+    it is that method's model, so its probe row is the method's, figure for
+    figure; where both change its cell records both steps; a grow is n/a."""
+    import timm
+
+    import lgcli
+    from lgcli.bench import BenchSettings, bench, parse_sizes
+    from lgcli.calibrated_shrink import BENCH_ROW
+    from lgcli.evaluate import ProbeSettings
+
+    torch.manual_seed(0)
+    ancestry = tmp_path / "ancestry.safetensors"
+    lgcli.save_model(timm.create_model("vit_base_patch16_224", depth=4, embed_dim=64, num_heads=2, patch_size=7,
+                                       img_size=28, in_chans=1, num_classes=10).eval(), ancestry)
+    settings = BenchSettings(sizes=parse_sizes("2x64,4x32,2x32,6x64"),
+                             methods=[BENCH_ROW, "block-ablation", "activation"], budget=1, calibrate_samples=8,
+                             probe=ProbeSettings(steps=2, eval_every=1, batch_size=16, progress=False),
+                             subset="64", test_subset="40")
+    report = bench(ancestry, IMAGES, tmp_path / "bench", settings, notify=lambda message: None)
+    cells = {(c["method"], c["size"]): c for c in report["cells"]}
+    assert cells[(BENCH_ROW, "2x64")]["row"]["curve"] == cells[("block-ablation", "2x64")]["row"]["curve"]
+    assert cells[(BENCH_ROW, "4x32")]["row"]["curve"] == cells[("activation", "4x32")]["row"]["curve"]
+    both = cells[(BENCH_ROW, "2x32")]
+    assert both["status"] == "done" and both["details"]["method"] == "block-ablation, then activation"
+    assert len(both["details"]["chosen"]["kept_layers"]) == 2 and both["details"]["distill"]["steps"] == 1
+    assert cells[(BENCH_ROW, "6x64")]["status"] == "n/a" and "cannot grow" in cells[(BENCH_ROW, "6x64")]["reason"]

@@ -130,8 +130,9 @@ def bench_command(
     sizes: str = typer.Option(..., "--sizes", metavar="LIST",
                               help="Target sizes DEPTHxWIDTH, comma-separated: 3x64,6x128,12x192."),
     methods: Optional[str] = typer.Option(None, "--methods", metavar="LIST",
-                                          help="Comma-separated methods [default: every resize method, learngene "
-                                               "kind and random]."),
+                                          help="Comma-separated methods [default: every resize method, "
+                                               "block-ablation+activation (what lg shrink --calibrate does without "
+                                               "--method), every learngene kind and random]."),
     steps: int = typer.Option(300, "--steps", min=1, metavar="N", rich_help_panel=PROBE,
                               help="Probe steps per cell."),
     lr: Optional[float] = ProbeLrOption,
