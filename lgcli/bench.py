@@ -3,8 +3,9 @@ ancestry model and data, judged the way the learngene papers judge one (WAVE's
 Table 1: rows are methods, columns are descendant sizes).
 
 For each target size and each method that can reach it (the training-free
-resize methods whose direction fits, every learngene kind, and timm's random
-initialisation), the model is built in memory and put through `lg eval`'s
+resize methods whose direction fits, ``block-ablation+activation``, what `lg
+shrink --calibrate` does without a method, every learngene kind, and timm's
+random initialisation), the model is built in memory and put through `lg eval`'s
 probe with the same data order and settings as every other cell; each
 learngene kind is condensed once and reused for every size. A cell records
 the probe's row (instinct, final and mean top-1, the curve), the steps it
@@ -364,7 +365,8 @@ def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | N
 
     try:
         source = context.loaded.spec
-        direction = direction_between(source, target_spec(source, depth=cell.depth, width=cell.width), "the ancestry")
+        target = target_spec(source, depth=cell.depth, width=cell.width)
+        direction = direction_between(source, target, "the ancestry")
         # lg shrink --calibrate's row: its last step (activation) reaches every size the row does.
         chosen = get_method(WIDTH_METHOD if cell.method == BENCH_ROW else cell.method)
         if direction not in chosen.directions:
@@ -393,9 +395,9 @@ def _build(cell: Cell, context: _Context, resize_methods: dict):
         check_direction(source, target, direction)
         calibration = ({"calibrate": context.data_name, "calibrate_samples": context.settings.calibrate_samples}
                        if cell.method == BENCH_ROW or resize_methods[cell.method].calibrated else {})
-        if cell.method == BENCH_ROW and direction != "shrink":
-            raise LgError(f"method '{BENCH_ROW}' cannot {direction}")  # as `_unreachable` says it
         if cell.method == BENCH_ROW:  # lg shrink --calibrate DATA without --method: the model as it writes it
+            if direction != "shrink":
+                raise LgError(f"method '{BENCH_ROW}' cannot {direction}")  # as `_unreachable` says it
             spec, stack, report = shrunk_in_memory(resize_file, context.loaded, context.notify, depth=cell.depth,
                                                    width=cell.width, seed=seed, **calibration)
         else:

@@ -182,8 +182,9 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
 
 
 def all_methods(fitted: bool = True) -> list[str]:
-    """Every method the bench knows, in table order: resize methods, learngene
-    kinds, (with `fitted`) the fitted rows of the kinds that fit, random."""
+    """Every method the bench knows, in table order: resize methods, the row
+    of `lg shrink --calibrate` without a method, learngene kinds, (with
+    `fitted`) the fitted rows of the kinds that fit, random."""
     from .learngenes import KINDS
 
     from .calibrated_shrink import BENCH_ROW
