@@ -385,8 +385,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
         steps = calibrated_steps(loaded.spec, calibrated_target(loaded.spec, kwargs, budget))
         if len(steps) > 1:
             return shrink_in_two_steps(resize_file, loaded, target, stdout=stdout, notify=notify, dry_run=dry_run,
-                                       card=card, budget=budget and budget_report(budget), shard_size=shard_size,
-                                       **kwargs)
+                                       card=card, budget=budget_report(budget) if budget else None,
+                                       shard_size=shard_size, **kwargs)
         method = steps[0]
     # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
     try:

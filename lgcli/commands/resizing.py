@@ -143,10 +143,10 @@ def _default_text(direction: str, methods: tuple[str, ...]) -> str:
     from ..methods import FALLBACK_METHODS, SHRINK
 
     fallback = FALLBACK_METHODS.get(direction)
-    calibrated = (f"; with --calibrate, {DEPTH_METHOD} for the depth and {WIDTH_METHOD} for the width"
-                  if direction == SHRINK else "")
-    return f"{methods[0]} (the default" + (f"; {fallback} where it cannot reach the size)" if fallback
-                                          else f"{calibrated})")
+    notes = f"; {fallback} where it cannot reach the size" if fallback else ""
+    if direction == SHRINK:
+        notes += f"; with --calibrate, {DEPTH_METHOD} for the depth and {WIDTH_METHOD} for the width"
+    return f"{methods[0]} (the default{notes})"
 
 
 def register_resize(app: typer.Typer, direction: str, declared: bool) -> None:
