@@ -29,4 +29,11 @@ run() { local name=$1 sizes=$2 methods=$3
   echo "$name exit $? $(date +%T)" >> "$ROOT/status.txt"; }
 echo "start $(date +%T)" >> "$ROOT/status.txt"
 # TLEG builds only its own width (128): the 64-wide process leaves it out.
-run w64 3x64,6x64 "${METHODS/,tleg/}" & run w128 3x128,8x128 "$METHODS" & wait
+# PARTS=w128 (the half still to measure) runs the 128-wide sizes as two
+# processes of four methods each (TLEG condensed once, in the second);
+# their cells merge into ROOT/all as above.
+case "${PARTS:-w64,w128}" in
+  w128) run w128a 3x128,8x128 bot,select,auto-lg,clone &
+        run w128b 3x128,8x128 block-ablation,activation,tleg,random & wait ;;
+  *) run w64 3x64,6x64 "${METHODS/,tleg/}" & run w128 3x128,8x128 "$METHODS" & wait ;;
+esac

@@ -29,6 +29,8 @@ from __future__ import annotations
 import io
 from typing import Any, BinaryIO, Callable
 
+from .budget import budget_shape
+from .loading import Loaded
 from .methods import CALIBRATED_DEFAULTS, SHRINK
 from .sizing import depths_of, keeps_width, spec_sizes, target_spec
 from .stack import ArchSpec
@@ -59,13 +61,23 @@ def wants_calibrated_default(direction: str, method: str | None, options: dict[s
 
 def calibrated_target(source: ArchSpec, options: dict[str, Any], budget=None) -> ArchSpec:
     """The size a calibrated shrink makes: the sizes asked, or the shape a
-    `--params`/`--memory` budget chose (`resize.budget_shape`)."""
+    `--params`/`--memory` budget chose (`budget.budget_shape`)."""
     sizes = {flag: options.get(flag) for flag in SIZE_FLAGS}
     if budget is not None:
         sizes.update(depth=budget.depth, width=budget.width)
     if all(v is None for v in sizes.values()):
         return source  # nothing asked: the resize says so in its own words
     return target_spec(source, **sizes, max_params=options.get("max_params"))
+
+
+def calibrated_plan(loaded: Loaded, sizes: dict[str, Any], params: int | None, memory: int | None):
+    """A shrink given calibration data and no method: the methods it runs
+    in turn (`calibrated_steps`) for the `sizes` asked
+    (SIZE_FLAGS and max_params) or the budget's shape, and that shape."""
+    budget = (budget_shape(loaded, direction=SHRINK, params=params, memory=memory,
+                           sizes=tuple(sizes.get(flag) for flag in SIZE_FLAGS))
+              if params is not None or memory is not None else None)
+    return calibrated_steps(loaded.spec, calibrated_target(loaded.spec, sizes, budget)), budget
 
 
 def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, target, *, stdout: BinaryIO | None,
@@ -76,7 +88,7 @@ def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, targ
     output (a `CheckedOutput`) is written by the second step. Each step is
     `resize_step` (`resize.resize_file`, which calls this: passed in, so
     this module stays below it). `budget`: what a `--params`/`--memory`
-    budget chose (`resize.budget_report`), its shape already in `options`'
+    budget chose (`budget.budget_report`), its shape already in `options`'
     sizes. Returns the second step's report told as one shrink: the
     source's sizes, the two methods and what each chose (`steps`)."""
     from .checkpoint import STDIO, read_checkpoint
@@ -134,5 +146,5 @@ def _told_as_one(report: dict[str, Any], loaded, first: dict[str, Any] | None,
     return told
 
 
-__all__ = ["BENCH_ROW", "DEPTH_METHOD", "SIZE_FLAGS", "WIDTH_METHOD", "calibrated_steps", "calibrated_target",
-           "shrink_in_two_steps", "shrunk_in_memory", "wants_calibrated_default"]
+__all__ = ["BENCH_ROW", "DEPTH_METHOD", "SIZE_FLAGS", "WIDTH_METHOD", "calibrated_plan", "calibrated_steps",
+           "calibrated_target", "shrink_in_two_steps", "shrunk_in_memory", "wants_calibrated_default"]

@@ -23,8 +23,8 @@ from .loading import Loaded, build_model, load
 from .outputs import CheckedOutput, checked_output, plan_output
 from .saving import save
 from .arch import get_adapter
-from .calibrated_shrink import (SIZE_FLAGS, calibrated_steps, calibrated_target, shrink_in_two_steps,
-                                wants_calibrated_default)
+from .budget import budget_report, budget_shape
+from .calibrated_shrink import calibrated_plan, shrink_in_two_steps, wants_calibrated_default
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, read_checkpoint
 from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
@@ -35,9 +35,8 @@ from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_m
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
 from .preprocessing import PREPROCESSING, Overrides, with_preprocessing
-from .sizing import (BUDGET_FILL, BudgetShape, MixedChange, WidthKept, at_depths_of, check_direction,
-                     check_heads_known, keeps_width, moves_heads, peak_memory, shape_for_budget, spec_sizes,
-                     target_spec)
+from .sizing import (MixedChange, WidthKept, at_depths_of, check_direction, check_heads_known, keeps_width,
+                     moves_heads, peak_memory, spec_sizes, target_spec)
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 
 
@@ -75,10 +74,23 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     `params` (a count) or `memory` (bytes of the written weights, at the
     source's dtype) is a budget instead of sizes: a shrink picks the depth
     and width by `sizing.shape_for_budget`'s rule, and the report's
-    "budget" says what it chose."""
+    "budget" says what it chose.
+
+    A shrink given calibration data (`calibrate`) and no method measures
+    the model on it, as `lg shrink` does (`calibrated_shrink`): block
+    ablation where only the depth changes, activation importance where only
+    the width, heads or MLP do. Both at once are two steps with the model
+    written between them: `resize_file` runs them."""
     started = time.perf_counter()
     loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
               else load(loaded_or_path, heads=source_heads, kv_heads=source_kv_heads, stdin=stdin))
+    if wants_calibrated_default(direction, method, method_options):  # data, no method: measured on it
+        steps, _ = calibrated_plan(loaded, dict(depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
+                                                kv_heads=kv_heads, max_params=max_params), params, memory)
+        if len(steps) > 1:  # the model is written and read back between the steps
+            raise UsageError(f"a shrink of depth and width given calibration data is two steps "
+                             f"({' then '.join(steps)}): lgcli.resize.resize_file runs both, or name a method")
+        method = steps[0]
     if method is None and direction in (GROW, SHRINK):
         def reaches(name: str) -> bool:
             candidate = get_method(name)
@@ -151,37 +163,6 @@ def measured(loaded: Loaded, options: dict[str, Any], seed: int | None, device: 
     notify(f"calibrated on {statistics.samples} examples of {name} ({statistics.positions:,} positions) "
                   f"in {statistics.seconds:.1f} s")
     return statistics
-
-
-def budget_shape(loaded: Loaded, *, direction: str, params: int | None, memory: int | None,
-                 sizes: tuple) -> BudgetShape:
-    """The shape a `--params` or `--memory` budget buys (`sizing.shape_for_budget`),
-    after the checks that the request is one."""
-    flag = "--params" if params is not None else "--memory"
-    if params is not None and memory is not None:
-        raise UsageError("give --params or --memory, not both: each is the whole budget")
-    if direction != SHRINK:
-        raise UsageError(f"{flag} picks the shape of a smaller model: use lg shrink")
-    if any(size is not None for size in sizes):
-        raise UsageError(f"{flag} picks the depth and width itself: leave out --depth, --width, --heads, "
-                         f"--kv-heads and --mlp-dim (or give those and no {flag})")
-    check_heads_known(loaded.spec, moves_heads=True, where=loaded.checkpoint.label)
-    if params is not None:
-        return shape_for_budget(loaded.spec, params)
-    return shape_for_budget(loaded.spec, memory, unit="bytes", bytes_per_parameter=loaded.dtype.itemsize)
-
-
-def budget_report(shape: BudgetShape) -> dict[str, Any]:
-    """What a budget chose, for the report and the line lg prints."""
-    report = {"budget": shape.budget, "unit": shape.unit, "depth": shape.depth, "width": shape.width,
-              "parameters": shape.parameters}
-    if shape.unit == "bytes":
-        report["bytes"] = shape.used
-    report["used"] = round(shape.used / shape.budget, 4)
-    report["rule"] = (f"narrow first, as Minitron found width pruning better than depth pruning after distillation "
-                      f"(and lg on its example ViT, docs/methods.md \"Sizes as budgets\"); fewer layers only where "
-                      f"that uses at least {BUDGET_FILL:.0%} of the budget")
-    return report
 
 
 def calibration_record(report: dict[str, Any]) -> dict[str, Any]:
@@ -379,10 +360,7 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     output_options = output_flags(force, shard_size, card_file)
     src_text = loaded.checkpoint.source if isinstance(source, Loaded) else str(source)
     if wants_calibrated_default(direction, method, kwargs):  # data and no method: lg's data-aware default
-        budget = (budget_shape(loaded, direction=direction, params=kwargs.get("params"), memory=kwargs.get("memory"),
-                               sizes=tuple(kwargs.get(flag) for flag in SIZE_FLAGS))
-                  if kwargs.get("params") is not None or kwargs.get("memory") is not None else None)
-        steps = calibrated_steps(loaded.spec, calibrated_target(loaded.spec, kwargs, budget))
+        steps, budget = calibrated_plan(loaded, kwargs, kwargs.get("params"), kwargs.get("memory"))
         if len(steps) > 1:
             return shrink_in_two_steps(resize_file, loaded, target, stdout=stdout, notify=notify, dry_run=dry_run,
                                        card=card, budget=budget_report(budget) if budget else None,

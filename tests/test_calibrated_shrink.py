@@ -82,6 +82,34 @@ def test_one_changed_axis_is_that_method_byte_for_byte(tmp_path, lg, sizes, meth
     assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
 
 
+@pytest.mark.parametrize("sizes, method", [(dict(depth=2), "block-ablation"), (dict(width=32), "activation")])
+def test_the_resize_function_chooses_as_lg_shrink_does(tmp_path, sizes, method):
+    """`lgcli.resize.resize` given calibration data and no method measures
+    the model as `lg shrink` does: the one method's tensors, entry for entry."""
+    from lgcli.resize import resize
+
+    source = load(write_plain(make_vit(depth=4), tmp_path / "vit.safetensors"), heads=2)
+    calibration = dict(calibrate=IMAGES, calibrate_samples=8, seed=0)
+    _, default, report = resize(source, direction="shrink", **sizes, **calibration)
+    _, named, _ = resize(source, direction="shrink", **sizes, method=method, **calibration)
+    assert report["method"] == method
+    ours, theirs = dict(default.items()), dict(named.items())
+    assert ours.keys() == theirs.keys()
+    for role in ours:
+        assert torch.equal(ours[role].data, theirs[role].data), role
+
+
+def test_the_resize_function_names_resize_file_for_both_axes(tmp_path):
+    """Both axes are two steps, the model written and read back between
+    them: the in-memory function says which function does that."""
+    from lgcli.errors import UsageError
+    from lgcli.resize import resize
+
+    source = load(write_plain(make_vit(depth=4), tmp_path / "vit.safetensors"), heads=2)
+    with pytest.raises(UsageError, match="block-ablation then activation.*resize_file"):
+        resize(source, direction="shrink", depth=2, width=32, calibrate=IMAGES, calibrate_samples=8)
+
+
 def test_a_dry_run_names_both_steps_and_writes_nothing(tmp_path, lg):
     source = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
     out = tmp_path / "out.safetensors"

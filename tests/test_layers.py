@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, ...]] = [
                                           # hidden states lg distill matches, block to block
     ("recipe",),                          # how a given model wants its images (reads checkpoints and models)
     ("fitting",),                         # training on data for what a learngene builds
+    ("budget",),                          # lg shrink --params/--memory: the request checked, its shape
     ("calibrated_shrink",),               # lg shrink --calibrate without --method: the data-aware steps
     ("resize", "condense", "evaluate"),   # the commands, as library functions
     ("held_out",),                        # lg distill's held-out figures: the teacher once, the student beside it

@@ -247,7 +247,7 @@ def _without_flags(command: Callable[..., None], names: Sequence[str]) -> Callab
     return trimmed
 
 
-# lg shrink's flags that give a budget instead of sizes (`resize.budget_shape`).
+# lg shrink's flags that give a budget instead of sizes (`budget.budget_shape`).
 BUDGET_FLAGS = ("params", "memory")
 
 
