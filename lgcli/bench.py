@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 from .errors import LgError, UsageError, notify_stderr, shown
 from .bench_settings import BENCH_VERSION, FIT, RANDOM, BenchSettings, Cell, all_methods, foreign_entry, parse_sizes
 from .bench_tables import plot_summary, row_costs, summarised
-from .calibrated_shrink import BENCH_ROW, WIDTH_METHOD, shrunk_in_memory
+from .bench_rows import ResizeRow, resize_rows
 
 Notify = Callable[[str], None]
 
@@ -74,7 +74,6 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
     (`_plan`) instead; its `out` may be None (no results folder: nothing
     saved before is reused)."""
     from .loading import load
-    from .methods import METHODS
     from .sizing import check_heads_known
 
     known = all_methods()
@@ -137,15 +136,16 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
 
     cells = [Cell(method, depth, width, seed) for seed in contexts for depth, width in settings.sizes
              for method in methods]
+    rows = resize_rows()
     if dry_run:
-        return _plan([c for c in cells if c.seed == next(iter(contexts))], methods, context, METHODS,
+        return _plan([c for c in cells if c.seed == next(iter(contexts))], methods, context, rows,
                      seeds=settings.seeds)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     results = []
     for number, cell in enumerate(cells, 1):
         seeded = f", seed {cell.seed}" if cell.seed is not None else ""
         notify(f"bench: cell {number} of {len(cells)}: {cell.method} at {cell.depth} x {cell.width}{seeded}")
-        results.append({**_run_cell(cell, contexts[cell.seed], METHODS),
+        results.append({**_run_cell(cell, contexts[cell.seed], rows),
                         "seed": cell.seed if cell.seed is not None else settings.probe.seed})
 
     report = _report(ancestry, context, methods, results, list(contexts.values()))
@@ -231,7 +231,7 @@ def _condense_key(kind: str, context: _Context) -> dict[str, Any]:
     return context.settings.condense_key(kind, context.loaded.spec) if get_kind(kind).trains else {"sampled": True}
 
 
-def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, Any]:
+def _run_cell(cell: Cell, context: _Context, rows: dict[str, ResizeRow]) -> dict[str, Any]:
     """One cell: reused from OUT/cells when its arguments match, else built,
     probed and saved at once."""
     path = _cell_path(cell, context)
@@ -242,7 +242,7 @@ def _run_cell(cell: Cell, context: _Context, resize_methods: dict) -> dict[str, 
         return saved
     started = time.perf_counter()
     try:
-        model, stores, details = _build(cell, context, resize_methods)
+        model, stores, details = _build(cell, context, rows)
     except LgError as exc:  # the method cannot reach this size: the table says why
         result = {"key": key, "method": cell.method, "size": cell.size, "status": "n/a", "reason": str(exc)}
         _write_json(path, result)
@@ -295,7 +295,7 @@ def _candidate(cell: Cell, model, context: _Context):
     return candidate
 
 
-def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_methods: dict,
+def _plan(cells: list[Cell], methods: list[str], context: _Context, rows: dict[str, ResizeRow],
           seeds: int = 1) -> dict[str, Any]:
     """What `lg bench --dry-run` reports: the cells (those an earlier run
     saved are reused), the training steps still to run, and their time, from
@@ -310,19 +310,19 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
     pending = [cell for cell in cells if _saved_cell(cell, context) is None]
     # A method that cannot reach a size is n/a in the run, at no cost: found
     # by the checks a resize makes first, or a kind's on its unstarted learngene.
-    unreachable = [cell for cell in pending if _unreachable(cell, context, resize_methods)]
+    unreachable = [cell for cell in pending if _unreachable(cell, context, rows)]
     to_run = [cell for cell in pending if cell not in unreachable]
     per_size: dict[str, dict[str, Any]] = {}
     for depth, width in settings.sizes:
         cell = Cell(RANDOM, depth, width)
         # A fit, and with a budget a resize's distillation, counted at the probe's rate.
         steps = sum(probe.steps * len(probe.rates()) + (settings.fit_steps if c.method.endswith(FIT) else 0)
-                    + (settings.budget or 0 if c.method in resize_methods or c.method == BENCH_ROW else 0)
+                    + (settings.budget or 0 if c.method in rows else 0)
                     for c in to_run if c.size == cell.size)
         if not steps:
             per_size[cell.size] = {"steps": 0, "seconds_per_step": 0.0}
             continue
-        model = _build(cell, context, resize_methods)[0]
+        model = _build(cell, context, rows)[0]
         candidate = _candidate(cell, model, context)
         per_step, _ = seconds_per_step(candidate.model, context.data.train,
                                        probe_config(probe, probe.rates()[0], cell.name))
@@ -349,7 +349,7 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, resize_metho
             "estimated_seconds": seeds * sum(part["steps"] * part["seconds_per_step"] for part in parts)}
 
 
-def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | None:
+def _unreachable(cell: Cell, context: _Context, rows: dict[str, ResizeRow]) -> str | None:
     """Why a cell is n/a (what `_build` would raise), or None."""
     if _is_kind(cell.method.removesuffix(FIT)):
         try:
@@ -357,56 +357,25 @@ def _unreachable(cell: Cell, context: _Context, resize_methods: dict) -> str | N
         except LgError as exc:
             return str(exc)
         return None
-    if cell.method not in resize_methods and cell.method != BENCH_ROW:
-        return None
-    from .methods import get_method, resolve_options
-    from .resize import plan_resize
-    from .sizing import direction_between, target_spec
-
-    try:
-        source = context.loaded.spec
-        target = target_spec(source, depth=cell.depth, width=cell.width)
-        direction = direction_between(source, target, "the ancestry")
-        # lg shrink --calibrate's row: its last step (activation) reaches every size the row does.
-        chosen = get_method(WIDTH_METHOD if cell.method == BENCH_ROW else cell.method)
-        if direction not in chosen.directions:
-            return f"method '{cell.method}' cannot {direction}"
-        plan_resize(context.loaded, chosen, resolve_options(chosen, {}), direction=direction, depth=cell.depth,
-                    width=cell.width)
-    except LgError as exc:
-        return str(exc)
-    return None
+    row = rows.get(cell.method)
+    return row.unreachable(context.loaded, cell.depth, cell.width) if row else None
 
 
-def _build(cell: Cell, context: _Context, resize_methods: dict):
+def _build(cell: Cell, context: _Context, rows: dict[str, ResizeRow]):
     """The cell's model (a timm module), the parameters its method stores,
     and what building it did."""
     from .loading import build_model, create_model
-    from .resize import expand, resize, resize_file
-    from .sizing import check_direction, direction_between, target_spec
+    from .resize import expand
+    from .sizing import target_spec
 
-    source = context.loaded.spec
-    target = target_spec(source, depth=cell.depth, width=cell.width)
+    target = target_spec(context.loaded.spec, depth=cell.depth, width=cell.width)  # a size no model has: n/a
     seed = context.settings.probe.seed
     if cell.method == RANDOM:
         return create_model(target, seed=seed), 0, {"init": "timm"}
-    if cell.method in resize_methods or cell.method == BENCH_ROW:
-        direction = direction_between(source, target, "the ancestry")
-        check_direction(source, target, direction)
-        calibration = ({"calibrate": context.data_name, "calibrate_samples": context.settings.calibrate_samples}
-                       if cell.method == BENCH_ROW or resize_methods[cell.method].calibrated else {})
-        if cell.method == BENCH_ROW:  # lg shrink --calibrate DATA without --method: the model as it writes it
-            if direction != "shrink":
-                raise LgError(f"method '{BENCH_ROW}' cannot {direction}")  # as `_unreachable` says it
-            spec, stack, report = shrunk_in_memory(resize_file, context.loaded, context.notify, depth=cell.depth,
-                                                   width=cell.width, seed=seed, **calibration)
-        else:
-            spec, stack, report = resize(context.loaded, direction=direction, depth=cell.depth, width=cell.width,
-                                         method=cell.method, seed=seed, **calibration)
-        details = {"direction": direction, "method": report["method"], "options": report["options"]}
-        if calibration:  # the blocks a data-aware depth step kept (the first step of two)
-            chose = report["steps"][0]["details"] if "steps" in report else report["details"]
-            details["chosen"] = {k: v for k, v in chose.items() if k in ("kept_layers", "dropped_layers")}
+    if cell.method in rows:
+        spec, stack, details = rows[cell.method].build(
+            context.loaded, depth=cell.depth, width=cell.width, seed=seed, data_name=context.data_name,
+            calibrate_samples=context.settings.calibrate_samples, notify=context.notify)
         model = build_model(spec, stack)
         if context.settings.budget:  # equal compute: the resize healed by distillation for the budget
             model, details["distill"] = _distilled(model, context)
