@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -128,7 +129,7 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
         if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
             raise LgError(f"--calibrate {name} is a text; this model takes images "
                           f"(an image folder, fashion-mnist-mini, fashion-mnist, mnist)")
-        images = data if isinstance(data, ImageData) else load_data(data, seed=seed)
+        images = data if isinstance(data, ImageData) else _named_calibrate(lambda: load_data(data, seed=seed))
         channels, size = image_input
         check_channels(images, channels)
         pool = images.train
@@ -143,12 +144,23 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
                       f"file, a folder of .txt files, or kjv-mini)")
     # Windows of plain token ids whatever the model's task: nothing is
     # scored, so a masked LM needs no mask token here.
-    text = text_data_for([("the source", model, companions, where)], CAUSAL_LM, data, seq_len=seq_len, seed=seed,
-                         notify=notify)
+    text = _named_calibrate(lambda: text_data_for([("the source", model, companions, where)], CAUSAL_LM, data,
+                                                  seq_len=seq_len, seed=seed, notify=notify))
     pool = text.train
     samples = _samples_taken(len(pool), samples, name, f"windows of {text.seq_len} tokens", at_most)
     chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
     return pool.subset(chosen), name
+
+
+def _named_calibrate(read: Callable[[], Any]) -> Any:
+    """`read()`, its errors naming the flag the user gave: the data readers
+    serve every command's --data, and this data came from --calibrate."""
+    try:
+        return read()
+    except LgError as error:
+        if type(error) not in (LgError, UsageError):
+            raise
+        raise type(error)(re.sub(r"--data\b", "--calibrate", str(error))) from None
 
 
 def _image_input(adapter, spec: ArchSpec) -> tuple[int, int] | None:
@@ -390,10 +402,13 @@ class Ablation:
     def depth(self) -> int:
         return len(self.blocks)
 
-    def divergences(self, skipped: list[tuple[int, ...]], base: tuple[int, ...] = ()) -> list[float]:
+    def divergences(self, skipped: list[tuple[int, ...]], base: tuple[int, ...] = (),
+                    first_batch: Callable[[float, int], None] | None = None) -> list[float]:
         """For each tuple of block indices, the mean divergence of the model
         with those blocks skipped from the full model: per batch, one pass
-        of the full model and one per tuple.
+        of the full model and one per tuple. `first_batch(seconds, batches)`
+        is told how long the first batch's passes took, and how many
+        batches there are (so a caller can say how long the rest will take).
 
         Every tuple holds the blocks `base` (greedy's blocks removed so far).
         The blocks before a tuple's first block outside `base` compute what
@@ -422,6 +437,8 @@ class Ablation:
                     divergence = self._divergence(full, output)
                     totals[index] += float(divergence.sum(dtype=torch.float64))
                 positions += full.shape[0]
+                if first_batch is not None and start == 0:
+                    first_batch(time.perf_counter() - started, -(-len(self.examples) // per_batch))
         self.clock.seconds += time.perf_counter() - started
         if positions == 0:
             raise RuntimeError("the ablation pass saw no data")

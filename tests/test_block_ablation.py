@@ -352,3 +352,44 @@ def test_greedy_says_each_round_on_stderr_and_keeps_stdout_for_data(tmp_path, lg
         assert line.startswith(f"block-ablation: round {number} of 2: block {block} removed (kl "), line
         assert " s left" in line
     assert rounds[0].startswith("block-ablation: round 1 of 2: block 2 removed (kl 0)")
+
+
+class TimedAblation:
+    """An ablation of 4 blocks on 64 examples whose first batch of every
+    call took `seconds` of 3 batches: what the run's length is said from."""
+
+    depth, measure = 4, "kl"
+
+    def __init__(self, seconds: float = 10.0, examples: int = 64) -> None:
+        self.seconds, self.examples = seconds, range(examples)
+
+    def divergences(self, skipped, base=(), first_batch=None):
+        if first_batch is not None:
+            first_batch(self.seconds, 3)
+        return [float(len(blocks)) + block / 10 for block, blocks in enumerate(skipped)]
+
+
+def test_a_long_run_says_how_long_before_its_first_round_ends():
+    """Greedy 4 -> 2: rounds of 5 passes (the full model, one per block)
+    and 5 (the full model, the model without the block removed, one per
+    block left), 10 in all. The first round's passes over the first of 3
+    batches took 10 s, so the round takes 30 s and the run about 60 s:
+    said once, before the first round's line, with what costs less."""
+    from lgcli.methods.block_ablation import _greedy_passes, greedy, one_shot
+
+    assert _greedy_passes(4, 2) == [5, 5]
+    assert sum(_greedy_passes(30, 20)) == 274  # SmolLM2 30 -> 20: 31 + 30 + ... + 23
+    said: list[str] = []
+    greedy(TimedAblation(), 2, said.append)
+    assert said[0] == ("block-ablation: 2 rounds, 10 passes over 64 examples: about 60 s "
+                       "(--calibrate-samples 16: about 15 s; --ablation one-shot: about 30 s)")
+    assert [line.startswith("block-ablation: round") for line in said] == [False, True, True]
+    said.clear()
+    one_shot(TimedAblation(), 2, said.append)  # 5 passes, 30 s: 20 s more is not long, and is not said
+    assert len(said) == 1 and said[0].startswith("block-ablation: 5 passes over the calibration examples")
+    one_shot(TimedAblation(seconds=20.0), 2, said.append)
+    assert said[2] == "block-ablation: 5 passes over 64 examples: about 60 s (--calibrate-samples 16: about 15 s)"
+    said.clear()
+    greedy(TimedAblation(examples=31), 2, said.append)  # a quarter would be under 8 examples: not offered
+    assert said[0] == ("block-ablation: 2 rounds, 10 passes over 31 examples: about 60 s "
+                       "(--ablation one-shot: about 30 s)")

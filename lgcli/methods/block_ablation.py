@@ -52,6 +52,7 @@ from typing import Any, Callable
 
 from ..lazy import torch
 from ..options import Option
+from ..pace import ANNOUNCE_PASS_ABOVE_SECONDS, duration_text
 from ..stack import ArchSpec, Stack
 from .calibrated import CALIBRATION_OPTIONS, most_important, selected_stack, uniform
 from .common import SHRINK, Method, MethodContext, MethodResult
@@ -76,7 +77,8 @@ OPTIONS = (
 def one_shot(ablation, keep: int, say: Callable[[str], None]) -> tuple[list[int], dict[str, Any]]:
     """Keep the `keep` blocks whose removal alone costs the output most."""
     say(f"block-ablation: {ablation.depth + 1} passes over the calibration examples (each block skipped alone)")
-    scores = ablation.divergences([(block,) for block in range(ablation.depth)])
+    scores = ablation.divergences([(block,) for block in range(ablation.depth)],
+                                  first_batch=_how_long(ablation, [ablation.depth + 1], say))
     kept = most_important(torch.tensor(scores, dtype=torch.float64), keep).tolist()
     return kept, {"ablation_scores": [_rounded(v) for v in scores]}
 
@@ -92,7 +94,9 @@ def greedy(ablation, keep: int, say: Callable[[str], None]) -> tuple[list[int], 
     while ablation.depth - len(removed) > keep:
         candidates = [block for block in range(ablation.depth) if block not in removed]
         scores = ablation.divergences([tuple(sorted([*removed, block])) for block in candidates],
-                                      base=tuple(sorted(removed)))
+                                      base=tuple(sorted(removed)),
+                                      first_batch=None if removed else _how_long(ablation, _greedy_passes(
+                                          ablation.depth, keep), say))
         best = min(range(len(candidates)), key=lambda i: (scores[i], candidates[i]))  # the earlier on ties
         removed.append(candidates[best])
         by_block = dict(zip(candidates, scores))
@@ -103,6 +107,35 @@ def greedy(ablation, keep: int, say: Callable[[str], None]) -> tuple[list[int], 
             f"{_rounds_left_seconds(elapsed, ablation.depth, keep, len(removed)):.0f} s left")
     kept = [block for block in range(ablation.depth) if block not in removed]
     return kept, {"ablation_rounds": rounds, "removal_order": removed}
+
+
+def _greedy_passes(depth: int, keep: int) -> list[int]:
+    """Each greedy round's passes over the examples: the full model's, the
+    model without the blocks removed so far (after the first round), and
+    one per block scored."""
+    return [1 + (r > 0) + depth - r for r in range(depth - keep)]
+
+
+def _how_long(ablation, passes: list[int], say: Callable[[str], None]) -> Callable[[float, int], None]:
+    """Told the first batch's time (the first round's passes over one
+    batch), say how long the whole run will take when that is long: a
+    greedy run on a CPU takes many minutes before its first round ends, and
+    looks stuck. Later passes replay more of the model and cost less, so
+    this tends to overstate. A quarter of the examples is offered while it
+    leaves 8 or more."""
+    def first_batch(seconds: float, batches: int) -> None:
+        round_seconds = seconds * batches
+        total = round_seconds * sum(passes) / passes[0]
+        if total - seconds <= ANNOUNCE_PASS_ABOVE_SECONDS:
+            return
+        samples = len(ablation.examples)
+        fewer = [f"--calibrate-samples {samples // 4}: about {duration_text(total / 4)}"] if samples >= 32 else []
+        if len(passes) > 1:
+            fewer.append(f"--ablation {ONE_SHOT}: about {duration_text(round_seconds)}")
+        rounds = f"{len(passes)} rounds, " if len(passes) > 1 else ""
+        say(f"block-ablation: {rounds}{sum(passes)} passes over {samples} examples: about "
+            f"{duration_text(total)}" + (f" ({'; '.join(fewer)})" if fewer else ""))
+    return first_batch
 
 
 def _rounds_left_seconds(elapsed: float, depth: int, keep: int, done: int) -> float:
