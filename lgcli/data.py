@@ -465,10 +465,10 @@ def load_data(source: str | os.PathLike = DEFAULT_DATA, *, subset: int | float |
     return data
 
 
-def stat_data_path(text: str, missing: str) -> tuple[Path, os.stat_result]:
+def stat_data_path(text: str, missing: str, flag: str = "--data") -> tuple[Path, os.stat_result]:
     """(path, its stat) of a --data path (``~`` expanded); a path that does
     not exist (`missing` says what else it could have been), a broken link or
-    an unreadable one is an `LgError` naming it."""
+    an unreadable one is an `LgError` naming it and the `flag` it came from."""
     where = shown_path(text)
     try:
         path = Path(text).expanduser()
@@ -478,11 +478,11 @@ def stat_data_path(text: str, missing: str) -> tuple[Path, os.stat_result]:
         return path, os.stat(path)
     except FileNotFoundError:
         if os.path.islink(path):
-            raise LgError(f"--data {where}: a broken symbolic link") from None
-        raise LgError(f"--data {where}: {missing}") from None
+            raise LgError(f"{flag} {where}: a broken symbolic link") from None
+        raise LgError(f"{flag} {where}: {missing}") from None
     except (OSError, ValueError) as error:  # ValueError: a NUL in the name
         reason = os_reason(error) if isinstance(error, OSError) else "not a valid path"
-        raise LgError(f"--data {where}: {reason}") from None
+        raise LgError(f"{flag} {where}: {reason}") from None
 
 
 def subset_count(amount: int | float, total: int, option: str, unit: str) -> int:

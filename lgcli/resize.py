@@ -38,6 +38,7 @@ from .preprocessing import PREPROCESSING, Overrides, with_preprocessing
 from .sizing import (MixedChange, WidthKept, at_depths_of, check_direction, check_heads_known, keeps_width,
                      moves_heads, peak_memory, spec_sizes, target_spec)
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
+from .text import check_data_source
 
 
 def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
@@ -326,6 +327,7 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     card (`lgcli.card`), as `save` takes them."""
     target = checked_output(output, force=force, card_file=card_file,
                             inputs=(source.checkpoint.source if isinstance(source, Loaded) else str(source),))
+    check_data_source(kwargs.get("calibrate"), "--calibrate")  # a mistyped path, said before the model is read
     checkpoint = source.checkpoint if isinstance(source, Loaded) else read_checkpoint(source, stdin=stdin)
     checkpoint.allow_nonfinite = allow_nonfinite
     if is_learngene(checkpoint):

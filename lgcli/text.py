@@ -87,11 +87,11 @@ def builtin_texts() -> list[str]:
     return [KJV_MINI, BIBLE_KJV]
 
 
-def check_data_source(source: object) -> None:
-    """Refuse a --data that names nothing (neither a built-in data set or
-    text nor an existing path) before a command loads a model or pays for
-    torch: which kind of data a model takes is known only once it is read,
-    so the message names both kinds of built-in."""
+def check_data_source(source: object, flag: str = "--data") -> None:
+    """Refuse a --data (or the `flag` given) that names nothing (neither a
+    built-in data set or text nor an existing path) before a command loads
+    a model or pays for torch: which kind of data a model takes is known
+    only once it is read, so the message names both kinds of built-in."""
     from lgcli.data import builtin_names, stat_data_path
 
     if not isinstance(source, (str, os.PathLike)):
@@ -100,7 +100,7 @@ def check_data_source(source: object) -> None:
     if text in builtin_names() or text in builtin_texts():
         return
     stat_data_path(text, f"no such file or folder, and not a built-in text ({', '.join(builtin_texts())}) "
-                         f"or image dataset ({', '.join(builtin_names())})")
+                         f"or image dataset ({', '.join(builtin_names())})", flag)
 
 
 # ---- reading text ----

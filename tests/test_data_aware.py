@@ -225,7 +225,7 @@ def test_gpt2_and_bert_outputs_load_strictly(tmp_path, lg, method):
     (("--calibrate", "kjv-mini"), "is a text; this model takes images"),
     (("--calibrate", IMAGES, "--calibrate-samples", "100000"), "fewer than --calibrate-samples 100000"),
     ((), "give --calibrate DATA"),
-    (("--calibrate", "no-such-folder"), "--calibrate no-such-folder: no such folder"),  # the flag given
+    (("--calibrate", "no-such-folder"), "--calibrate no-such-folder: no such file or folder"),  # the flag given
 ])
 def test_bad_calibration_is_one_line_and_writes_nothing(tmp_path, lg, args, message):
     source = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
@@ -242,10 +242,12 @@ def test_images_for_a_language_model_and_calibrate_for_a_data_free_method_are_re
     assert result.code != 0 and "language model" in result.stderr and not (tmp_path / "o").exists()
     result = lg("shrink", source, "--depth", "2", "--method", "select", "--calibrate", IMAGES, "-o", tmp_path / "o")
     assert result.code != 0 and "--calibrate does not apply" in result.stderr
-    result = lg("shrink", source, "--depth", "2", "--method", "angular", "--calibrate", tmp_path / "none.txt",
-                "-o", tmp_path / "o")  # a text path that is not there: the flag the user gave, once
+    (tmp_path / "empty.txt").write_text("")
+    result = lg("shrink", source, "--depth", "2", "--method", "angular", "--calibrate", tmp_path / "empty.txt",
+                "-o", tmp_path / "o")  # found wanting once read: the flag the user gave, once
     assert result.code != 0 and not (tmp_path / "o").exists()
-    assert "--calibrate" in result.stderr and "--data" not in result.stderr, result.stderr
+    assert "--calibrate" in result.stderr and "holds no text" in result.stderr, result.stderr
+    assert "--data" not in result.stderr, result.stderr
 
 
 def test_grouped_query_targets_that_split_a_group_are_refused(tmp_path, lg):
