@@ -106,13 +106,15 @@ class Calibration:
 
 def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, samples: int, seed: int,
                          seq_len: int | None, companions: Mapping[str, Any], where: str,
-                         notify: Callable[[str], None] = notify_stderr, at_most: bool = False) -> tuple[Any, str]:
+                         notify: Callable[[str], None] = notify_stderr, at_most: bool = False,
+                         flag: str = "--calibrate") -> tuple[Any, str]:
     """(a `Batches` of exactly `samples` examples, the data's name) of
     `data` for `model`: images at its input size and channels, or token
     windows of its tokenizer. The examples are a seeded draw from the train
     split. Data of the wrong kind, or fewer examples than asked, is refused;
     with `at_most` (a caller whose user did not ask for a number, as `lg
-    condense --widths`), `samples` is a cap and a smaller split is taken whole."""
+    condense --widths`), `samples` is a cap and a smaller split is taken whole.
+    Errors name the data by `flag`, the option the user gave it with."""
     from .data import builtin_names, load_data
     from .images import ImageData, check_channels
     from .preprocessing import preprocessing_of_spec
@@ -127,9 +129,9 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
         if seq_len is not None:
             raise UsageError("--calibrate-seq-len is for language models; this is an image model")
         if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
-            raise LgError(f"--calibrate {name} is a text; this model takes images "
+            raise LgError(f"{flag} {name} is a text; this model takes images "
                           f"(an image folder, fashion-mnist-mini, fashion-mnist, mnist)")
-        images = data if isinstance(data, ImageData) else _named_calibrate(lambda: load_data(data, seed=seed))
+        images = data if isinstance(data, ImageData) else _named(flag, lambda: load_data(data, seed=seed))
         channels, size = image_input
         check_channels(images, channels)
         pool = images.train
@@ -140,27 +142,28 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
         return ImageBatches(pool.subset(chosen), size, channels,
                             preprocessing=preprocessing_of_spec(spec, adapter)), name
     if isinstance(data, ImageData) or (isinstance(data, str) and data in builtin_names()):
-        raise LgError(f"--calibrate {name} is an image dataset; this model is a language model (give a text "
+        raise LgError(f"{flag} {name} is an image dataset; this model is a language model (give a text "
                       f"file, a folder of .txt files, or kjv-mini)")
     # Windows of plain token ids whatever the model's task: nothing is
     # scored, so a masked LM needs no mask token here.
-    text = _named_calibrate(lambda: text_data_for([("the source", model, companions, where)], CAUSAL_LM, data,
-                                                  seq_len=seq_len, seed=seed, notify=notify))
+    text = _named(flag, lambda: text_data_for([("the source", model, companions, where)], CAUSAL_LM, data,
+                                        seq_len=seq_len, seed=seed, notify=notify))
     pool = text.train
     samples = _samples_taken(len(pool), samples, name, f"windows of {text.seq_len} tokens", at_most)
     chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
     return pool.subset(chosen), name
 
 
-def _named_calibrate(read: Callable[[], Any]) -> Any:
-    """`read()`, its errors naming the flag the user gave: the data readers
-    serve every command's --data, and this data came from --calibrate."""
+def _named(flag: str, read: Callable[[], Any]) -> Any:
+    """`read()`, its errors naming the `flag` the user gave: the data
+    readers say --data, the flag of every command but `lg shrink`'s
+    --calibrate."""
     try:
         return read()
     except LgError as error:
-        if type(error) not in (LgError, UsageError):
+        if type(error) not in (LgError, UsageError) or flag == "--data":
             raise
-        raise type(error)(re.sub(r"--data\b", "--calibrate", str(error))) from None
+        raise type(error)(re.sub(r"--data\b", flag, str(error))) from None
 
 
 def _image_input(adapter, spec: ArchSpec) -> tuple[int, int] | None:
