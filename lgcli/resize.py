@@ -48,7 +48,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
            source_heads: int | None = None, source_kv_heads: int | None = None,
            stdin: BinaryIO | None = None, max_params: float | None = None, device: str | None = None,
            params: int | None = None, memory: int | None = None, notify: Callable[[str], None] | None = None,
-           **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
+           measure: bool = True, **method_options: Any) -> tuple[ArchSpec, Stack, dict[str, Any]]:
     """Resize a model checkpoint to a new depth / width with a training-free
     method. Returns the target spec, the target Stack and a JSON-ready report.
 
@@ -81,7 +81,10 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     the model on it, as `lg shrink` does (`calibrated_shrink`): block
     ablation where only the depth changes, activation importance where only
     the width, heads or MLP do. Both at once are two steps with the model
-    written between them: `resize_file` runs them."""
+    written between them: `resize_file` runs them. `measure=False` (a
+    dry run) reads and checks the calibration examples but runs no pass
+    over them (block ablation's can take hours on a CPU): the stack it
+    returns has the target's shapes and no tensors."""
     started = time.perf_counter()
     loaded = (loaded_or_path if isinstance(loaded_or_path, Loaded)
               else load(loaded_or_path, heads=source_heads, kv_heads=source_kv_heads, stdin=stdin))
@@ -116,18 +119,24 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     source, target = plan_resize(loaded, chosen, options, direction=direction, depth=depth, width=width,
                                  heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
     adapter = get_adapter(source.family)
-    context = MethodContext(direction=direction, seed=seed,
-                            random_stack=lambda spec: adapter.random_stack(spec, seed=seed),
-                            calibration=measured(loaded, options, seed, device, notify or notify_stderr)
-                            if chosen.calibrated else None, notify=notify or notify_stderr)
-    # auto keeps the CPU's streamed path (one role in memory at a time): a
-    # resize is bound by reading and writing, and a GPU copy would hold it all.
-    stack = loaded.stack if device in (None, "cpu", "auto") else on_device(loaded.stack, device)
-    result = run_per_stage(chosen, stack, source, target, options, context)  # each stage of a Swin
-    try:
-        result.stack.check(target)
-    except ValueError as exc:  # a method bug, not a user error
-        raise RuntimeError(f"method {method} returned a wrongly sized stack: {exc}") from None
+    if chosen.calibrated and not measure:  # a plan: the examples checked, no pass run
+        _, examples, name = calibration_examples_of(loaded, options, seed)
+        made = adapter.template_from_config(adapter.config(target))[1]
+        details, calibration = {"calibration": {"data": name, "samples": len(examples), "measured": False}}, None
+    else:
+        context = MethodContext(direction=direction, seed=seed,
+                                random_stack=lambda spec: adapter.random_stack(spec, seed=seed),
+                                calibration=measured(loaded, options, seed, device, notify or notify_stderr)
+                                if chosen.calibrated else None, notify=notify or notify_stderr)
+        # auto keeps the CPU's streamed path (one role in memory at a time): a
+        # resize is bound by reading and writing, and a GPU copy would hold it all.
+        stack = loaded.stack if device in (None, "cpu", "auto") else on_device(loaded.stack, device)
+        result = run_per_stage(chosen, stack, source, target, options, context)  # each stage of a Swin
+        try:
+            result.stack.check(target)
+        except ValueError as exc:  # a method bug, not a user error
+            raise RuntimeError(f"method {method} returned a wrongly sized stack: {exc}") from None
+        made, details, calibration = result.stack, result.report, context.calibration
     report = {
         "command": direction,
         "method": method,
@@ -135,30 +144,40 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
         "seed": seed,
         "source": spec_sizes(source),
         "target": spec_sizes(target),
-        "parameters": {"source": loaded.stack.num_parameters(),
-                       "target": result.stack.num_parameters()},
-        "details": result.report,
-        **({"calibration_seconds": round(context.calibration.seconds, 3)} if context.calibration else {}),
+        "parameters": {"source": loaded.stack.num_parameters(), "target": made.num_parameters()},
+        "details": details,
+        **({"calibration_seconds": round(calibration.seconds, 3)} if calibration else {}),
         "seconds": round(time.perf_counter() - started, 3),
     }
     if budget is not None:
         report["budget"] = budget_report(budget)
-    return target, result.stack, report
+    return target, made, report
+
+
+def calibration_examples_of(loaded: Loaded, options: dict[str, Any], seed: int | None):
+    """(the source's model, the calibration examples the options name, the
+    data's name), read and checked: data of the model's kind, as many
+    examples as asked."""
+    from .calibration import DEFAULT_CALIBRATION_SAMPLES, calibration_examples
+
+    if options["calibrate"] is None:
+        raise UsageError("a data-aware method measures the model on data: give --calibrate DATA (lg's datasets "
+                         "such as fashion-mnist-mini or kjv-mini, an image folder, or a text file)")
+    model = build_model(loaded.spec, loaded.stack)
+    examples, name = calibration_examples(model, loaded.spec, options["calibrate"],
+                                          samples=options["calibrate_samples"] or DEFAULT_CALIBRATION_SAMPLES,
+                                          seed=seed or 0, seq_len=options["calibrate_seq_len"],
+                                          companions=loaded.checkpoint.companions, where=loaded.checkpoint.label)
+    return model, examples, name
 
 
 def measured(loaded: Loaded, options: dict[str, Any], seed: int | None, device: str | None,
              notify: Callable[[str], None] = notify_stderr):
     """The source's statistics on the calibration data the options name
     (`lgcli.calibration`), for a data-aware method."""
-    from .calibration import DEFAULT_CALIBRATION_SAMPLES, calibrate, calibration_device, calibration_examples
+    from .calibration import calibrate, calibration_device
 
-    if options["calibrate"] is None:
-        raise UsageError("a data-aware method measures the model on data: give --calibrate DATA (lg's datasets "
-                         "such as fashion-mnist-mini or kjv-mini, an image folder, or a text file)")
-    model = build_model(loaded.spec, loaded.stack)
-    examples, name = calibration_examples(model, loaded.spec, options["calibrate"], samples=options["calibrate_samples"] or DEFAULT_CALIBRATION_SAMPLES,
-                                          seed=seed or 0, seq_len=options["calibrate_seq_len"],
-                                          companions=loaded.checkpoint.companions, where=loaded.checkpoint.label)
+    model, examples, name = calibration_examples_of(loaded, options, seed)
     statistics = calibrate(model, loaded.spec, examples, name=name, seed=seed or 0,
                            device=calibration_device(device))
     notify(f"calibrated on {statistics.samples} examples of {name} ({statistics.positions:,} positions) "
@@ -295,8 +314,10 @@ def dry_run_plan(report: dict[str, Any], target: CheckedOutput, spec: ArchSpec, 
     bytes, and the peak memory of making it one role at a time (`sizing.peak_memory`)."""
     output = target.path
     plan = plan_output(target, spec, stack, source=source, shard_size=shard_size)
+    calibration = (report.get("details") or {}).get("calibration")  # checked, not measured
     return {"dry_run": True, **{k: report[k] for k in ("command", "method", "options", "seed", "source", "target",
                                                        "budget") if k in report},
+            **({"calibration": calibration} if calibration else {}),
             "parameters": {"source": report["parameters"]["source"], "target": stack.num_parameters()},
             "output": {"path": "<stdout>" if str(output) == STDIO else str(output), "form": plan.form(output),
                        "safetensors_files": plan.shards, "tensor_bytes": plan.tensor_bytes,
@@ -370,7 +391,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
         method = steps[0]
     # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
     try:
-        spec, stack, report = resize(loaded, direction=direction, method=method, notify=notify, **kwargs)
+        spec, stack, report = resize(loaded, direction=direction, method=method, notify=notify, measure=not dry_run,
+                                     **kwargs)
     except MixedChange as mixed:
         hint = _mixed_change_hint(mixed, src_text, output, direction, method, source_options, output_options)
         raise LgError(f"{mixed}; {hint}") from None

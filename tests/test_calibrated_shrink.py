@@ -123,6 +123,26 @@ def test_a_dry_run_names_both_steps_and_writes_nothing(tmp_path, lg):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("method", ["block-ablation", "activation", None])
+def test_a_dry_run_checks_the_calibration_data_and_runs_no_pass_over_it(tmp_path, lg, method):
+    """A plan reads and checks the examples (as many as asked, of the
+    model's kind) but measures nothing: greedy block ablation on a real
+    model on a CPU is hours, and a dry run ran all of it."""
+    source = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
+    sizes = ("--depth", "2") if method == "block-ablation" else ("--width", "32") if method else \
+        ("--depth", "2", "--width", "32")
+    named = ("--method", method) if method else ()
+    result = lg("shrink", source, *HEADS, *sizes, *named, "--calibrate", IMAGES, *SAMPLES, "--dry-run", "--json")
+    assert result.code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert (plan["calibration"]["samples"], plan["calibration"]["measured"]) == (8, False)
+    assert "calibrated on" not in result.stderr and "block-ablation: round" not in result.stderr
+    assert "calibration data checked (8 examples" in result.stderr
+    too_many = lg("shrink", source, *HEADS, *sizes, *named, "--calibrate", IMAGES, "--calibrate-samples", "100000",
+                  "--dry-run")
+    assert too_many.code != 0 and "fewer than --calibrate-samples 100000" in too_many.stderr
+
+
 def test_an_existing_output_is_refused_before_any_step(tmp_path, lg):
     source = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
     out = tmp_path / "out.safetensors"

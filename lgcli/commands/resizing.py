@@ -105,6 +105,9 @@ def _show_plan(plan: dict[str, Any], as_json: bool, output_given: bool = True) -
     note(f"dry run, nothing written: {_resize_summary(plan)}; {plan['parameters']['target']:,} parameters, "
          f"{out['tensor_bytes']:,} bytes of {out['dtype']} weights{where if output_given else ''}; "
          f"peak memory about {memory_text(plan['peak_memory_bytes'])}")
+    if "calibration" in plan:
+        note(f"calibration data checked ({plan['calibration']['samples']} examples of {plan['calibration']['data']}); "
+             f"the passes over them run only when the shrink runs")
     if not output_given:
         plan = {**plan, "output": {k: v for k, v in out.items() if k not in ("path", "form")}}
     if as_json:
