@@ -22,6 +22,7 @@ and the exit status.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import warnings
@@ -182,8 +183,10 @@ def interrupted_message() -> str:
 
 
 def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
+    app = None
     try:
-        return build_app(command)(args=args, prog_name="lg", standalone_mode=False)
+        app = build_app(command)
+        return app(args=args, prog_name="lg", standalone_mode=False)
     except UsageError as exc:
         if debug:
             raise
@@ -215,15 +218,15 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
     except OSError as exc:  # a file lg was asked to read or write, refused by the system
         if debug:
             raise
+        if out_of_memory(exc) is not None:  # ENOMEM: a fork or a mapping the system refused
+            _fail(out_of_memory_message(exc, _batch_options(app, command)), 1)
         where = f"{shown(exc.filename)}: " if exc.filename else ""
         _fail(f"{where}{os_reason(exc)}", 1)
-    except MemoryError:
-        if debug:
-            raise
-        _fail("out of memory (the request needs more memory than this machine has free)", 1)
     except Exception as exc:  # a bug, or an input we did not foresee
         if debug:
             raise
+        if out_of_memory(exc) is not None:
+            _fail(out_of_memory_message(exc, _batch_options(app, command)), 1)
         if missing_dependency(exc):
             _fail(missing_dependency(exc), 1)
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -248,6 +251,68 @@ def missing_dependency(exc: BaseException) -> str | None:
         return None
     return (f"the Python package {top!r} is not installed here, and lg needs it for this "
             f"(pip install {PIP_NAMES.get(top, top)})")
+
+
+# What torch's allocators say when an allocation fails: the CPU's
+# ("DefaultCPUAllocator: can't allocate memory: you tried to allocate N
+# bytes"; "not enough memory" on Windows), CUDA's and MPS's ("CUDA out of
+# memory. Tried to allocate 1.50 GiB", raised as torch.OutOfMemoryError).
+_OOM_WORDS = ("can't allocate memory", "not enough memory", "out of memory")
+_CPU_REQUEST = re.compile(r"tried to allocate ([0-9]+) bytes", re.IGNORECASE)
+_SIZED_REQUEST = re.compile(r"tried to allocate ([0-9][0-9.]* ?[KMGTP]?i?B)\b", re.IGNORECASE)
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """When `exc` (or the exception it was raised from) says that memory ran
+    out, what was asked ("tried to allocate 1.5 GiB", "" when it does not
+    say); None for anything else. Found by type name and message, so that
+    nothing imports torch to ask: MemoryError, torch's OutOfMemoryError
+    (CUDA's), a RuntimeError of a torch allocator, an OSError of ENOMEM."""
+    import errno
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        message = str(exc)
+        if (isinstance(exc, MemoryError) or "OutOfMemoryError" in names
+                or (isinstance(exc, RuntimeError) and any(w in message.lower() for w in _OOM_WORDS))
+                or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM)):
+            return _request(message, "GPU" if "cuda" in message.lower() else None)
+        exc = exc.__cause__
+    return None
+
+
+def _request(message: str, device: str | None) -> str:
+    from .checkpoint.memory import memory_text
+
+    where = f" on the {device}" if device else ""
+    if match := _CPU_REQUEST.search(message):
+        return f"tried to allocate {memory_text(int(match[1]))}{where}"
+    if match := _SIZED_REQUEST.search(message):
+        return f"tried to allocate {match[1]}{where}"
+    return ""
+
+
+def out_of_memory_message(exc: BaseException, batch_options: tuple[str, ...] = ()) -> str:
+    """The one line for running out of memory: what was asked, and what to
+    lower: the command's own batch-size options when it has them."""
+    asked = out_of_memory(exc) or "the request needs more memory than this machine has free"
+    if batch_options:
+        return f"out of memory: {asked}; try a smaller {' or '.join(batch_options)}"
+    return f"out of memory: {asked}; ask for less (a smaller size, fewer examples), or use a machine with more memory"
+
+
+def _batch_options(app: Any, command: Optional[str]) -> tuple[str, ...]:
+    """The batch-size options (--batch-size, --condense-batch-size) of the
+    subcommand that ran, as its help names them; () when it has none."""
+    try:
+        group = typer.main.get_command(app)
+        params = group.commands[command].params  # type: ignore[attr-defined]
+    except Exception:  # no app (it failed to build) or no such command
+        return ()
+    return tuple(name for param in params for name in getattr(param, "opts", ())
+                 if name.startswith("--") and name.endswith("batch-size"))
 
 
 def _fail(message: str, code: int) -> None:

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import sys
+
 from .checkpoint.memory import available_memory, memory_text
+from .devices import concrete_device
+from .errors import LgError
 from .lazy import torch
 
 # Copies of a step's float32 logits held at its peak, measured with
@@ -31,6 +35,40 @@ STATE_COPIES = 3
 _said: set[tuple[Any, ...]] = set()
 
 
+def _step_need(model: torch.nn.Module, data: Any, teacher: torch.nn.Module | None, device: torch.device,
+               trained: int | None) -> tuple[int, int, int, int, int] | None:
+    """(bytes per window, bytes of the optimiser's state, bytes free,
+    positions, vocabulary) of a step over `data`'s token windows, or None
+    where lg does not judge (module docstring: images, no output
+    embeddings, a GPU, memory that cannot be read)."""
+    inputs = getattr(data, "inputs", None)
+    heads = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if device.type != "cpu" or not isinstance(inputs, torch.Tensor) or inputs.dim() != 2 \
+            or getattr(heads, "weight", None) is None:
+        return None
+    free = available_memory()
+    if free is None:
+        return None
+    positions, vocabulary = int(inputs.shape[1]), int(heads.weight.shape[0])
+    per_window = positions * vocabulary * 4 * (STEP_LOGIT_COPIES + (STEP_TEACHER_COPIES if teacher is not None else 0))
+    if trained is None:
+        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return per_window, STATE_COPIES * 4 * trained, free, positions, vocabulary
+
+
+def fitting_batch_size(model: torch.nn.Module, data: Any, batch_size: int, teacher: torch.nn.Module | None,
+                       device: torch.device) -> int | None:
+    """The largest batch (0: none) whose step fits in the CPU's free memory
+    when a step of `batch_size` does not, else None (it fits, or lg does
+    not judge): a dry run times that batch instead of the one the kernel
+    would kill."""
+    need = _step_need(model, data, teacher, device, None)
+    if need is None:
+        return None
+    per_window, state, free, _, _ = need
+    return None if state + batch_size * per_window <= free else max(0, (free - state) // per_window)
+
+
 def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teacher: torch.nn.Module | None,
                         device: torch.device, trained: int | None = None) -> str | None:
     """One line when a step of `batch_size` token windows of `data` through
@@ -41,24 +79,39 @@ def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teac
     the kernel's silent kill, and the copies were measured on the CPU: None.
     `trained`: the parameters the optimiser updates (a fit that trains some
     tensors only); default: every parameter that requires a gradient."""
-    inputs = getattr(data, "inputs", None)
-    heads = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if device.type != "cpu" or not isinstance(inputs, torch.Tensor) or inputs.dim() != 2 \
-            or getattr(heads, "weight", None) is None:
+    step = _step_need(model, data, teacher, device, trained)
+    if step is None:
         return None
-    positions, vocabulary = int(inputs.shape[1]), int(heads.weight.shape[0])
-    per_window = positions * vocabulary * 4 * (STEP_LOGIT_COPIES + (STEP_TEACHER_COPIES if teacher is not None else 0))
-    if trained is None:
-        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    state = STATE_COPIES * 4 * trained
-    free = available_memory()
-    need = state + batch_size * per_window
-    key = (batch_size, positions, vocabulary, teacher is not None)
-    if free is None or need <= free or key in _said:
+    key = (batch_size, *step[3:], teacher is not None)
+    if step[1] + batch_size * step[0] <= step[2] or key in _said:
         return None
     _said.add(key)
+    return _too_big(step, batch_size)
+
+
+def _too_big(step: tuple[int, int, int, int, int], batch_size: int) -> str:
+    """The line that says a step of `batch_size` does not fit (`_step_need`'s figures)."""
+    per_window, state, free, positions, vocabulary = step
+    need = state + batch_size * per_window
     fits = (free - state) // per_window
     remedy = f"--batch-size {fits} would fit" if fits >= 1 else "no batch fits: use a machine with more memory"
     return (f"lg: a step of {batch_size} windows of {positions} tokens over a {vocabulary:,}-token vocabulary needs "
             f"about {memory_text(need)} (logits, gradients and the optimiser's state) and the CPU has "
             f"{memory_text(free)} free: it may run out of memory ({remedy})")
+
+
+def batch_to_time(model: torch.nn.Module, data: Any, batch_size: int, teacher: torch.nn.Module | None,
+                  device: str) -> int:
+    """The batch a dry run times on `device`: `batch_size`, or, where a step
+    of it would not fit in the CPU's memory, the largest that does (said on
+    stderr; the caller scales its time). None fits: an `LgError`."""
+    cpu = torch.device("cpu")
+    fits = fitting_batch_size(model, data, batch_size, teacher, cpu) if concrete_device(device) == "cpu" else None
+    if fits is None:
+        return batch_size
+    if fits == 0:
+        raise LgError(_too_big(_step_need(model, data, teacher, cpu, None), batch_size).removeprefix("lg: "))
+    said = step_memory_warning(model, data, batch_size, teacher, cpu)
+    if said:
+        print(f"{said}; timed at a batch of {fits}, scaled to {batch_size}", file=sys.stderr, flush=True)
+    return fits

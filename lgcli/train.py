@@ -50,7 +50,7 @@ from lgcli.preprocessing import Preprocessing
 from lgcli.devices import Distributed, autocast, distributed_setup, resolve_device
 from lgcli.heads import image_logits, model_input, model_preprocessing
 from lgcli.losses import LossFn, cross_entropy_loss
-from lgcli.step_memory import step_memory_warning
+from lgcli.step_memory import batch_to_time, step_memory_warning
 
 # `on_step(step, model)` after `step` optimiser steps (step 0: before any);
 # called on every rank, with the unwrapped model in train mode. Returning
@@ -568,8 +568,12 @@ def seconds_per_step(model: torch.nn.Module, data: ImageSet | Batches, config: T
     """(seconds one of `config`'s steps takes, the steps timed), measured by
     running a few of them on `model`, which they change (give one to throw
     away): `steps`, or fewer once ENOUGH_TIMING_SECONDS were timed; no
-    checkpoint is read or written. `train_args` are `train`'s."""
+    checkpoint is read or written. `train_args` are `train`'s. A step the
+    CPU's memory cannot hold (`step_memory`) is said, and a batch that fits
+    is timed and its time scaled to the batch asked."""
     marks: list[float] = []
+    timed_batch = batch_to_time(model, data, config.batch_size, train_args.get("teacher"), config.device)
+    scale, config = config.batch_size / timed_batch, dataclasses.replace(config, batch_size=timed_batch)
 
     def clock(step: int, trained: torch.nn.Module) -> bool:
         marks.append(step_timer())
@@ -580,7 +584,7 @@ def seconds_per_step(model: torch.nn.Module, data: ImageSet | Batches, config: T
                                 progress=False, callback_every=1)
     train(model, data, trial, on_step=clock, **train_args)
     timed = marks[1:] if len(marks) > 2 else marks  # from the end of the first step, when more than one ran
-    return (timed[-1] - timed[0]) / (len(timed) - 1), len(timed) - 1
+    return scale * (timed[-1] - timed[0]) / (len(timed) - 1), len(timed) - 1
 
 
 def _progress(config: TrainConfig, distributed: Distributed):

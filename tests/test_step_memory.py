@@ -77,3 +77,31 @@ def test_the_training_loop_says_it_before_the_first_step(monkeypatch, windows, c
     said = capsys.readouterr().err.splitlines()
     assert sum("it may run out of memory (no batch fits: use a machine with more memory)" in line
                for line in said) == 1
+
+
+def test_a_dry_run_times_a_batch_that_fits_and_scales_it(monkeypatch, windows, capsys):
+    """A dry run times a few real steps: one the memory cannot hold was
+    killed by the kernel after minutes. It times the largest batch that
+    fits instead (said once), scales the time to the batch asked, and with
+    no batch that fits stops in one line."""
+    from lgcli import train as training
+    from lgcli.errors import LgError
+    from lgcli.train import seconds_per_step
+
+    model = tiny_llama()
+    state = STATE_COPIES * 4 * sum(p.numel() for p in model.parameters())
+    per_window = POSITIONS * VOCABULARY * 4 * STEP_LOGIT_COPIES
+    monkeypatch.setattr(step_memory, "available_memory", lambda: state + 2 * per_window)
+    batches: list[int] = []
+    real_train = training.train
+    monkeypatch.setattr(training, "train", lambda model, data, config, **kw: (batches.append(config.batch_size),
+                                                                                real_train(model, data, config, **kw)))
+    ticks = iter(range(100))
+    monkeypatch.setattr(training, "step_timer", lambda: float(next(ticks)))  # a step: 1 s
+    per_step, timed = seconds_per_step(model, windows, TrainConfig(steps=5, batch_size=8, progress=False), steps=3)
+    assert batches == [2] and (per_step, timed) == (4.0, 3)  # 1 s a step of 2, so 4 s a step of 8
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1 and said[0].endswith("(--batch-size 2 would fit); timed at a batch of 2, scaled to 8")
+    monkeypatch.setattr(step_memory, "available_memory", lambda: 1)
+    with pytest.raises(LgError, match="no batch fits"):
+        seconds_per_step(model, windows, TrainConfig(steps=5, batch_size=8, progress=False))

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from ..errors import UsageError
-from ..options import DEFAULT_CONDENSE_STEPS
+from ..options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 from .common import (DATA, LEARNGENES, OUTPUT, PROBE, MAX_SEED, HeadsOption, InterpolationOption,
                      MeanOption, StdOption, counted, note, print_json, show_training_plan, table_console)
 
@@ -149,6 +149,10 @@ def bench_command(
                                        help="Steps of each learngene kind's condense run: N for every kind, or "
                                             "KIND=N pairs (tleg=600,wave=1500); with --condense-until, the most "
                                             "it runs."),
+    condense_batch_size: int = typer.Option(DEFAULT_CONDENSE_BATCH_SIZE, "--condense-batch-size", min=1, metavar="N",
+                                            rich_help_panel=LEARNGENES,
+                                            help="Batch size of each learngene kind's condense run (lg condense "
+                                                 "--batch-size); --batch-size is the probe's."),
     condense_until: Optional[float] = typer.Option(None, "--condense-until", metavar="F", rich_help_panel=LEARNGENES,
                                                    help="Stop each condense run as lg condense --until does."),
     learngene_widths: bool = typer.Option(False, "--learngene-widths", rich_help_panel=LEARNGENES,
@@ -200,6 +204,7 @@ def bench_command(
     settings = BenchSettings(sizes=parse_sizes(sizes),
                              methods=[m.strip() for m in methods.split(",") if m.strip()] if methods else None,
                              probe=probe, condense_steps=parse_condense_steps(condense_steps),
+                             condense_batch_size=condense_batch_size,
                              condense_until=condense_until, learngene_widths=learngene_widths,
                              learngene_depths=learngene_depths,
                              fit_steps=fit_steps, subset=subset,

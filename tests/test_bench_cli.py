@@ -1,0 +1,77 @@
+"""`lg bench --condense-batch-size`: the batch its learngene kinds are
+condensed at, from the command line (it was fixed at 64, and `--batch-size`
+sets only the probe's)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import timm
+import torch
+
+import lgcli
+from lgcli.options import DEFAULT_CONDENSE_BATCH_SIZE
+
+ANCESTRY = dict(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
+TINY_BENCH = ("--data", "fashion-mnist-mini", "--sizes", "1x32", "--methods", "tleg", "--steps", "1",
+              "--condense-steps", "1", "--subset", "64", "--test-subset", "16")
+
+
+@pytest.fixture(scope="module")
+def ancestry(tmp_path_factory):
+    torch.manual_seed(0)
+    model = timm.create_model("vit_base_patch16_224", **ANCESTRY)
+    path = tmp_path_factory.mktemp("ancestry") / "ancestry.safetensors"
+    lgcli.save_model(model.eval(), path)
+    return path
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """The settings `lg bench` hands to the bench (nothing is run)."""
+    import lgcli.bench
+
+    seen = []
+
+    def fake_bench(ancestry, data, out, settings, **kwargs):
+        seen.append(settings)
+        raise lgcli.errors.LgError("stopped by the test")
+
+    monkeypatch.setattr(lgcli.bench, "bench", fake_bench)
+    return seen
+
+
+@pytest.mark.parametrize("given, expected", [((), DEFAULT_CONDENSE_BATCH_SIZE), (("--condense-batch-size", "8"), 8),
+                                             (("--condense-batch-size", "200"), 200)])
+def test_the_flag_sets_the_condense_batch_and_its_default_is_the_one_before(lg, asked, ancestry, tmp_path,
+                                                                           given, expected):
+    result = lg("bench", ancestry, *TINY_BENCH, "--batch-size", "16", *given, "-o", tmp_path / "out")
+    assert result.code == 1 and "stopped by the test" in result.stderr
+    (settings,) = asked
+    # The default is the one a bench without the flag always used, so the
+    # reuse keys (which hold the batch) of earlier benches' learngenes are unchanged.
+    assert settings.condense_batch_size == expected
+    assert settings.probe.batch_size == 16  # --batch-size stays the probe's
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many", "1.5"])
+def test_a_bad_condense_batch_size_is_one_line(lg, ancestry, tmp_path, value):
+    result = lg("bench", ancestry, *TINY_BENCH, "--condense-batch-size", value, "-o", tmp_path / "out")
+    lines = result.stderr.strip().splitlines()
+    assert result.code == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("lg: error: ") and "--condense-batch-size" in lines[0]
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_the_learngene_is_condensed_at_the_batch_asked(lg, ancestry, tmp_path):
+    out = tmp_path / "out"
+    result = lg("bench", ancestry, *TINY_BENCH, "--batch-size", "16", "--condense-batch-size", "8", "-o", out, "--json")
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["settings"]["condense_batch_size"] == 8 and report["settings"]["batch_size"] == 16
+    # What the condense run itself recorded in the learngene it wrote.
+    inspected = lg("inspect", out / "learngenes" / "tleg.lg.safetensors", "--json")
+    assert inspected.code == 0, inspected.stderr
+    step = json.loads(inspected.stdout)["provenance"][0]
+    assert step["kind"] == "learngene" and step["method"] == "tleg" and step["options"]["batch_size"] == 8
