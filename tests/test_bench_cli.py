@@ -7,24 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
-import timm
-import torch
 
-import lgcli
+import test_bench
 from lgcli.options import DEFAULT_CONDENSE_BATCH_SIZE
 
-ANCESTRY = dict(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
+ancestry = test_bench.ancestry  # the fixture: test_bench's two-block ViT ancestry
+
 TINY_BENCH = ("--data", "fashion-mnist-mini", "--sizes", "1x32", "--methods", "tleg", "--steps", "1",
               "--condense-steps", "1", "--subset", "64", "--test-subset", "16")
-
-
-@pytest.fixture(scope="module")
-def ancestry(tmp_path_factory):
-    torch.manual_seed(0)
-    model = timm.create_model("vit_base_patch16_224", **ANCESTRY)
-    path = tmp_path_factory.mktemp("ancestry") / "ancestry.safetensors"
-    lgcli.save_model(model.eval(), path)
-    return path
 
 
 @pytest.fixture
