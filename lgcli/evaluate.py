@@ -478,6 +478,7 @@ def check_fits_default_data(candidates: list[Candidate]) -> None:
     model is evaluated on the data named with --data (its own; or
     fashion-mnist-mini by name, to probe it there with a new head)."""
     for candidate in candidates:
+        model_input(candidate.model)  # a model of features has no classes to count: said as such first
         classes = classes_of(candidate.model)
         if classes != DEFAULT_DATA_CLASSES:
             raise UsageError(f"{candidate.where or candidate.name} has {classes} classes; the default data "

@@ -5,6 +5,7 @@ built once per test module, strict loads, and lg's round trip of a folder."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -146,6 +147,11 @@ def assert_features_refused(lg, src: Path, command: tuple[str, ...], model_class
         result.stderr
     assert "Traceback" not in result.stderr
     assert not (workdir / "grown").is_file() and not list((workdir / "grown").glob("cells/*"))
+    named = re.search(r"as transformers' (\w+ForImageClassification) ", lines[-1])
+    assert named and hasattr(transformers, named[1]), lines[-1]  # the class it names exists
+    if command[0] == "eval":  # without --data too: said as a model of features, not by transformers' 2 labels
+        default = lg("eval", src, *command[1:])
+        assert default.stderr.strip().splitlines()[-1] == lines[-1], default.stderr
 
 
 def assert_bare_weights_refused(lg, src: Path, workdir: Path, model_type: str) -> None:

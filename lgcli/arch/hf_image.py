@@ -241,9 +241,12 @@ class HfImageAdapter(HfAdapter):
         of features (Dinov2Model, CLIPVisionModel, SwinModel) has no head to
         score: refused in one line, naming the class that has one."""
         if not any(isinstance(getattr(model, name, None), nn.Linear) for name in self.HEAD_MODULES):
+            # Dinov2Model -> Dinov2ForImageClassification; CLIPVisionModel -> CLIPForImageClassification
+            family = type(model).__name__.removesuffix("Model").removesuffix("Vision")
             raise LgError(f"{type(model).__name__} is a model of features (no classification head): lg eval, bench "
-                          f"and condense train and score image classifiers; save the ...ForImageClassification "
-                          f"class of this family (transformers puts a new head on the same weights)")
+                          f"and condense train and score image classifiers; load its folder as transformers' "
+                          f"{family}ForImageClassification (num_labels=N: a new head on the same weights) and "
+                          f"save_pretrained that")
         return int(model.config.num_channels), int(model.config.image_size)
 
     def scored_by_lg(self, spec: ArchSpec) -> bool:
