@@ -37,6 +37,8 @@ from .bench_tables import plot_summary, row_costs, summarised
 from .bench_rows import ResizeRow, resize_rows
 
 Notify = Callable[[str], None]
+# The option that sets the learngenes' condense batch: named where a hint says to lower it.
+CONDENSE_BATCH_FLAG = "--condense-batch-size"
 
 
 @dataclass
@@ -336,7 +338,8 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, rows: dict[s
                                options=settings.learngene_options(kind, context.loaded.spec),
                                notify=lambda message: None, preprocessing=settings.preprocessing,
                                settings=CondenseSettings(steps=budget, batch_size=settings.condense_batch_size,
-                                                         seed=probe.seed, device=probe.device, progress=False))
+                                                         batch_flag=CONDENSE_BATCH_FLAG, seed=probe.seed,
+                                                         device=probe.device, progress=False))
         condensing[kind] = {"steps": budget, "seconds_per_step": timed["seconds_per_step"]}
     parts = [*per_size.values(), *condensing.values()]
     # Every seed runs the same cells (the first seed's reuse stands for all).
@@ -459,8 +462,9 @@ def _learngene(kind: str, context: _Context):
         context.notify(f"bench: condensing a {kind} learngene "
                        f"({f'{budget} steps{until}' if trained else 'sampled, no training'})")
         condense_settings = CondenseSettings(steps=budget, batch_size=settings.condense_batch_size,
-                                             seed=settings.probe.seed, device=settings.probe.device,
-                                             progress=settings.probe.progress, until=settings.condense_until)
+                                             batch_flag=CONDENSE_BATCH_FLAG, seed=settings.probe.seed,
+                                             device=settings.probe.device, progress=settings.probe.progress,
+                                             until=settings.condense_until)
         report = condense_file(context.loaded.checkpoint, path, force=True, data=context.data, method=kind,
                                options=settings.learngene_options(kind, context.loaded.spec),
                                settings=condense_settings, notify=context.notify,

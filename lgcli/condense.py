@@ -80,13 +80,14 @@ class CondenseSettings(RunSettings):
     epochs: float | None = None
     batch_size: int = DEFAULT_CONDENSE_BATCH_SIZE
     lr: float = 1e-3
+    batch_flag: str = "--batch-size"  # the option that set batch_size (lg bench: --condense-batch-size)
 
     def check(self) -> None:
         if self.steps is not None:
             check_whole(self.steps, "--steps", 1)
         if self.epochs is not None:
             check_real(self.epochs, "--epochs", "a positive finite number", lambda v: v > 0)
-        check_whole(self.batch_size, "--batch-size", 1)
+        check_whole(self.batch_size, self.batch_flag, 1)
         check_real(self.lr, "--lr", "a positive finite number", lambda v: v > 0)
         super().check()
 
@@ -182,9 +183,9 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     steps = settings.total_steps(len(dataset.train))
     if len(dataset.train) < settings.batch_size:
         raise LgError(f"the train split has {len(dataset.train)} {_unit(dataset)}, fewer than one batch of "
-                      f"{settings.batch_size} (lower --batch-size)")
+                      f"{settings.batch_size} (lower {settings.batch_flag})")
 
-    config = TrainConfig(steps=steps, batch_size=settings.batch_size, lr=settings.lr,
+    config = TrainConfig(steps=steps, batch_size=settings.batch_size, batch_flag=settings.batch_flag, lr=settings.lr,
                          weight_decay=settings.weight_decay,
                          warmup_steps=settings.warmup if settings.warmup is not None else steps // 20,
                          seed=settings.seed, device=settings.device, checkpoint_path=settings.checkpoint,

@@ -70,7 +70,7 @@ def fitting_batch_size(model: torch.nn.Module, data: Any, batch_size: int, teach
 
 
 def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teacher: torch.nn.Module | None,
-                        device: torch.device, trained: int | None = None) -> str | None:
+                        device: torch.device, trained: int | None = None, flag: str = "--batch-size") -> str | None:
     """One line when a step of `batch_size` token windows of `data` through
     `model` (a transformers language model) would need more memory than
     the CPU has free, else None (images, a model of no output embeddings,
@@ -78,7 +78,8 @@ def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teac
     On a GPU a step too big fails with CUDA's own out-of-memory error, not
     the kernel's silent kill, and the copies were measured on the CPU: None.
     `trained`: the parameters the optimiser updates (a fit that trains some
-    tensors only); default: every parameter that requires a gradient."""
+    tensors only); default: every parameter that requires a gradient.
+    `flag`: the option that set the batch (`lg bench --condense-batch-size`)."""
     step = _step_need(model, data, teacher, device, trained)
     if step is None:
         return None
@@ -86,22 +87,22 @@ def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teac
     if step[1] + batch_size * step[0] <= step[2] or key in _said:
         return None
     _said.add(key)
-    return _too_big(step, batch_size)
+    return _too_big(step, batch_size, flag)
 
 
-def _too_big(step: tuple[int, int, int, int, int], batch_size: int) -> str:
+def _too_big(step: tuple[int, int, int, int, int], batch_size: int, flag: str) -> str:
     """The line that says a step of `batch_size` does not fit (`_step_need`'s figures)."""
     per_window, state, free, positions, vocabulary = step
     need = state + batch_size * per_window
     fits = (free - state) // per_window
-    remedy = f"--batch-size {fits} would fit" if fits >= 1 else "no batch fits: use a machine with more memory"
+    remedy = f"{flag} {fits} would fit" if fits >= 1 else "no batch fits: use a machine with more memory"
     return (f"lg: a step of {batch_size} windows of {positions} tokens over a {vocabulary:,}-token vocabulary needs "
             f"about {memory_text(need)} (logits, gradients and the optimiser's state) and the CPU has "
             f"{memory_text(free)} free: it may run out of memory ({remedy})")
 
 
 def batch_to_time(model: torch.nn.Module, data: Any, batch_size: int, teacher: torch.nn.Module | None,
-                  device: str) -> int:
+                  device: str, flag: str = "--batch-size") -> int:
     """The batch a dry run times on `device`: `batch_size`, or, where a step
     of it would not fit in the CPU's memory, the largest that does (said on
     stderr; the caller scales its time). None fits: an `LgError`."""
@@ -110,8 +111,8 @@ def batch_to_time(model: torch.nn.Module, data: Any, batch_size: int, teacher: t
     if fits is None:
         return batch_size
     if fits == 0:
-        raise LgError(_too_big(_step_need(model, data, teacher, cpu, None), batch_size).removeprefix("lg: "))
-    said = step_memory_warning(model, data, batch_size, teacher, cpu)
+        raise LgError(_too_big(_step_need(model, data, teacher, cpu, None), batch_size, flag).removeprefix("lg: "))
+    said = step_memory_warning(model, data, batch_size, teacher, cpu, flag=flag)
     if said:
         print(f"{said}; timed at a batch of {fits}, scaled to {batch_size}", file=sys.stderr, flush=True)
     return fits

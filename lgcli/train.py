@@ -87,6 +87,7 @@ class TrainConfig:
 
     steps: int
     batch_size: int = 64  # global: split evenly over DDP processes
+    batch_flag: str = "--batch-size"  # the option that set it, named where a hint says to lower it
     lr: float = 5e-4
     weight_decay: float = 0.05
     warmup_steps: int = 0
@@ -461,7 +462,8 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     optimizer = torch.optim.AdamW(optimizer_groups(model, parameters, config.weight_decay), lr=config.lr,
                                   betas=(0.9, 0.999))
     too_big = step_memory_warning(model, data, max(1, config.batch_size // distributed.world_size), teacher, device,
-                                  trained=sum(p.numel() for group in optimizer.param_groups for p in group["params"]))
+                                  trained=sum(p.numel() for group in optimizer.param_groups for p in group["params"]),
+                                  flag=config.batch_flag)
     if too_big and distributed.rank == 0:  # said before a step the kernel would kill without a word
         print(too_big, file=sys.stderr, flush=True)
     checkpoint = Path(config.checkpoint_path) if config.checkpoint_path else None
@@ -572,8 +574,8 @@ def seconds_per_step(model: torch.nn.Module, data: ImageSet | Batches, config: T
     CPU's memory cannot hold (`step_memory`) is said, and a batch that fits
     is timed and its time scaled to the batch asked."""
     marks: list[float] = []
-    timed_batch = batch_to_time(model, data, config.batch_size, train_args.get("teacher"), config.device)
-    scale, config = config.batch_size / timed_batch, dataclasses.replace(config, batch_size=timed_batch)
+    batch = batch_to_time(model, data, config.batch_size, train_args.get("teacher"), config.device, config.batch_flag)
+    scale, config = config.batch_size / batch, dataclasses.replace(config, batch_size=batch)
 
     def clock(step: int, trained: torch.nn.Module) -> bool:
         marks.append(step_timer())

@@ -65,3 +65,11 @@ def test_the_learngene_is_condensed_at_the_batch_asked(lg, ancestry, tmp_path):
     assert inspected.code == 0, inspected.stderr
     step = json.loads(inspected.stdout)["provenance"][0]
     assert step["kind"] == "learngene" and step["method"] == "tleg" and step["options"]["batch_size"] == 8
+
+
+def test_a_condense_batch_larger_than_the_data_names_the_benchs_flag(lg, ancestry, tmp_path):
+    """The hint to lower the batch names the option that set it: in a
+    bench, --condense-batch-size (--batch-size there is the probe's)."""
+    result = lg("bench", ancestry, *TINY_BENCH, "--condense-batch-size", "1000", "-o", tmp_path / "out", "--json")
+    said = result.stdout.decode() + result.stderr
+    assert "fewer than one batch of 1000 (lower --condense-batch-size)" in said, said

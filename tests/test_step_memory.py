@@ -45,6 +45,8 @@ def test_the_batch_that_fits_is_the_free_memory_over_a_windows_logits(monkeypatc
     assert line.startswith("lg: a step of 8 windows of 12 tokens over a 100-token vocabulary needs about ")
     assert line.endswith("it may run out of memory (--batch-size 5 would fit)")
     assert step_memory_warning(model, windows, 8, None, CPU) is None  # said once
+    assert step_memory_warning(model, windows, 7, None, CPU, flag="--condense-batch-size").endswith(
+        "(--condense-batch-size 5 would fit)")  # the option that set the batch (lg bench's condense runs)
     # A teacher's logits and the KL's terms: more copies per window, fewer windows fit.
     with_teacher = POSITIONS * VOCABULARY * 4 * (STEP_LOGIT_COPIES + STEP_TEACHER_COPIES)
     assert f"--batch-size {(5 * per_window + 1) // with_teacher} would fit" in \
