@@ -60,10 +60,21 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
         # A resized model is a starting point, not a finished one (the card says so too).
         if report.get("scored_by_lg", True):
             note(f"this is an initialisation to fine-tune, not a finished model; score it on your data (--data) "
-                 f"or on lg's: lg eval {shlex.quote(report['output'])} --data {report['try_data']} --steps 100")
+                 f"or on lg's{_score_hint(report)}")
         else:
             note(f"this is an initialisation to fine-tune, not a finished model: fine-tune it with "
                  f"{report['fine_tune']} (lg eval scores classifiers; this model has no head)")
+
+
+def _score_hint(report: dict[str, Any]) -> str:
+    """How lg eval scores a written model (": lg eval ..."): a language model as it
+    is (held-out perplexity, no training: a training probe of a real LLM on
+    a CPU takes hours), an image model after a 100-step probe."""
+    from ..text import builtin_texts
+
+    text = report["try_data"] in builtin_texts()
+    return ((" as it is (held-out perplexity; --steps N trains a probe first)" if text else "")
+            + f": lg eval {shlex.quote(report['output'])} --data {report['try_data']} --steps {0 if text else 100}")
 
 
 def _budget_summary(report: dict[str, Any]) -> str:
