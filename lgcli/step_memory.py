@@ -13,9 +13,8 @@ says so first, on the CPU, with the batch size that would fit.
 
 from __future__ import annotations
 
-from typing import Any
-
 import sys
+from typing import Any
 
 from .checkpoint.memory import available_memory, memory_text
 from .devices import concrete_device
