@@ -32,13 +32,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .errors import LgError, UsageError, notify_stderr, shown
-from .bench_settings import BENCH_VERSION, FIT, RANDOM, BenchSettings, Cell, all_methods, foreign_entry, parse_sizes
+from .bench_settings import (BENCH_VERSION, CONDENSE_BATCH_FLAG, FIT, RANDOM, BenchSettings, Cell, all_methods,
+                             foreign_entry, parse_sizes)
 from .bench_tables import plot_summary, row_costs, summarised
-from .bench_rows import ResizeRow, resize_rows
+from .bench_rows import RESIZE_ROWS
 
 Notify = Callable[[str], None]
-# The option that sets the learngenes' condense batch: named where a hint says to lower it.
-CONDENSE_BATCH_FLAG = "--condense-batch-size"
 
 
 @dataclass
@@ -138,16 +137,14 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
 
     cells = [Cell(method, depth, width, seed) for seed in contexts for depth, width in settings.sizes
              for method in methods]
-    rows = resize_rows()
     if dry_run:
-        return _plan([c for c in cells if c.seed == next(iter(contexts))], methods, context, rows,
-                     seeds=settings.seeds)
+        return _plan([c for c in cells if c.seed == next(iter(contexts))], methods, context, seeds=settings.seeds)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     results = []
     for number, cell in enumerate(cells, 1):
         seeded = f", seed {cell.seed}" if cell.seed is not None else ""
         notify(f"bench: cell {number} of {len(cells)}: {cell.method} at {cell.depth} x {cell.width}{seeded}")
-        results.append({**_run_cell(cell, contexts[cell.seed], rows),
+        results.append({**_run_cell(cell, contexts[cell.seed]),
                         "seed": cell.seed if cell.seed is not None else settings.probe.seed})
 
     report = _report(ancestry, context, methods, results, list(contexts.values()))
@@ -233,7 +230,7 @@ def _condense_key(kind: str, context: _Context) -> dict[str, Any]:
     return context.settings.condense_key(kind, context.loaded.spec) if get_kind(kind).trains else {"sampled": True}
 
 
-def _run_cell(cell: Cell, context: _Context, rows: dict[str, ResizeRow]) -> dict[str, Any]:
+def _run_cell(cell: Cell, context: _Context) -> dict[str, Any]:
     """One cell: reused from OUT/cells when its arguments match, else built,
     probed and saved at once."""
     path = _cell_path(cell, context)
@@ -244,7 +241,7 @@ def _run_cell(cell: Cell, context: _Context, rows: dict[str, ResizeRow]) -> dict
         return saved
     started = time.perf_counter()
     try:
-        model, stores, details = _build(cell, context, rows)
+        model, stores, details = _build(cell, context)
     except LgError as exc:  # the method cannot reach this size: the table says why
         result = {"key": key, "method": cell.method, "size": cell.size, "status": "n/a", "reason": str(exc)}
         _write_json(path, result)
@@ -297,8 +294,7 @@ def _candidate(cell: Cell, model, context: _Context):
     return candidate
 
 
-def _plan(cells: list[Cell], methods: list[str], context: _Context, rows: dict[str, ResizeRow],
-          seeds: int = 1) -> dict[str, Any]:
+def _plan(cells: list[Cell], methods: list[str], context: _Context, seeds: int = 1) -> dict[str, Any]:
     """What `lg bench --dry-run` reports: the cells (those an earlier run
     saved are reused), the training steps still to run, and their time, from
     a few timed steps of each size's random model (the probe; a fitting is
@@ -312,19 +308,19 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, rows: dict[s
     pending = [cell for cell in cells if _saved_cell(cell, context) is None]
     # A method that cannot reach a size is n/a in the run, at no cost: found
     # by the checks a resize makes first, or a kind's on its unstarted learngene.
-    unreachable = [cell for cell in pending if _unreachable(cell, context, rows)]
+    unreachable = [cell for cell in pending if _unreachable(cell, context)]
     to_run = [cell for cell in pending if cell not in unreachable]
     per_size: dict[str, dict[str, Any]] = {}
     for depth, width in settings.sizes:
         cell = Cell(RANDOM, depth, width)
         # A fit, and with a budget a resize's distillation, counted at the probe's rate.
         steps = sum(probe.steps * len(probe.rates()) + (settings.fit_steps if c.method.endswith(FIT) else 0)
-                    + (settings.budget or 0 if c.method in rows else 0)
+                    + (settings.budget or 0 if c.method in RESIZE_ROWS else 0)
                     for c in to_run if c.size == cell.size)
         if not steps:
             per_size[cell.size] = {"steps": 0, "seconds_per_step": 0.0}
             continue
-        model = _build(cell, context, rows)[0]
+        model = _build(cell, context)[0]
         candidate = _candidate(cell, model, context)
         per_step, _ = seconds_per_step(candidate.model, context.data.train,
                                        probe_config(probe, probe.rates()[0], cell.name))
@@ -352,7 +348,7 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, rows: dict[s
             "estimated_seconds": seeds * sum(part["steps"] * part["seconds_per_step"] for part in parts)}
 
 
-def _unreachable(cell: Cell, context: _Context, rows: dict[str, ResizeRow]) -> str | None:
+def _unreachable(cell: Cell, context: _Context) -> str | None:
     """Why a cell is n/a (what `_build` would raise), or None."""
     if _is_kind(cell.method.removesuffix(FIT)):
         try:
@@ -360,11 +356,11 @@ def _unreachable(cell: Cell, context: _Context, rows: dict[str, ResizeRow]) -> s
         except LgError as exc:
             return str(exc)
         return None
-    row = rows.get(cell.method)
+    row = RESIZE_ROWS.get(cell.method)
     return row.unreachable(context.loaded, cell.depth, cell.width) if row else None
 
 
-def _build(cell: Cell, context: _Context, rows: dict[str, ResizeRow]):
+def _build(cell: Cell, context: _Context):
     """The cell's model (a timm module), the parameters its method stores,
     and what building it did."""
     from .loading import build_model, create_model
@@ -375,8 +371,8 @@ def _build(cell: Cell, context: _Context, rows: dict[str, ResizeRow]):
     seed = context.settings.probe.seed
     if cell.method == RANDOM:
         return create_model(target, seed=seed), 0, {"init": "timm"}
-    if cell.method in rows:
-        spec, stack, details = rows[cell.method].build(
+    if cell.method in RESIZE_ROWS:
+        spec, stack, details = RESIZE_ROWS[cell.method].build(
             context.loaded, depth=cell.depth, width=cell.width, seed=seed, data_name=context.data_name,
             calibrate_samples=context.settings.calibrate_samples, notify=context.notify)
         model = build_model(spec, stack)

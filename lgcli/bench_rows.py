@@ -79,11 +79,10 @@ class ResizeRow:
         return spec, stack, details
 
 
-def resize_rows() -> dict[str, ResizeRow]:
-    """Every resize row of the bench, by name, in table order."""
-    rows = {name: ResizeRow(name, name, method.directions, method.calibrated) for name, method in METHODS.items()}
-    rows[BENCH_ROW] = ResizeRow(BENCH_ROW, None, (SHRINK,), calibrated=True)
-    return rows
+# Every resize row of the bench, by name, in table order.
+RESIZE_ROWS: dict[str, ResizeRow] = {
+    **{name: ResizeRow(name, name, method.directions, method.calibrated) for name, method in METHODS.items()},
+    BENCH_ROW: ResizeRow(BENCH_ROW, None, (SHRINK,), calibrated=True)}
 
 
-__all__ = ["ResizeRow", "resize_rows"]
+__all__ = ["RESIZE_ROWS", "ResizeRow"]

@@ -18,6 +18,9 @@ from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 RANDOM = "random"
 FIT = "+fit"  # the row of a learngene kind whose per-size part is fitted before the probe
 BENCH_VERSION = 1
+# The option that sets the learngenes' condense batch (`--batch-size` is the
+# probe's): named where a condense run's hint says to lower the batch.
+CONDENSE_BATCH_FLAG = "--condense-batch-size"
 
 
 @dataclass
@@ -76,7 +79,7 @@ class BenchSettings:
                 check_whole(steps, f"--condense-steps {kind}", 1)
         else:
             check_whole(self.condense_steps, "--condense-steps", 1)
-        check_whole(self.condense_batch_size, "--condense-batch-size", 1)
+        check_whole(self.condense_batch_size, CONDENSE_BATCH_FLAG, 1)
         check_whole(self.seeds, "--seeds", 1)
         check_whole(self.fit_steps, "--fit-steps", 0)
         if self.budget is not None:

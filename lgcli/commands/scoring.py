@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from ..bench_settings import CONDENSE_BATCH_FLAG
 from ..errors import UsageError
 from ..options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 from .common import (DATA, LEARNGENES, OUTPUT, PROBE, MAX_SEED, HeadsOption, InterpolationOption,
@@ -149,7 +150,7 @@ def bench_command(
                                        help="Steps of each learngene kind's condense run: N for every kind, or "
                                             "KIND=N pairs (tleg=600,wave=1500); with --condense-until, the most "
                                             "it runs."),
-    condense_batch_size: int = typer.Option(DEFAULT_CONDENSE_BATCH_SIZE, "--condense-batch-size", min=1, metavar="N",
+    condense_batch_size: int = typer.Option(DEFAULT_CONDENSE_BATCH_SIZE, CONDENSE_BATCH_FLAG, min=1, metavar="N",
                                             rich_help_panel=LEARNGENES,
                                             help="Batch size of each learngene kind's condense run (lg condense "
                                                  "--batch-size); --batch-size is the probe's."),
