@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -131,39 +130,27 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
         if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
             raise LgError(f"{flag} {name} is a text; this model takes images "
                           f"(an image folder, fashion-mnist-mini, fashion-mnist, mnist)")
-        images = data if isinstance(data, ImageData) else _named(flag, lambda: load_data(data, seed=seed))
-        channels, size = image_input
+        images = data if isinstance(data, ImageData) else load_data(data, seed=seed, flag=flag)
+        channels, _ = image_input
         check_channels(images, channels)
         pool = images.train
         samples = _samples_taken(len(pool), samples, name, "images", at_most)
         chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
         # The model's own preprocessing (`lgcli.preprocessing`): the statistics
-        # are of the inputs it was trained on.
-        return ImageBatches(pool.subset(chosen), size, channels,
-                            preprocessing=preprocessing_of_spec(spec, adapter)), name
+        # are of the inputs it was trained on, at the size it is fed.
+        preprocessing = preprocessing_of_spec(spec, adapter)
+        return ImageBatches(pool.subset(chosen), preprocessing.size, channels, preprocessing=preprocessing), name
     if isinstance(data, ImageData) or (isinstance(data, str) and data in builtin_names()):
         raise LgError(f"{flag} {name} is an image dataset; this model is a language model (give a text "
                       f"file, a folder of .txt files, or kjv-mini)")
     # Windows of plain token ids whatever the model's task: nothing is
     # scored, so a masked LM needs no mask token here.
-    text = _named(flag, lambda: text_data_for([("the source", model, companions, where)], CAUSAL_LM, data,
-                                        seq_len=seq_len, seed=seed, notify=notify))
+    text = text_data_for([("the source", model, companions, where)], CAUSAL_LM, data, seq_len=seq_len, seed=seed,
+                         notify=notify, flag=flag)
     pool = text.train
     samples = _samples_taken(len(pool), samples, name, f"windows of {text.seq_len} tokens", at_most)
     chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()
     return pool.subset(chosen), name
-
-
-def _named(flag: str, read: Callable[[], Any]) -> Any:
-    """`read()`, its errors naming the `flag` the user gave: the data
-    readers say --data, the flag of every command but `lg shrink`'s
-    --calibrate."""
-    try:
-        return read()
-    except LgError as error:
-        if type(error) not in (LgError, UsageError) or flag == "--data":
-            raise
-        raise type(error)(re.sub(r"--data\b", flag, str(error))) from None
 
 
 def _image_input(adapter, spec: ArchSpec) -> tuple[int, int] | None:

@@ -375,11 +375,12 @@ def _folder_channels(paths: list[Path]) -> int:
     return with_image(paths[0], lambda image: 1 if image.mode in ("1", "L", "I", "I;16", "F") else 3)
 
 
-def load_image_folder(root: Path, *, test_fraction: float, seed: int) -> ImageData:
+def load_image_folder(root: Path, *, test_fraction: float, seed: int, flag: str = "--data") -> ImageData:
     """An image folder: ``root/<class>/<images>``, or ``root/train/<class>/...``
     with ``val/`` (or ``validation/``, ``test/``) beside it. Without a test
     folder, `test_fraction` (in [0, 0.9]) of each class is held out, seeded
-    by `seed` (in [0, 2**32 - 1])."""
+    by `seed` (in [0, 2**32 - 1]). Errors name the folder by `flag`, the
+    option the user gave it with."""
     test_fraction = check_test_fraction(test_fraction)
     seed = check_seed(seed)
     where = shown_path(root)
@@ -387,7 +388,7 @@ def load_image_folder(root: Path, *, test_fraction: float, seed: int) -> ImageDa
     train_dir = root / "train" if (root / "train").is_dir() else root
     train_classes = _class_folders(train_dir)
     if not train_classes:
-        raise LgError(f"--data {where}: no class subfolders with images found "
+        raise LgError(f"{flag} {where}: no class subfolders with images found "
                       f"(expected {shown_path(train_dir)}/<class>/<image>)")
     classes = list(train_classes)
     channels = _folder_channels(next(iter(train_classes.values())))
@@ -405,16 +406,16 @@ def load_image_folder(root: Path, *, test_fraction: float, seed: int) -> ImageDa
         test_classes = _class_folders(test_dir)
         unknown = sorted(set(test_classes) - set(classes))
         if unknown:
-            raise LgError(f"--data {where}: {shown_path(test_dir.name)}/ has classes not in train/: "
+            raise LgError(f"{flag} {where}: {shown_path(test_dir.name)}/ has classes not in train/: "
                           f"{', '.join(shown_path(name) for name in unknown[:5])}")
         if not test_classes:
-            raise LgError(f"--data {where}: {shown_path(test_dir)}/ has no class subfolders with images")
+            raise LgError(f"{flag} {where}: {shown_path(test_dir)}/ has no class subfolders with images")
         test = FolderImages(*flatten(test_classes), channels)
         how = f"{test_dir.name}/ folder"
     else:
         train_indices, test_indices = stratified_split(train.labels, test_fraction, seed)
         if not test_indices:
-            raise LgError(f"--data {where}: --test-fraction {test_fraction:g} holds out no images "
+            raise LgError(f"{flag} {where}: --test-fraction {test_fraction:g} holds out no images "
                           f"(too few images per class, or a fraction of 0), and there is no val/ folder")
         test = train.subset(test_indices)
         train = train.subset(train_indices)
@@ -428,14 +429,16 @@ def builtin_names() -> list[str]:
 
 def load_data(source: str | os.PathLike = DEFAULT_DATA, *, subset: int | float | str | None = None,
               test_subset: int | float | str | None = None, seed: int = 0,
-              test_fraction: float = 0.2) -> ImageData:
+              test_fraction: float = 0.2, flag: str = "--data") -> ImageData:
     """Load `source` (a built-in name or an image folder), then optionally keep
     a class-balanced, seeded `subset` of the train split (a count, or a
     fraction of it) and likewise `test_subset` of the test split.
 
     `seed` is a whole number in [0, 2**32 - 1]; `test_fraction` (the share of
     each class an image folder without ``val/`` holds out) lies in [0, 0.9].
-    Bad values, and bad files, are `LgError`s."""
+    Bad values, and bad files, are `LgError`s; those about `source` name it
+    by `flag`, the option the user gave it with (`lg shrink --calibrate`
+    reads its data here too)."""
     seed = check_seed(seed)
     test_fraction = check_test_fraction(test_fraction)
     subset = parse_subset(subset, "--subset")
@@ -456,17 +459,18 @@ def load_data(source: str | os.PathLike = DEFAULT_DATA, *, subset: int | float |
         data = load_mnist_pickle(path)
     else:
         where = shown_path(text)
-        root, info = stat_data_path(text, f"no such folder, and not a built-in dataset ({', '.join(builtin_names())})")
+        root, info = stat_data_path(text, f"no such folder, and not a built-in dataset ({', '.join(builtin_names())})",
+                                    flag)
         if not stat.S_ISDIR(info.st_mode):
-            raise LgError(f"--data {where}: not a folder (expected class subfolders of images)")
-        data = load_image_folder(root, test_fraction=test_fraction, seed=seed)
+            raise LgError(f"{flag} {where}: not a folder (expected class subfolders of images)")
+        data = load_image_folder(root, test_fraction=test_fraction, seed=seed, flag=flag)
     data.train = _take(data.train, subset, seed, "--subset")
     data.test = _take(data.test, test_subset, seed, "--test-subset")
     return data
 
 
 def stat_data_path(text: str, missing: str, flag: str = "--data") -> tuple[Path, os.stat_result]:
-    """(path, its stat) of a --data path (``~`` expanded); a path that does
+    """(path, its stat) of a --data (or `flag`) path (``~`` expanded); a path that does
     not exist (`missing` says what else it could have been), a broken link or
     an unreadable one is an `LgError` naming it and the `flag` it came from."""
     where = shown_path(text)

@@ -36,14 +36,21 @@ def reset_head(model: torch.nn.Module, num_classes: int) -> None:
 
 
 def model_input(model: torch.nn.Module) -> tuple[int, int]:
-    """(channels, image size) a model takes: a model built from a learngene
-    says so in its `input_size` attribute; otherwise its family's adapter knows."""
+    """(channels, image size) a model is fed: a model built from a learngene
+    says so in its `input_size` attribute; otherwise its family's adapter
+    knows. A model that takes any size is fed at its preprocessing's
+    (`Preprocessing.image_size`: a DINOv2 at its processor's 224 px)."""
     if getattr(model, "input_size", None) is not None:
         channels, height, _ = model.input_size
-        return int(channels), int(height)
-    from .arch import adapter_of_model
+        channels, size = int(channels), int(height)
+    else:
+        from .arch import adapter_of_model
 
-    return adapter_of_model(model).model_input(model)
+        channels, size = adapter_of_model(model).model_input(model)
+    preprocessing = model_preprocessing(model)
+    if preprocessing is not None and preprocessing.image_size is not None:
+        return channels, preprocessing.image_size
+    return channels, size
 
 
 def model_preprocessing(model: torch.nn.Module) -> Preprocessing | None:

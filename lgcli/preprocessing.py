@@ -86,6 +86,12 @@ class Preprocessing:
     # lg's default taken for a model that states none: said where images are
     # fed (`preprocessing_of`), and recorded as assumed, never as fact.
     assumed: bool = False
+    # The edge images are fed at where it is not the model's own: a model
+    # that takes any size (transformers' DINOv2 interpolates its positions
+    # at run time) is fed at its image processor's size, as transformers
+    # feeds it, not its config's (518 px: five times the tokens of the 224
+    # its processor prepares). None: `input_size`.
+    image_size: int | None = None
 
     @property
     def channels(self) -> int:
@@ -93,7 +99,8 @@ class Preprocessing:
 
     @property
     def size(self) -> int:
-        return self.input_size[1]
+        """The edge of the images fed."""
+        return self.image_size or self.input_size[1]
 
     def scale_size(self, size: int | None = None) -> int:
         """The edge images are resized to before the centre cut (timm's formula)."""
@@ -102,7 +109,10 @@ class Preprocessing:
     def record(self) -> dict[str, Any]:
         """What lg's metadata (``lg.preprocessing``) holds."""
         return {"mean": list(self.mean), "std": list(self.std), "interpolation": self.interpolation,
-                "crop_pct": self.crop_pct, "crop_mode": self.crop_mode, **({"assumed": True} if self.assumed else {})}
+                "crop_pct": self.crop_pct, "crop_mode": self.crop_mode, **({"assumed": True} if self.assumed else {}),
+                # Only where it differs from the model's: a record without
+                # it (every one written before) means the model's own size.
+                **({"image_size": self.image_size} if self.image_size else {})}
 
     def timm_cfg(self) -> dict[str, Any]:
         """The fields of a timm `pretrained_cfg` that say the same (its
@@ -120,7 +130,7 @@ class Preprocessing:
             return ",".join(f"{v:g}" for v in (values[:1] if len(set(values)) == 1 else values))
 
         return (f"mean {numbers_of(self.mean)} std {numbers_of(self.std)}, {self.interpolation}, "
-                f"{self.crop_mode}, crop {self.crop_pct:g}")
+                f"{self.crop_mode}, crop {self.crop_pct:g}" + (f", {self.image_size} px" if self.image_size else ""))
 
     def same_recipe(self, other: "Preprocessing") -> bool:
         """Whether both prepare images alike (their sources aside)."""
@@ -138,7 +148,8 @@ class Preprocessing:
         # What the user gave is no longer assumed; what they left is the recipe's.
         record.pop("assumed", None)
         return from_record(record, self.input_size, f"{self.source}; {', '.join(given)} given",
-                           names={"mean": "--mean", "std": "--std", "interpolation": "--interpolation"})
+                           names={"mean": "--mean", "std": "--std", "interpolation": "--interpolation"},
+                           any_size=self.image_size is not None)
 
 
 def default_preprocessing(input_size: tuple[int, int, int], source: str, assumed: bool = False) -> Preprocessing:
@@ -179,10 +190,12 @@ def check_interpolation(value: Any, name: str = "interpolation") -> str:
 
 
 def from_record(record: Mapping[str, Any], input_size: tuple[int, int, int], source: str,
-                names: Mapping[str, str] | None = None) -> Preprocessing:
+                names: Mapping[str, str] | None = None, any_size: bool = False) -> Preprocessing:
     """A recipe from timm's pretrained_cfg fields (or lg's metadata, which
     holds the same), each checked; fields left out take timm's defaults.
-    `names` says how each field is named in a refusal (a flag, a key)."""
+    `names` says how each field is named in a refusal (a flag, a key). An
+    `image_size` other than the model's (lg's metadata of a model that
+    takes any size: `Preprocessing.image_size`) is refused unless `any_size`."""
     if not isinstance(record, Mapping):
         raise LgError(f"{source}: must be a JSON object")
     names = {field: (names or {}).get(field, field) for field in RECORD_FIELDS}
@@ -203,13 +216,21 @@ def from_record(record: Mapping[str, Any], input_size: tuple[int, int, int], sou
     if crop_mode not in CROP_MODES:
         raise LgError(f"{names['crop_mode']} must be one of {', '.join(CROP_MODES)} (lg applies these), "
                       f"found {shown(repr(crop_mode)[:60])}")
+    image_size = record.get("image_size")
+    if image_size is not None:
+        if not isinstance(image_size, numbers.Integral) or isinstance(image_size, bool) or image_size <= 0:
+            raise LgError(f"image_size must be a positive whole number, found {shown(repr(image_size)[:60])}")
+        if image_size == int(input_size[1]):
+            image_size = None
+        elif not any_size:
+            raise LgError(f"image_size is {image_size}, but the model takes {int(input_size[1])}-pixel images only")
     return Preprocessing(mean=_per_channel(get("mean"), names["mean"], channels, positive=False),
                          std=_per_channel(get("std"), names["std"], channels, positive=True),
                          interpolation=check_interpolation(get("interpolation"), names["interpolation"]),
                          crop_pct=float(crop_pct), input_size=tuple(int(v) for v in input_size),
                          source=f"{source}, assumed: no file in its provenance states preprocessing" if assumed
                          else source,
-                         crop_mode=crop_mode, assumed=assumed)
+                         crop_mode=crop_mode, assumed=assumed, image_size=None if image_size is None else int(image_size))
 
 
 def _edge(value: Any, field: str) -> tuple[str, int]:
@@ -233,14 +254,16 @@ def _edge(value: Any, field: str) -> tuple[str, int]:
 
 
 def from_image_processor(config: Any, input_size: tuple[int, int, int],
-                         source: str = "preprocessor_config.json") -> Preprocessing:
+                         source: str = "preprocessor_config.json", any_size: bool = False) -> Preprocessing:
     """The recipe a Hugging Face image processor's config (the JSON of a
     preprocessor_config.json, every field present: the adapter fills what a
     file leaves out with its class's defaults) states, in timm's terms:
     ``size`` {height, width} is a squash, {shortest_edge} keeps the aspect
     (crop_mode center); a centre crop to ``crop_size`` makes crop_pct the
     crop over the size. A field that is malformed, or that disagrees with
-    the model or the other fields, is refused naming it."""
+    the model or the other fields, is refused naming it. Images of another
+    size than the model's are fed at the processor's where the model takes
+    any size (`any_size`), else at the model's, cut in the same proportion."""
     name = "preprocessor_config.json"
     if not isinstance(config, Mapping):
         raise LgError(f"{name} must be a JSON object")
@@ -285,11 +308,16 @@ def from_image_processor(config: Any, input_size: tuple[int, int, int],
     # timm resizes to floor(size / crop_pct): keep that the processor's edge.
     while math.floor(size / crop_pct) < edge:
         crop_pct = math.nextafter(crop_pct, 0.0)
-    if size != int(input_size[1]):  # fed at the model's own size, cut in the same proportion
+    image_size = None
+    if size != int(input_size[1]) and any_size:
+        image_size = size
+        source = (f"{source}: {size}-pixel images, the positions (stored for {input_size[1]}) "
+                  f"interpolated as transformers does")
+    elif size != int(input_size[1]):  # fed at the model's own size, cut in the same proportion
         source = f"{source}, which prepares {size}-pixel images: fed at the model's {input_size[1]}"
     return Preprocessing(mean=mean, std=std, interpolation=PIL_RESAMPLE[resample], crop_pct=crop_pct,
                          input_size=tuple(int(v) for v in input_size), source=source,
-                         crop_mode="squash" if how == "square" else "center")
+                         crop_mode="squash" if how == "square" else "center", image_size=image_size)
 
 
 def image_processor_fields(preprocessing: Preprocessing) -> dict[str, Any]:
@@ -360,7 +388,7 @@ def resolve(checkpoint, spec, adapter) -> Preprocessing | None:
     recorded = checkpoint.lg.get(PREPROCESSING)
     if recorded is not None:
         try:
-            return from_record(recorded, input_size, "lg metadata")
+            return from_record(recorded, input_size, "lg metadata", any_size=adapter.any_image_size)
         except LgError as error:
             raise LgError(f"refused: metadata lg.preprocessing: {error}") from None
     found = adapter.stated_preprocessing(spec, checkpoint.companions, input_size)

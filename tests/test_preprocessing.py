@@ -457,3 +457,64 @@ def test_a_timm_swin_files_load_line_states_the_preprocessing_lg_feeds_it(tmp_pa
         image = picture(tmp_path, (40, 52), seed=2)
         expected = timm.data.create_transform(**config)(Image.open(image).convert("RGB"))
         torch.testing.assert_close(lg_pixels(image, recipe), expected, rtol=0, atol=1e-6)
+
+
+def test_a_dinov2_is_fed_at_its_processors_size_as_transformers_feeds_it(tmp_path, lg):
+    """transformers' DINOv2 interpolates its positions for any image size,
+    and its processor prepares 224-pixel images for a config of 518: lg feeds
+    it at the processor's size, as transformers does (five times fewer tokens).
+    Here a config of 32 px and a processor of 16: lg's loss on an image is
+    transformers' on the processor's pixels; a resize keeps the size in lg's
+    metadata and the processor config."""
+    from lgcli.accuracy import evaluate_accuracy
+    from lgcli.calibration import calibration_examples
+    from lgcli.heads import model_input
+
+    processor = transformers.BitImageProcessorPil(size={"shortest_edge": 20}, crop_size={"height": 16, "width": 16},
+                                                  resample=3, **IMAGENET)
+    folder = hf_folder(tmp_path, HF_CASES["dinov2"][0](), "Dinov2ForImageClassification", processor)
+    recipe = recipe_of(folder)
+    assert (recipe.size, recipe.image_size, recipe.input_size) == (16, 16, (3, 32, 32))
+    assert recipe.source == ("Hugging Face folder's preprocessor_config.json: 16-pixel images, the positions "
+                             "(stored for 32) interpolated as transformers does")
+    model, _ = lgcli.load_model(folder)
+    assert model_input(model) == (3, 16)
+    path = picture(tmp_path, (40, 52))
+    pixels = processor(Image.open(path).convert("RGB"), return_tensors="pt")["pixel_values"]
+    assert pixels.shape[-1] == 16
+    with torch.no_grad():
+        expected = torch.nn.functional.cross_entropy(model(pixels.float()).logits, torch.tensor([0])).item()
+    ours = evaluate_accuracy(model, FolderImages([path], [0], 3))
+    assert ours["loss"] == pytest.approx(expected, rel=1e-5)
+    # The calibration pass of a data-aware resize sees the same pixels (a
+    # folder of copies of the image, so that a split holds some out).
+    for copy in range(1, 6):
+        (path.parent / f"{copy}.png").write_bytes(path.read_bytes())
+    loaded = lgcli.load(folder)
+    examples, _ = calibration_examples(model, loaded.spec, str(path.parent.parent), samples=1, seed=0,
+                                       seq_len=None, companions=loaded.checkpoint.companions, where=str(folder))
+    torch.testing.assert_close(examples.batch([0])[0], pixels.float(), rtol=0, atol=1e-6)
+    # What lg writes says it: its metadata (read first) and the processor config, both 16.
+    out = tmp_path / "small"
+    assert lg("shrink", folder, "--depth", "1", "-o", out).code == 0
+    assert recipe_of(out) == recipe and recipe_of(out).image_size == 16
+    assert read_checkpoint(out).lg[PREPROCESSING]["image_size"] == 16
+    assert (out / "preprocessor_config.json").read_bytes() == (folder / "preprocessor_config.json").read_bytes()
+
+
+def test_only_a_model_that_takes_any_size_is_fed_at_another(tmp_path):
+    """A ViT's positions are fixed: fed at its config's size, its processor's
+    crop taken in the same proportion; lg's metadata stating another size for
+    such a model is refused in one line."""
+    from lgcli.preprocessing import from_record
+
+    processor = transformers.ViTImageProcessorPil(size={"height": 16, "width": 16}, **IMAGENET)
+    folder = hf_folder(tmp_path, HF_CASES["vit"][0](), "ViTForImageClassification", processor)
+    recipe = recipe_of(folder)
+    assert (recipe.size, recipe.image_size) == (32, None)
+    assert recipe.source.endswith("which prepares 16-pixel images: fed at the model's 32")
+    with pytest.raises(lgcli.LgError, match=r"^image_size is 16, but the model takes 32-pixel images only$"):
+        from_record({**recipe.record(), "image_size": 16}, (3, 32, 32), "lg metadata")
+    record = {**recipe.record(), "image_size": 16}
+    assert from_record(record, (3, 32, 32), "lg metadata", any_size=True).image_size == 16
+    assert from_record(record, (3, 32, 32), "lg metadata", any_size=True).record() == record

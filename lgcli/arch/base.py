@@ -177,6 +177,11 @@ class FamilyAdapter(Protocol):
 
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]: ...
 
+    # Whether the family's model takes images of any size (interpolating its
+    # positions at run time, as transformers' DINOv2 does): then it is fed at
+    # the size its preprocessing states (`Preprocessing.image_size`).
+    any_image_size: bool
+
     def global_role_axes(self) -> dict[str, tuple[str, ...]]: ...
 
     def no_weight_decay_roles(self) -> frozenset[str]: ...
@@ -198,6 +203,7 @@ class AdapterDefaults:
     `getattr(adapter, name, default)`."""
 
     bot_wavelets: Mapping[str, str] = MappingProxyType({})  # haar both ways
+    any_image_size = False  # its model takes only its own input_size
 
     def written_companions(self, spec: ArchSpec) -> dict[str, bytes]:
         return {}

@@ -158,6 +158,9 @@ LAYOUT = HfLayout(
     # The MLP's size is `mlp_ratio` (`read_sizes`).
     size_fields={"depth": "num_hidden_layers", "width": "hidden_size", "heads": "num_attention_heads"},
     image_processor="BitImageProcessor",
+    # Dinov2Embeddings interpolates its positions whatever the input size:
+    # fed at the processor's 224 px, not the config's 518.
+    any_image_size=True,
     read_sizes=read_sizes,
     write_sizes=write_sizes,
     check_stored=check_stored,

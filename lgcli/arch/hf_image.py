@@ -290,6 +290,11 @@ class HfImageAdapter(HfAdapter):
 
     # ------------------------------------------------------------ preprocessing
     @property
+    def any_image_size(self) -> bool:
+        """Whether the live model interpolates its positions for any image size (the declaration says)."""
+        return self.layout.any_image_size
+
+    @property
     def image_processor(self) -> str:
         """The transformers image processor class that prepares this
         family's images (what a preprocessor_config.json lg writes, where the
@@ -324,7 +329,8 @@ class HfImageAdapter(HfAdapter):
         if PROCESSOR_FILE not in companions:
             return None
         config = self.processor_config(companion_bytes(companions, PROCESSOR_FILE))
-        return from_image_processor(config, input_size, f"Hugging Face folder's {PROCESSOR_FILE}")
+        return from_image_processor(config, input_size, f"Hugging Face folder's {PROCESSOR_FILE}",
+                                    any_size=self.any_image_size)
 
     def rewrite_companion(self, name: str, data: bytes, spec: ArchSpec) -> bytes:
         """The source's preprocessor_config.json as it is, unless the model
@@ -334,7 +340,7 @@ class HfImageAdapter(HfAdapter):
         if name != PROCESSOR_FILE or wanted is None:
             return super().rewrite_companion(name, data, spec)
         config = self.processor_config(data)
-        if from_image_processor(config, wanted.input_size).same_recipe(wanted):
+        if from_image_processor(config, wanted.input_size, any_size=self.any_image_size).same_recipe(wanted):
             return data
         config.update(image_processor_fields(wanted))
         return (json.dumps(config, indent=2, sort_keys=True) + "\n").encode()

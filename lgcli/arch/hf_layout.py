@@ -56,7 +56,9 @@ class HfLayout(Layout):
     says why and what to do (a whole CLIPModel). `bot_wavelets`: BoT's
     `--wavelet auto` by direction (absent: haar). `image_processor`: an image
     family's transformers image processor class (what a
-    preprocessor_config.json lg writes names).
+    preprocessor_config.json lg writes names). `any_image_size`: the live
+    model interpolates its positions for any image size (DINOv2), so it is
+    fed at its preprocessor_config.json's size, as transformers feeds it.
 
     Hooks: each a plain function, None where the family needs none; the
     only places a family says what its data cannot (docs/checkpoints.md,
@@ -91,6 +93,7 @@ class HfLayout(Layout):
     refused_model_types: Mapping[str, str] = field(default_factory=dict)
     bot_wavelets: Mapping[str, str] = field(default_factory=dict)
     image_processor: str | None = None
+    any_image_size: bool = False
     # The hooks (see above).
     read_sizes: Callable[[Mapping[str, Any], "Sizes"], "Sizes"] | None = None
     write_sizes: Callable[[dict[str, Any], ArchSpec], None] | None = None
