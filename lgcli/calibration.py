@@ -106,14 +106,15 @@ class Calibration:
 def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, samples: int, seed: int,
                          seq_len: int | None, companions: Mapping[str, Any], where: str,
                          notify: Callable[[str], None] = notify_stderr, at_most: bool = False,
-                         flag: str = "--calibrate") -> tuple[Any, str]:
+                         flag: str = "--calibrate", seq_len_flag: str = "--calibrate-seq-len") -> tuple[Any, str]:
     """(a `Batches` of exactly `samples` examples, the data's name) of
     `data` for `model`: images at its input size and channels, or token
     windows of its tokenizer. The examples are a seeded draw from the train
     split. Data of the wrong kind, or fewer examples than asked, is refused;
     with `at_most` (a caller whose user did not ask for a number, as `lg
     condense --widths`), `samples` is a cap and a smaller split is taken whole.
-    Errors name the data by `flag`, the option the user gave it with."""
+    Errors name the data by `flag` and the window length by `seq_len_flag`,
+    the options the user gave them with."""
     from .data import builtin_names, load_data
     from .images import ImageData, check_channels
     from .preprocessing import preprocessing_of_spec
@@ -126,7 +127,7 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     image_input = _image_input(adapter, spec)
     if image_input is not None:
         if seq_len is not None:
-            raise UsageError("--calibrate-seq-len is for language models; this is an image model")
+            raise UsageError(f"{seq_len_flag} is for language models; this is an image model")
         if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
             raise LgError(f"{flag} {name} is a text; this model takes images "
                           f"(an image folder, fashion-mnist-mini, fashion-mnist, mnist)")
@@ -146,7 +147,7 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     # Windows of plain token ids whatever the model's task: nothing is
     # scored, so a masked LM needs no mask token here.
     text = text_data_for([("the source", model, companions, where)], CAUSAL_LM, data, seq_len=seq_len, seed=seed,
-                         notify=notify, flag=flag)
+                         notify=notify, flag=flag, seq_len_flag=seq_len_flag)
     pool = text.train
     samples = _samples_taken(len(pool), samples, name, f"windows of {text.seq_len} tokens", at_most)
     chosen = torch.randperm(len(pool), generator=generator)[:samples].sort().values.tolist()

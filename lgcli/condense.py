@@ -548,7 +548,8 @@ def importance_ordered(loaded, stack: Stack, data: Any, *, seed: int, device: st
     model = build_model(spec, stack)
     examples, name = calibration_examples(model, spec, data, samples=DEFAULT_CALIBRATION_SAMPLES, seed=seed,
                                           seq_len=seq_len, companions=loaded.checkpoint.companions,
-                                          where=loaded.checkpoint.label, notify=notify, at_most=True, flag="--data")
+                                          where=loaded.checkpoint.label, notify=notify, at_most=True, flag="--data",
+                                          seq_len_flag="--seq-len")
     statistics = calibrate(model, spec, examples, name=name, seed=seed, device=calibration_device(device))
     del model
     notify(f"condense: channels ordered by importance on {statistics.samples} examples of {name} "

@@ -212,13 +212,14 @@ def _read_utf8(path: Path, budget: int, flag: str = "--data") -> str:
 
 # ---- windows ----
 
-def content_span(tokenizer: Tokenizer, seq_len: int) -> tuple[int, int]:
+def content_span(tokenizer: Tokenizer, seq_len: int, seq_len_flag: str = "--seq-len") -> tuple[int, int]:
     """Where a window's text lies: positions [start, end) of `seq_len`, the
-    rest being the tokenizer's special tokens."""
+    rest being the tokenizer's special tokens. A refusal names `seq_len` by
+    `seq_len_flag`, the option the user gave it with."""
     start, end = len(tokenizer.prefix), seq_len - len(tokenizer.suffix)
     if end - start < 2:
         special = len(tokenizer.prefix) + len(tokenizer.suffix)
-        raise LgError(f"--seq-len {seq_len} leaves {max(end - start, 0)} tokens of text per window beside the "
+        raise LgError(f"{seq_len_flag} {seq_len} leaves {max(end - start, 0)} tokens of text per window beside the "
                       f"tokenizer's {special} special tokens: give at least {special + 2}")
     return start, end
 
@@ -356,13 +357,15 @@ class TextData:
 
 def load_text(source: str | os.PathLike = DEFAULT_TEXT, *, tokenizer: Tokenizer, task: str, seq_len: int,
               test_fraction: float = DEFAULT_TEST_FRACTION, subset: int | float | str | None = None,
-              test_subset: int | float | str | None = None, seed: int = 0, flag: str = "--data") -> TextData:
+              test_subset: int | float | str | None = None, seed: int = 0, flag: str = "--data",
+              seq_len_flag: str = "--seq-len") -> TextData:
     """`source` read, tokenised and cut into windows of `seq_len` tokens for
     `task` (causal-lm or masked-lm): the last `test_fraction` of the windows
     (at least one) held out, and optionally a seeded `subset` of the train
     windows and `test_subset` of the test windows (a count or a fraction).
     A masked LM's test masks are drawn here, once, from `seed`. Errors
-    about `source` name it by `flag`, the option the user gave it with."""
+    about `source` name it by `flag`, and about `seq_len` by `seq_len_flag`:
+    the options the user gave them with."""
     if task not in (CAUSAL_LM, MASKED_LM):
         raise ValueError(f"load_text scores causal or masked LMs, not {task!r}")
     seed = check_seed(seed)
@@ -371,13 +374,14 @@ def load_text(source: str | os.PathLike = DEFAULT_TEXT, *, tokenizer: Tokenizer,
     test_subset = parse_subset(test_subset, "--test-subset", unit="window")
     name, text = read_text(source, flag=flag)
     ids = tokenizer.encode(text)
-    start, end = content_span(tokenizer, seq_len)
+    start, end = content_span(tokenizer, seq_len, seq_len_flag)
     windows = cut_windows(ids, seq_len, tokenizer)
     held_out = max(1, round(len(windows) * test_fraction))
     if test_fraction == 0 or len(windows) - held_out < 1:
+        # Only the remedy that applies (lg shrink --calibrate has no --test-fraction).
+        remedy = "a --test-fraction above 0" if test_fraction == 0 else f"more text or a smaller {seq_len_flag}"
         raise LgError(f"{flag} {shown(name)}: its {len(ids):,} tokens make {len(windows)} windows of {seq_len} "
-                      f"tokens, too few for a train and a test split (give more text, a smaller --seq-len, or a "
-                      f"--test-fraction above 0)")
+                      f"tokens, too few for a train and a test split (give {remedy})")
     train_windows = windows[:len(windows) - held_out]
     test_windows = windows[len(windows) - held_out:]
     train_windows = _take(train_windows, subset, seed, "--subset")
@@ -415,13 +419,15 @@ def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path
                   data: "TextData | str | os.PathLike | None", *, seq_len: int | None = None,
                   subset: int | float | str | None = None, test_subset: int | float | str | None = None,
                   test_fraction: float | None = None, seed: int = 0,
-                  notify: Callable[[str], None] = notify_stderr, flag: str = "--data") -> TextData:
+                  notify: Callable[[str], None] = notify_stderr, flag: str = "--data",
+                  seq_len_flag: str = "--seq-len") -> TextData:
     """Text for language models of `task` (one row each: name, live model,
     the files beside its weights, where they are): `data` as given, or
     read (default kjv-mini) and cut into windows of `seq_len` tokens
     (default min(128, the models' positions)) with the models' shared
     tokenizer, checked against every model's vocabulary and positions.
-    Errors about `data` name it by `flag`, the option the user gave it with."""
+    Errors about `data` name it by `flag`, and about `seq_len` by
+    `seq_len_flag`: the options the user gave them with."""
     tokenizer = shared_tokenizer([(name, files, where) for name, _, files, where in models])
     needed = tokenizer.size(task)
     positions: list[tuple[int, str]] = []
@@ -437,7 +443,7 @@ def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path
     if seq_len is None:
         seq_len = min(DEFAULT_SEQ_LEN, shortest[0]) if shortest else DEFAULT_SEQ_LEN
     elif shortest is not None and seq_len > shortest[0]:
-        raise LgError(f"--seq-len {seq_len} is longer than {shortest[1]} can read: it has {shortest[0]} positions")
+        raise LgError(f"{seq_len_flag} {seq_len} is longer than {shortest[1]} can read: it has {shortest[0]} positions")
     if isinstance(data, TextData):
         if data.task != task or data.tokenizer != tokenizer.name or (shortest and data.seq_len > shortest[0]):
             raise LgError(f"{data.name}'s windows were made for a {data.task} with the {data.tokenizer} and "
@@ -445,7 +451,7 @@ def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path
     else:
         source = DEFAULT_TEXT if data is None else os.fspath(data)
         data = load_text(source, tokenizer=tokenizer, task=task, seq_len=seq_len, seed=seed, subset=subset,
-                         test_subset=test_subset, flag=flag,
+                         test_subset=test_subset, flag=flag, seq_len_flag=seq_len_flag,
                          test_fraction=DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction)
     if isinstance(tokenizer, ByteTokenizer):
         # Said once the data are read, so that bad input is still a single line.

@@ -259,14 +259,15 @@ def loaded_model(source: Path):
     return get_adapter(loaded.spec.family).load_model(loaded.spec, loaded.stack).float().eval(), loaded
 
 
-def refusal(model, loaded, data: Path, flag: str, seq_len: int | None = None) -> str:
+def refusal(model, loaded, data: Path, flag: str, seq_len: int | None = None, **flags) -> str:
     """The message calibration_examples refuses `data` with, given by `flag`."""
     from lgcli.calibration import calibration_examples
     from lgcli.errors import LgError
 
     with pytest.raises(LgError) as refused:
         calibration_examples(model, loaded.spec, str(data), samples=4, seed=0, seq_len=seq_len,
-                             companions=loaded.checkpoint.companions, where=loaded.checkpoint.label, flag=flag)
+                             companions=loaded.checkpoint.companions, where=loaded.checkpoint.label, flag=flag,
+                             **flags)
     return str(refused.value)
 
 
@@ -289,6 +290,20 @@ def test_text_the_readers_refuse_is_named_by_the_flag_it_came_with(tmp_path, fla
     model, loaded = loaded_model(save_folder(make_model("llama-gqa"), tmp_path / "llama", "llama-gqa"))
     for data, problem in unreadable_text(tmp_path):
         assert refusal(model, loaded, data, flag, seq_len=16) == f"{flag} {data}: {problem}"
+
+
+@pytest.mark.parametrize("flag, seq_len_flag", [("--calibrate", "--calibrate-seq-len"), ("--data", "--seq-len")])
+def test_a_window_length_refused_is_named_by_the_flag_it_came_with(tmp_path, flag, seq_len_flag):
+    """lg shrink's window length is --calibrate-seq-len; lg condense's --seq-len.
+    Each refusal offers only the remedy its command has (no --test-fraction)."""
+    model, loaded = loaded_model(save_folder(make_model("llama-gqa"), tmp_path / "llama", "llama-gqa"))
+    positions = model.config.max_position_embeddings
+    short = tmp_path / "short.txt"
+    short.write_text("w3 w4 w5 w6 w7 w8\n")
+    assert refusal(model, loaded, short, flag, seq_len=positions + 1, seq_len_flag=seq_len_flag) == \
+        f"{seq_len_flag} {positions + 1} is longer than the source can read: it has {positions} positions"
+    assert refusal(model, loaded, short, flag, seq_len=4, seq_len_flag=seq_len_flag).endswith(
+        f"too few for a train and a test split (give more text or a smaller {seq_len_flag})")
 
 
 @pytest.mark.parametrize("flag", ["--calibrate", "--data"])
