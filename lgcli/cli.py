@@ -22,7 +22,6 @@ and the exit status.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 import warnings
@@ -36,6 +35,7 @@ from .commands.inspecting import inspect, methods_command, render_inspect
 from .commands.resizing import RESIZE_SUMMARIES, register_resize
 from .commands.scoring import bench_command, eval_command
 from .commands.training import distill_command, register_condense
+from .checkpoint.memory import out_of_memory
 from .errors import Interrupted, LgError, UsageError, debugging, one_line, os_reason, received_signals, shown
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
@@ -251,47 +251,6 @@ def missing_dependency(exc: BaseException) -> str | None:
         return None
     return (f"the Python package {top!r} is not installed here, and lg needs it for this "
             f"(pip install {PIP_NAMES.get(top, top)})")
-
-
-# What torch's allocators say when an allocation fails: the CPU's
-# ("DefaultCPUAllocator: can't allocate memory: you tried to allocate N
-# bytes"; "not enough memory" on Windows), CUDA's and MPS's ("CUDA out of
-# memory. Tried to allocate 1.50 GiB", raised as torch.OutOfMemoryError).
-_OOM_WORDS = ("can't allocate memory", "not enough memory", "out of memory")
-_CPU_REQUEST = re.compile(r"tried to allocate ([0-9]+) bytes", re.IGNORECASE)
-_SIZED_REQUEST = re.compile(r"tried to allocate ([0-9][0-9.]* ?[KMGTP]?i?B)\b", re.IGNORECASE)
-
-
-def out_of_memory(exc: BaseException) -> str | None:
-    """When `exc` (or the exception it was raised from) says that memory ran
-    out, what was asked ("tried to allocate 1.5 GiB", "" when it does not
-    say); None for anything else. Found by type name and message, so that
-    nothing imports torch to ask: MemoryError, torch's OutOfMemoryError
-    (CUDA's), a RuntimeError of a torch allocator, an OSError of ENOMEM."""
-    import errno
-
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        names = {cls.__name__ for cls in type(exc).__mro__}
-        message = str(exc)
-        if (isinstance(exc, MemoryError) or "OutOfMemoryError" in names
-                or (isinstance(exc, RuntimeError) and any(w in message.lower() for w in _OOM_WORDS))
-                or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM)):
-            return _request(message, "GPU" if "cuda" in message.lower() else None)
-        exc = exc.__cause__
-    return None
-
-
-def _request(message: str, device: str | None) -> str:
-    from .checkpoint.memory import memory_text
-
-    where = f" on the {device}" if device else ""
-    if match := _CPU_REQUEST.search(message):
-        return f"tried to allocate {memory_text(int(match[1]))}{where}"
-    if match := _SIZED_REQUEST.search(message):
-        return f"tried to allocate {match[1]}{where}"
-    return ""
 
 
 def out_of_memory_message(exc: BaseException, batch_options: tuple[str, ...] = ()) -> str:

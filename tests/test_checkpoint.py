@@ -170,6 +170,25 @@ def test_pickle_with_code_is_refused_and_never_runs(tmp_path):
     assert not marker.exists(), "the pickle's payload ran"
 
 
+def test_a_pickle_too_large_for_memory_is_said_so_not_called_unreadable(tmp_path, monkeypatch):
+    """torch's CPU allocator failing mid-read raises a RuntimeError, as a
+    corrupt file does: it is memory this machine lacks, said with the size."""
+    path = tmp_path / "big.pth"
+    torch.save({"x": torch.zeros(2)}, path)
+
+    def allocator_fails(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 1610612736 bytes. Error code 12 (Cannot allocate memory)")
+
+    monkeypatch.setattr(torch, "load", allocator_fails)
+    with pytest.raises(LgError) as refused:
+        read_checkpoint(path)
+    assert str(refused.value) == f"{path}: reading it needs more memory than is free (tried to allocate 1.5 GiB)"
+    monkeypatch.setattr(torch, "load", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("invalid magic number")))
+    with pytest.raises(LgError, match=r": not a readable PyTorch checkpoint \(invalid magic number\)$"):
+        read_checkpoint(path)
+
+
 def test_unknown_keys_and_shapes(tmp_path, lg):
     state = make_vit("cls-token").state_dict()
     from safetensors.torch import save_file

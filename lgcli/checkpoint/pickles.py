@@ -13,6 +13,7 @@ from ..errors import LgError, one_line, shown
 from ..lazy import torch
 from .hashing import _sha256_file
 from .loaded import Checkpoint, dtype_names
+from .memory import out_of_memory
 
 # A training checkpoint's wrappers ({'model': {'state_dict': ...}}) are
 # followed this deep at most.
@@ -41,6 +42,11 @@ def _read_pickle(path: Path) -> Checkpoint:
     except MemoryError:
         raise LgError(f"{shown(path)}: refused: the pickle asks for more memory than there is") from None
     except Exception as exc:  # torch raises a variety of types on garbage
+        # A tensor the allocator could not make (a RuntimeError) is memory
+        # this machine lacks, not a file at fault.
+        if (asked := out_of_memory(exc)) is not None:
+            raise LgError(f"{shown(path)}: reading it needs more memory than is free"
+                          f"{f' ({asked})' if asked else ''}") from None
         raise LgError(f"{shown(path)}: not a readable PyTorch checkpoint ({_one_line(exc)})") from None
     state = unwrap_state_dict(obj, str(path))
     return Checkpoint(tensors=state, metadata={}, digest=_sha256_file(path), source=str(path),
