@@ -229,6 +229,8 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
             _fail(out_of_memory_message(exc, _batch_options(app, command)), 1)
         if missing_dependency(exc):
             _fail(missing_dependency(exc), 1)
+        if unloadable_library(exc):
+            _fail(unloadable_library(exc), 1)
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         _fail(f"internal error: this is a bug in lg; please report it with the --debug output "
               f"({type(exc).__name__}{': ' + detail if detail else ''})", 1)
@@ -251,6 +253,25 @@ def missing_dependency(exc: BaseException) -> str | None:
         return None
     return (f"the Python package {top!r} is not installed here, and lg needs it for this "
             f"(pip install {PIP_NAMES.get(top, top)})")
+
+
+# What the dynamic loader says when the system will not map a shared
+# library (torch's are gigabytes of address space) into the process.
+_UNMAPPABLE = ("failed to map segment from shared object", "cannot allocate memory")
+
+
+def unloadable_library(exc: BaseException) -> str | None:
+    """The line for a library the system would not load into memory (an
+    address-space limit such as `ulimit -v` below what torch maps); None
+    for anything else."""
+    if not isinstance(exc, ImportError) or isinstance(exc, ModuleNotFoundError):
+        return None
+    message = str(exc).strip()
+    if not any(words in message.lower() for words in _UNMAPPABLE):
+        return None
+    library, _, why = message.partition(":")
+    return (f"out of memory: the system would not load {library} into this process ({why.strip()}); "
+            f"raise its memory limit (ulimit -v, the container's) or free memory")
 
 
 def out_of_memory_message(exc: BaseException, batch_options: tuple[str, ...] = ()) -> str:

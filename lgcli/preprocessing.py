@@ -230,7 +230,8 @@ def from_record(record: Mapping[str, Any], input_size: tuple[int, int, int], sou
                          crop_pct=float(crop_pct), input_size=tuple(int(v) for v in input_size),
                          source=f"{source}, assumed: no file in its provenance states preprocessing" if assumed
                          else source,
-                         crop_mode=crop_mode, assumed=assumed, image_size=None if image_size is None else int(image_size))
+                         crop_mode=crop_mode, assumed=assumed,
+                         image_size=None if image_size is None else int(image_size))
 
 
 def _edge(value: Any, field: str) -> tuple[str, int]:

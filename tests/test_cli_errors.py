@@ -107,6 +107,19 @@ def test_other_failures_are_not_called_out_of_memory(lg, monkeypatch, exc):
     assert result.code == 1 and "out of memory" not in result.stderr
 
 
+def test_a_library_the_system_will_not_load_is_said_as_such(lg, monkeypatch):
+    """`import torch` under an address-space limit (ulimit -v) too low for its
+    libraries fails with the loader's ImportError: a limit to raise, not a bug."""
+    raising(monkeypatch, lgcli.evaluate, "evaluate",
+            lambda: ImportError("libtorch_cuda.so: failed to map segment from shared object"))
+    result = lg("eval", EXAMPLE, "--steps", "1")
+    assert result.code == 1 and result.stderr.strip() == (
+        "lg: error: out of memory: the system would not load libtorch_cuda.so into this process (failed to map "
+        "segment from shared object); raise its memory limit (ulimit -v, the container's) or free memory")
+    raising(monkeypatch, lgcli.evaluate, "evaluate", lambda: ImportError("cannot import name 'x' from 'y'"))
+    assert "internal error" in lg("eval", EXAMPLE, "--steps", "1").stderr
+
+
 def test_the_message_reads_the_sizes_torch_gives():
     assert out_of_memory(RuntimeError(CPU_MESSAGE.replace("1610612736", "34816000"))) == "tried to allocate 33.2 MiB"
     assert out_of_memory(MemoryError()) == ""
