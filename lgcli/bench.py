@@ -318,13 +318,13 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, seeds: int =
                     + (settings.budget or 0 if c.method in RESIZE_ROWS else 0)
                     for c in to_run if c.size == cell.size)
         if not steps:
-            per_size[cell.size] = {"steps": 0, "seconds_per_step": 0.0}
+            per_size[cell.size] = {"steps": 0, "seconds_per_step": 0.0, "batch_size": probe.batch_size}
             continue
         model = _build(cell, context)[0]
         candidate = _candidate(cell, model, context)
         per_step, _ = seconds_per_step(candidate.model, context.data.train,
                                        probe_config(probe, probe.rates()[0], cell.name))
-        per_size[cell.size] = {"steps": steps, "seconds_per_step": per_step}
+        per_size[cell.size] = {"steps": steps, "seconds_per_step": per_step, "batch_size": probe.batch_size}
     condensing: dict[str, dict[str, Any]] = {}
     for kind in dict.fromkeys(c.method.removesuffix(FIT) for c in to_run if _is_kind(c.method.removesuffix(FIT))):
         if not get_kind(kind).trains or _saved_learngene(kind, context):
@@ -336,7 +336,8 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, seeds: int =
                                settings=CondenseSettings(steps=budget, batch_size=settings.condense_batch_size,
                                                          batch_flag=CONDENSE_BATCH_FLAG, seed=probe.seed,
                                                          device=probe.device, progress=False))
-        condensing[kind] = {"steps": budget, "seconds_per_step": timed["seconds_per_step"]}
+        condensing[kind] = {"steps": budget, "seconds_per_step": timed["seconds_per_step"],
+                            "batch_size": settings.condense_batch_size}
     parts = [*per_size.values(), *condensing.values()]
     # Every seed runs the same cells (the first seed's reuse stands for all).
     return {"dry_run": True, "command": "bench", "sizes": [f"{d}x{w}" for d, w in settings.sizes],

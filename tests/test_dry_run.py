@@ -205,6 +205,10 @@ def test_a_bench_plan_counts_cells_and_steps_and_sees_saved_cells(tmp_path, lg):
     assert (plan["cells"], plan["cells_to_run"], plan["cells_reused"]) == (3, 3, 0)  # select, tleg, random
     assert plan["steps"] == 3 * 4 + 3 and plan["condense"]["tleg"]["steps"] == 3
     assert plan["estimated_seconds"] > 0
+    # Each timing says its batch: the probe's --batch-size, the learngene's --condense-batch-size.
+    assert plan["probe"]["1x32"]["batch_size"] == 16 and plan["condense"]["tleg"]["batch_size"] == 64
+    said = lg(*args, "--dry-run", "--condense-batch-size", "8").stderr
+    assert "; probe batch 16, condense batch 8; " in said
     real = lg(*args)
     assert real.code == 0, real.stderr
     again = dry(lg, tmp_path, *args)

@@ -213,10 +213,12 @@ def bench_command(
                              calibrate_samples=calibrate_samples, preprocessing=overrides)
     report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
     if dry_run:
+        # The batches the timings were taken at (each is its own flag's).
+        batches = f"probe batch {batch_size}" + (f", condense batch {condense_batch_size}" if report["condense"] else "")
         show_training_plan(f"bench: {report['cells']} cells ({counted(len(report['sizes']), 'size')} x "
                             f"{counted(len(report['methods']), 'method')}), {report['cells_to_run']} to run, "
                             f"{report['cells_reused']} saved before, {report['cells_not_applicable']} n/a (the "
-                            f"method cannot reach the size)", report, as_json,
+                            f"method cannot reach the size); {batches}", report, as_json,
                             "of each size's model and each condense run")
         return
     if as_json:
