@@ -19,7 +19,8 @@ Given calibration data and no method, a shrink measures the model on it
   lg shrink - --width W --method activation --calibrate DATA -o OUT` does:
   activation importance alone keeps the first blocks, which breaks a
   language model's depth. The step between stays in memory, and the
-  output's provenance records both steps, as the pipe's does.
+  output's provenance records both steps, as the pipe's does, the step
+  between named `<in memory>` (the pipe's says `<stdin>`).
 
 Without data the default stays weight selection (`methods.DEFAULT_METHODS`).
 """
@@ -91,7 +92,9 @@ def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, targ
     budget chose (`budget.budget_report`), its shape already in `options`'
     sizes. Returns the second step's report told as one shrink: the
     source's sizes, the two methods and what each chose (`steps`)."""
-    from .checkpoint import STDIO, read_checkpoint
+    from .checkpoint import STDIO
+    from .checkpoint.names import IN_MEMORY
+    from .checkpoint.reading import read_stream
     from .loading import load
 
     options = {k: v for k, v in options.items() if k not in ("params", "memory")}
@@ -108,7 +111,10 @@ def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, targ
     first = resize_step(loaded, STDIO, direction=SHRINK, method=DEPTH_METHOD, notify=notify, stdout=between,
                         **depth_options)
     between.seek(0)
-    middle = load(read_checkpoint(STDIO, stdin=between))
+    # The step between is named for what it is, not a <stdin> nobody piped
+    # (the card names the source it came from: `card.named_source`). Its
+    # record is the pipe's otherwise: each step's method, options, source sha256.
+    middle = load(read_stream(between, IN_MEMORY))
     second = resize_step(middle, target, direction=SHRINK, method=WIDTH_METHOD, notify=notify, stdout=stdout,
                          card=card, **width_options)
     return _told_as_one(second, loaded, first, budget)

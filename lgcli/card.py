@@ -95,9 +95,9 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
         lines += ["```sh", facts.command, "```", ""]
     lines.append(f"- method: `{lg.get('method') or '?'}`" + (f" with `{json.dumps(options, sort_keys=True)}`"
                                                             if options else ""))
-    if lg.get("source_sha256"):
-        source_name = chain[1].get("file", "?") if len(chain) > 1 else "?"
-        lines.append(f"- source: `{source_name}`, sha256 `{lg['source_sha256']}`")
+    source_name, source_sha256 = named_source(chain)
+    if source_sha256:
+        lines.append(f"- source: `{source_name}`, sha256 `{source_sha256}`")
     lines.append(f"- size: depth {spec.depth}, width {spec.width}, {spec.heads} head{'s' * (spec.heads != 1)}"
                  + (f" ({spec.key_value_heads} key/value heads)" if spec.key_value_heads != spec.heads else "")
                  + f" of dimension {spec.head_dim}, MLP {spec.mlp_dim}")
@@ -158,7 +158,25 @@ def hub_base_model(chain: Sequence[Mapping[str, Any]]) -> str | None:
 def _source_phrase(base_model: str | None, chain: Sequence[Mapping[str, Any]]) -> str:
     if base_model:
         return f"`{base_model}`"
-    return f"`{chain[1]['file']}`" if len(chain) > 1 and chain[1].get("file") else "its source"
+    name, _ = named_source(chain)
+    return f"`{name}`" if name else "its source"
+
+
+# Names of models read from no file of the user's: passed over for the one before them.
+UNNAMED = ("<stdin>", "<in memory>")
+
+
+def named_source(chain: Sequence[Mapping[str, Any]]) -> tuple[str | None, str | None]:
+    """(name, sha256) of the nearest ancestor read from a named file, a
+    step between held in memory or piped through stdin passed over (the
+    hash of a step's source is on the step after it, newer, in the chain);
+    the nearest piped one where no file is named; (None, None) for none."""
+    ancestors = range(1, len(chain))
+    for wanted in (lambda file: file not in UNNAMED, lambda file: file == "<stdin>"):
+        for index in ancestors:
+            if chain[index].get("file") and wanted(chain[index]["file"]):
+                return chain[index]["file"], chain[index - 1].get("source_sha256")
+    return None, None
 
 
 def condensed_score(condensed: Mapping[str, Any], teacher: str) -> str:

@@ -28,10 +28,15 @@ This module does not import torch: `lg` checks a file before paying for it, and
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
+import os
+import shlex
 import struct
+import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .errors import LgError, shown
@@ -133,8 +138,9 @@ def header_length(prefix: bytes, name: str, total: int | None = None) -> int:
     if length > MAX_HEADER_BYTES:
         # Most often another kind of file (text, a zip, an image), whose first
         # bytes read as an absurd length: say what it looks like, not the length.
-        begins = prefix[:8].decode("ascii", errors="replace")
-        looks = (f"it begins with the text {shown(repr(begins))}" if begins.isprintable()
+        begins = _text_beginning(prefix[:8])
+        looks = (f"it begins with the text {shown(repr(begins))}{_model_file_hint(name, total)}"
+                 if begins is not None
                  else f"its first 8 bytes are no header length: they would claim {length / 1e6:,.0f} MB, and "
                       f"safetensors allows at most {MAX_HEADER_BYTES / 1e6:,.0f} MB")
         raise LgError(f"{shown(name)}: not a safetensors file ({looks})")
@@ -142,6 +148,65 @@ def header_length(prefix: bytes, name: str, total: int | None = None) -> int:
         raise LgError(f"{shown(name)}: truncated or not safetensors (header claims {length} bytes, "
                       f"the file has {total - 8} after the length)")
     return length
+
+
+# Control characters a text file holds: tabs, line ends, form feeds.
+_TEXT_CONTROLS = frozenset("\t\n\r\f")
+# What a model folder holds beside its config.json: its weights (one file,
+# shards with an index, or a pickle), as lg reads a folder.
+_CONFIG_NAME = "config.json"
+_WEIGHTS_NAMES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+# A JSON file beside a model's weights is parsed (to say it is JSON) up to this size.
+_MAX_JSON_CHECKED = 64 << 20
+
+
+def _text_beginning(prefix: bytes) -> str | None:
+    """The text `prefix` (a file's first bytes) is, when it is text: UTF-8
+    (a character the end cuts in half left out, a byte order mark skipped)
+    of printable characters, tabs and line ends. None when it is not."""
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(prefix)  # holds back a cut character
+    except UnicodeDecodeError:
+        return None
+    text = text.removeprefix("\ufeff")
+    if not text or not all(ch in _TEXT_CONTROLS or unicodedata.category(ch) not in ("Cc", "Cs", "Co", "Cn")
+                           for ch in text):
+        return None
+    return text
+
+
+def _model_file_hint(name: str, total: int | None) -> str:
+    """When the text file `name` is a model folder's config.json (so named,
+    or JSON beside a model's weights), what to give instead: the folder,
+    as a command that runs as printed. Empty when it is not, or when
+    `name` is not known to be the file read (a stream: `total` is None)."""
+    if total is None:
+        return ""
+    try:
+        if not os.path.isfile(name) or os.stat(name).st_size != total:
+            return ""
+        path = Path(name)
+        folder = path.parent
+        if path.name == _CONFIG_NAME:
+            what = f"a model's {_CONFIG_NAME}, not its weights"
+        elif any(os.path.isfile(folder / weights) for weights in _WEIGHTS_NAMES) and _is_json(path, total):
+            what = "JSON beside a model's weights, not the weights"
+        else:
+            return ""
+    except (OSError, ValueError):
+        return ""
+    shown_folder = str(folder) if not str(folder).startswith("-") else f"./{folder}"  # not taken for a flag
+    return f": {what}; give the folder that holds it: lg inspect {shlex.quote(shown_folder)}"
+
+
+def _is_json(path: Path, size: int) -> bool:
+    if size > _MAX_JSON_CHECKED:
+        return False
+    try:
+        json.loads(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def parse_header(raw: bytes, name: str) -> Header:

@@ -35,8 +35,8 @@ from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_m
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
 from .preprocessing import PREPROCESSING, Overrides, with_preprocessing
-from .sizing import (MixedChange, WidthKept, at_depths_of, check_direction, check_heads_known, keeps_width,
-                     moves_heads, peak_memory, spec_sizes, target_spec)
+from .sizing import (MixedChange, WidthKept, at_depths_of, check_direction, check_heads_known, check_kv_heads_apply,
+                     keeps_width, moves_heads, peak_memory, spec_sizes, target_spec)
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 from .text import check_data_source
 
@@ -228,6 +228,7 @@ def plan_resize(loaded: Loaded, chosen, options: dict[str, Any], *, direction: s
     if all(v is None for v in (depth, width, heads, mlp_dim, kv_heads)):
         raise UsageError(f"nothing to {direction}: give --depth, --width, --heads, --kv-heads or --mlp-dim")
     source = loaded.spec
+    check_kv_heads_apply(source, kv_heads, get_adapter(source.family).grouped_query)
     check_defined(chosen, source)
     check_heads_known(source, moves_heads=moves_heads(source, width, heads, kv_heads),
                       where=loaded.checkpoint.label)
@@ -297,6 +298,7 @@ def _kind_target(kind: LearngeneKind, learngene: Learngene, *, depth: int | None
                  **options: Any) -> tuple[dict[str, Any], ArchSpec]:
     """`expand_target` for the learngene's kind, found once by the caller (`expand`)."""
     resolved = resolve_declared(f"a {kind.name} learngene", kind.expand_options, options)
+    check_kv_heads_apply(learngene.spec, kv_heads, get_adapter(learngene.spec.family).grouped_query)
     if all(v is None for v in (depth, width, heads, mlp_dim)):
         raise UsageError("give the size to build: --depth (and --width where the learngene can change it)")
     depth, width, heads, mlp_dim = kind.resolve_request(learngene, depth, width, heads, mlp_dim)
@@ -395,7 +397,7 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
                                      **kwargs)
     except MixedChange as mixed:
         hint = _mixed_change_hint(mixed, src_text, output, direction, method, source_options, output_options)
-        raise LgError(f"{mixed}; {hint}") from None
+        raise LgError(f"{mixed.what}; {hint}") from None
     except WidthKept as kept:
         raise LgError(f"{kept}; {_width_kept_hint(kept, loaded, src_text, output, source_options, output_options)}") from None
     except RefusedWithPipe as refused:
@@ -587,8 +589,8 @@ def _mixed_change_hint(mixed: MixedChange, src: str, output: str | os.PathLike, 
     pipe = mixed_change_pipe(mixed.source, mixed.target, src=src, output=str(output),
                              options={direction: method_flag}, source_options=source_options,
                              output_options=output_options)
-    if pipe is None:
-        return "no shrink and grow piped together reach these sizes either"
+    if pipe is None:  # the other command alone does not either: not named
+        return "neither lg shrink nor lg grow reaches these sizes, alone or piped together"
     if " | " not in pipe:
         return f"run: {pipe}"
     return f"for a mixed change pipe the two: {pipe}"

@@ -13,7 +13,7 @@ from typing import Any
 
 from .arch import get_adapter
 from .checkpoint import available_memory
-from .errors import LgError
+from .errors import LgError, UsageError
 from .methods.common import GROW, SHRINK
 from .stack import EMBED, HEAD_DIM, LAYER, MLP, ArchSpec
 
@@ -223,6 +223,16 @@ def _heads_apart_from_width(source: ArchSpec, width: int, heads: int | None) -> 
     return source.heads * width // source.width, source.head_dim
 
 
+def check_kv_heads_apply(source: ArchSpec, kv_heads: int | None, grouped_query: bool) -> None:
+    """--kv-heads refused for a family without grouped-query attention (its
+    adapter's `grouped_query`), before anything is computed: else its writer
+    is given key and value projections its library does not build (a timm
+    ViT's fused qkv)."""
+    if kv_heads is not None and not grouped_query:
+        raise UsageError(f"--kv-heads does not apply to a {source.family}: its attention has a key/value head for "
+                         f"each query head (no grouped-query attention); give --heads")
+
+
 def _kv_heads(source: ArchSpec, heads: int, kv_heads: int | None) -> int:
     """The target's key/value heads: as asked, else the source's group size kept."""
     if kv_heads is None:
@@ -297,7 +307,7 @@ def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
         try:
             check_direction(before, after, direction)  # each stage one way (a stage has no stages)
         except MixedChange as exc:  # the whole model's change, whose pipe `mixed_change_pipe` writes
-            raise MixedChange(f"stage {index}: {exc}", source, target) from None
+            raise MixedChange(f"stage {index}: {exc.what}", source, target) from None
         except LgError as exc:
             raise LgError(f"stage {index}: {exc}") from None
     before, after = source.axis_sizes(), target.axis_sizes()
@@ -309,16 +319,18 @@ def check_direction(source: ArchSpec, target: ArchSpec, direction: str) -> None:
             other = SHRINK if direction == GROW else GROW
             word = "smaller" if direction == GROW else "larger"
             raise MixedChange(f"{direction} cannot make {_axis_label(axis)} {word} ({before[axis]} -> "
-                              f"{after[axis]}): use `lg {other}`", source, target)
+                              f"{after[axis]})", source, target, other)
 
 
 class MixedChange(LgError):
     """A request that makes some axes larger and others smaller: one command
     cannot, a shrink piped into a grow can (`lgcli.hints.mixed_change_pipe`)."""
 
-    def __init__(self, message: str, source: ArchSpec, target: ArchSpec):
-        super().__init__(message)
-        self.source, self.target = source, target
+    def __init__(self, what: str, source: ArchSpec, target: ArchSpec, other: str | None = None):
+        # `what` cannot be done; `other`, the command that can make that
+        # axis's change (the caller says whether it reaches every size).
+        super().__init__(f"{what}: use `lg {other}`" if other else what)
+        self.what, self.source, self.target = what, source, target
 
 
 class WidthKept(LgError):

@@ -61,8 +61,9 @@ def test_depth_and_width_are_the_pipe_of_the_two_methods_and_load_strictly(tmp_p
     for key in ours:
         assert torch.equal(ours[key], theirs[key]), key
 
-    # The provenance too: both steps, each with what it chose, chained to the source as the pipe's.
-    assert metadata(tmp_path / "both") == metadata(tmp_path / "piped")
+    # The provenance too: both steps, each with what it chose, chained to the source as the pipe's; the step
+    # between, held in memory, is named so, where the pipe's came through <stdin>.
+    assert_the_pipes_record(metadata(tmp_path / "both"), metadata(tmp_path / "piped"))
     model = load_strict(tmp_path / "both", variant)  # no missing, unexpected or mismatched keys
     with torch.no_grad():
         logits = model(token_ids()).logits
@@ -181,7 +182,61 @@ def test_a_swin_is_shrunk_per_stage_in_two_steps_as_the_pipe(tmp_path, lg):
     piped = lg("shrink", "-", "--width", "8", "--method", "activation", *calibrate,
                "-o", tmp_path / "piped.safetensors", stdin=first.stdout)
     assert piped.code == 0, piped.stderr
-    assert (tmp_path / "both.safetensors").read_bytes() == (tmp_path / "piped.safetensors").read_bytes()
+    ours, theirs = load_file(tmp_path / "both.safetensors"), load_file(tmp_path / "piped.safetensors")
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[key], theirs[key]) for key in ours)
+    assert_the_pipes_record(file_metadata(tmp_path / "both.safetensors"), file_metadata(tmp_path / "piped.safetensors"))
+
+
+def test_both_steps_name_the_real_source_not_a_phantom_stdin(tmp_path, lg):
+    """The step between is held in memory, not piped: the output's
+    provenance (as lg inspect reads it) and its card name the source the
+    user gave, with that source's sha256, and <stdin> only where the user
+    piped the source in."""
+    from lgcli.checkpoint import read_checkpoint
+
+    variant = "llama-gqa"
+    source = save_folder(make_model(variant), tmp_path / "llama", variant)
+    calibrate = ("--calibrate", text_file(tmp_path / "calibration.txt"), *SAMPLES)
+    out = tmp_path / "out"
+    result = lg("shrink", source, "--depth", "2", "--width", "16", *calibrate, "-o", out)
+    assert result.code == 0, result.stderr
+    shown = lg("inspect", out, "--json")
+    assert shown.code == 0, shown.stderr
+    chain = json.loads(shown.stdout)["provenance"]
+    assert [step.get("method") for step in chain[:2]] == ["activation", "block-ablation"]
+    real = read_checkpoint(source).sha256
+    assert (chain[1]["file"], chain[1]["source_sha256"], chain[2]["file"]) == ("<in memory>", real, "llama")
+    assert "<stdin>" not in json.dumps(chain)
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "its weights come from `llama`" in card and f"- source: `llama`, sha256 `{real}`" in card
+    assert "<stdin>" not in card
+
+    # Piped in, the source is <stdin>: so it is recorded, with the sha256 of what came in.
+    vit = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
+    piped = lg("shrink", "-", *HEADS, "--depth", "2", "--width", "32", "--calibrate", IMAGES, *SAMPLES,
+               "-o", tmp_path / "piped.safetensors", stdin=vit.read_bytes())
+    assert piped.code == 0, piped.stderr
+    chain = json.loads(lg("inspect", tmp_path / "piped.safetensors", "--json").stdout)["provenance"]
+    assert [step.get("method") for step in chain[:2]] == ["activation", "block-ablation"]
+    assert (chain[1]["file"], chain[1]["source_sha256"]) == ("<in memory>", read_checkpoint(vit).sha256)
+    assert chain[2]["file"] == "<stdin>"
+
+
+def file_metadata(path) -> dict[str, str]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        return f.metadata() or {}
+
+
+def assert_the_pipes_record(ours: dict[str, str], piped: dict[str, str]) -> None:
+    """The in-memory two steps record what the pipe of the two records, but
+    for the name of the step between: <in memory>, not <stdin>."""
+    ours, piped = dict(ours), dict(piped)
+    our_between, piped_between = json.loads(ours.pop("lg.source")), json.loads(piped.pop("lg.source"))
+    assert ours == piped
+    assert (our_between.pop("file"), piped_between.pop("file")) == ("<in memory>", "<stdin>")
+    assert our_between == piped_between
 
 
 def test_lg_bench_has_the_calibrated_defaults_row(tmp_path):

@@ -70,6 +70,20 @@ def test_a_hugging_face_folder_holds_a_card_with_the_true_source_hash_and_the_in
     assert outputs(model, token_ids()).isfinite().all()
 
 
+def test_a_pipes_card_names_the_file_upstream_with_its_hash_not_stdin(tmp_path, lg):
+    """Through `lg shrink SRC -o - | lg shrink - ...` the model between came
+    in on stdin: the card names SRC and SRC's sha256, which provenance records
+    on the step after it."""
+    source, _ = gpt2_folder(tmp_path, "gpt2")
+    first = lg("shrink", source, "--depth", "3", "-o", "-")
+    assert first.code == 0, first.stderr
+    out = tmp_path / "out"
+    assert lg("shrink", "-", "--depth", "2", "-o", out, stdin=first.stdout).code == 0
+    _, body = card_of(out)
+    assert f"its weights come from `{source.name}`" in body
+    assert f"- source: `{source.name}`, sha256 `{inspected(lg, source)['sha256']}`" in body
+
+
 def test_a_timm_hub_folder_holds_a_card_with_timms_load_line(tmp_path, lg):
     source = tmp_path / "vit_hub"
     save_for_hf(make_vit("cls-token", model_name="vit_tiny_patch16_224", num_heads=4), str(source),

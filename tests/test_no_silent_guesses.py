@@ -380,7 +380,9 @@ def test_a_mixed_change_hint_runs_as_printed(known, tmp_path, direction, args, r
 def test_a_change_no_pipe_reaches_says_so(known, tmp_path):
     _, src = known  # 2 heads of 16: 4 heads of 4 needs more heads (grow) and a smaller head dim (shrink) at once
     line = one_error_line(lg_run("shrink", src, "--width", "16", "--heads", "4", "-o", tmp_path / "o.safetensors"))
-    assert "no shrink and grow piped together reach these sizes" in line and "..." not in line
+    assert line.endswith("shrink cannot make the head count larger (2 -> 4); neither lg shrink nor lg grow reaches "
+                         "these sizes, alone or piped together"), line
+    assert "use `lg" not in line  # the other command, named, would fail as well
 
 
 # ---- exit codes: 2 for a usage mistake, 1 for a file or data problem ----

@@ -73,7 +73,7 @@ def test_existing_output_needs_force(source, lg, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["shrink", "--width", "100"], "width 100 is not a whole number of heads of dimension 32 (valid widths: 32, 64, 96, 128"),
-    (["grow", "--depth", "2"], "grow cannot make the depth smaller (4 -> 2): use `lg shrink`"),
+    (["grow", "--depth", "2"], "grow cannot make the depth smaller (4 -> 2); run: lg shrink"),
     (["shrink", "--width", "256"], "shrink cannot make the width larger"),
     (["shrink", "--depth", "2", "--method", "bot", "--wavelet", "nope"], "unknown wavelet 'nope'"),
     (["shrink", "--depth", "2", "--method", "nope"], "unknown method 'nope'"),
@@ -85,6 +85,9 @@ def test_existing_output_needs_force(source, lg, tmp_path):
     (["grow", "--width", "256", "--method", "tleg-fit"], "tleg-fit changes depth only"),
     (["shrink", "--width", "64", "--heads", "3"], "width 64 does not split into 3 heads"),
     (["shrink"], "nothing to shrink"),
+    (["shrink", "--kv-heads", "1"], "--kv-heads does not apply to a vit: its attention has a key/value head for each "
+                                    "query head (no grouped-query attention); give --heads"),
+    (["grow", "--depth", "8", "--kv-heads", "1"], "--kv-heads does not apply to a vit"),
 ])
 def test_bad_requests_fail_in_one_line_and_write_nothing(source, lg, tmp_path, args, message):
     folder, _ = source

@@ -181,6 +181,9 @@ class FamilyAdapter(Protocol):
     # positions at run time, as transformers' DINOv2 does): then it is fed at
     # the size its preprocessing states (`Preprocessing.image_size`).
     any_image_size: bool
+    # Whether its attention may have fewer key/value heads than query heads
+    # (grouped-query attention, Llama's): what --kv-heads changes.
+    grouped_query: bool
 
     def global_role_axes(self) -> dict[str, tuple[str, ...]]: ...
 
@@ -204,6 +207,7 @@ class AdapterDefaults:
 
     bot_wavelets: Mapping[str, str] = MappingProxyType({})  # haar both ways
     any_image_size = False  # its model takes only its own input_size
+    grouped_query = False  # as many key/value heads as query heads, always
 
     def written_companions(self, spec: ArchSpec) -> dict[str, bytes]:
         return {}

@@ -56,6 +56,11 @@ class HfAdapter(DeclaredAdapter):
         self.layout = layout
 
     @property
+    def grouped_query(self) -> bool:
+        """Whether the config states key/value heads apart from the query heads (Llama's num_key_value_heads)."""
+        return "kv_heads" in self.layout.size_fields
+
+    @property
     def bot_wavelets(self) -> Mapping[str, str]:
         return self.layout.bot_wavelets
 
