@@ -169,14 +169,15 @@ def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
 
     from .arch import get_adapter
     from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
-    from .data import load_data
+    from .evaluate import _image_data
     from .text import text_data_for
 
     spec, checkpoint = loaded.spec, loaded.checkpoint
     adapter = get_adapter(spec.family)
     task = adapter.task(spec)
-    if task == IMAGE_CLASSIFICATION:
-        return load_data(data, subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed)
+    if task == IMAGE_CLASSIFICATION:  # read as lg eval reads it (a text named is said to be one)
+        return _image_data(data, seq_len=None, subset=settings.subset, test_subset=settings.test_subset,
+                           test_fraction=None, seed=settings.probe.seed)
     where = checkpoint.label
     if task == TEXT_ENCODER:
         raise LgError(f"{where} is a text encoder without a language-model head: lg bench scores image "
@@ -368,7 +369,8 @@ def _build(cell: Cell, context: _Context):
     from .resize import expand
     from .sizing import target_spec
 
-    target = target_spec(context.loaded.spec, depth=cell.depth, width=cell.width)  # a size no model has: n/a
+    # A size no model has: n/a. The bench has no --heads to suggest.
+    target = target_spec(context.loaded.spec, depth=cell.depth, width=cell.width, heads_flag=False)
     seed = context.settings.probe.seed
     if cell.method == RANDOM:
         return create_model(target, seed=seed), 0, {"init": "timm"}

@@ -21,6 +21,7 @@ and the exit status.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -186,6 +187,18 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
     app = None
     try:
         app = build_app(command)
+        if not args and not os.environ.get("_LG_COMPLETE"):
+            # Bare `lg`: the help and exit status 2, with no error line, as
+            # typer's no_args_is_help does under click 8.2 and later (git too
+            # prints its usage and fails): no command is a usage mistake, and
+            # a script whose command word came out empty must not pass. The
+            # help goes to stderr (click's NoArgsIsHelpError shows it there),
+            # so that stdout carries data only: `lg $cmd > out` writes no help
+            # into out. (Run here, click would raise that error with the help
+            # already printed to stdout and an empty message.)
+            with contextlib.redirect_stdout(sys.stderr):
+                app(args=["--help"], prog_name="lg", standalone_mode=False)
+            return 2
         return app(args=args, prog_name="lg", standalone_mode=False)
     except UsageError as exc:
         if debug:

@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from lgcli.errors import LgError, shown
+from lgcli.errors import LgError, UsageError, shown
 from lgcli.lazy import dist, torch
 
 
@@ -57,19 +57,33 @@ DEVICE_NAMES = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?", re.ASCII)
 def concrete_device(device: str) -> str:
     """`--device auto`: "cuda" when torch sees a CUDA device, else "cpu";
     cpu, cuda or cuda:N as given. Anything else (meta, a device that holds
-    no data; a device torch has but lg does not train on), or cuda where
-    there is none, is refused in one line here, as a command starts: not
-    after its plan, nor as an internal error."""
+    no data; mps or another device torch may have but lg does not run on)
+    is a usage mistake (exit 2), and cuda where there is none (or cuda:N
+    past the last GPU) a problem of the machine (exit 1): either is refused
+    in one line here, as a command starts: not after its plan, nor as an
+    internal error."""
     if not isinstance(device, str) or not DEVICE_NAMES.fullmatch(device):
         holds_no_data = " (it holds no data: lg trains and scores real numbers)" if str(device).startswith(
             "meta") else ""
-        raise LgError(f"--device {shown(device)}: not a device lg runs on{holds_no_data}; give auto, cpu, cuda "
-                      f"or cuda:N")
+        raise UsageError(f"--device {shown(device)}: not a device lg runs on{holds_no_data}; give auto, cpu, cuda "
+                         f"or cuda:N")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise LgError(f"--device {device}: no CUDA device is available here (use --device cpu)")
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        which = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
+        raise LgError(f"--device {device}: this machine has {count} CUDA device{'s' * (count != 1)} ({which})")
     return device
+
+
+def check_device(device: str | None) -> None:
+    """Refuse a --device that `concrete_device` refuses, before any work,
+    leaving the value as it was given (None: not given): a resize reads
+    `auto` its own way (the CPU's streamed path), not as CUDA when present."""
+    if device is not None:
+        concrete_device(device)
 
 
 def auto_device_note(device: str) -> str | None:

@@ -88,7 +88,6 @@ def plan_output(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, 
     # A folder's config.json, or None: the output is one file (the family's
     # form, or the source's: a timm ViT read from a timm hub folder).
     folder_config = adapter.folder_config(spec)
-    check_form(destination, folder=folder_config is not None)
     groups = adapter.write_plan(spec, stack)
     shapes = {key: shape for group in groups for key, shape in group.entries}
     try:
@@ -101,6 +100,10 @@ def plan_output(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, 
     target_dtype = dtype or (dominant_dtype(parent.tensors) if parent else None) or torch.float32
     entries = [(key, dtype or _own_dtype(parent, key) or target_dtype, shape) for key, shape in shapes.items()]
     shards = 1 if str(destination) == STDIO else len(shard_parts(entries, shard_size))
+    # Shards are a folder whatever the family writes: the form is known once they are.
+    check_form(destination, folder=folder_config is not None, shards=shards, shard_size=shard_size,
+               weight_bytes=sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
+               if len(entries) > 1 else None)
     return OutputPlan(parent=parent, folder_config=folder_config, groups=groups, entries=entries,
                       target_dtype=target_dtype, shards=shards)
 

@@ -96,12 +96,15 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
                              f"({' then '.join(steps)}): lgcli.resize.resize_file runs both, or name a method")
         method = steps[0]
     if method is None and direction in (GROW, SHRINK):
-        def reaches(name: str) -> bool:
+        def reaches(name: str) -> bool:  # an option the default does not take is said naming it, below
             candidate = get_method(name)
             try:
-                plan_resize(loaded, candidate, resolve_options(candidate, method_options), direction=direction,
-                            depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads,
-                            max_params=max_params)
+                options = resolve_options(candidate, method_options)
+            except LgError:
+                return True
+            try:
+                plan_resize(loaded, candidate, options, direction=direction, depth=depth, width=width, heads=heads,
+                            mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
             except LgError:
                 return False
             return True

@@ -29,7 +29,7 @@ PEAK_ROLE_COPIES = 3
 
 def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
                 heads: int | None = None, mlp_dim: int | None = None, kv_heads: int | None = None,
-                max_params: float | None = None) -> ArchSpec:
+                max_params: float | None = None, heads_flag: bool = True) -> ArchSpec:
     """The target architecture: unchanged axes keep their size; heads come
     from `heads`, else width / the source's head dim; the MLP keeps the
     source's ratio unless `mlp_dim` is given. Grouped-query attention keeps
@@ -40,7 +40,8 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
     request over `max_params` or over the memory available is refused.
 
     A hierarchical model (Swin) takes a depth per stage: see
-    `staged_target_spec`."""
+    `staged_target_spec`. `heads_flag`: whether a refusal may suggest
+    --heads (False for a command without it: lg bench)."""
     if source.stages:
         return staged_target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
                                   kv_heads=kv_heads, max_params=max_params)
@@ -54,7 +55,7 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
     # Heads barely change the count (q/k norm only): bound it with one head.
     check_size(source.with_sizes(depth=new_depth, width=new_width, heads=1, head_dim=new_width,
                                  mlp_dim=max(new_mlp, 1), kv_heads=1), max_params)
-    return _sized_target(source, new_depth, new_width, new_mlp, heads, kv_heads)
+    return _sized_target(source, new_depth, new_width, new_mlp, heads, kv_heads, heads_flag)
 
 
 def _check_whole(**sizes: int | None) -> None:

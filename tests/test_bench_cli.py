@@ -73,3 +73,24 @@ def test_a_condense_batch_larger_than_the_data_names_the_benchs_flag(lg, ancestr
     result = lg("bench", ancestry, *TINY_BENCH, "--condense-batch-size", "1000", "-o", tmp_path / "out", "--json")
     said = result.stdout.decode() + result.stderr
     assert "fewer than one batch of 1000 (lower --condense-batch-size)" in said, said
+
+
+def test_a_text_given_an_image_bench_is_said_to_be_one_as_lg_eval_says_it(lg, ancestry):
+    """kjv-mini is lg's built-in text, not a missing folder: the bench says so
+    in lg eval's words (it reads the data as lg eval does)."""
+    expected = ("lg: error: --data kjv-mini is a text; image classifiers take an image folder or an image "
+                "dataset (fashion-mnist-mini, fashion-mnist, mnist)")
+    benched = lg("bench", ancestry, "--data", "kjv-mini", "--sizes", "3x64", "--dry-run")
+    evaluated = lg("eval", ancestry, "--data", "kjv-mini")
+    assert benched.code == evaluated.code == 1
+    assert benched.stderr.strip().splitlines()[-1] == evaluated.stderr.strip().splitlines()[-1] == expected
+    assert "Traceback" not in benched.stderr
+
+
+def test_a_width_of_no_whole_heads_names_no_flag_the_bench_lacks(lg, ancestry):
+    """The ancestry's heads are of dimension 16: width 100 is none of them, and
+    lg bench has no --heads to pass."""
+    result = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", "3x100", "--dry-run")
+    assert result.code == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == ("lg: error: width 100 is not a whole number of heads of "
+                                                      "dimension 16 (valid widths: 64, 80, 96, 112, 128, 144, ...)")

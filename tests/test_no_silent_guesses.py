@@ -268,6 +268,26 @@ def test_a_write_says_it_is_an_initialisation_and_how_to_score_it(known, tmp_pat
     assert quiet.returncode == 0 and "initialisation" not in quiet.stderr and json.loads(quiet.stdout)
 
 
+@pytest.mark.parametrize("command, depth", [("shrink", "1"), ("grow", "3")])
+def test_the_score_hint_of_a_file_without_its_heads_gives_them_and_runs_as_printed(tmp_path, command, depth):
+    """A depth change of a file that does not record its heads writes one that
+    does not either (they are assumed): lg eval refuses it without --heads, so
+    the hint gives the heads lg assumed (as the load line builds them) and says so."""
+    model = make_vit(depth=2, embed_dim=128, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
+    src = write_plain(model, tmp_path / "plain.safetensors")
+    out = tmp_path / f"{command}-{depth}.safetensors"
+    done = lg_run(command, src, "--depth", depth, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert "num_heads" not in recorded_config(out)
+    hint = done.stderr.splitlines()[-1]
+    assert hint.endswith(f"or on lg's with the heads lg assumed (give the model's own to --heads): lg eval "
+                         f"{shlex.quote(str(out))} --heads 2 --data fashion-mnist-mini --steps 100"), hint
+    quick = printed_command(hint, "--heads): ").replace("--steps 100", "--steps 1 --subset 32 --test-subset 16 "
+                                                                      "--batch-size 16")
+    scored = run_hint(quick)  # as printed, but for the probe's length
+    assert scored.returncode == 0 and out.stem in scored.stdout, scored.stderr
+
+
 @pytest.mark.parametrize("command", [["shrink", "--depth", "1"], ["condense", "--method", "peg"]])
 def test_binary_to_a_terminal_is_refused(known, command):
     _, src = known

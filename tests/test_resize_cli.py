@@ -88,6 +88,8 @@ def test_existing_output_needs_force(source, lg, tmp_path):
     (["shrink", "--kv-heads", "1"], "--kv-heads does not apply to a vit: its attention has a key/value head for each "
                                     "query head (no grouped-query attention); give --heads"),
     (["grow", "--depth", "8", "--kv-heads", "1"], "--kv-heads does not apply to a vit"),
+    # The default grow (clone) named, not the fallback it would have taken for a size clone cannot reach.
+    (["grow", "--depth", "8", "--data", "fashion-mnist-mini"], "--data does not apply to method 'clone'"),
 ])
 def test_bad_requests_fail_in_one_line_and_write_nothing(source, lg, tmp_path, args, message):
     folder, _ = source

@@ -54,11 +54,9 @@ class HfAdapter(DeclaredAdapter):
 
     def __init__(self, layout: HfLayout) -> None:
         self.layout = layout
-
-    @property
-    def grouped_query(self) -> bool:
-        """Whether the config states key/value heads apart from the query heads (Llama's num_key_value_heads)."""
-        return "kv_heads" in self.layout.size_fields
+        # Grouped-query attention where the config states key/value heads
+        # apart from the query heads (Llama's num_key_value_heads).
+        self.grouped_query = "kv_heads" in layout.size_fields
 
     @property
     def bot_wavelets(self) -> Mapping[str, str]:

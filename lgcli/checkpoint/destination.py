@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import shlex
 import stat
 import sys
 from pathlib import Path
@@ -51,20 +52,50 @@ def check_output(destination: str | os.PathLike, *, force: bool,
         raise LgError(f"{shown(dst)}: folder {shown(parent)} does not exist")
 
 
-def check_form(destination: str | os.PathLike, *, folder: bool) -> None:
-    """Refuse an output name that says the other form: a folder name for a
-    model written as one file, a `.safetensors` name for a model folder.
-    Known only once the model's family has planned its output
-    (`lgcli.outputs.plan_output`), so apart from `check_output`'s other checks."""
+def check_form(destination: str | os.PathLike, *, folder: bool, shards: int = 1, shard_size: int | None = None,
+               weight_bytes: int | None = None) -> None:
+    """Refuse an output name that says the other form: a folder name (a
+    trailing slash) for a model written as one file, a `.safetensors` name
+    for a model folder or a folder of shards. Known only once the model's
+    family has planned its output (`lgcli.outputs.plan_output`), so apart
+    from `check_output`'s other checks.
+
+    `shards`: the safetensors files the weights are split into; more than
+    one are a folder whatever the family writes, so `-o DIR/` names it.
+    `shard_size`: the --shard-size that split them (None: the caller takes
+    none). `weight_bytes`: the bytes of weights that could be split (two
+    tensors or more; None: they cannot be), for the --shard-size a refused
+    folder name is told to add."""
     dst = str(destination)
     if dst == STDIO:
         return
-    if dst.endswith(("/", os.sep)) and not folder:
-        raise LgError(f"{shown(dst)}: names a folder; this model is one file: give a file name for the output")
+    if dst.endswith(("/", os.sep)) and not folder and shards <= 1:
+        name = dst.rstrip("/" + os.sep)
+        as_file = f" (-o {shlex.quote(name + '.safetensors')})" if name else ""
+        as_shards = (f", or add --shard-size {shard_size_below(weight_bytes)} to write it as a folder of shards"
+                     if shard_size is not None and weight_bytes is not None and weight_bytes > 1 else "")
+        raise LgError(f"{shown(dst)}: names a folder; this model is one file: give a file name for the "
+                      f"output{as_file}{as_shards}")
+    if shards > 1 and not folder and Path(dst).suffix == ".safetensors" and not Path(dst).is_dir():
+        # Shards are a folder: a name that says "one file" would not load as one.
+        at = f"at --shard-size {shard_size:,} bytes " if shard_size is not None else ""
+        raise LgError(f"{shown(dst)}: {at}the output is {shards} shards, which lg writes as a folder: give a "
+                      f"folder name (no .safetensors suffix), or a larger --shard-size (0 never shards)")
     if folder and Path(dst).suffix == ".safetensors" and not Path(dst).is_dir():
         raise LgError(f"{shown(dst)}: a Hugging Face model is written as a folder (config.json, weights, "
                       f"tokenizer) that from_pretrained or timm's local-dir: loads: give a folder name, "
                       f"or -o - for a pipe")
+
+
+def shard_size_below(total: int) -> str:
+    """A --shard-size (as `parse_byte_size` reads it) of at most half of
+    `total` bytes, so that weights of that size and two tensors or more are
+    at least two shards: 605KB for 1,210,132 bytes."""
+    half = max(total // 2, 1)
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if half >= scale:
+            return f"{half // scale}{unit}"
+    return str(half)
 
 
 # What a model folder may hold besides the files lg writes: what a Hugging

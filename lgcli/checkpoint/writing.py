@@ -21,7 +21,7 @@ from ..header import MAX_HEADER_BYTES, check_data_size, header_length, parse_hea
 from ..lazy import torch
 from .atomic import atomic_folder, atomic_path
 from .companions import CompanionFile, companion_size
-from .destination import check_output
+from .destination import check_form, check_output
 from .hashing import _HASHER, _sha256_file
 from .loaded import dtype_names
 from .memory import memory_text
@@ -87,11 +87,11 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     dst = str(destination)
     as_folder = folder_files is not None and dst != STDIO
     shards = [entries] if dst == STDIO else shard_parts(entries, shard_size)
-    if len(shards) > 1 and Path(dst).suffix == ".safetensors" and not Path(dst).is_dir():
-        # Shards are a folder: a name that says "one file" would not load as one.
-        raise LgError(f"{shown(dst)}: at --shard-size {shard_size:,} bytes the output is {len(shards)} shards, "
-                      f"which lg writes as a folder: give a folder name (no .safetensors suffix), or a larger "
-                      f"--shard-size (0 never shards)")
+    # The form the name says, against the form written: shards are a folder
+    # (`-o DIR/` names it), one file takes a file name.
+    check_form(dst, folder=as_folder, shards=len(shards), shard_size=shard_size,
+               weight_bytes=sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
+               if len(entries) > 1 else None)
     if final_metadata is not None and (dst == STDIO or len(shards) > 1 or as_folder):
         metadata, final_metadata = final_metadata(), None
     meta = {"format": "pt", **dict(metadata)}
@@ -103,7 +103,7 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
         digest = _stream_safetensors(stream, encoded, stream_of(len(entries)))
         stream.flush()
         return digest
-    check_output(dst, force=force, folder=as_folder)
+    check_output(dst, force=force)  # its form: checked above
     path = Path(dst.rstrip("/" + os.sep) or dst)
     total = sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
     if as_folder:

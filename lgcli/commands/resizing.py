@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import typer
 
+from ..devices import check_device
 from ..errors import UsageError
 from ..options import DEFAULT_SHARD_SIZE, Option, parse_byte_size, parse_count, parse_depth
 from .common import (MAX_SEED, METHOD, OUTPUT, SOURCE, TARGET, LgCommand, command_line, counted, note,
@@ -69,12 +70,18 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
 def _score_hint(report: dict[str, Any]) -> str:
     """How lg eval scores a written model (": lg eval ..."): a language model as it
     is (held-out perplexity, no training: a training probe of a real LLM on
-    a CPU takes hours), an image model after a 100-step probe."""
+    a CPU takes hours), an image model after a 100-step probe. Heads the file
+    does not record (lg assumed them) are given with --heads, as lg eval
+    asks, at the count the load line builds, and said to be assumed."""
     from ..text import builtin_texts
 
     text = report["try_data"] in builtin_texts()
+    assumed = report.get("heads_assumed")
+    heads = f" --heads {report['target']['heads']}" if assumed else ""
     return ((" as it is (held-out perplexity; --steps N trains a probe first)" if text else "")
-            + f": lg eval {shlex.quote(report['output'])} --data {report['try_data']} --steps {0 if text else 100}")
+            + (" with the heads lg assumed (give the model's own to --heads)" if assumed else "")
+            + f": lg eval {shlex.quote(report['output'])}{heads} --data {report['try_data']} "
+              f"--steps {0 if text else 100}")
 
 
 def _budget_summary(report: dict[str, Any]) -> str:
@@ -235,6 +242,10 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
                                                 "output holds its own."),
         **options: Any,
     ) -> None:
+        # A device lg does not run on (meta, mps) or one this machine lacks is
+        # refused as lg eval and lg condense refuse it, before any work: the
+        # dry run too.
+        check_device(options.get("device"))
         _resize_command(direction, src, output, as_json, force, dry_run, card, depth=parse_depth(depth), width=width,
                         heads=heads, source_heads=source_heads, source_kv_heads=source_kv_heads, mlp_dim=mlp_dim,
                         kv_heads=kv_heads, method=method,
