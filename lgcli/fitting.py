@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .loading import load_model
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
-from .data import load_data
+from .data import builtin_names, load_data
 from .images import ImageData, check_channels
 from .errors import LgError, notify_stderr
 from .learngenes import Learngene
 from .recipe import preprocessing_of
-from .text import TextData, builtin_texts, text_data_for
+from .text import TextData, builtin_texts, check_data_source, text_data_for
 from .devices import auto_device_note, concrete_device
 from .losses import distillation_loss
 from .train import TrainConfig, train
@@ -69,6 +69,28 @@ def fit_on_data(model: GeneratedModel, learngene: Learngene, options: Mapping[st
             "loss_last": sum(result.losses[-window:]) / window}
 
 
+def check_fit_data(learngene: Learngene, options: Mapping[str, Any]) -> None:
+    """What a dry run checks of the data a fit would read (options["data"]),
+    reading none: that it names something, of the kind the descendant takes,
+    refused in the words the run would use."""
+    if options.get("data") is None or options.get("steps") == 0:
+        return
+    from .arch import get_adapter
+
+    check_data_source(options["data"])
+    task = get_adapter(learngene.spec.family).task(learngene.spec)
+    _refuse_wrong_kind(task, options["data"], f"the {learngene.kind} learngene's descendant")
+
+
+def _refuse_wrong_kind(task: str, data: Any, name: str) -> None:
+    """A text for an image classifier, images for a language model."""
+    if task == IMAGE_CLASSIFICATION:
+        if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
+            raise LgError(f"--data {getattr(data, 'name', data)} is a text; {name} is an image classifier")
+    elif isinstance(data, ImageData) or (isinstance(data, str) and data in builtin_names()):
+        raise LgError(f"{getattr(data, 'name', data)} is an image dataset; {name} is a language model")
+
+
 def data_for(model: GeneratedModel, data: Any, name: str, *, companions: Mapping[str, Any], where: str,
              subset: Any = None, test_subset: Any = None, test_fraction: float | None = None, seed: int = 0,
              fitting: str = "it", notify: Callable[[str], None] = notify_stderr, seq_len: int | None = None) -> Any:
@@ -79,8 +101,7 @@ def data_for(model: GeneratedModel, data: Any, name: str, *, companions: Mapping
     `name` says whose data they are in errors."""
     task = model.task
     if task == IMAGE_CLASSIFICATION:
-        if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
-            raise LgError(f"--data {getattr(data, 'name', data)} is a text; {name} is an image classifier")
+        _refuse_wrong_kind(task, data, name)
         if not isinstance(data, ImageData):
             data = load_data(data, subset=subset, test_subset=test_subset, seed=seed,
                              **({} if test_fraction is None else {"test_fraction": test_fraction}))
@@ -93,7 +114,6 @@ def data_for(model: GeneratedModel, data: Any, name: str, *, companions: Mapping
     if task == TEXT_ENCODER:
         raise LgError(f"{name} is a text encoder without a language-model head: it has no logits to train on "
                       f"(give its masked-LM checkpoint, e.g. BertForMaskedLM)")
-    if isinstance(data, ImageData):
-        raise LgError(f"{data.name} is an image dataset; {name} is a language model")
+    _refuse_wrong_kind(task, data, name)
     return text_data_for([(name, model, companions, where)], task, data, seq_len=seq_len, subset=subset,
                          test_subset=test_subset, test_fraction=test_fraction, seed=seed, notify=notify)

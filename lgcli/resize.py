@@ -28,7 +28,7 @@ from .calibrated_shrink import calibrated_plan, shrink_in_two_steps, wants_calib
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, read_checkpoint
 from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
-from .fitting import fit_or_say_why_not
+from .fitting import check_fit_data, fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, LearngeneKind, get_kind
 from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_method, resolve_options
@@ -458,6 +458,7 @@ def _expand_file(learngene: Learngene, target: CheckedOutput, *, command: str,
     seed = 0 if seed is None else seed
     if dry_run:
         resolved, built = expand_target(learngene, **size_and_options)
+        check_fit_data(learngene, resolved)  # the run's refusals of --data, none read
         shapes = get_adapter(built.family).template_from_config(get_adapter(built.family).config(built))[1]
         report = {"command": command, "method": learngene.kind, "options": resolved, "seed": seed,
                   "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)}, "target": spec_sizes(built),

@@ -140,3 +140,17 @@ def test_depths_train_the_scalers_through_their_resampling(gene, tmp_path, lg):
         assert not torch.equal(drawn.tensors[f"S.{role}"][0], start[f"S.{role}"][0]), role
     assert drawn.sizes["trained_depths"] == [2, 2]
     assert json.loads(lg("inspect", str(out), "--json").stdout)["trained_at"] == {"depths": "2"}
+
+
+@pytest.mark.parametrize("data, refusal", [
+    ("no-such-folder", "lg: error: --data no-such-folder: no such file or folder, and not a built-in text"),
+    ("kjv-mini", "lg: error: --data kjv-mini is a text; the wave learngene's descendant is an image classifier"),
+])
+def test_a_dry_run_refuses_the_fits_data_as_the_run_does(gene, tmp_path, lg, data, refusal):
+    """A dry run reads no data, but a --data the run would refuse (nothing
+    there, a text for an image classifier) is refused by the plan too."""
+    for dry_run in (["--dry-run"], []):
+        done = lg("grow", gene, "--depth", "4", "--data", data, "-o", tmp_path / "out.safetensors", *dry_run)
+        assert done.code == 1 and done.stderr.strip().splitlines()[-1].startswith(
+            refusal if dry_run or data == "kjv-mini" else "lg: error: --data no-such-folder: no such"), done.stderr
+        assert not (tmp_path / "out.safetensors").exists()
