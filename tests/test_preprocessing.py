@@ -389,7 +389,12 @@ def test_every_model_lg_builds_from_weights_or_a_spec_is_told_its_recipe(tmp_pat
         stated = preprocessing_of(model, notify=said.append)
         assert stated.same_recipe(recipe) and not stated.assumed, name
         assert stated.mean == (0.485, 0.456, 0.406), name
+        # timm's own reading of the model (its pretrained_cfg) says the same.
+        assert_same_as_timm(recipe, timm.data.resolve_data_config(model=model)), name
     assert said == []
+    # The example (1 channel, 28 px, lg's default): not timm's registered 3 x 224.
+    example = lgcli.load_model(EXAMPLE)[0]
+    assert_same_as_timm(recipe_of(EXAMPLE), timm.data.resolve_data_config(model=example))
 
 
 def test_an_architecture_timm_registers_twice_takes_the_named_ones_and_says_it_assumed(tmp_path):

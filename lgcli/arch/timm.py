@@ -199,7 +199,16 @@ class TimmClassifier:
 
         if seed is not None:
             torch.manual_seed(seed)
-        return timm.create_model(self.model_name(spec), pretrained=False, **self.model_args(spec))
+        # Its pretrained_cfg says how lg feeds it (as the load line's overlay
+        # does), so that timm.data.resolve_data_config(model=model) agrees.
+        return timm.create_model(self.model_name(spec), pretrained=False,
+                                 pretrained_cfg_overlay=self.data_config(spec), **self.model_args(spec))
+
+    def data_config(self, spec: ArchSpec) -> dict[str, Any]:
+        """The timm pretrained_cfg fields that say how lg feeds a model of `spec`."""
+        input_size = tuple(self.input_size(spec))
+        recipe = spec.extras.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
+        return {"input_size": input_size, **recipe.timm_cfg()}
 
     def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
         """A timm model holding these weights, loaded strictly."""
@@ -235,9 +244,7 @@ class TimmClassifier:
         data config rides in pretrained_cfg_overlay, so that
         timm.data.resolve_data_config(model=model) feeds the model as lg does."""
         args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
-        input_size = tuple(self.input_size(spec))
-        recipe = spec.extras.get(PREPROCESSING) or default_preprocessing(input_size, "lg's default")
-        overlay = ", ".join(f"{k}={v!r}" for k, v in {"input_size": input_size, **recipe.timm_cfg()}.items())
+        overlay = ", ".join(f"{k}={v!r}" for k, v in self.data_config(spec).items())
         weights = weights or f"safetensors.torch.load_file({path!r})"
         return (f"timm.create_model({self.model_name(spec)!r}, pretrained=False, {args}, "
                 f"pretrained_cfg_overlay=dict({overlay})); model.load_state_dict({weights}, strict=True)")
