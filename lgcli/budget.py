@@ -38,8 +38,8 @@ def budget_report(shape: BudgetShape) -> dict[str, Any]:
         report["bytes"] = shape.used
     report["used"] = round(shape.used / shape.budget, 4)
     report["rule"] = (f"narrow first, as Minitron found width pruning better than depth pruning after distillation "
-                      f"(and lg on its example ViT, docs/methods.md \"Sizes as budgets\"); fewer layers only where "
-                      f"that uses at least {BUDGET_FILL:.0%} of the budget")
+                      f"and lg on its example ViT, docs/methods.md \"Sizes as budgets\": the deepest shape "
+                      f"within {1 - BUDGET_FILL:.0%} of the most parameters any depth's widest width fits")
     return report
 
 
