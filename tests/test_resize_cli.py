@@ -103,6 +103,24 @@ def test_bad_requests_fail_in_one_line_and_write_nothing(source, lg, tmp_path, a
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_unknown_wavelet_is_a_usage_mistake(source, lg, tmp_path):
+    folder, _ = source
+    result = lg("shrink", folder / "a.safetensors", "--depth", "2", "--method", "bot", "--wavelet", "nope",
+                "-o", tmp_path / "out.safetensors")
+    assert result.code == 2 and "unknown wavelet 'nope'" in result.stderr  # a flag's value out of its range
+
+
+def test_a_usage_mistake_is_said_before_an_existing_output(source, lg, tmp_path):
+    """Fixing one thing should not meet the next: the bad flag value first."""
+    folder, _ = source
+    existing = tmp_path / "out.safetensors"
+    existing.write_bytes(b"the user's file")
+    for flags, said in ((["--method", "nope"], "unknown method 'nope'"), (["--device", "xyz"], "--device xyz")):
+        result = lg("shrink", folder / "a.safetensors", "--depth", "2", *flags, "-o", existing)
+        assert result.code == 2 and said in result.stderr, result.stderr
+    assert existing.read_bytes() == b"the user's file"
+
+
 def test_missing_output_is_an_error(source, lg):
     folder, _ = source
     result = lg("grow", folder / "a.safetensors", "--depth", "8")

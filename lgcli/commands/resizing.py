@@ -246,6 +246,10 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         # refused as lg eval and lg condense refuse it, before any work: the
         # dry run too.
         check_device(options.get("device"))
+        if method is not None:  # an unknown one is a usage mistake, said before the output is checked
+            from ..methods import get_method
+
+            get_method(method)
         _resize_command(direction, src, output, as_json, force, dry_run, card, depth=parse_depth(depth), width=width,
                         heads=heads, source_heads=source_heads, source_kv_heads=source_kv_heads, mlp_dim=mlp_dim,
                         kv_heads=kv_heads, method=method,

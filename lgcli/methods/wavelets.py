@@ -26,7 +26,7 @@ import functools
 import math
 from typing import Any
 
-from ..errors import LgError
+from ..errors import UsageError
 from ..lazy import pywt, torch
 
 DEFAULT_WAVELET = "haar"
@@ -43,7 +43,7 @@ def resolve_wavelet(name: str, *, family: str, direction: str) -> str:
 
         return get_adapter(family).bot_wavelets.get(direction, DEFAULT_WAVELET)
     if name not in _discrete_wavelets():
-        raise LgError(
+        raise UsageError(  # a flag's value out of its range: exit status 2
             f"unknown wavelet '{name}': use 'auto' or a pywt discrete wavelet "
             "(haar, db1-db38, sym2-sym20, coif1-coif17, bior*.*, rbio*.*, dmey)")
     return name
