@@ -169,14 +169,14 @@ def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
 
     from .arch import get_adapter
     from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
-    from .evaluate import _image_data
+    from .evaluate import classifier_data
     from .text import text_data_for
 
     spec, checkpoint = loaded.spec, loaded.checkpoint
     adapter = get_adapter(spec.family)
     task = adapter.task(spec)
     if task == IMAGE_CLASSIFICATION:  # read as lg eval reads it (a text named is said to be one)
-        return _image_data(data, seq_len=None, subset=settings.subset, test_subset=settings.test_subset,
+        return classifier_data(data, seq_len=None, subset=settings.subset, test_subset=settings.test_subset,
                            test_fraction=None, seed=settings.probe.seed)
     where = checkpoint.label
     if task == TEXT_ENCODER:

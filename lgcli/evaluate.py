@@ -437,7 +437,7 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
     if task == IMAGE_CLASSIFICATION:
         if data is None:
             check_fits_default_data(candidates)
-        data = _image_data(data, seq_len=seq_len, subset=subset, test_subset=test_subset,
+        data = classifier_data(data, seq_len=seq_len, subset=subset, test_subset=test_subset,
                            test_fraction=test_fraction, seed=settings.seed)
         for candidate in candidates:
             check_channels(data, model_input(candidate.model)[0])
@@ -487,9 +487,10 @@ def check_fits_default_data(candidates: list[Candidate]) -> None:
                              f"it there with a new head")
 
 
-def _image_data(data: ImageData | TextData | str | os.PathLike | None, *, seq_len: int | None,
-                subset, test_subset, test_fraction: float | None, seed: int) -> ImageData:
-    """The image classifiers' data: as given, or read."""
+def classifier_data(data: ImageData | TextData | str | os.PathLike | None, *, seq_len: int | None,
+                    subset, test_subset, test_fraction: float | None, seed: int) -> ImageData:
+    """The image classifiers' data: as given, or read (lg eval's and lg bench's);
+    a text named is refused as one."""
     if seq_len is not None:
         raise UsageError("--seq-len is for language models; these checkpoints are image classifiers")
     if isinstance(data, ImageData):
