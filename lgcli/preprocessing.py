@@ -396,7 +396,8 @@ def resolve(checkpoint, spec, adapter) -> Preprocessing | None:
     if found is not None:
         return found
     if checkpoint.lg:
-        return default_preprocessing(input_size, "lg's default (written by lg before it recorded preprocessing)")
+        return default_preprocessing(input_size,
+                                     "lg's default, as the file was written by lg before it recorded preprocessing")
     return default_preprocessing(input_size, f"lg's default, assumed: {checkpoint.label} states no preprocessing",
                                  assumed=True)
 
