@@ -46,21 +46,15 @@ def run_hint(line: str, lg) -> None:
     assert b"llama" in result.stdout
 
 
-def test_a_models_config_json_is_answered_with_its_folder(model_folder, lg):
-    config = model_folder / "config.json"
-    line = error_line(lg("inspect", config))
-    assert line == (f"lg: error: {config}: not a safetensors file (it begins with the text '{{\\n  \"arc': "
-                    f"a model's config.json, not its weights; give the folder that holds it: "
-                    f"lg inspect {shlex.quote(str(model_folder))})")
-    run_hint(line, lg)
-
-
-def test_other_json_beside_a_models_weights_is_answered_with_its_folder(model_folder, lg):
-    tokenizer_config = model_folder / "tokenizer_config.json"
-    line = error_line(lg("inspect", tokenizer_config))
-    assert line == (f"lg: error: {tokenizer_config}: not a safetensors file (it begins with the text "
-                    f"'{{\\n  \"mod': JSON beside a model's weights, not the weights; give the folder that "
-                    f"holds it: lg inspect {shlex.quote(str(model_folder))})")
+@pytest.mark.parametrize("name, begins, what", [
+    ("config.json", "arc", "a model's config.json, not its weights"),
+    ("tokenizer_config.json", "mod", "JSON beside a model's weights, not the weights"),
+])
+def test_json_of_a_model_folder_is_answered_with_its_folder(model_folder, lg, name, begins, what):
+    given = model_folder / name
+    line = error_line(lg("inspect", given))
+    assert line == (f"lg: error: {given}: not a safetensors file (it begins with the text '{{\\n  \"{begins}': "
+                    f"{what}; give the folder that holds it: lg inspect {shlex.quote(str(model_folder))})")
     run_hint(line, lg)
 
 
