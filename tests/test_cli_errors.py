@@ -153,3 +153,15 @@ def test_a_real_allocation_failure_is_one_line():
     assert proc.returncode == 1, proc.stderr
     assert len(errors) == 1 and errors[0].startswith("lg: error: out of memory: "), after
     assert errors[0].endswith("; try a smaller --batch-size") and "Traceback" not in after
+
+
+@pytest.mark.parametrize("args", [["methods"], ["methods", "--json"], ["inspect", str(EXAMPLE)],
+                                  ["inspect", str(EXAMPLE), "--json"]])
+def test_a_reader_that_goes_away_is_no_error(args):
+    """`lg methods | head -1`: the reader closes the pipe before lg writes. lg
+    exits 0 and says nothing (click exited 1 for the EPIPE, silently)."""
+    process = subprocess.Popen([sys.executable, "-m", "lgcli", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()  # gone before the first byte
+    said = process.stderr.read()
+    assert process.wait(timeout=120) == 0 and said == b"", said

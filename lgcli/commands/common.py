@@ -11,7 +11,7 @@ import json
 import os
 import shlex
 import sys
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -86,9 +86,35 @@ PROBE, LEARNGENES = "Probe (fine-tuning)", "Learngenes"
 err_console = Console(stderr=True, soft_wrap=True)
 
 
+def reader_gone() -> NoReturn:
+    """stdout's reader went away (`lg methods | head`): no error, exit
+    status 0. What is left to write goes to /dev/null (a flush at exit
+    would fail again). Said here, where lg writes its data: click, around
+    every command, exits 1 for the EPIPE it catches, and rich's console too."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    raise SystemExit(0)
+
+
+def write_data(text: str) -> None:
+    """`text` on stdout, flushed (a reader gone: `reader_gone`)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        reader_gone()
+
+
+class _DataConsole(Console):
+    """rich's Console for data on stdout, its reader gone no error (`reader_gone`)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        reader_gone()
+
+
 def out_console() -> Console:
     """A console on the current stdout (tables are data)."""
-    return Console(file=sys.stdout, soft_wrap=True)
+    return _DataConsole(file=sys.stdout, soft_wrap=True)
 
 
 def table_console() -> Console:
@@ -102,8 +128,7 @@ def table_console() -> Console:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
-    sys.stdout.flush()
+    write_data(json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def note(message: str) -> None:

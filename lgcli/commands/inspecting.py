@@ -4,14 +4,13 @@ it) and `lg methods` (the methods and kinds the registries list)."""
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any, Optional
 
 import typer
 from rich.table import Table
 
 from ..card import condensed_score
-from .common import HeadsOption, out_console, print_json, stages_text, table_console
+from .common import HeadsOption, out_console, print_json, stages_text, table_console, write_data
 
 
 def inspect(
@@ -121,9 +120,8 @@ def render_learngene(report: dict[str, Any]) -> None:
     rows += [("bytes", f"{report['bytes']:,}"), ("sha256", report["sha256"])]
     rows += _provenance_rows(report)
     _print_rows(report["file"], rows)
-    sys.stdout.write(f"build a model with:\n  {report['expand_call']}\nin Python:\n  import lgcli\n"
-                     f"  gene = {report['load_call']}\n")
-    sys.stdout.flush()
+    write_data(f"build a model with:\n  {report['expand_call']}\nin Python:\n  import lgcli\n"
+               f"  gene = {report['load_call']}\n")
 
 
 def _stage_rows(stages: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -175,8 +173,7 @@ def render_inspect(report: dict[str, Any]) -> None:
     console = out_console()
     console.print(table, markup=False, highlight=False)
     # Printed plainly so it can be copied as is (rich would wrap it).
-    sys.stdout.write(f"load with:\n  {report['load_imports']}\n  model = " + report["load_call"] + "\n")
-    sys.stdout.flush()
+    write_data(f"load with:\n  {report['load_imports']}\n  model = " + report["load_call"] + "\n")
 
 
 # ---- lg methods ----

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import typer
@@ -12,7 +11,8 @@ from ..bench_settings import CONDENSE_BATCH_FLAG
 from ..errors import UsageError
 from ..options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 from .common import (DATA, LEARNGENES, OUTPUT, PROBE, MAX_SEED, HeadsOption, InterpolationOption,
-                     MeanOption, StdOption, counted, note, print_json, show_training_plan, table_console)
+                     MeanOption, StdOption, counted, note, print_json, show_training_plan, table_console,
+                     write_data)
 
 
 # ---- lg eval (issue 4) ----
@@ -224,7 +224,7 @@ def bench_command(
     if as_json:
         print_json(report)
     elif markdown:
-        sys.stdout.write(markdown_table(report))
+        write_data(markdown_table(report))
     else:
         print_bench_table(report, table_console())
     note(f"bench: results in {output} (bench.json, summary.png, curves_*.png)")
