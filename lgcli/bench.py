@@ -370,7 +370,7 @@ def _build(cell: Cell, context: _Context):
     from .sizing import target_spec
 
     # A size no model has: n/a. The bench has no --heads to suggest.
-    target = target_spec(context.loaded.spec, depth=cell.depth, width=cell.width, heads_flag=False)
+    target = target_spec(context.loaded.spec, depth=cell.depth, width=cell.width, heads_flag=None)
     seed = context.settings.probe.seed
     if cell.method == RANDOM:
         return create_model(target, seed=seed), 0, {"init": "timm"}

@@ -42,7 +42,7 @@ class ResizeRow:
         from .sizing import direction_between, target_spec
 
         try:
-            target = target_spec(loaded.spec, depth=depth, width=width, heads_flag=False)
+            target = target_spec(loaded.spec, depth=depth, width=width, heads_flag=None)
             direction = direction_between(loaded.spec, target, "the ancestry")
             if direction not in self.directions:
                 return f"method '{self.name}' cannot {direction}"
@@ -60,7 +60,7 @@ class ResizeRow:
         from .resize import resize, resize_file
         from .sizing import check_direction, direction_between, target_spec
 
-        target = target_spec(loaded.spec, depth=depth, width=width, heads_flag=False)
+        target = target_spec(loaded.spec, depth=depth, width=width, heads_flag=None)
         direction = direction_between(loaded.spec, target, "the ancestry")
         check_direction(loaded.spec, target, direction)
         calibration = {"calibrate": data_name, "calibrate_samples": calibrate_samples} if self.calibrated else {}

@@ -154,7 +154,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     checkpoint = teacher if isinstance(teacher, Checkpoint) else read_checkpoint(teacher, stdin=stdin)
     loaded = _load_teacher(checkpoint, teacher_heads, "teacher", preprocessing)
     kind = get_kind(method, loaded.spec)  # per stage for a model of stages
-    aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads)
+    aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads,
+                      heads_flag="--aux-heads")
     warm, ancestry, aux_init, generator = _start(loaded, aux, resolved, settings.seed)
     widths, importance = kind.training_widths(aux, resolved), None
     if warm and widths:  # nested slices keep the first channels: put the most important first

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from lgcli.arch.base import IMAGE_CLASSIFICATION
 from lgcli.checkpoint.atomic import atomic_path
-from lgcli.errors import LgError
+from lgcli.errors import LgError, UsageError
 from lgcli.tables import Cell, Column, print_table
 
 
@@ -130,7 +130,7 @@ def check_plot_path(path: str | os.PathLike, *, force: bool = False) -> Path:
     """Refuse an unusable --plot path before any work is done."""
     target = Path(path)
     if target.suffix.lower().removeprefix(".") not in PLOT_FORMATS:
-        raise LgError(f"--plot {path}: give a .png, .pdf or .svg file name")
+        raise UsageError(f"--plot {path}: give a .png, .pdf or .svg file name")  # a flag's bad value: exit 2
     if target.exists() and not force:
         raise LgError(f"{target} exists (pass --force to overwrite)")
     if not target.parent.is_dir():

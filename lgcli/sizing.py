@@ -29,7 +29,7 @@ PEAK_ROLE_COPIES = 3
 
 def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
                 heads: int | None = None, mlp_dim: int | None = None, kv_heads: int | None = None,
-                max_params: float | None = None, heads_flag: bool = True) -> ArchSpec:
+                max_params: float | None = None, heads_flag: str | None = "--heads") -> ArchSpec:
     """The target architecture: unchanged axes keep their size; heads come
     from `heads`, else width / the source's head dim; the MLP keeps the
     source's ratio unless `mlp_dim` is given. Grouped-query attention keeps
@@ -40,8 +40,8 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
     request over `max_params` or over the memory available is refused.
 
     A hierarchical model (Swin) takes a depth per stage: see
-    `staged_target_spec`. `heads_flag`: whether a refusal may suggest
-    --heads (False for a command without it: lg bench)."""
+    `staged_target_spec`. `heads_flag`: the flag a refusal may suggest for
+    the heads (lg condense's --aux-heads; None for a command without one: lg bench)."""
     if source.stages:
         return staged_target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
                                   kv_heads=kv_heads, max_params=max_params)
@@ -65,9 +65,9 @@ def _check_whole(**sizes: int | None) -> None:
 
 
 def _sized_target(source: ArchSpec, new_depth: int, new_width: int, new_mlp: int, heads: int | None,
-                  kv_heads: int | None, heads_flag: bool = True) -> ArchSpec:
+                  kv_heads: int | None, heads_flag: str | None = "--heads") -> ArchSpec:
     """The target of these sizes, its heads as `target_spec` says
-    (`heads_flag`: whether a refusal may suggest --heads)."""
+    (`heads_flag`: the flag a refusal may suggest for the heads, None for none)."""
     if source.attn_dim != source.width:
         new_heads, new_head_dim = _heads_apart_from_width(source, new_width, heads)
     else:
@@ -83,7 +83,8 @@ def _sized_target(source: ArchSpec, new_depth: int, new_width: int, new_mlp: int
             head_dim = source.head_dim
             if new_width % head_dim:
                 raise LgError(f"width {new_width} is not a whole number of heads of dimension {head_dim} "
-                              f"(valid widths: {_valid_widths(new_width, head_dim)}{'; or pass --heads' if heads_flag else ''})")
+                              f"(valid widths: {_valid_widths(new_width, head_dim)}"
+                              f"{f'; or pass {heads_flag}' if heads_flag else ''})")
             new_heads = new_width // head_dim
         new_head_dim = new_width // new_heads
     if new_mlp < 1:
@@ -166,7 +167,7 @@ def staged_target_spec(source: ArchSpec, *, depth: int | tuple[int, ...] | list[
         stage_width = stage.width * first // source.width
         stage_mlp = round(stage.mlp_dim * stage_width / stage.width)
         try:
-            target = _sized_target(stage, stage_depth, stage_width, stage_mlp, None, None, heads_flag=False)
+            target = _sized_target(stage, stage_depth, stage_width, stage_mlp, None, None, heads_flag=None)
         except LgError as exc:
             raise LgError(f"stage {index}: {exc}") from None
         if stages:

@@ -124,6 +124,14 @@ def test_init_ancestry_at_another_width_is_refused_in_one_line(ancestry, tmp_pat
         result.stderr, result.stderr
 
 
+def test_an_auxiliary_width_of_no_whole_heads_names_the_flag_that_sets_them(ancestry, tmp_path, lg):
+    out = tmp_path / "x.lg.safetensors"
+    result = lg("condense", str(ancestry), "--method", "tleg", "--data", "fashion-mnist-mini", "--aux-width", "24",
+                "-o", str(out), *FAST)
+    assert result.code != 0 and not out.exists()
+    assert result.stderr.strip().endswith("; or pass --aux-heads)"), result.stderr  # lg condense has no --heads
+
+
 def test_init_random_is_the_papers_start(ancestry, tmp_path, lg):
     """--init random gives the same learngene as before --init existed: A and B
     trunc-normal, the gains at 1 (A 0), the family's random globals."""

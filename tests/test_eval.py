@@ -141,7 +141,7 @@ def test_table_is_printed_to_stdout(checkpoints):
     (["--lr-sweep", "1e-4,x", "--steps", "2"], "--lr-sweep takes comma-separated", 2),  # usage mistakes: 2
     (["--lr-sweep", "1e-4"], "--lr-sweep needs --steps", 2),
     (["--baseline", "zeros"], "--baseline must be 'random'", 2),
-    (["--plot", "curves.jpg"], "give a .png, .pdf or .svg file name", 1),
+    (["--plot", "curves.jpg"], "give a .png, .pdf or .svg file name", 2),
 ])
 def test_bad_options_are_one_line(checkpoints, args, message, code):
     result = run_lg("eval", checkpoints[0], "--test-subset", 10, *args)

@@ -318,3 +318,17 @@ def test_same_grow_writes_identical_bytes_and_bad_requests_are_refused(gene, anc
     too_many = lg("condense", ancestry, "--method", "peg", "--learngene-heads", "9", "-o", tmp_path / "y.lg")
     assert too_many.code == 1 and "at most 4 heads" in too_many.stderr
     assert not (tmp_path / "x.safetensors").exists() and not (tmp_path / "y.lg").exists()
+
+
+def test_training_flags_are_refused_not_ignored(ancestry, tmp_path, lg):
+    """PEG is sampled: the flags of a training run would be ignored in
+    silence, so a user could believe it trained or checkpointed."""
+    out = tmp_path / "p.lg.safetensors"
+    result = lg("condense", ancestry, "--method", "peg", "--batch-size", "3", "--lr", "5", "--checkpoint-every", "3",
+                "-o", out)
+    assert result.code == 2 and result.stderr.strip() == (
+        "lg: error: a peg learngene is sampled from the teacher, not trained: --batch-size, --lr, "
+        "--checkpoint-every do not apply")
+    assert not out.exists() and not (tmp_path / "p.lg.safetensors.train.pt").exists()
+    steps = lg("condense", ancestry, "--method", "peg", "--steps", "2", "-o", out, "--dry-run")
+    assert steps.code == 2 and steps.stderr.strip().endswith("--steps does not apply")

@@ -134,7 +134,10 @@ def condense(
     from ..condense import CondenseSettings, condense_file
     from ..preprocessing import Overrides
 
+    from ..learngenes import get_kind
+
     overrides = Overrides.parse(mean, std, interpolation)
+    kind = get_kind(method)  # an unknown one is a usage mistake, said before the output is checked
     output = planned_output(output, dry_run, "-o FILE, or -o - to write the learngene to stdout")
     if checkpoint is None and (checkpoint_every or resume):
         checkpoint = _checkpoint_beside(output)
@@ -143,6 +146,8 @@ def condense(
                                 weight_decay=weight_decay, seed=seed, device=device, checkpoint=checkpoint,
                                 checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
                                 until_every=until_every)
+    if not kind.trains:
+        _refuse_training_settings(kind.name, settings)
     report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
                            seq_len=seq_len, method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
                            settings=settings, options=options, teacher_heads=teacher_heads, notify=note,
@@ -299,6 +304,26 @@ def _distill_figures(held_out: dict[str, Any]) -> str:
                          f"{shown_as.format(held_out['after'][key])}"
                          + (f" (teacher {shown_as.format(theirs)})" if theirs is not None else ""))
     return ", ".join(parts)
+
+
+def _refuse_training_settings(kind: str, settings) -> None:
+    """A kind that is sampled, not trained (PEG), refuses the settings of a
+    training run the user gave (a usage mistake), which it would otherwise
+    ignore in silence. Here, where the flags are the user's: lg bench hands
+    every kind its budget."""
+    from ..condense import CondenseSettings
+
+    default = CondenseSettings()
+    given = [flag for flag, value, unset in (
+        ("--steps", settings.steps, None), ("--epochs", settings.epochs, None), ("--until", settings.until, None),
+        ("--batch-size", settings.batch_size, default.batch_size), ("--lr", settings.lr, default.lr),
+        ("--warmup", settings.warmup, None), ("--weight-decay", settings.weight_decay, default.weight_decay),
+        # --checkpoint-every and --resume set a checkpoint beside the output.
+        ("--checkpoint", None if settings.checkpoint_every or settings.resume else settings.checkpoint, None), ("--checkpoint-every", settings.checkpoint_every, 0),
+        ("--resume", settings.resume, False)) if value != unset]
+    if given:
+        raise UsageError(f"a {kind} learngene is sampled from the teacher, not trained: {', '.join(given)} "
+                         f"{'does' if len(given) == 1 else 'do'} not apply")
 
 
 def _condense_resume_hint(checkpoint: Optional[str]) -> str:
