@@ -195,9 +195,15 @@ def import_matplotlib():
 
         os.environ["MPLCONFIGDIR"] = folder = tempfile.mkdtemp(prefix="lg-matplotlib-")
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    import logging
+
     import matplotlib
 
     matplotlib.use("Agg")  # files only; never open a window
+    # A font a figure asks for that this machine lacks (mathtext's cmex10 on a
+    # perplexity axis) is replaced by DejaVu Sans with a log line per lookup:
+    # not the user's concern, and stderr is for lg's own messages.
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     return matplotlib
 
 

@@ -551,3 +551,19 @@ def test_a_missing_module_of_lg_itself_is_still_a_bug():
     assert missing_dependency(ValueError("x")) is None
     assert missing_dependency(ModuleNotFoundError("No module named 'yaml'", name="yaml")).endswith(
         "(pip install PyYAML)")
+
+
+def test_the_resume_hint_of_a_piped_model_says_to_pipe_it_in_again(tmp_path, monkeypatch):
+    """Resuming reads the model again: from stdin, the same one piped in (the
+    hint as printed alone would read an empty stdin)."""
+    from lgcli.commands import training
+
+    saved = tmp_path / "o.train.pt"
+    saved.write_bytes(b"saved")
+    monkeypatch.setattr(training, "invocation", ["distill", "-", "--teacher", "t.safetensors", "-o", "o"])
+    assert training._condense_resume_hint(str(saved)) == (
+        f"; the run so far is saved in {saved}: continue it by piping the same model into: "
+        f"lg distill - --teacher t.safetensors -o o --resume")
+    monkeypatch.setattr(training, "invocation", ["distill", "s.safetensors", "--teacher", "t.safetensors", "-o", "-"])
+    assert training._condense_resume_hint(str(saved)).endswith(
+        ": continue it with: lg distill s.safetensors --teacher t.safetensors -o - --resume")

@@ -332,4 +332,6 @@ def _condense_resume_hint(checkpoint: Optional[str]) -> str:
     if checkpoint is None or not os.path.isfile(checkpoint):
         return "; add --checkpoint-every N to save the run as it goes, so that --resume can continue it"
     args = invocation + ([] if "--resume" in invocation else ["--resume"])
-    return f"; the run so far is saved in {shown(checkpoint)}: continue it with: lg {shlex.join(args)}"
+    # A model read from stdin is read again on resuming: the same one piped in.
+    how = "by piping the same model into" if invocation[1:2] == ["-"] else "with"
+    return f"; the run so far is saved in {shown(checkpoint)}: continue it {how}: lg {shlex.join(args)}"
