@@ -94,3 +94,17 @@ def test_a_width_of_no_whole_heads_names_no_flag_the_bench_lacks(lg, ancestry):
     assert result.code == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == ("lg: error: width 100 is not a whole number of heads of "
                                                       "dimension 16 (valid widths: 64, 80, 96, 112, 128, 144, ...)")
+
+
+def test_an_interrupted_bench_says_its_finished_cells_are_kept(tmp_path):
+    """Each cell is saved as it lands, and the same command reuses it: an
+    interrupt says so after "nothing written", so that no one deletes them."""
+    from lgcli.commands.scoring import _bench_resume_hint
+
+    out = tmp_path / "bench"
+    assert _bench_resume_hint(str(out)) == ""  # nothing started: nothing to say
+    (out / "cells").mkdir(parents=True)
+    for name in ("select@3x64~seed0", "bot@3x64~seed0"):
+        (out / "cells" / f"{name}.json").write_text("{}")
+    assert _bench_resume_hint(str(out)) == (
+        f"; but 2 finished cells are saved in {out / 'cells'}: the same command continues from them")

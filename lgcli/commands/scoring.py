@@ -3,16 +3,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..bench_settings import CONDENSE_BATCH_FLAG
-from ..errors import UsageError
+from ..errors import UsageError, shown
 from ..options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 from .common import (DATA, LEARNGENES, OUTPUT, PROBE, MAX_SEED, HeadsOption, InterpolationOption,
-                     MeanOption, StdOption, counted, note, print_json, show_training_plan, table_console,
-                     write_data)
+                     MeanOption, StdOption, counted, note, print_json, resume_hints, show_training_plan,
+                     table_console, write_data)
 
 
 # ---- lg eval (issue 4) ----
@@ -114,6 +115,16 @@ def eval_command(
 
 # ---- lg bench ----
 
+def _bench_resume_hint(output: str) -> str:
+    """What an interrupted bench says of its finished cells: each is saved
+    as it lands, and the same command reuses them."""
+    cells = len(list(Path(output, "cells").glob("*.json")))
+    if not cells:
+        return ""
+    return (f"; but {counted(cells, 'finished cell')} {'is' if cells == 1 else 'are'} saved in "
+            f"{shown(str(Path(output, 'cells')))}: the same command continues from {'it' if cells == 1 else 'them'}")
+
+
 def bench_command(
     ancestry: str = typer.Argument(..., metavar="ANCESTRY",
                                    help="The ancestry model: a checkpoint every method starts from."),
@@ -211,6 +222,8 @@ def bench_command(
                              fit_steps=fit_steps, subset=subset,
                              test_subset=test_subset, force=force, seeds=seeds, budget=budget,
                              calibrate_samples=calibrate_samples, preprocessing=overrides)
+    if output is not None and not dry_run:
+        resume_hints.append(lambda: _bench_resume_hint(output))
     report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
     if dry_run:
         # The batches the timings were taken at (each is its own flag's).
