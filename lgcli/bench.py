@@ -176,8 +176,8 @@ def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
     adapter = get_adapter(spec.family)
     task = adapter.task(spec)
     if task == IMAGE_CLASSIFICATION:  # read as lg eval reads it (a text named is said to be one)
-        return classifier_data(data, seq_len=None, subset=settings.subset, test_subset=settings.test_subset,
-                           test_fraction=None, seed=settings.probe.seed)
+        return classifier_data(data, seq_len=settings.seq_len, subset=settings.subset,
+                               test_subset=settings.test_subset, test_fraction=None, seed=settings.probe.seed)
     where = checkpoint.label
     if task == TEXT_ENCODER:
         raise LgError(f"{where} is a text encoder without a language-model head: lg bench scores image "
@@ -185,8 +185,8 @@ def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
     with torch.device("meta"):  # its vocabulary and positions; no memory
         skeleton = adapter.create_model(spec)
     return text_data_for([("the ancestry", skeleton, checkpoint.companions, where)], task, data,
-                         subset=settings.subset, test_subset=settings.test_subset, seed=settings.probe.seed,
-                         notify=notify)
+                         seq_len=settings.seq_len, subset=settings.subset, test_subset=settings.test_subset,
+                         seed=settings.probe.seed, notify=notify)
 
 
 def reuse_key(loaded, data: Mapping[str, Any], settings: BenchSettings) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class BenchSettings:
     fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
     subset: str | None = None
     test_subset: str | None = None
+    seq_len: int | None = None  # a language model's window (None: lg eval's default, min(128, its positions))
     force: bool = False
     # Each cell is run once per seed (seed, seed + 1, ...): the table gives
     # the mean and a 95 % t-interval; one seed, a bootstrap over test examples.

@@ -108,3 +108,20 @@ def test_an_interrupted_bench_says_its_finished_cells_are_kept(tmp_path):
         (out / "cells" / f"{name}.json").write_text("{}")
     assert _bench_resume_hint(str(out)) == (
         f"; but 2 finished cells are saved in {out / 'cells'}: the same command continues from them")
+
+
+def test_seq_len_sets_a_language_models_windows_and_is_refused_for_images(lg):
+    """lg bench takes --seq-len as lg eval, distill and condense do: a
+    language model's windows (what its step's memory grows with)."""
+    from pathlib import Path
+
+    import lgcli
+    from lgcli.bench import BenchSettings, _read_data
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    llama = lgcli.load(examples / "kjv_llama")
+    text = _read_data(llama, "kjv-mini", BenchSettings(sizes=[(1, 64)], seq_len=16), notify=lambda message: None)
+    assert text.seq_len == 16 and text.train.batch([0])[0].shape[-1] == 16
+    refused = lg("bench", examples / "fmnist_vit.safetensors", "--data", "fashion-mnist-mini", "--sizes", "3x64",
+                 "--seq-len", "16", "-o", "unused", "--dry-run")
+    assert refused.code == 2 and "--seq-len is for language models" in refused.stderr

@@ -136,6 +136,9 @@ def bench_command(
                                          help="Train images (text: windows): a count or a fraction."),
     test_subset: Optional[str] = typer.Option(None, "--test-subset", metavar="N|F", rich_help_panel=DATA,
                                               help="Test images (text: windows): a count or a fraction."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=2, metavar="N", rich_help_panel=DATA,
+                                          help="Language models: tokens per window, for every cell [default: "
+                                               "min(128, the ancestry's positions)]."),
     mean: Optional[str] = MeanOption,
     std: Optional[str] = StdOption,
     interpolation: Optional[str] = InterpolationOption,
@@ -219,8 +222,8 @@ def bench_command(
                              condense_batch_size=condense_batch_size,
                              condense_until=condense_until, learngene_widths=learngene_widths,
                              learngene_depths=learngene_depths,
-                             fit_steps=fit_steps, subset=subset,
-                             test_subset=test_subset, force=force, seeds=seeds, budget=budget,
+                             fit_steps=fit_steps, subset=subset, test_subset=test_subset, seq_len=seq_len,
+                             force=force, seeds=seeds, budget=budget,
                              calibrate_samples=calibrate_samples, preprocessing=overrides)
     if output is not None and not dry_run:
         resume_hints.append(lambda: _bench_resume_hint(output))
