@@ -124,15 +124,14 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     adapter = get_adapter(spec.family)
     name = getattr(data, "name", None) or os.fspath(data)
     generator = torch.Generator().manual_seed(seed)
-    image_input = _image_input(adapter, spec)
-    if image_input is not None:
+    channels = _image_channels(adapter, spec)
+    if channels is not None:
         if seq_len is not None:
             raise UsageError(f"{seq_len_flag} is for language models; this is an image model")
         if isinstance(data, TextData) or (isinstance(data, str) and data in builtin_texts()):
             raise LgError(f"{flag} {name} is a text; this model takes images "
                           f"(an image folder, fashion-mnist-mini, fashion-mnist, mnist)")
         images = data if isinstance(data, ImageData) else load_data(data, seed=seed, flag=flag)
-        channels, _ = image_input
         check_channels(images, channels)
         pool = images.train
         samples = _samples_taken(len(pool), samples, name, "images", at_most)
@@ -154,14 +153,13 @@ def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, s
     return pool.subset(chosen), name
 
 
-def _image_input(adapter, spec: ArchSpec) -> tuple[int, int] | None:
-    """(channels, image size) of an image model, classifier or model of
-    features alike; None for a language model."""
+def _image_channels(adapter, spec: ArchSpec) -> int | None:
+    """The channels an image model takes, classifier or model of features
+    alike (the size it is fed is its preprocessing's); None for a language model."""
     try:
-        channels, height, _ = adapter.input_size(spec)
+        return int(adapter.input_size(spec)[0])
     except LgError:
         return None
-    return channels, height
 
 
 def _samples_taken(available: int, samples: int, name: str, unit: str, at_most: bool) -> int:

@@ -240,10 +240,8 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
             raise
         if out_of_memory(exc) is not None:
             _fail(out_of_memory_message(exc, _batch_options(app, command)), 1)
-        if missing_dependency(exc):
-            _fail(missing_dependency(exc), 1)
-        if unloadable_library(exc):
-            _fail(unloadable_library(exc), 1)
+        if line := missing_dependency(exc) or unloadable_library(exc):
+            _fail(line, 1)
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         _fail(f"internal error: this is a bug in lg; please report it with the --debug output "
               f"({type(exc).__name__}{': ' + detail if detail else ''})", 1)

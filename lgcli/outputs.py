@@ -100,12 +100,12 @@ def plan_output(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, 
     target_dtype = dtype or (dominant_dtype(parent.tensors) if parent else None) or torch.float32
     entries = [(key, dtype or _own_dtype(parent, key) or target_dtype, shape) for key, shape in shapes.items()]
     shards = 1 if str(destination) == STDIO else len(shard_parts(entries, shard_size))
+    plan = OutputPlan(parent=parent, folder_config=folder_config, groups=groups, entries=entries,
+                      target_dtype=target_dtype, shards=shards)
     # Shards are a folder whatever the family writes: the form is known once they are.
     check_form(destination, folder=folder_config is not None, shards=shards, shard_size=shard_size,
-               weight_bytes=sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
-               if len(entries) > 1 else None)
-    return OutputPlan(parent=parent, folder_config=folder_config, groups=groups, entries=entries,
-                      target_dtype=target_dtype, shards=shards)
+               weight_bytes=plan.tensor_bytes if len(entries) > 1 else None)
+    return plan
 
 
 def check_card_file(card_file: str, destination: str | os.PathLike, *, force: bool,

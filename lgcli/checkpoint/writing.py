@@ -87,11 +87,11 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     dst = str(destination)
     as_folder = folder_files is not None and dst != STDIO
     shards = [entries] if dst == STDIO else shard_parts(entries, shard_size)
+    total = sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
     # The form the name says, against the form written: shards are a folder
     # (`-o DIR/` names it), one file takes a file name.
     check_form(dst, folder=as_folder, shards=len(shards), shard_size=shard_size,
-               weight_bytes=sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
-               if len(entries) > 1 else None)
+               weight_bytes=total if len(entries) > 1 else None)
     if final_metadata is not None and (dst == STDIO or len(shards) > 1 or as_folder):
         metadata, final_metadata = final_metadata(), None
     meta = {"format": "pt", **dict(metadata)}
@@ -105,7 +105,6 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
         return digest
     check_output(dst, force=force)  # its form: checked above
     path = Path(dst.rstrip("/" + os.sep) or dst)
-    total = sum(math.prod(shape) * dtype.itemsize for _, dtype, shape in entries)
     if as_folder:
         _check_disk(path, total + len(shards) * (8 + MAX_HEADER_BYTES // 1000)
                     + sum(companion_size(data) for data in folder_files.values()))
