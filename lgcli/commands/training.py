@@ -4,6 +4,7 @@ healed from a teacher): the same training loop, training checkpoint and
 
 from __future__ import annotations
 
+import dataclasses
 import inspect as pyinspect
 import json
 import os
@@ -132,22 +133,22 @@ def condense(
 ) -> None:
     """Distil a teacher into a learngene (TLEG, WAVE, SWS, LeTs; PEG is sampled) that grows into models of many sizes."""
     from ..condense import CondenseSettings, condense_file
-    from ..preprocessing import Overrides
-
     from ..learngenes import get_kind
+    from ..preprocessing import Overrides
 
     overrides = Overrides.parse(mean, std, interpolation)
     kind = get_kind(method)  # an unknown one is a usage mistake, said before the output is checked
     output = planned_output(output, dry_run, "-o FILE, or -o - to write the learngene to stdout")
-    if checkpoint is None and (checkpoint_every or resume):
-        checkpoint = _checkpoint_beside(output)
-    resume_hints.append(lambda: _condense_resume_hint(checkpoint))
     settings = CondenseSettings(steps=steps, epochs=epochs, batch_size=batch_size, lr=lr, warmup=warmup,
                                 weight_decay=weight_decay, seed=seed, device=device, checkpoint=checkpoint,
                                 checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
                                 until_every=until_every)
-    if not kind.trains:
+    if not kind.trains:  # the settings as the user gave them
         _refuse_training_settings(kind.name, settings)
+    if checkpoint is None and (checkpoint_every or resume):
+        checkpoint = _checkpoint_beside(output)
+        settings = dataclasses.replace(settings, checkpoint=checkpoint)
+    resume_hints.append(lambda: _condense_resume_hint(checkpoint))
     report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
                            seq_len=seq_len, method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
                            settings=settings, options=options, teacher_heads=teacher_heads, notify=note,
@@ -318,8 +319,7 @@ def _refuse_training_settings(kind: str, settings) -> None:
         ("--steps", settings.steps, None), ("--epochs", settings.epochs, None), ("--until", settings.until, None),
         ("--batch-size", settings.batch_size, default.batch_size), ("--lr", settings.lr, default.lr),
         ("--warmup", settings.warmup, None), ("--weight-decay", settings.weight_decay, default.weight_decay),
-        # --checkpoint-every and --resume set a checkpoint beside the output.
-        ("--checkpoint", None if settings.checkpoint_every or settings.resume else settings.checkpoint, None), ("--checkpoint-every", settings.checkpoint_every, 0),
+        ("--checkpoint", settings.checkpoint, None), ("--checkpoint-every", settings.checkpoint_every, 0),
         ("--resume", settings.resume, False)) if value != unset]
     if given:
         raise UsageError(f"a {kind} learngene is sampled from the teacher, not trained: {', '.join(given)} "
