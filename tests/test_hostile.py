@@ -205,6 +205,29 @@ def test_a_non_finite_weight_is_refused_naming_its_tensor(tmp_path, lg, value, m
     assert "blocks.1.mlp.fc1.weight holds 1 non-finite value (NaN or Inf); kept (--allow-nonfinite)" in kept.stderr
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16,
+                                   torch.float8_e4m3fn, torch.float8_e5m2])
+def test_all_finite_finds_every_non_finite_value_wherever_it_lies(dtype):
+    """The check every read weight passes (by its extremes, not isfinite
+    element by element): a NaN, +Inf or -Inf at any position of tensors
+    whose lengths straddle the vector widths is found, and a finite tensor,
+    its largest values included, passes. float8 e4m3fn has no Inf: its
+    NaN alone."""
+    from lgcli.checkpoint.loaded import all_finite
+
+    specials = [float("nan")] + ([] if dtype == torch.float8_e4m3fn else [float("inf"), float("-inf")])
+    for length in (1, 2, 7, 16, 33, 257):
+        values = torch.linspace(-2, 2, length).to(dtype)
+        assert all_finite(values)
+        for position in range(length):
+            for special in specials:
+                spoiled = values.clone()
+                spoiled[position] = special
+                assert not all_finite(spoiled), (length, position, special)
+    assert all_finite(torch.tensor([torch.finfo(dtype).max, torch.finfo(dtype).min], dtype=torch.float64).to(dtype))
+    assert all_finite(torch.zeros(3, 4, dtype=dtype).t())  # not contiguous: read as it is
+
+
 def test_a_non_finite_weight_in_a_model_folder_is_refused(tmp_path, lg):
     import shutil
 

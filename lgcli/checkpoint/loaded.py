@@ -31,6 +31,23 @@ def dtype_names() -> dict[torch.dtype, str]:
     return {dtype: name for name, dtype in torch_dtypes().items()}
 
 
+def _comparable(values: torch.Tensor) -> torch.Tensor:
+    """`values` in a dtype torch compares and reduces: float8 (F8_E4M3,
+    F8_E5M2) has neither, so it is widened to float16, which holds each of
+    its values, NaN and Inf included."""
+    return values if values.element_size() > 1 else values.to(torch.float16)
+
+
+def all_finite(values: torch.Tensor) -> bool:
+    """Whether every element of a floating-point tensor is finite, judged
+    by its extremes: torch.aminmax propagates NaN (as documented), and an
+    Inf is an extreme. On the CPU this is about 20 times faster than
+    ``isfinite(values).all()``, which took 5 of the 13 s of shrinking a
+    540 MB SmolLM2 on the 2-core development machine."""
+    low, high = torch.aminmax(_comparable(values).reshape(-1))
+    return bool(torch.isfinite(low)) and bool(torch.isfinite(high))
+
+
 @dataclass
 class Checkpoint:
     """Tensors and metadata read from one source."""
@@ -85,12 +102,8 @@ class Checkpoint:
                     raise LgError(f"{shown(self.source)}: the file ended early while being read "
                                   f"(was it changed or truncated?)")
                 view, position = view[got:], position + got
-        if out.is_floating_point() and count:
-            # float8 (F8_E4M3, F8_E5M2) has no isfinite of its own: checked in
-            # float16, which holds each of its values, NaN and Inf included.
-            checked = out if out.element_size() > 1 else out.to(torch.float16)
-            if not bool(torch.isfinite(checked).all()):
-                self._nonfinite(key, int((~torch.isfinite(checked)).sum()))
+        if out.is_floating_point() and count and not all_finite(out):
+            self._nonfinite(key, int((~torch.isfinite(_comparable(out))).sum()))
 
     def _nonfinite(self, key: str, count: int) -> None:
         where = f"{self.label}: tensor {shown(key)} holds {count} non-finite value{'s' if count > 1 else ''} (NaN or Inf)"
