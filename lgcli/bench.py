@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .errors import LgError, UsageError, notify_stderr, shown
+from .errors import LgError, UsageError, counted, notify_stderr, shown
 from .bench_settings import (BENCH_VERSION, CONDENSE_BATCH_FLAG, FIT, RANDOM, BenchSettings, Cell, all_methods,
                              foreign_entry, parse_sizes)
 from .bench_tables import plot_summary, row_costs, summarised
@@ -459,7 +459,7 @@ def _learngene(kind: str, context: _Context):
         budget = settings.condense_budget(kind)
         until = f", until {settings.condense_until:g} of the ancestry" if settings.condense_until else ""
         context.notify(f"bench: condensing a {kind} learngene "
-                       f"({f'{budget} steps{until}' if trained else 'sampled, no training'})")
+                       f"({counted(budget, 'step') + until if trained else 'sampled, no training'})")
         condense_settings = CondenseSettings(steps=budget, batch_size=settings.condense_batch_size,
                                              batch_flag=CONDENSE_BATCH_FLAG, seed=settings.probe.seed,
                                              device=settings.probe.device, progress=settings.probe.progress,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .bench_settings import FIT, RANDOM
+from .errors import counted
 from .tables import Cell, Column, joined, print_table
 
 
@@ -103,7 +104,7 @@ def table_rows(report: dict[str, Any]) -> list[list[Cell]]:
     for method in report["methods"]:
         stored = next((c.get("stores") for c in report["cells"] if c["method"] == method and c.get("stores")), 0)
         made = report["learngenes"].get(method.removesuffix(FIT))
-        cost = f"{made['steps']} steps, {made['seconds']:.0f} s" if made else "-"
+        cost = f"{counted(made['steps'], 'step')}, {made['seconds']:.0f} s" if made else "-"
         if made and method.endswith(FIT):
             cost += f", + {report['settings'].get('fit_steps')} fit steps per size"
         total = report.get("costs", {}).get(method)
@@ -155,7 +156,7 @@ def _what_a_cell_shows(report: dict[str, Any], name: str, short: bool = False) -
     """One seed's cell is its final figure (instinct) and the steps to
     random's final; several seeds' is the mean with its interval (the mean
     instinct), without the steps (`interval_parts`)."""
-    final = f"final {name} after {report['settings']['steps']} steps"
+    final = f"final {name} after {counted(report['settings']['steps'], 'step')}"
     if len(report.get("seeds") or []) > 1:
         return f"mean {final} ± its 95 % interval ({'instinct' if short else 'mean instinct at step 0'})"
     if short:
@@ -230,7 +231,7 @@ def summary_figure(report: dict[str, Any]):
             axes.hlines(level, i - 0.45, i + 0.45, colors="black", linestyles="dashed", linewidth=0.8)
     axes.set_ylim(bottom=0.0)
     axes.set_xticks(range(len(sizes)), [s.replace("x", " x ") for s in sizes])
-    axes.set_ylabel(f"{name}{' %' if key == 'top1' else ''} after {report['settings']['steps']} steps")
+    axes.set_ylabel(f"{name}{' %' if key == 'top1' else ''} after {counted(report['settings']['steps'], 'step')}")
     axes.set_title(f"lg bench on {report['data']['name']} (dashed: random init's final)")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     figure.tight_layout()

@@ -26,6 +26,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from .errors import counted
 from .hub import hub_name_of_path, open_snapshot_link, parse_hub_id
 from .preprocessing import PREPROCESSING
 
@@ -212,7 +213,7 @@ def fitting_results(details: Mapping[str, Any]) -> list[str]:
         return []
     data = (details.get("data") or {}).get("name", "the data") if isinstance(details.get("data"), Mapping) \
         else "the data"
-    return [f"fitted on {data} for {details['steps']} steps: training loss {details['loss_first']:.3f} -> "
+    return [f"fitted on {data} for {counted(details['steps'], 'step')}: training loss {details['loss_first']:.3f} -> "
             f"{details['loss_last']:.3f}"]
 
 

@@ -30,7 +30,7 @@ from .checkpoint import STDIO, Checkpoint, check_source, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
 from .checks import check_real, check_whole
 from .images import ImageData
-from .errors import LgError, UsageError, notify_stderr
+from .errors import LgError, UsageError, counted, notify_stderr
 from .fitting import data_for
 from .lazy import torch
 from .learngenes import Learngene, get_kind
@@ -203,8 +203,9 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
         learngene_parameters = sum(t.numel() for t in kind.keep(model.trained_tensors()).values())
         return None, checkpoint, _plan(kind.name, spec_sizes(loaded.spec), spec_sizes(aux), steps, settings,
                                        learngene_parameters, loaded.stack.num_parameters(), per_step, timed)
-    notify(f"condense {kind.name}: teacher {_sizes(loaded.spec)}, auxiliary model {_sizes(aux)}"
-           f"{'' if aux.stages else f' ({aux.heads} heads)'}, {steps} steps of {settings.batch_size}, "
+    heads = "" if aux.stages else f" ({counted(aux.heads, 'head')})"
+    notify(f"condense {kind.name}: teacher {_sizes(loaded.spec)}, auxiliary model {_sizes(aux)}{heads}, "
+           f"{counted(steps, 'step')} of {settings.batch_size}, "
            f"{'started from the teacher' if warm else 'from random weights'}")
     if device_note:
         notify(device_note)

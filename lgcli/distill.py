@@ -65,7 +65,7 @@ from .checkpoint import STDIO, Checkpoint, check_source, read_checkpoint
 from .checks import check_real, check_whole
 from .data import builtin_names, load_data
 from .images import ImageData, check_channels
-from .errors import LgError, UsageError, notify_stderr
+from .errors import LgError, UsageError, counted, notify_stderr
 from .hidden_states import FROM_PROVENANCE, HiddenStateTerm, check_shapes, layer_map
 from .held_out import HeldOutScores, vocabulary
 from .lazy import nn, torch
@@ -381,7 +381,7 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     # each beside the teacher on text (lgcli.held_out): on a CPU and a real
     # model's held-out split, longer than a short run, so a long pass says so.
     notify(f"distill: student {_shape(pupil.spec)} from teacher {_shape(master.spec)} on {dataset.name}, "
-           f"{settings.steps} steps of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}"
+           f"{counted(settings.steps, 'step')} of {settings.batch_size}, alpha {settings.alpha:g}, tau {settings.tau:g}"
            f"{f', hidden-state weight {settings.hidden_weight:g}' if mapping is not None else ''}"
            f"{f'; scored before and after on {len(dataset.test):,} held-out {unit}' if score else ''}")
     if mapping is not None:
@@ -536,7 +536,7 @@ def distill_results(report: Mapping[str, Any]) -> list[str]:
         return ", ".join(parts)
 
     teacher = report["options"]["teacher"]
-    line = (f"distilled from `{teacher}` on {report['data']['name']} for {report['steps']} steps: held-out "
+    line = (f"distilled from `{teacher}` on {report['data']['name']} for {counted(report['steps'], 'step')}: held-out "
             f"{text(figures['before'])} before, {text(figures['after'])} after")
     if figures["teacher"]:
         line += f" (the teacher: {text(figures['teacher'])})"

@@ -79,6 +79,11 @@ def shown(text: object) -> str:
     return repr(text)
 
 
+def counted(count: int, noun: str) -> str:
+    """"1 head", "6 heads": a count and its noun, singular for one."""
+    return f"{count} {noun}{'s' * (count != 1)}"
+
+
 def one_line(message: str) -> str:
     """The message with every non-printable character escaped: what the CLI
     prints can never be more than one line, whatever a message embeds."""

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from lgcli.arch.base import IMAGE_CLASSIFICATION
 from lgcli.checkpoint.atomic import atomic_path
-from lgcli.errors import LgError, UsageError
+from lgcli.errors import LgError, UsageError, counted
 from lgcli.tables import Cell, Column, print_table
 
 
@@ -79,7 +79,7 @@ def eval_columns(report: dict) -> tuple[str, list[EvalColumn], str]:
         if any("steps_to_random_final" in row for row in rows):
             columns.append(("to\nrandom", steps_to_random_cell))
             legend.append(f"to random: steps to the random baseline's final {measured} (speed-up over it)")
-        title += (f"; fine-tuned {steps} steps, batch {settings['batch_size']}, "
+        title += (f"; fine-tuned {counted(steps, 'step')}, batch {settings['batch_size']}, "
                   f"warm-up {settings['warmup']}, seed {settings['seed']}"
                   + (f", lr {next(iter(rates)):g}" if len(rates) == 1 else ""))
     else:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .arch import get_adapter
 from .checkpoint import available_memory
-from .errors import LgError, UsageError
+from .errors import LgError, UsageError, counted
 from .methods.common import GROW, SHRINK
 from .stack import EMBED, HEAD_DIM, LAYER, MLP, ArchSpec
 
@@ -203,7 +203,7 @@ def check_heads_known(source: ArchSpec, *, moves_heads: bool = False, because: s
         flag == "--source-heads" and source.kv_heads is not None) else ""
     remedy = remedy or f"give its heads with {flag} N{alternative}"
     raise LgError(f"{where} does not record its attention heads and its weights do not show them (lg would "
-                  f"assume {source.heads} heads of dimension {source.head_dim}), and {because}: {remedy}")
+                  f"assume {counted(source.heads, 'head')} of dimension {source.head_dim}), and {because}: {remedy}")
 
 
 def moves_heads(source: ArchSpec, width: int | None, heads: int | None, kv_heads: int | None) -> bool:
@@ -240,8 +240,9 @@ def _kv_heads(source: ArchSpec, heads: int, kv_heads: int | None) -> int:
     if kv_heads is None:
         group = source.heads // source.key_value_heads
         if heads % group:
-            raise LgError(f"{heads} heads do not form groups of {group} (the source's {source.heads} heads share "
-                          f"{source.key_value_heads} key/value heads): give --kv-heads, one that divides {heads}")
+            raise LgError(f"{counted(heads, 'head')} {'does' if heads == 1 else 'do'} not form groups of {group} "
+                          f"(the source's {source.heads} heads share {source.key_value_heads} key/value heads): "
+                          f"give --kv-heads, one that divides {heads}")
         return heads // group
     if heads % kv_heads:
         raise LgError(f"--kv-heads {kv_heads} does not divide the {heads} heads (key/value heads that do: "

@@ -171,7 +171,7 @@ BAD_REQUESTS = {
                                "--kv-heads 3 does not divide the 4 heads"),
     "kv-heads-after-width": ("llama-gqa", ["grow", "--width", "48", "--kv-heads", "4"], "out",
                              "--kv-heads 4 does not divide the 6 heads"),
-    "group-lost": ("llama-gqa", ["shrink", "--width", "8"], "out", "1 heads do not form groups of 2"),
+    "group-lost": ("llama-gqa", ["shrink", "--width", "8"], "out", "1 head does not form groups of 2"),
     "width-not-whole-heads": ("gpt2-lm", ["shrink", "--width", "30"], "out",
                               "width 30 is not a whole number of heads of dimension 8"),
     "bert-width-not-whole-heads": ("bert-mlm", ["grow", "--width", "40"], "out",

@@ -170,6 +170,17 @@ def test_an_untrained_width_is_refused_in_one_line_naming_the_trained_ones(gene,
     assert result.code == 2 and "--method does not apply" in result.stderr and not out.exists()
 
 
+def test_a_width_of_one_head_is_named_in_the_singular():
+    """Messages name a trained width as "16 (1 head, MLP 64)", not "1 heads"."""
+    from lgcli.errors import counted
+    from lgcli.learngenes.widths import shape_text
+    from lgcli.stack import ArchSpec
+
+    assert shape_text(ArchSpec("vit", depth=2, width=16, heads=1, head_dim=16, mlp_dim=64)) == "16 (1 head, MLP 64)"
+    assert shape_text(ArchSpec("vit", depth=2, width=64, heads=4, head_dim=16, mlp_dim=256)) == "64 (4 heads, MLP 256)"
+    assert [counted(n, "step") for n in (0, 1, 2)] == ["0 steps", "1 step", "2 steps"]
+
+
 def test_method_resizes_the_nearest_trained_width(gene, tmp_path, lg):
     path, _ = gene
     out = tmp_path / "d48.safetensors"

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from ..errors import UsageError, one_line
+from ..errors import UsageError, counted, one_line
 from ..options import Option, merge_declarations
 
 # Seeds feed torch, numpy and Python generators: 0 .. 2**32 - 1 suits all.
@@ -237,11 +237,6 @@ def planned_output(output: Optional[str], dry_run: bool, how: str) -> str:
         return "-"
     refuse_binary_on_terminal(output)
     return output
-
-
-def counted(count: int, noun: str) -> str:
-    """"1 head", "6 heads"."""
-    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 def show_training_plan(what: str, plan: dict[str, Any], as_json: bool, timed: str) -> None:

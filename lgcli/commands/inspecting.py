@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from ..card import condensed_score
-from .common import HeadsOption, out_console, print_json, stages_text, table_console, write_data
+from .common import HeadsOption, counted, out_console, print_json, stages_text, table_console, write_data
 
 
 def inspect(
@@ -89,7 +89,7 @@ def render_learngene(report: dict[str, Any]) -> None:
         ("auxiliary model", f"{stages_text(report['stages'])}, "
                             + (f"{report['num_classes']} classes" if report.get("num_classes") is not None
                                else str(report.get("task")))) if report.get("stages") else
-        ("auxiliary model", f"depth {report['aux_depth']}, width {report['width']}, {report['heads']} heads "
+        ("auxiliary model", f"depth {report['aux_depth']}, width {report['width']}, {counted(report['heads'], 'head')} "
                             + (f"sharing {report['kv_heads']} key/value heads "
                                if report.get("kv_heads") not in (None, report["heads"]) else "")
                             + f"(head dim {report['head_dim']}), MLP {report['mlp_dim']}, "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..arch import get_adapter
 from ..checkpoint import Checkpoint
-from ..errors import LgError, UsageError, shown
+from ..errors import LgError, UsageError, counted, shown
 from ..lazy import torch
 from ..options import Option
 from ..preprocessing import INTERPOLATIONS
@@ -207,8 +207,8 @@ def starts_from_ancestry(init: str, aux: ArchSpec, teacher: ArchSpec) -> bool:
         teacher.family, teacher.width, teacher.heads, teacher.key_value_heads, teacher.mlp_dim, teacher.head_dim)
     if init == "ancestry" and not fits:
         raise LgError(f"--init ancestry needs the auxiliary model at the teacher's width ({teacher.width}, "
-                      f"{teacher.heads} heads, MLP {teacher.mlp_dim}); it is {aux.width} wide ({aux.heads} heads, "
-                      f"MLP {aux.mlp_dim}): drop --aux-width or use --init random")
+                      f"{counted(teacher.heads, 'head')}, MLP {teacher.mlp_dim}); it is {aux.width} wide "
+                      f"({counted(aux.heads, 'head')}, MLP {aux.mlp_dim}): drop --aux-width or use --init random")
     return init == "ancestry" or (init == "auto" and fits)
 
 

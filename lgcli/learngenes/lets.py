@@ -72,7 +72,8 @@ from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stac
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
                    globals_from_tensors, init_option, is_global)
 from .sws import proportional_stages
-from .widths import nearest_trained_size, nested_slice, parse_widths, trained_widths, width_spec
+from .widths import (nearest_trained_size, nested_slice, parse_widths, shape_text, trained_widths, width_spec,
+                     widths_text)
 
 GENE = "G"            # G<k>.<role>: learngene layer k
 DEPTH_MAP = "depth"   # depth<L>.<role>: the (L, K) depth map of a trained depth L
@@ -365,11 +366,10 @@ class Lets(LearngeneKind):
                        for built in (width_spec(own, w) for w in widths))
         if width_ok and target.depth in depths:
             return
-        trained = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})"
-                            for w in widths)
+        trained = widths_text(own, widths)
         asked = (f"this LeTs learngene was trained at width{'s' if len(widths) > 1 else ''} {trained} and "
                  f"depth{'s' if len(depths) > 1 else ''} {_ranges(depths)}; depth {target.depth}, width "
-                 f"{target.width}, {target.heads} heads, MLP {target.mlp_dim} was asked: build a trained size")
+                 f"{shape_text(target)} was asked: build a trained size")
         nearest = nearest_trained_size(widths, depths, target.width, target.depth)
         if nearest is None:
             raise LgError(f"{asked}, then shrink one and grow the other in two steps")
@@ -411,8 +411,7 @@ class Lets(LearngeneKind):
         roles = gene_roles(learngene.tensors)
         maps = sum(t.numel() for name, t in learngene.tensors.items()
                    if (parts := _parts(name)) is not None and parts[0] != GENE)
-        shapes = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})"
-                           for w in widths)
+        shapes = widths_text(own, widths)
         return {"holds": f"a compact learngene of {gene.depth} layer{'s' if gene.depth != 1 else ''} at width "
                          f"{gene.width} ({gene.heads} head{'s' if gene.heads != 1 else ''}, "
                          f"MLP {gene.mlp_dim}) for {len(roles)} per-layer roles, "

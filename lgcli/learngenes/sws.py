@@ -48,7 +48,7 @@ from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, drawn_depths, drawn_sizes,
                    expected_globals, globals_as_tensors, globals_from_tensors, init_option, is_global,
                    trained_depths_text)
-from .widths import NestedWidths, width_rule_option, check_trained_width, nested_slice, sliced_tensors, width_spec
+from .widths import NestedWidths, width_rule_option, check_trained_width, nested_slice, sliced_tensors, widths_text
 
 # The reference auxiliary model: 16 blocks in 5 stages (3, 3, 4, 3, 3).
 DEFAULT_STAGES = 5
@@ -220,8 +220,7 @@ class Sws(NestedWidths, LearngeneKind):
         stages = stage_count(learngene.tensors)
         roles = sorted({split[1] for split in map(_split, learngene.tensors) if split is not None})
         widths = list(self.trained_widths(learngene))
-        shapes = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})"
-                           for w in widths)
+        shapes = widths_text(own, widths)
         described = {"holds": f"{stages} stages of shared weights for {len(roles)} per-layer roles "
                               f"(layers per stage at the auxiliary depth: "
                               f"{', '.join(map(str, learngene.sizes.get('stage_layers', [])))}), and "

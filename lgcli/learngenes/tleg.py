@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..arch import get_adapter
-from ..errors import LgError, RefusedWithPipe, shown
+from ..errors import LgError, RefusedWithPipe, counted, shown
 from ..lazy import torch
 from ..methods.clone import width_step
 from ..methods.tleg_fit import fit_line
@@ -32,7 +32,7 @@ from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distill
                    globals_as_tensors, globals_from_tensors, init_option, is_global, trained_depths_text)
 from .widths import (NestedWidths, check_trained_width, is_width_norm, nested_slice, own_width_norms,
                      sliced_tensors, width_norm_name, width_norm_tensors, width_norm_widths, width_norms_option,
-                     width_rule_option, width_spec)
+                     width_rule_option, width_spec, shape_text, widths_text)
 
 # SPEC.md "TLEG": A and B trunc-normal(0.02), as the reference code's timm init.
 INIT_STD = 0.02
@@ -169,9 +169,8 @@ class Tleg(NestedWidths, LearngeneKind):
             return
         if (target.width, target.heads, target.mlp_dim) != (own.width, own.heads, own.mlp_dim):
             step = width_step(own.with_sizes(depth=target.depth), target)
-            reason = (f"a TLEG learngene builds models of its own width {own.width} ({own.heads} heads, MLP "
-                      f"{own.mlp_dim}) at any depth; width {target.width}, {target.heads} heads, MLP "
-                      f"{target.mlp_dim} was asked (add --method, e.g. bot, to do both in one command). Build "
+            reason = (f"a TLEG learngene builds models of its own width {shape_text(own)} at any depth; width "
+                      f"{shape_text(target)} was asked (add --method, e.g. bot, to do both in one command). Build "
                       f"--depth only, then change the width with a resize method")
             if step is None:
                 raise LgError(f"{reason} (lg grow LG --depth N -o - | lg shrink - ... -o - | lg grow - ... -o OUT)")
@@ -203,8 +202,9 @@ class Tleg(NestedWidths, LearngeneKind):
         stack = self.built_descendant(learngene, target)
         report = {"rule": "TLEG Eq. 1: theta_l = B + ((l - 1) / L) A", "depth": target.depth}
         if target.width != learngene.spec.width:
-            report["width"] = (f"the first {target.width} channels, {target.heads} heads and {target.mlp_dim} MLP "
-                               f"neurons of the learngene's {learngene.spec.width} (a trained width)")
+            report["width"] = (f"the first {target.width} channels, {counted(target.heads, 'head')} and "
+                               f"{target.mlp_dim} MLP neurons of the learngene's {learngene.spec.width} "
+                               f"(a trained width)")
         return stack, report
 
     def describe(self, learngene: Learngene) -> dict[str, Any]:
@@ -215,12 +215,11 @@ class Tleg(NestedWidths, LearngeneKind):
                      "roles": roles,
                      "depths": "any depth >= 1 (Eq. 1 at the target depth)",
                      "widths": [own.width],
-                     "becomes": f"depth 1, 2, 3, ... at width {own.width} ({own.heads} heads, MLP {own.mlp_dim})"}
+                     "becomes": f"depth 1, 2, 3, ... at width {shape_text(own)}"}
         if "widths" in learngene.sizes:
             widths = list(self.trained_widths(learngene))
             trained = trained_depths_text(learngene.sizes, own.depth)
-            shapes = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})"
-                               for w in widths)
+            shapes = widths_text(own, widths)
             rule = learngene.sizes.get("width_rule", "sample")  # a file from before --width-rule drew one width
             norms = width_norm_widths(learngene.tensors)
             described.update({"widths": widths, "trained_at": {"widths": widths, "depths": trained,

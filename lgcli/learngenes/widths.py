@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping, Sequence
 
-from ..errors import LgError, UsageError, shown
+from ..errors import LgError, UsageError, counted, shown
 from ..lazy import torch
 from ..sizing import target_spec
 from ..options import Option
@@ -60,6 +60,16 @@ def width_spec(widest: ArchSpec, width: int) -> ArchSpec:
     if width == widest.width:
         return widest
     return target_spec(widest, width=width)
+
+
+def shape_text(spec: ArchSpec) -> str:
+    """A width as messages name it: "64 (1 head, MLP 256)"."""
+    return f"{spec.width} ({counted(spec.heads, 'head')}, MLP {spec.mlp_dim})"
+
+
+def widths_text(widest: ArchSpec, widths) -> str:
+    """The widths a learngene of `widest` builds, each as `shape_text`."""
+    return ", ".join(shape_text(width_spec(widest, w)) for w in widths)
 
 
 def parse_widths(text: str | None, aux: ArchSpec, flag: str = "--widths") -> tuple[int, ...] | None:
@@ -110,11 +120,11 @@ def check_trained_width(kind: str, own: ArchSpec, widths: Sequence[int], target:
         if (target.width, target.heads, target.key_value_heads, target.mlp_dim) == (
                 built.width, built.heads, built.key_value_heads, built.mlp_dim):
             return
-    trained = ", ".join(f"{w} ({width_spec(own, w).heads} heads, MLP {width_spec(own, w).mlp_dim})" for w in widths)
+    trained = widths_text(own, widths)
     start = nearest_trained(widths, target.width)
     way, method = ("shrink", "select") if start > target.width else ("grow", "bot")
     raise LgError(f"this {kind} learngene was trained at width{'s' if len(widths) > 1 else ''} {trained}, at any "
-                  f"depth; width {target.width}, {target.heads} heads, MLP {target.mlp_dim} was asked: build a "
+                  f"depth; width {shape_text(target)} was asked: build a "
                   f"trained width, or add --method {method} (or another method that can {way}) to resize "
                   f"width {start} to it")
 
