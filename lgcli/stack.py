@@ -292,6 +292,19 @@ class RoleMap(Mapping[str, Named]):
         return self._info[role]
 
 
+def index_along(tensor: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """``tensor.index_select(dim, index)``, the same values. Along the last
+    axis of a stack of three or more axes, torch's CPU kernel is 6-60 times
+    slower than the same gather on the stack flattened to two axes (0.74 s
+    against 0.09 s for SmolLM2's 30 x 2048 x 576 MLP weights), so that case
+    is gathered flattened."""
+    index = index.to(tensor.device)
+    dim %= tensor.dim()
+    if tensor.dim() > 2 and dim == tensor.dim() - 1 and tensor.is_contiguous():
+        return tensor.reshape(-1, tensor.shape[-1]).index_select(1, index).view(*tensor.shape[:-1], len(index))
+    return tensor.index_select(dim, index)
+
+
 def role_layers(roles: Mapping[str, Named], role: str, indices: list[int]) -> torch.Tensor:
     """Some layers of a per-layer role (in this order), reading no more than
     those when the lazy stack can, else selected from the whole role."""

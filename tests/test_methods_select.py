@@ -46,3 +46,22 @@ def test_select_slices_every_tensor_with_the_same_indices(tmp_path):
     assert torch.equal(small.globals["pos_embed"].data, src.globals["pos_embed"].data[..., embed])
     assert torch.equal(small.globals["head_weight"].data, src.globals["head_weight"].data[:, embed])
     assert torch.equal(small.globals["patch_embed_weight"].data, src.globals["patch_embed_weight"].data[embed])
+
+
+@pytest.mark.parametrize("shape,dim", [((5, 7), 1), ((5, 7), 0), ((3, 4, 9), 2), ((3, 4, 9), -1), ((3, 4, 9), 1),
+                                       ((2, 3, 4, 9), 3), ((2, 3, 4, 9), 0)])
+def test_index_along_equals_index_select(shape, dim):
+    """The flattened gather lg uses for the last axis of a layer stack gives
+    index_select's values, shape and dtype exactly, for any indices
+    (repeated, unordered) and for views that are not contiguous."""
+    from lgcli.stack import index_along
+
+    generator = torch.Generator().manual_seed(0)
+    tensor = torch.randn(*shape, generator=generator, dtype=torch.float64)
+    size = shape[dim]
+    for index in (torch.tensor([size - 1, 0, 0, size // 2]), torch.arange(size), torch.tensor([1])):
+        for view in (tensor, tensor.transpose(0, -1).contiguous().transpose(0, -1)):
+            expected = view.index_select(dim, index)
+            got = index_along(view, dim, index)
+            assert got.shape == expected.shape and got.dtype == expected.dtype
+            assert torch.equal(got, expected)

@@ -94,7 +94,7 @@ from ..errors import LgError
 from ..lazy import torch
 from ..methods.common import axis_changes, is_linear_weight, uniform_indices
 from ..options import Option
-from ..stack import ATTN, EMBED, HEADS, KV, LAYER_ROLE_AXES, MLP, STAGE_IN, ArchSpec, Named, Stack
+from ..stack import ATTN, EMBED, HEADS, KV, LAYER_ROLE_AXES, MLP, STAGE_IN, ArchSpec, Named, Stack, index_along
 from .base import (ExpandContext, Learngene, LearngeneKind, expected_globals, fit_options,
                    globals_as_tensors, globals_from_tensors, is_global)
 
@@ -307,7 +307,7 @@ def width_map(stack: Stack, source: ArchSpec, target: ArchSpec) -> Stack:
         linear = is_linear_weight(named, role)
         for change in changes:
             index, counts = indices(change)
-            data = data.index_select(change.dim, index.to(data.device))
+            data = index_along(data, change.dim, index)
             if counts is not None and linear and change.dim == data.dim() - 1:
                 data = data / counts.to(device=data.device, dtype=data.dtype)  # an input axis
         return Named(data, named.axes)

@@ -9,7 +9,7 @@ from typing import Mapping
 
 from ..lazy import torch
 from ..methods.common import is_linear_weight
-from ..stack import EMBED, STAGE_IN, Named
+from ..stack import EMBED, STAGE_IN, Named, index_along
 
 
 def widen_index(source: int, target: int, layout: str) -> torch.Tensor:
@@ -43,7 +43,7 @@ def widen_globals(globals_: Mapping[str, Named], source: int, target: int, layou
         for dim, axis in enumerate(named.axes):
             if axis in indices:
                 index = indices[axis]
-                data = data.index_select(dim, index)
+                data = index_along(data, dim, index)
                 if is_linear_weight(named, role) and dim == data.dim() - 1:
                     copies = torch.bincount(index, minlength=widths[axis][0]).float()
                     data = data / copies[index]

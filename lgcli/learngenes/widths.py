@@ -45,7 +45,7 @@ from ..errors import LgError, UsageError, counted, shown
 from ..lazy import torch
 from ..sizing import target_spec
 from ..options import Option
-from ..stack import ATTN, EMBED, HEADS, KV, MLP, NORM_WEIGHT_ROLES, ArchSpec, Named, Stack
+from ..stack import ATTN, EMBED, HEADS, KV, MLP, NORM_WEIGHT_ROLES, ArchSpec, Named, Stack, index_along
 
 # The axes a width change moves (layer, head_dim and the fixed axes never do).
 SLICED_AXES = (EMBED, ATTN, KV, MLP, HEADS)
@@ -327,7 +327,7 @@ def permuted_stack(stack: Stack, orders: Mapping[str, torch.Tensor]) -> Stack:
                 continue
             order = orders[axis]
             if order.dim() == 1:
-                data = data.index_select(dim, order)
+                data = index_along(data, dim, order)
             elif per_layer and dim > 0:
                 data = torch.stack([data[layer].index_select(dim - 1, order[layer])
                                     for layer in range(data.shape[0])])

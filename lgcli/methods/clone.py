@@ -70,7 +70,7 @@ from typing import Any
 
 from ..errors import LgError
 from ..lazy import torch
-from ..stack import ATTN, EMBED, KV, LAYER, NORM_BIAS_ROLES, NORM_WEIGHT_ROLES, ArchSpec, Named, Stack
+from ..stack import ATTN, EMBED, KV, LAYER, NORM_BIAS_ROLES, NORM_WEIGHT_ROLES, ArchSpec, Named, Stack, index_along
 from ..options import Option
 from .common import (GROW, SHRINK, Method, MethodContext, MethodResult, as_compute, axis_changes,
                      is_linear_weight, per_role)
@@ -200,7 +200,7 @@ def widen(named: Named, source: ArchSpec, target: ArchSpec, role: str | None = N
         if change.axis == EMBED and pad is not None:
             data = pad_residual(data, change.dim, index, pad, role, change.dim == input_dim, branch_scale)
             continue
-        data = data.index_select(change.dim, index)
+        data = index_along(data, change.dim, index)
         if change.dim == input_dim:
             shape = [1] * data.dim()
             shape[change.dim] = change.target
@@ -217,7 +217,7 @@ def pad_residual(data: torch.Tensor, dim: int, index: torch.Tensor, pad: str, ro
     writing s times its old values, and s times their mean (or 0) into each
     new channel."""
     old, new = data.shape[dim], len(index)
-    grown = data.index_select(dim, index)
+    grown = index_along(data, dim, index)
     fresh = [slice(None)] * data.dim()
     fresh[dim] = slice(old, new)
     fresh = tuple(fresh)

@@ -9,7 +9,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from ..lazy import torch
 from ..options import Option
 from ..stack import (ATTN, CLASSES, EMBED, EMBEDDING_ROLES, FIXED, KV, LAYER, MLP, STAGE_IN, VOCAB, ArchSpec,
-                     Named, RoleMap, SourceRole, Stack, axes_and_shape, target_shape)
+                     Named, RoleMap, SourceRole, Stack, axes_and_shape, index_along, target_shape)
 
 GROW, SHRINK = "grow", "shrink"
 
@@ -186,7 +186,7 @@ def select_along(tensor: torch.Tensor, changes: list[AxisChange],
         indices = indices_for(change)
         step = _even_step(indices)
         if step is None:
-            tensor = tensor.index_select(change.dim, indices.to(tensor.device))
+            tensor = index_along(tensor, change.dim, indices)
         else:
             start = int(indices[0])
             tensor = tensor.narrow(change.dim, start, tensor.shape[change.dim] - start)

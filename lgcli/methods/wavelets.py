@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..lazy import pywt, torch
+from ..stack import index_along
 
 DEFAULT_WAVELET = "haar"
 AUTO = "auto"
@@ -87,7 +88,7 @@ def _circular_extend(x: torch.Tensor, axis: int, length: int, left: int, right: 
         return x
     positions = torch.arange(-left, length + right, device=x.device) % length
     positions = positions.clamp(max=last_valid)
-    return x.index_select(axis, positions)
+    return index_along(x, axis, positions)
 
 
 def dwt_approx(x: torch.Tensor, axis: int, wavelet: str) -> torch.Tensor:
@@ -157,8 +158,8 @@ def linear_resample(x: torch.Tensor, axis: int, size: int) -> torch.Tensor:
     shape = [1] * x.dim()
     shape[axis] = size
     frac = frac.view(shape)
-    lower = x.index_select(axis, below.to(x.device))
-    upper = x.index_select(axis, (below + 1).to(x.device))
+    lower = index_along(x, axis, below)
+    upper = index_along(x, axis, below + 1)
     return lower.mul_(1 - frac).add_(upper * frac)
 
 
