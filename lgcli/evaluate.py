@@ -294,7 +294,9 @@ def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSetti
     scoring the test split at step 0 and every `interval()` steps. With
     `pace`, the checkpoint's first scoring (step 0 of its `first` run) says
     how long it takes when long, and then every later one does too."""
-    model = copy.deepcopy(candidate.model)
+    # Scoring alone leaves the weights as they are: no copy (a second model's
+    # memory, and 1.4 s for a 135M-parameter one on the CPU).
+    model = candidate.model if settings.steps == 0 else copy.deepcopy(candidate.model)
     measure = measure_of(data)
     curve: list[dict] = []
     examples: list = []

@@ -459,8 +459,12 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     model.to(device).train()
     if teacher is not None:
         teacher.to(device).eval().requires_grad_(False)
+    # On the CPU torch's default AdamW updates one tensor at a time; its fused
+    # kernel computes the same update (to a rounding) about 12 times faster
+    # there: 0.9 s against 11.4 s a step for 80M parameters on the 2-core
+    # development machine. CUDA keeps torch's default (foreach).
     optimizer = torch.optim.AdamW(optimizer_groups(model, parameters, config.weight_decay), lr=config.lr,
-                                  betas=(0.9, 0.999))
+                                  betas=(0.9, 0.999), fused=True if device.type == "cpu" else None)
     too_big = step_memory_warning(model, data, max(1, config.batch_size // distributed.world_size), teacher, device,
                                   trained=sum(p.numel() for group in optimizer.param_groups for p in group["params"]),
                                   flag=config.batch_flag)
