@@ -27,7 +27,10 @@ agreement, and the first also gives the teacher's own loss: two passes of
 each model instead of four of the student and three of the teacher (the
 teacher alone, then the student alone and beside the teacher, twice). The
 figures are `evaluate_text`'s and `agreement`'s, to the bit. A real
-SmolLM2 on a CPU spent longer scoring 718 windows than distilling.
+SmolLM2 on a CPU spent longer scoring 718 windows than distilling. Where
+the teacher's logits at the scored tokens fit in MAX_LOGIT_ELEMENTS (a small
+vocabulary or split, a masked LM's few scored tokens) and there is no
+hidden-state term, the first scoring keeps them and the teacher runs once.
 """
 
 from __future__ import annotations
@@ -135,6 +138,10 @@ class HeldOutScores:
         self.notify, self.fewer_flag = notify, fewer_flag
         # The teacher's held-out logits (images), by the preparation they were made under.
         self._kept: dict[tuple, Any] = {}
+        # The teacher's logits at the scored held-out tokens (text), one tensor
+        # a batch, and the batch size they were made in (None for too many
+        # to keep: no pass tries again); None until a pass has run.
+        self._kept_text: tuple[int, list] | None = None
         # The teacher's own figures, once a pass has given them.
         self._teacher: dict[str, float] | None = None
 
@@ -188,11 +195,25 @@ class HeldOutScores:
         the student's loss and perplexity (evaluate_text's arithmetic, in its
         batches), its KL and agreement (agreement's), the hidden states' MSE
         with `hidden`; with `teacher_too`, the teacher's loss and perplexity.
-        Under torchrun each process scores a share and the totals are summed."""
+        Under torchrun each process scores a share and the totals are summed.
+
+        The KL needs the teacher's whole distribution at every scored token,
+        so its logits there are what is kept (on the CPU, as _image_pass
+        keeps them) when they fit in MAX_LOGIT_ELEMENTS: a later scoring
+        reads them instead of running the teacher, the figures unchanged to
+        the bit (the same logits, in the same batches). More (an LLM's
+        vocabulary times thousands of tokens), or with the hidden-state term
+        (whose hooks read the teacher's pass), the teacher runs again."""
         test, teacher = self.data.test, self.teacher_model
         distributed = distributed_setup(self.device)
         target = resolve_device(self.device, distributed)
         size = scoring_batch_size(model, test, SCORE_BATCH_SIZE)  # evaluate_text's batches
+        # Kept logits serve only passes in the batches they were made in: a
+        # model's logits may differ in the last bit from one batch size to another.
+        known = self._kept_text is not None and self._kept_text[0] == size
+        reuse = self._kept_text[1] if known and hidden is None and not teacher_too else None
+        keep: list | None = [] if hidden is None and not known else None
+        kept_rows = 0
         was = model.training, teacher.training
         model.to(target).eval()
         teacher.to(target).eval()
@@ -208,14 +229,23 @@ class HeldOutScores:
                 inputs, targets = inputs.to(target), targets.to(target)
                 with autocast(target):
                     student_logits = test.logits(model, inputs).float()
-                    teacher_logits = test.logits(teacher, inputs).float()
+                    teacher_logits = None if reuse is not None else test.logits(teacher, inputs).float()
                 if hidden is not None:  # every window has as many positions: a batch weighs its windows
                     totals[5] += float(hidden.layer_mse().mean()) * len(inputs)
                 totals[0] += loss_sum(student_logits, targets)
                 if teacher_too:
                     totals[2] += loss_sum(teacher_logits, targets)
                 scored = targets.flatten() != IGNORE
-                s, t = student_logits.flatten(0, -2)[scored], teacher_logits.flatten(0, -2)[scored]
+                s = student_logits.flatten(0, -2)[scored]
+                if reuse is not None:
+                    t = reuse[first // size].to(target)
+                else:
+                    t = teacher_logits.flatten(0, -2)[scored]
+                    kept_rows += len(t)
+                    if keep is not None and kept_rows * t.shape[-1] <= MAX_LOGIT_ELEMENTS:
+                        keep.append(t.cpu())
+                    else:  # too many to keep: later scorings run the teacher again
+                        keep = None
                 totals[1] += int(scored.sum())
                 totals[3] += _kl_sum(s, t, self.tau)
                 totals[4] += int((s.argmax(-1) == t.argmax(-1)).sum())
@@ -223,6 +253,8 @@ class HeldOutScores:
                 pace.batch_done()
         model.train(was[0])
         teacher.train(was[1])
+        if hidden is None and not known:
+            self._kept_text = (size, keep)
         student_sum, tokens, teacher_sum, kl_sum, agree, hidden_sum, windows = distributed.sum(
             torch.tensor(totals, dtype=torch.float64)).tolist()
         tokens = max(tokens, 1.0)

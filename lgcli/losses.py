@@ -59,11 +59,28 @@ def distillation_loss(alpha: float, tau: float = 1.0, label_smoothing: float = 0
         if alpha > 0.0:
             if teacher_logits is None:
                 raise ValueError("distillation_loss with alpha > 0 needs the teacher's logits")
-            scored = labels != IGNORE
-            soft_student = F.log_softmax(logits[scored] / tau, dim=-1)
-            soft_teacher = F.log_softmax(teacher_logits.float().flatten(0, -2)[scored] / tau, dim=-1)
-            total = total + alpha * tau * tau * F.kl_div(soft_student, soft_teacher, reduction="batchmean",
-                                                         log_target=True)
+            total = total + alpha * tau * tau * _soft_term(logits, teacher_logits.flatten(0, -2), labels != IGNORE)
         return total
+
+    def _soft_term(logits: torch.Tensor, teacher_logits: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
+        # KL(teacher || student) per position, its mean over the scored ones
+        # (kl_div's "batchmean" of the scored rows). A (positions, vocabulary)
+        # tensor is tens of megabytes a batch for an LLM, so: no division when
+        # tau is 1 (dividing by 1 changes no bit), no autograd record of the
+        # teacher's side (it has no gradient), and the mask picks entries of
+        # the per-position vector rather than copying both logits' scored rows
+        # -- unless most rows are unscored (a masked LM's 15%), where the copy
+        # costs less than the softmaxes of the rows it leaves out.
+        count = int(scored.sum())
+        few = 2 * count < len(scored)
+        if few:
+            logits = logits[scored]
+        with torch.no_grad():
+            teacher = teacher_logits.float()
+            teacher = teacher[scored] if few else teacher
+            soft_teacher = F.log_softmax(teacher if tau == 1.0 else teacher / tau, dim=-1)
+        soft_student = F.log_softmax(logits if tau == 1.0 else logits / tau, dim=-1)
+        per_position = F.kl_div(soft_student, soft_teacher, reduction="none", log_target=True).sum(-1)
+        return (per_position if few else per_position[scored]).sum() / count
 
     return loss

@@ -315,7 +315,8 @@ def test_text_is_scored_in_two_passes_of_each_model_with_the_figures_of_seven(te
     scores = HeldOutScores(teacher.model, data, with_labels=True, tau=2.0, device="cpu")
     got = {"student": scores.student(student.model, hidden=term()), "teacher": scores.teacher(),
            "again": scores.student(student.model, hidden=term())}
-    assert seen == {"teacher": 2 * windows, "student": 2 * windows}
+    kept = variant == "bert-mlm" and not with_hidden  # its few masked tokens' teacher logits fit: kept, run once
+    assert seen == {"teacher": (1 if kept else 2) * windows, "student": 2 * windows}
     for hook in hooks:
         hook.remove()
 
