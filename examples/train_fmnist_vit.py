@@ -31,7 +31,8 @@ import timm
 import torch
 
 from lgcli.data import load_data
-from lgcli.train import TrainConfig, evaluate_accuracy, train
+from lgcli.accuracy import evaluate_accuracy
+from lgcli.train import TrainConfig, train
 
 HERE = Path(__file__).resolve().parent
 ARCHITECTURE = dict(depth=6, embed_dim=128, num_heads=2, mlp_ratio=4.0, patch_size=7, img_size=28, in_chans=1,
