@@ -522,7 +522,8 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
                                              "learngene": sum(t.numel() for n, t in tensors.items()
                                                               if not n.startswith("mix."))}}
     stages = sizes.get("stages", [sizes])
-    notify(f"condense {kind.name}: sampled {','.join(str(s['learngene_heads']) for s in stages)} heads per layer "
+    heads = [s["learngene_heads"] for s in stages]
+    notify(f"condense {kind.name}: sampled {','.join(map(str, heads))} head{'s' * (heads != [1])} per layer "
            f"and {','.join(str(s['learngene_layers']) for s in stages)} FFNs from the {_sizes(loaded.spec)} "
            f"ancestry{' (per stage)' if loaded.spec.stages else ''} "
            f"({stages[0]['mixture']} mixtures, seed {settings.seed}); no training")

@@ -125,3 +125,16 @@ def test_seq_len_sets_a_language_models_windows_and_is_refused_for_images(lg):
     refused = lg("bench", examples / "fmnist_vit.safetensors", "--data", "fashion-mnist-mini", "--sizes", "3x64",
                  "--seq-len", "16", "-o", "unused", "--dry-run")
     assert refused.code == 2 and "--seq-len is for language models" in refused.stderr
+
+
+def test_a_dry_run_counts_its_cells_with_the_seeds(lg):
+    """`--seeds 3` triples the cells, and the count says so: select and the
+    random baseline at one size, three seeds, not "6 cells (1 size x 2
+    methods)"."""
+    from pathlib import Path
+
+    ancestry = Path(__file__).resolve().parents[1] / "examples" / "fmnist_vit.safetensors"
+    planned = lg("bench", ancestry, "--data", "fashion-mnist-mini", "--sizes", "3x64", "--methods", "select",
+                 "--seeds", "3", "--budget", "0", "--steps", "2", "--dry-run")
+    assert planned.code == 0, planned.stderr
+    assert "bench: 6 cells (1 size x 2 methods x 3 seeds), 6 to run" in planned.stderr, planned.stderr

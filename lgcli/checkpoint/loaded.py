@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from ..errors import LgError, notify_stderr, shown
+from ..errors import LgError, counted, notify_stderr, shown
 from ..header import TORCH_DTYPE_NAMES, HeaderTensor, value_dtype
 from ..lazy import torch
 from ..stack import copy_elements
@@ -106,7 +106,7 @@ class Checkpoint:
             self._nonfinite(key, int((~torch.isfinite(_comparable(out))).sum()))
 
     def _nonfinite(self, key: str, count: int) -> None:
-        where = f"{self.label}: tensor {shown(key)} holds {count} non-finite value{'s' if count > 1 else ''} (NaN or Inf)"
+        where = f"{self.label}: tensor {shown(key)} holds {counted(count, 'non-finite value')} (NaN or Inf)"
         if not self.allow_nonfinite:
             raise LgError(f"{where}; a resize would spread them into the output: refused (--allow-nonfinite "
                           f"keeps them)")
