@@ -139,7 +139,8 @@ def plan(args: argparse.Namespace) -> list[Job]:
                 flags = KINDS[kind]
                 gene = str(work / "models" / f"{kind}-b{budget}-s{seed}.lg.safetensors")
                 condense = f"condense-{kind}-b{budget}-s{seed}"
-                saves = ["--checkpoint-every", str(args.checkpoint_every)] if args.checkpoint_every else []
+                saves = (["--checkpoint-every", str(args.checkpoint_every), "--checkpoint", gene + ".train.pt"]
+                         if args.checkpoint_every else [])
                 jobs.insert(0, Job(condense, [[*LG, "condense", args.ancestry, *[f.format(**fill) for f in flags],
                                                *data, "--steps", str(budget), *saves,
                                                *[a.format(**fill) for a in train], "-o", gene]]))
@@ -218,9 +219,9 @@ def run_job(job: Job, work: Path, stop_at: float) -> dict:
     for stale in map(Path, outputs(job)):  # what a cut run of this job left: it starts again from nothing
         shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
     for command in job.commands:
-        # ... but a condense cut after a checkpoint goes on from it (lg condense's
-        # own OUT.train.pt), so a long condense can span two device calls.
-        saved = Path(command[command.index("-o") + 1] + ".train.pt") if "--checkpoint-every" in command else None
+        # ... but a condense cut after a checkpoint goes on from it, so a long
+        # condense can span two device calls.
+        saved = Path(command[command.index("--checkpoint") + 1]) if "--checkpoint" in command else None
         if saved and saved.exists():
             command = [*command, "--resume"]
         target = None

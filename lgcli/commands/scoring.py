@@ -231,9 +231,9 @@ def bench_command(
     if dry_run:
         # The batches the timings were taken at (each is its own flag's).
         batches = f"probe batch {batch_size}" + (f", condense batch {condense_batch_size}" if report["condense"] else "")
-        seeds = f" x {counted(report['seeds'], 'seed')}" if report["seeds"] > 1 else ""
+        per_seed = f" x {counted(report['seeds'], 'seed')}" if report["seeds"] > 1 else ""
         show_training_plan(f"bench: {report['cells']} cells ({counted(len(report['sizes']), 'size')} x "
-                            f"{counted(len(report['methods']), 'method')}{seeds}), {report['cells_to_run']} to run, "
+                            f"{counted(len(report['methods']), 'method')}{per_seed}), {report['cells_to_run']} to run, "
                             f"{report['cells_reused']} saved before, {report['cells_not_applicable']} n/a (the "
                             f"method cannot reach the size); {batches}", report, as_json,
                             "of each size's model and each condense run")
