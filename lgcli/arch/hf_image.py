@@ -31,7 +31,7 @@ from ..preprocessing import PREPROCESSING, Preprocessing, from_image_processor, 
 from ..stack import TOKENS, ArchSpec, Stack, TensorGroup
 from .base import Reader, norm_facts
 from .declared import Heads, StoredTensors
-from .hf import HfAdapter, import_transformers
+from .hf import HfAdapter, import_transformers, model_holding
 from .hf_layout import Architecture, HfLayout, config_int
 
 
@@ -211,9 +211,7 @@ class HfImageAdapter(HfAdapter):
 
     def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
         """A transformers model holding these weights, loaded strictly."""
-        model = self.create_model(spec)
-        model.load_state_dict(self.model_state(spec, stack), strict=True)
-        return model
+        return model_holding(self, spec, self.model_state(spec, stack), strict=True)[0]
 
     # ------------------------------------------------------------ images
     def _classifier_key(self, architecture: str) -> str | None:
