@@ -30,8 +30,9 @@ MODELS = {
     "dinov2 registers": ("Dinov2WithRegistersModel", "Dinov2WithRegistersConfig",
                          dict(IMAGE, mlp_ratio=2, num_register_tokens=2)),
     "clip vision": ("CLIPVisionModel", "CLIPVisionConfig", dict(IMAGE, intermediate_size=64)),
-    "swin": ("SwinForImageClassification", "SwinConfig", dict(embed_dim=16, depths=[1, 2], num_heads=[2, 4],
-                                                              image_size=32, patch_size=2, window_size=4, num_labels=3)),
+    "swin": ("SwinForImageClassification", "SwinConfig",
+             dict(embed_dim=16, depths=[1, 2], num_heads=[2, 4], image_size=32, patch_size=2, window_size=4,
+                  num_labels=3)),
 }
 
 
