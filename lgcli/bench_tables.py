@@ -106,7 +106,7 @@ def table_rows(report: dict[str, Any]) -> list[list[Cell]]:
         made = report["learngenes"].get(method.removesuffix(FIT))
         cost = f"{counted(made['steps'], 'step')}, {made['seconds']:.0f} s" if made else "-"
         if made and method.endswith(FIT):
-            cost += f", + {report['settings'].get('fit_steps')} fit steps per size"
+            cost += f", + {counted(report['settings']['fit_steps'], 'fit step')} per size"
         total = report.get("costs", {}).get(method)
         every = f"{total['total_seconds']:.0f} s" if total and total["sizes"] else "-"
         measure = _measure(report)[0]

@@ -90,9 +90,12 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
         if alone is not None and alone.axis_sizes() == target.axis_sizes():
             return step(direction, shlex.quote(src), final, shlex.quote(output))
     for first, then, pick in ((SHRINK, GROW, min), (GROW, SHRINK, max)):
-        width = pick(source.width, target.width)
+        wide = pick(source.width, target.width)
         heads_first = pick(source.heads, target.heads)
-        for heads in [heads_first] + [d for d in divisors(width) if d != heads_first]:
+        # Then the heads and the head dim each one way (heads that shrink while the head dim grows).
+        middles = [(wide, heads_first)] + [(wide, d) for d in divisors(wide) if d != heads_first] + \
+            [(heads_first * pick(source.head_dim, target.head_dim), heads_first)]
+        for width, heads in middles:
             kv_heads = pick(source.key_value_heads, target.key_value_heads)
             if gqa and heads % kv_heads:
                 continue
@@ -140,3 +143,33 @@ def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str,
         if middle is not None and reaches(middle, final, then) is not None:
             return f"{step(first, shlex.quote(src), sizes, '-')} | {step(then, '-', final, shlex.quote(output))}"
     return None
+
+
+def mixed_change_hint(source: ArchSpec, target: ArchSpec, *, src: str, output: str, direction: str,
+                      method: str | None, source_options: tuple[str, ...], output_options: tuple[str, ...]) -> str:
+    """How to make a change that grows some axes and shrinks others: the
+    shrink piped into the grow, with this request's source, sizes and output,
+    and the flags the user gave about them (`--method` to the command of its
+    `direction`)."""
+    method_flag = (f"--method {method}",) if method is not None else ()
+    pipe = mixed_change_pipe(source, target, src=src, output=output, options={direction: method_flag},
+                             source_options=source_options, output_options=output_options)
+    if pipe is None:  # the other command alone does not either: not named
+        return "neither lg shrink nor lg grow reaches these sizes, alone or piped together"
+    if " | " not in pipe:
+        return f"run: {pipe}"
+    return f"for a mixed change pipe the two: {pipe}"
+
+
+def learngene_pipe(start: ArchSpec, target: ArchSpec, *, build: str, direction: str | None = None,
+                   method: str | None = None) -> str | None:
+    """A `RefusedWithPipe` template that builds `start`, a size a learngene
+    builds itself, with `lg grow {src} BUILD`, then turns it into `target`
+    (`mixed_change_pipe`: one command, or a shrink and a grow), `--method`
+    going to the command of `direction`; None when no such pipe reaches it."""
+    placeholder = "LG_PIPE_OUTPUT"
+    options = {direction: (f"--method {method}",)} if method is not None and direction is not None else {}
+    pipe = mixed_change_pipe(start, target, src="-", output=placeholder, options=options)
+    if pipe is None:
+        return None
+    return f"lg grow {{src}} {build} -o - | " + pipe.replace(f" -o {placeholder}", " -o {out}{written}")

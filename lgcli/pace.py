@@ -14,6 +14,13 @@ from typing import Callable
 
 # A pass its first batch says will take longer than this is announced.
 ANNOUNCE_PASS_ABOVE_SECONDS = 30.0
+# An image model's parameters x its input's pixels past which lg eval's
+# 100-step probe on a CPU is long: a training step's work grows with both
+# (one token per patch). lg's example ViT (1.2M x 28 x 28, 9e8) probes in
+# seconds; a DINOv2-S of 6 layers (11M x 224 x 224, 5.5e11) took 16 s a
+# step (batch 64), nearly half an hour for 100, on 2 CPU cores. Past 1e11
+# (about 3 s a step there) the hint after a resize says so (`_score_hint`).
+SLOW_CPU_PROBE = 1e11
 clock = time.perf_counter
 
 

@@ -16,7 +16,7 @@ import time
 from functools import partial
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .hints import depth_then_width_pipe, mixed_change_pipe, output_flags, source_flags
+from .hints import depth_then_width_pipe, learngene_pipe, mixed_change_hint, output_flags, source_flags
 from .inspection import load_line
 from .learngene_files import is_learngene, load_learngene
 from .loading import Loaded, build_model, load
@@ -36,7 +36,7 @@ from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
 from .preprocessing import PREPROCESSING, Overrides, with_preprocessing
 from .sizing import (MixedChange, WidthKept, at_depths_of, check_direction, check_heads_known, check_kv_heads_apply,
-                     keeps_width, moves_heads, peak_memory, spec_sizes, target_spec)
+                     depths_of, keeps_width, moves_heads, peak_memory, spec_sizes, target_spec)
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 from .text import check_data_source
 
@@ -228,9 +228,10 @@ def plan_resize(loaded: Loaded, chosen, options: dict[str, Any], *, direction: s
                 mlp_dim=None, kv_heads=None, max_params=None) -> tuple[ArchSpec, ArchSpec]:
     """(source, target) of a resize, after every check the resize makes
     before it computes anything (what `lg bench --dry-run` asks of a cell)."""
-    if all(v is None for v in (depth, width, heads, mlp_dim, kv_heads)):
-        raise UsageError(f"nothing to {direction}: give --depth, --width, --heads, --kv-heads or --mlp-dim")
     source = loaded.spec
+    if all(v is None for v in (depth, width, heads, mlp_dim, kv_heads)):  # its own depth rewrites it (a folder, say)
+        raise UsageError(f"nothing to {direction}: give --depth, --width, --heads, --kv-heads or --mlp-dim "
+                         f"(--depth {','.join(map(str, depths_of(source)))}, its own, writes it in the output's form)")
     check_kv_heads_apply(source, kv_heads, get_adapter(source.family).grouped_query)
     check_defined(chosen, source)
     check_heads_known(source, moves_heads=moves_heads(source, width, heads, kv_heads),
@@ -358,9 +359,13 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     checkpoint.allow_nonfinite = allow_nonfinite
     if is_learngene(checkpoint):
         learngene = load_learngene(checkpoint)
+        written = output_flags(force, kwargs.get("shard_size"), card_file)
         if method is not None and get_kind(learngene.kind, learngene.spec).trained_widths(learngene) is not None:
-            return _expand_then_resize(learngene, target, method=method, command=direction, stdout=stdout,
-                                       notify=notify or notify_stderr, dry_run=dry_run, card=card, **kwargs)
+            try:
+                return _expand_then_resize(learngene, target, method=method, command=direction, stdout=stdout,
+                                           notify=notify or notify_stderr, dry_run=dry_run, card=card, **kwargs)
+            except RefusedWithPipe as refused:  # a pipe from this learngene to this output, with the user's flags
+                raise LgError(refused.complete(str(source), str(output), (), written)) from None
         if method is not None:
             ways = get_method(method).directions  # the resize step goes the way the method can
             then = direction if direction in ways else ways[0]
@@ -378,8 +383,7 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
             return _expand_file(learngene, target, command=direction, stdout=stdout, notify=notify,
                                 dry_run=dry_run, card=card, **kwargs)
         except RefusedWithPipe as refused:  # a pipe from this learngene to this output, with the user's flags
-            raise LgError(refused.complete(str(source), str(output), (),
-                                           output_flags(force, kwargs.get("shard_size"), card_file))) from None
+            raise LgError(refused.complete(str(source), str(output), (), written)) from None
     loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads, kv_heads=source_kv_heads)
     shard_size = kwargs.pop("shard_size", None)
     # A hint's commands carry every flag the user gave that they need: the
@@ -399,10 +403,12 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
         spec, stack, report = resize(loaded, direction=direction, method=method, notify=notify, measure=not dry_run,
                                      **kwargs)
     except MixedChange as mixed:
-        hint = _mixed_change_hint(mixed, src_text, output, direction, method, source_options, output_options)
+        hint = mixed_change_hint(mixed.source, mixed.target, src=src_text, output=str(output), direction=direction,
+                                 method=method, source_options=source_options, output_options=output_options)
         raise LgError(f"{mixed.what}; {hint}") from None
     except WidthKept as kept:
-        raise LgError(f"{kept}; {_width_kept_hint(kept, loaded, src_text, output, source_options, output_options)}") from None
+        hint = _width_kept_hint(kept, loaded, src_text, output, source_options, output_options)
+        raise LgError(f"{kept}; {hint}") from None
     except RefusedWithPipe as refused:
         raise LgError(refused.complete(src_text, str(output), source_options, output_options)) from None
     if dry_run:
@@ -437,13 +443,19 @@ def _next_step(spec: ArchSpec) -> dict[str, Any]:
     names so that it runs as printed), or, for a family lg does not train,
     fine-tune it in its library."""
     from .arch.base import IMAGE_CLASSIFICATION
-    from .data import DEFAULT_DATA
+    from .data import DEFAULT_DATA, FASHION_MNIST_CLASSES
+    from .pace import SLOW_CPU_PROBE
     from .text import KJV_MINI
 
     adapter = get_adapter(spec.family)
     step = {"scored_by_lg": adapter.scored_by_lg(spec), "fine_tune": adapter.fine_tune}
     if step["scored_by_lg"]:
-        step["try_data"] = DEFAULT_DATA if adapter.task(spec) == IMAGE_CLASSIFICATION else KJV_MINI
+        image = adapter.task(spec) == IMAGE_CLASSIFICATION
+        step["try_data"] = DEFAULT_DATA if image else KJV_MINI
+        if image and not torch.cuda.is_available():  # lg eval probes on the CPU: a real model's probe is long
+            work = adapter.parameter_count(spec) * adapter.input_size(spec)[1] * adapter.input_size(spec)[2]
+            step["cpu_probe"] = {"slow": work > SLOW_CPU_PROBE, "as_it_is": adapter.num_classes(spec) == len(
+                FASHION_MNIST_CLASSES)}
     return step
 
 
@@ -544,18 +556,27 @@ def _expand_then_resize(learngene: Learngene, target: CheckedOutput, *, method: 
     if direction not in chosen.directions:
         raise UsageError(f"depth {asked.depth}, width {asked.width} is reached from the trained depth {start_depth}, "
                          f"width {start} by a {direction}; method '{method}' cannot {direction} (methods that can: "
-                         f"{', '.join(default_method_list(direction))})")
+                         f"{', '.join(n for n, m in METHODS.items() if direction in m.directions)})")
     built = dict(depth=start_depth, width=start, kv_heads=kv_heads, max_params=max_params)
     resize_to = dict(width=width if width is not None else asked.width, heads=heads, mlp_dim=mlp_dim,
                      kv_heads=kv_heads, max_params=max_params)
     if start_depth != asked.depth:
         resize_to["depth"] = asked.depth
-    if dry_run:
-        _, first = expand_target(learngene, **built, **kind_options)
-        placeholder = Loaded(first, get_adapter(first.family).template_from_config(
-            get_adapter(first.family).config(first))[1], learngene.checkpoint)
+    _, first = expand_target(learngene, **built, **kind_options)  # every check of both steps, before any work
+    placeholder = Loaded(first, get_adapter(first.family).template_from_config(
+        get_adapter(first.family).config(first))[1], learngene.checkpoint)
+    try:
         source, resized = plan_resize(placeholder, chosen, resolve_options(chosen, method_options),
                                       direction=direction, **{"depth": None, **resize_to})
+    except MixedChange as mixed:  # what --method cannot do alone: the trained size, then a shrink and a grow
+        pipe = learngene_pipe(first, mixed.target, build=f"--depth {start_depth} --width {start}",
+                              direction=direction, method=method)
+        reason = (f"depth {asked.depth}, width {asked.width} is reached from the trained depth {start_depth}, width "
+                  f"{start} only by a shrink and a grow ({mixed.what})")
+        if pipe is None:
+            raise LgError(f"{reason}, and no pipe of the two reaches it") from None
+        raise RefusedWithPipe(f"{reason}: ", pipe) from None
+    if dry_run:
         report = {"command": command, "method": f"{learngene.kind}+{method}", "options": method_options,
                   "seed": seed, "source": {"learngene": learngene.kind, **spec_sizes(learngene.spec)},
                   "target": spec_sizes(resized), "parameters": {"source": learngene.num_parameters()}}
@@ -576,25 +597,3 @@ def _expand_then_resize(learngene: Learngene, target: CheckedOutput, *, method: 
                    "built": {"width": start, "details": first_report["details"]}})
     return _written(report, target, spec, stack, method=learngene.kind, options=recorded,
                     source=learngene.checkpoint, stdout=stdout, shard_size=shard_size, card=card)
-
-
-def default_method_list(direction: str) -> list[str]:
-    from .methods import METHODS
-
-    return [name for name, method in METHODS.items() if direction in method.directions]
-
-
-def _mixed_change_hint(mixed: MixedChange, src: str, output: str | os.PathLike, direction: str,
-                       method: str | None, source_options: tuple[str, ...], output_options: tuple[str, ...]) -> str:
-    """How to make a change that grows some axes and shrinks others: the
-    shrink piped into the grow, with this request's source, sizes and output,
-    and the flags the user gave about them."""
-    method_flag = (f"--method {method}",) if method is not None else ()
-    pipe = mixed_change_pipe(mixed.source, mixed.target, src=src, output=str(output),
-                             options={direction: method_flag}, source_options=source_options,
-                             output_options=output_options)
-    if pipe is None:  # the other command alone does not either: not named
-        return "neither lg shrink nor lg grow reaches these sizes, alone or piped together"
-    if " | " not in pipe:
-        return f"run: {pipe}"
-    return f"for a mixed change pipe the two: {pipe}"

@@ -171,6 +171,32 @@ def test_no_module_takes_a_facade_name():
     assert taken == []
 
 
+def taken_through_another_module(defining: str) -> list[str]:
+    """Each import of a name `defining` defines (a function, a class, a
+    constant) from a module that only imported it there too."""
+    root = ast.parse(MODULES[defining].read_text())
+    own = {node.name for node in root.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    own |= {target.id for node in root.body if isinstance(node, ast.Assign) for target in node.targets
+            if isinstance(target, ast.Name)}
+
+    def defines(module: str, name: str) -> bool:
+        tree = ast.parse(MODULES[module].read_text())
+        return any(isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name for node in tree.body) \
+            or any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+                   for node in tree.body)
+
+    return [f"{module} takes {name} from {target} on line {line} (defined in {defining})"
+            for module, path in MODULES.items()
+            for line, target, name, _ in imports(module, path.read_text(), path.name == "__init__.py")
+            if name in own and target not in (defining, "lgcli") and target in MODULES and not defines(target, name)]
+
+
+def test_the_helpers_of_errors_are_taken_from_errors():
+    """`counted`, `shown`, `LgError`, ... come from lgcli.errors, as every
+    module takes them, never through a module that imported them."""
+    assert taken_through_another_module("lgcli.errors") == []
+
+
 def test_the_check_finds_an_upward_import():
     # A learngene kind reaching up to a command, at the top or in a function,
     # by absolute or relative import; the same kind's import of stack is fine.

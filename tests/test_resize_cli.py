@@ -125,3 +125,29 @@ def test_missing_output_is_an_error(source, lg):
     folder, _ = source
     result = lg("grow", folder / "a.safetensors", "--depth", "8")
     assert result.code != 0 and "-o FILE" in result.stderr and result.stdout == b""
+
+
+def test_nothing_asked_names_the_models_own_depth_which_rewrites_it_in_the_outputs_form(lg, tmp_path):
+    """A Hugging Face model piped into one file goes back to a folder by the
+    size the refusal names: every tensor as it was, loaded strictly."""
+    import re
+
+    import transformers
+    from safetensors.torch import load_file
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=3, n_embd=32, n_head=2, vocab_size=50, n_positions=16,
+                                     bos_token_id=0, eos_token_id=0, architectures=["GPT2LMHeadModel"])
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "src")
+    piped = lg("shrink", tmp_path / "src", "--depth", "3", "-o", "-")
+    assert piped.code == 0, piped.stderr
+    (tmp_path / "one.safetensors").write_bytes(piped.stdout)
+    refused = lg("shrink", tmp_path / "one.safetensors", "-o", tmp_path / "back")
+    assert refused.code == 2 and "--depth 3, its own," in refused.stderr
+    assert not (tmp_path / "back").exists()
+    flags = re.search(r"\((--depth \S+), its own", refused.stderr).group(1).split()
+    assert lg("shrink", tmp_path / "one.safetensors", *flags, "-o", tmp_path / "back").code == 0
+    model, info = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "back", output_loading_info=True)
+    assert not any(info.values())
+    source, back = load_file(tmp_path / "src" / "model.safetensors"), load_file(tmp_path / "back" / "model.safetensors")
+    assert source.keys() == back.keys() and all(torch.equal(source[k], back[k]) for k in source)

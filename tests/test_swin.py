@@ -132,6 +132,31 @@ def test_every_method_gives_a_model_timm_loads_strictly(source, tmp_path, method
     assert logits.shape == (2, model.num_classes) and torch.isfinite(logits).all()
 
 
+@pytest.mark.parametrize("name", ["swin.safetensors", "swin.bin"])  # .bin: a name timm would read as a pickle
+def test_the_load_call_is_one_expression_whose_value_is_the_loaded_model(source, tmp_path, lg, name):
+    """As every family's: `load_call` (JSON) is the expression after
+    `model = `, so eval gives the model, with the file's tensors exactly, and
+    the two printed lines run as printed."""
+    model, path = source
+    out = tmp_path / name
+    out.write_bytes(path.read_bytes())
+    report = json.loads(lg("inspect", out, "--json").stdout)
+    call = report["load_call"]
+    assert "model." not in call and ";" not in call, call  # no statement that needs `model` already made
+    scope: dict = {}
+    exec(report["load_imports"], scope)
+    loaded = eval(call, scope).eval()
+    state = loaded.state_dict()
+    assert all(torch.equal(state[key], tensor) for key, tensor in model.state_dict().items())
+    printed = lg("inspect", out).stdout.decode().split("load with:\n", 1)[1]
+    lines = [line.strip() for line in printed.splitlines()]
+    assert lines[1] == f"model = {call}"
+    ran: dict = {}
+    exec("\n".join(lines[:2]), ran)
+    with torch.no_grad():
+        assert torch.equal(ran["model"].eval()(images(model)), model.eval()(images(model)))
+
+
 def test_bot_round_trip_per_stage_is_exact(source, tmp_path):
     """SPEC.md "BoT": with haar, periodization and no rescaling,
     shrink(grow(x)) == x, here on every stage and patch merging at once."""
@@ -211,8 +236,9 @@ def test_cli_inspect_shrink_grow(source, tmp_path, lg):
     shown = lg("inspect", path)
     assert shown.code == 0, shown.stderr
     text = shown.stdout.decode()
-    assert "depths" in text and "widths" in text and "model.load_state_dict(" in text and "strict=True" in text
-    assert f"timm.create_model('swin_tiny_patch4_window7_224', pretrained=False, embed_dim=16, depths=" in text
+    assert "depths" in text and "widths" in text
+    assert (f"model = timm.create_model('swin_tiny_patch4_window7_224', pretrained=False, checkpoint_path={str(path)!r}, "
+            f"embed_dim=16, depths=") in text
     listed = ",".join(["1"] * stages)
     small = tmp_path / "small.safetensors"
     shrunk = lg("shrink", path, "--depth", listed, "--width", "8", "-o", small)

@@ -282,6 +282,20 @@ def test_bench_table_fits_and_shows_the_reports_figures(measure, width):
         assert re.search(rf"(^|\s){size}(\s|$)", text, re.MULTILINE)
 
 
+@pytest.mark.parametrize("fit_steps, said", [(1, "+ 1 fit step per size"), (50, "+ 50 fit steps per size")])
+def test_a_fitted_rows_cost_counts_its_fit_steps_as_lg_counts_steps(fit_steps, said):
+    """"1 step", "+ 1 fit step per size": one noun, singular for one (`counted`)."""
+    from lgcli.bench_tables import table_rows
+
+    report = bench_report()
+    report["settings"]["fit_steps"] = fit_steps
+    report["learngenes"]["peg"]["steps"] = 1
+    rows = {row[0]: row for row in table_rows(report)}
+    assert any(said in str(part) for part in rows["peg+fit"]), rows["peg+fit"]
+    assert any("1 step, " in str(part) for part in rows["peg"])  # the condense run's steps, counted alike
+    assert not any("fit step" in str(part) for part in rows["peg"])
+
+
 # ---------------------------------------------------------------- the layout itself
 
 def test_widths_narrow_the_prose_columns_and_never_below_a_word():

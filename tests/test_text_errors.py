@@ -240,6 +240,22 @@ def test_output_inside_the_input_folder_is_refused_even_with_force(sources, lg, 
     assert sorted(os.listdir(src)) == sorted([*before, "sub"]) and os.listdir(src / "sub") == []
 
 
+@pytest.mark.parametrize("held, said", [
+    ("notes.txt", "a folder must hold a Hugging Face model (config.json and its weights)"),
+    ("model.safetensors", "a model folder must hold config.json beside model.safetensors"),
+])
+def test_a_folder_that_is_no_model_is_said_before_an_output_inside_it(lg, tmp_path, held, said):
+    """`lg shrink /tmp --depth 2 -o /tmp/x`: the input is no model lg reads,
+    which is what the user hears first, not that the output lies inside it."""
+    folder = tmp_path / "not a model"
+    folder.mkdir()
+    (folder / held).write_bytes(b"notes")
+    result = lg("shrink", folder, "--depth", "2", "-o", folder / "x")
+    assert result.code == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert said in result.stderr and "inside the input folder" not in result.stderr, result.stderr
+    assert sorted(os.listdir(folder)) == [held]
+
+
 def test_output_inside_a_missing_folder(sources, lg, tmp_path):
     assert_refused(lg("shrink", sources("gpt2-lm"), "--depth", "2", "-o", tmp_path / "no" / "out"),
                    "does not exist", tmp_path)

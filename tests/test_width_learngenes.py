@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shlex
+import subprocess
+import sys
 
 import pytest
 import timm
@@ -206,6 +211,33 @@ def test_method_resizes_the_nearest_trained_width(gene, tmp_path, lg):
     refused = lg("grow", str(path), "--depth", "2", "--width", "96", "--method", "select", "-o",
                  str(tmp_path / "no.safetensors"))
     assert refused.code != 0 and "cannot grow" in refused.stderr and "\n" not in refused.stderr.strip()
+
+
+@pytest.mark.parametrize("args", [
+    ["--width", "96", "--heads", "3", "--method", "bot"],     # heads fewer, head dim larger: no grow alone
+    ["--width", "48", "--heads", "1", "--method", "select"],  # was "use `lg grow`", to a user running lg grow
+    ["--width", "96", "--heads", "3"],                        # the refusal without --method: not "add --method bot"
+])
+def test_a_size_one_method_cannot_reach_is_hinted_as_a_pipe_that_runs(gene, tmp_path, lg, args):
+    """A size reached from the nearest trained width only by a shrink and a
+    grow (heads fewer while the head dim grows, or the reverse) is refused
+    in one line whose pipe, run as printed, writes that size where asked."""
+    path, _ = gene
+    out = tmp_path / "hinted out.safetensors"  # a space: the printed command quotes it
+    result = lg("grow", str(path), "--depth", "2", *args, "-o", str(out))
+    line = result.stderr.strip()
+    assert result.code != 0 and not out.exists() and "\n" not in line and "Traceback" not in line
+    assert "use `lg" not in line and "add --method" not in line  # neither would run
+    command = line[line.index(": lg grow ") + 2:]
+    assert command.startswith(f"lg grow {path} --depth 2 --width 64 -o - | ") and " | lg shrink - " in command
+    command = re.sub(r"(^|\| )lg ", lambda m: m.group(1) + shlex.join([sys.executable, "-m", "lgcli"]) + " ", command)
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert done.returncode == 0, (command, done.stderr)
+    model = _strict_load(out)
+    asked = dict(zip(args[::2], args[1::2]))
+    assert (len(model.blocks), model.embed_dim, model.blocks[0].attn.num_heads) == (
+        2, int(asked["--width"]), int(asked["--heads"]))
 
 
 @pytest.mark.parametrize("widths, message", [

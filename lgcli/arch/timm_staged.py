@@ -286,17 +286,41 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
     def saved_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
         return {name: tensor.detach() for name, tensor in model.state_dict().items()}
 
-    @staticmethod
-    def load_imports(spec: ArchSpec, path: str, folder: bool | None = None) -> str:
-        return "import safetensors.torch, timm"
+    def load_imports(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
+        return "import lgcli" if self._lg_loads(spec, path) else "import timm"
 
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
-        """The exact line that builds the model in timm and loads the file
-        strictly (a timm hub folder: the folder says the rest)."""
-        weights = f"safetensors.torch.load_file({path!r})"
-        if spec.extras.get(FILTERED) and self.stages.filter_fn:  # timm's own renaming (a no-op on what lg writes)
-            weights = f"{self.stages.filter_fn}({weights}, model)"
-        return local_dir_call(spec, path) or self.file_load_call(spec, path, weights)
+        """The expression whose value is the model, built in timm with the
+        file loaded strictly, as every family's load call is: timm's
+        `checkpoint_path`; a file of another layout through timm's own
+        pretrained loader, which renames it with `filter_fn` (the file and
+        the head's classes in its pretrained config); a timm hub folder by
+        the folder. A file timm does not read (a name that does not end in
+        .safetensors, which timm reads as a pickle; shards): lg's strict load."""
+        hub_folder = local_dir_call(spec, path)
+        if hub_folder is not None:
+            return hub_folder
+        if self._lg_loads(spec, path):
+            return f"lgcli.load_model({path!r})[0]"
+        args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
+        cfg = self.data_config(spec)
+        if spec.extras.get(FILTERED):
+            cfg = {"file": path, "num_classes": self.num_classes(spec), **cfg}
+        overlay = ", ".join(f"{k}={v!r}" for k, v in cfg.items())
+        load = "pretrained=True" if spec.extras.get(FILTERED) else f"pretrained=False, checkpoint_path={path!r}"
+        return f"timm.create_model({self.model_name(spec)!r}, {load}, {args}, pretrained_cfg_overlay=dict({overlay}))"
+
+    def _lg_loads(self, spec: ArchSpec, path: str) -> bool:
+        """Whether the load call is lg's, timm reading the file otherwise
+        than as it is: a name timm reads as a pickle, or a layout timm's
+        pretrained loader would change beyond renaming (it adapts the
+        patch embedding of a model of neither 1 nor 3 channels)."""
+        if local_dir_call(spec, path) is not None:
+            return False
+        if not (path.endswith(".safetensors") or path == "<file>"):  # "<file>": a stream, as shown
+            return True
+        renamed = bool(spec.extras.get(FILTERED))
+        return renamed and (not self.stages.filter_fn or spec.extras.get("in_chans") not in (1, 3))
 
     def owns_model(self, model: nn.Module) -> bool:
         return f"{type(model).__module__}.{type(model).__name__}" == self.declaration.model_class

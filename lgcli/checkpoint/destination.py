@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import LgError, os_reason, shown
 from .companions import COMPANION_FOLDER, is_companion_name
-from .names import CONFIG_NAME, README_NAME, SAFETENSORS_INDEX, STDIO
+from .names import CONFIG_NAME, README_NAME, SAFETENSORS_INDEX, STDIO, not_a_model_folder
 
 
 def check_output(destination: str | os.PathLike, *, force: bool,
@@ -184,6 +184,8 @@ def _refuse_output_over_input(path: Path, src: str) -> None:
     folder = source if source.is_dir() else (source.parent if source.name.endswith(".index.json") else None)
     target = _resolved(path)
     if folder is not None and _inside(target, folder.resolve()):
+        if source.is_dir() and not_a_model_folder(source):  # an input that is no model is told so first
+            raise LgError(not_a_model_folder(source))
         raise LgError(f"{dst}: is inside the input folder {shown(str(folder))}; lg never modifies its inputs: "
                       f"write the output elsewhere")
     if path.is_dir() and _inside(source.resolve(), target):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from ..errors import shown
 from ..hub import hub_name_of_path
 
 STDIO = "-"
@@ -33,3 +34,16 @@ def _display_name(source: str) -> str:
     # A cached snapshot's folder is named by its commit: the hub id says more.
     name = hub_name_of_path(source) or os.path.basename(str(source).rstrip("/"))
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def not_a_model_folder(folder: str | os.PathLike) -> str | None:
+    """Why a folder holds no model by these names (neither a config beside
+    its weights nor a shard index), as the reader says it; None when it
+    may hold one (the reader checks the rest)."""
+    has = {name: os.path.lexists(os.path.join(folder, name)) for name in (CONFIG_NAME, WEIGHTS_NAME, SAFETENSORS_INDEX)}
+    if has[CONFIG_NAME] or has[SAFETENSORS_INDEX]:
+        return None
+    if has[WEIGHTS_NAME]:
+        return f"{shown(str(folder))}: a model folder must hold {CONFIG_NAME} beside {WEIGHTS_NAME}"
+    return (f"{shown(str(folder))}: a folder must hold a Hugging Face model ({CONFIG_NAME} and its weights) or "
+            f"{SAFETENSORS_INDEX} (a sharded safetensors checkpoint)")

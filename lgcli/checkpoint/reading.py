@@ -21,7 +21,7 @@ from .companions import companions_from_metadata, folder_companions
 from .hashing import _hash_in_background
 from .loaded import Checkpoint, torch_dtypes
 from .memory import check_memory
-from .names import CONFIG_NAME, PICKLED_WEIGHTS_NAME, SAFETENSORS_INDEX, STDIO, WEIGHTS_NAME
+from .names import CONFIG_NAME, PICKLED_WEIGHTS_NAME, SAFETENSORS_INDEX, STDIO, WEIGHTS_NAME, not_a_model_folder
 from .pickles import PICKLE_SUFFIXES, _read_pickle
 
 # Streams are read in chunks of this size (a pipe gives what it has).
@@ -237,9 +237,10 @@ def _read_folder(folder: Path, header_only: bool = False) -> Checkpoint:
     """A Hugging Face model folder (config.json and its weights), or a
     folder of shards with their index."""
     config_path = folder / CONFIG_NAME
+    problem = not_a_model_folder(folder)
+    if problem:
+        raise LgError(problem)
     if not os.path.lexists(config_path):
-        if os.path.lexists(folder / WEIGHTS_NAME):
-            raise LgError(f"{shown(folder)}: a model folder must hold {CONFIG_NAME} beside {WEIGHTS_NAME}")
         return _read_sharded(folder, header_only)
     _regular_file(config_path, "a model's config")
     if config_path.stat().st_size > MAX_CONFIG_BYTES:

@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 
 from ..card import condensed_score
-from .common import HeadsOption, counted, out_console, print_json, stages_text, table_console, write_data
+from ..errors import counted
+from .common import HeadsOption, out_console, print_json, stages_text, table_console, write_data
 
 
 def inspect(

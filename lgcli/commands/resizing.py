@@ -13,10 +13,10 @@ from typing import Any, Callable, Optional, Sequence
 import typer
 
 from ..devices import check_device
-from ..errors import UsageError
+from ..errors import UsageError, counted
 from ..options import DEFAULT_SHARD_SIZE, Option, parse_byte_size, parse_count, parse_depth
-from .common import (MAX_SEED, METHOD, OUTPUT, SOURCE, TARGET, LgCommand, command_line, counted, note,
-                     planned_output, print_json, with_declared_flags)
+from .common import (MAX_SEED, METHOD, OUTPUT, SOURCE, TARGET, LgCommand, command_line, note, planned_output,
+                     print_json, with_declared_flags)
 
 
 # ---- lg shrink / lg grow ----
@@ -70,18 +70,27 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
 def _score_hint(report: dict[str, Any]) -> str:
     """How lg eval scores a written model (": lg eval ..."): a language model as it
     is (held-out perplexity, no training: a training probe of a real LLM on
-    a CPU takes hours), an image model after a 100-step probe. Heads the file
-    does not record (lg assumed them) are given with --heads, as lg eval
-    asks, at the count the load line builds, and said to be assumed."""
+    a CPU takes hours), an image model after a 100-step probe. Where that
+    probe would run on the CPU and the model is large (`pace.SLOW_CPU_PROBE`),
+    a classifier of the data's classes is scored as it is, and any other is
+    said to take long. Heads the file does not record (lg assumed them) are
+    given with --heads, as lg eval asks, at the count the load line builds,
+    and said to be assumed."""
     from ..text import builtin_texts
 
     text = report["try_data"] in builtin_texts()
+    cpu = report.get("cpu_probe") or {}
+    as_it_is = text or (cpu.get("slow") and cpu.get("as_it_is"))
     assumed = report.get("heads_assumed")
     heads = f" --heads {report['target']['heads']}" if assumed else ""
-    return ((" as it is (held-out perplexity; --steps N trains a probe first)" if text else "")
+    why = ("held-out perplexity; --steps N trains a probe first" if text else
+           "top-1 on the test split; a --steps 100 probe of a model this size is long on the CPU")
+    long = (" after a probe of 100 training steps (long on the CPU for a model this size: lg eval says how long "
+            "after its first 20)") if cpu.get("slow") and not as_it_is else ""
+    return ((f" as it is ({why})" if as_it_is else long)
             + (" with the heads lg assumed (give the model's own to --heads)" if assumed else "")
             + f": lg eval {shlex.quote(report['output'])}{heads} --data {report['try_data']} "
-              f"--steps {0 if text else 100}")
+              f"--steps {0 if as_it_is else 100}")
 
 
 def _budget_summary(report: dict[str, Any]) -> str:

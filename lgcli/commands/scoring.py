@@ -9,10 +9,10 @@ from typing import Optional
 import typer
 
 from ..bench_settings import CONDENSE_BATCH_FLAG
-from ..errors import UsageError, shown
+from ..errors import UsageError, counted, shown
 from ..options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 from .common import (DATA, LEARNGENES, OUTPUT, PROBE, MAX_SEED, HeadsOption, InterpolationOption,
-                     MeanOption, StdOption, counted, note, print_json, resume_hints, show_training_plan,
+                     MeanOption, StdOption, note, print_json, resume_hints, show_training_plan,
                      table_console, write_data)
 
 
@@ -198,7 +198,8 @@ def bench_command(
     force: bool = typer.Option(False, "--force", rich_help_panel=OUTPUT,
                                help="Recompute every cell (and learngene) even if saved, and write into a folder "
                                     "holding files lg bench did not write (they are left as they are)."),
-    as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT, help="Print bench.json instead of the table."),
+    as_json: bool = typer.Option(False, "--json", rich_help_panel=OUTPUT,
+                                 help="Print bench.json instead of the table."),
     markdown: bool = typer.Option(False, "--markdown", rich_help_panel=OUTPUT, help="Print the table as Markdown."),
     dry_run: bool = typer.Option(False, "--dry-run", rich_help_panel=OUTPUT,
                                  help="Print the plan (cells, steps, and the time a few timed steps give; --json: as "
@@ -230,7 +231,8 @@ def bench_command(
     report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
     if dry_run:
         # The batches the timings were taken at (each is its own flag's).
-        batches = f"probe batch {batch_size}" + (f", condense batch {condense_batch_size}" if report["condense"] else "")
+        batches = f"probe batch {batch_size}" + (f", condense batch {condense_batch_size}"
+                                                 if report["condense"] else "")
         per_seed = f" x {counted(report['seeds'], 'seed')}" if report["seeds"] > 1 else ""
         show_training_plan(f"bench: {report['cells']} cells ({counted(len(report['sizes']), 'size')} x "
                             f"{counted(len(report['methods']), 'method')}{per_seed}), {report['cells_to_run']} to run, "

@@ -72,8 +72,8 @@ from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stac
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
                    globals_from_tensors, init_option, is_global)
 from .sws import proportional_stages
-from .widths import (nearest_trained_size, nested_slice, parse_widths, shape_text, trained_widths, width_spec,
-                     widths_text)
+from .widths import (nearest_trained_size, nested_slice, parse_widths, refuse_untrained, shape_text, trained_widths,
+                     width_spec, widths_text)
 
 GENE = "G"            # G<k>.<role>: learngene layer k
 DEPTH_MAP = "depth"   # depth<L>.<role>: the (L, K) depth map of a trained depth L
@@ -374,9 +374,8 @@ class Lets(LearngeneKind):
         if nearest is None:
             raise LgError(f"{asked}, then shrink one and grow the other in two steps")
         start_width, start_depth = nearest
-        way = "shrink" if (start_width, start_depth) > (target.width, target.depth) else "grow"
-        raise LgError(f"{asked}, or add --method {'select' if way == 'shrink' else 'bot'} (or another method that "
-                      f"can {way}) to resize depth {start_depth}, width {start_width} to it")
+        refuse_untrained(asked, width_spec(own, start_width).with_sizes(depth=start_depth), target,
+                         f"depth {start_depth}, width {start_width}")
 
     def expected_tensors(self, learngene: Learngene, template: Stack) -> dict[str, tuple[int, ...]]:
         gene = self._recorded_gene(learngene)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping, Sequence
 
-from ..errors import LgError, UsageError, counted, shown
+from ..errors import LgError, RefusedWithPipe, UsageError, counted, shown
 from ..lazy import torch
 from ..sizing import target_spec
 from ..options import Option
@@ -122,11 +122,30 @@ def check_trained_width(kind: str, own: ArchSpec, widths: Sequence[int], target:
             return
     trained = widths_text(own, widths)
     start = nearest_trained(widths, target.width)
-    way, method = ("shrink", "select") if start > target.width else ("grow", "bot")
-    raise LgError(f"this {kind} learngene was trained at width{'s' if len(widths) > 1 else ''} {trained}, at any "
-                  f"depth; width {shape_text(target)} was asked: build a "
-                  f"trained width, or add --method {method} (or another method that can {way}) to resize "
-                  f"width {start} to it")
+    refuse_untrained(f"this {kind} learngene was trained at width{'s' if len(widths) > 1 else ''} {trained}, at any "
+                     f"depth; width {shape_text(target)} was asked: build a trained width",
+                     width_spec(own, start).with_sizes(depth=target.depth), target, f"width {start}")
+
+
+def refuse_untrained(asked: str, start: ArchSpec, target: ArchSpec, named: str) -> None:
+    """Refuse `target`, a size the learngene was not trained at, saying
+    (after `asked`) the way from `start`, the trained size it is `named`
+    nearest: `--method M` where one resize reaches it, else the pipe of the
+    trained size into a shrink and a grow (a `RefusedWithPipe`)."""
+    from ..hints import learngene_pipe
+    from ..sizing import MixedChange, check_direction
+
+    way = "shrink" if (start.width, start.depth) > (target.width, target.depth) else "grow"
+    try:
+        check_direction(start, target, way)
+    except MixedChange as mixed:  # --method alone goes one way: the pipe makes it (as `lg grow --method` says)
+        pipe = learngene_pipe(start, target, build=f"--depth {start.depth} --width {start.width}")
+        if pipe is None:
+            raise LgError(f"{asked}; no resize of {named} reaches it ({mixed.what})") from None
+        raise RefusedWithPipe(f"{asked}, or build {named} and resize it by a shrink and a grow ({mixed.what}): ",
+                              pipe) from None
+    raise LgError(f"{asked}, or add --method {'select' if way == 'shrink' else 'bot'} (or another method that can "
+                  f"{way}) to resize {named} to it")
 
 
 def nearest_trained(widths: Sequence[int], width: int) -> int:
@@ -364,4 +383,5 @@ class NestedWidths:
 __all__ = ["NestedWidths", "WIDTH_RULES", "width_rule_option", "widths_of_step", "passes_per_step",
            "summed_over_widths", "width_norms_option", "is_width_norm", "width_norm_name", "width_norm_tensors",
            "own_width_norms", "width_norm_widths", "width_spec", "parse_widths", "trained_widths",
-           "check_trained_width", "nearest_trained", "nearest_trained_size", "nested_slice", "sliced_tensors", "importance_orders", "permuted_stack"]
+           "check_trained_width", "refuse_untrained", "nearest_trained", "nearest_trained_size", "nested_slice",
+           "sliced_tensors", "importance_orders", "permuted_stack"]
