@@ -16,13 +16,15 @@ is better), the loss for text (lower is better).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
 from lgcli.checks import check_real, check_seed, check_whole
@@ -293,9 +295,13 @@ def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSetti
     """Fine-tune a copy of the candidate's model for `settings.steps` at `lr`,
     scoring the test split at step 0 and every `interval()` steps. With
     `pace`, the checkpoint's first scoring (step 0 of its `first` run) says
-    how long it takes when long, and then every later one does too."""
-    # Scoring alone leaves the weights as they are: no copy (a second model's
-    # memory, and 1.4 s for a 135M-parameter one on the CPU).
+    how long it takes when long, and then every later one does too.
+
+    Without steps the candidate's own model is scored, not a copy: scoring
+    leaves the weights as they are, and a copy costs a second model's memory
+    (and 1.4 s for a 135M-parameter one on the CPU). Scoring moves it to the
+    settings' device and into eval mode; it is put back as it was
+    (`left_as_it_was`)."""
     model = candidate.model if settings.steps == 0 else copy.deepcopy(candidate.model)
     measure = measure_of(data)
     curve: list[dict] = []
@@ -311,7 +317,8 @@ def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSetti
         curve.append({"step": step, **{k: scores[k] for k in measure.scores}})
 
     if settings.steps == 0:
-        record(0, model)
+        with left_as_it_was(model):
+            record(0, model)
     else:
         losses = train(model, data.train, probe_config(settings, lr, f"{candidate.name} lr {lr:g}"),
                        on_step=record).losses
@@ -327,6 +334,24 @@ def probe(candidate: Candidate, data: ImageData | TextData, settings: ProbeSetti
             # How much of its step-0 figure the model lost at worst on the
             # way: a rate too high for an initialisation shows here first.
             "dip": max([0.0] + [measure.shortfall(curve[0][key], p[key]) for p in curve[1:]])}
+
+
+@contextlib.contextmanager
+def left_as_it_was(model: torch.nn.Module) -> Iterator[None]:
+    """Put the caller's model back as it was after the block, also when the
+    block fails: on the device it was on (`Module.to`: the same parameter
+    objects, their gradients too; a model spread over several devices is
+    left on the one scoring gathered it on), and every module in the train
+    or eval mode it was in (its own, not its parent's)."""
+    modes = [(module, module.training) for module in model.modules()]
+    devices = {tensor.device for tensor in chain(model.parameters(), model.buffers())}
+    try:
+        yield
+    finally:
+        if len(devices) == 1:
+            model.to(next(iter(devices)))
+        for module, training in modes:
+            module.training = training
 
 
 def steps_to_reach(curve: list[dict], target: float, measure: Measure = TOP1) -> float | None:

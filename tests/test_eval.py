@@ -300,3 +300,83 @@ def test_steps_to_reach_interpolates_on_a_hand_made_curve():
     late = {**fast, "curve": [{"step": 0, "top1": 5.0}, {"step": 2, "top1": 12.0}]}
     add_steps_to_baseline([late, flat])
     assert late["steps_to_random_final"] == round(2 * 5 / 7, 1) and late["speedup"] is None
+
+
+def _scored_without_steps(model: torch.nn.Module, settings: ProbeSettings) -> dict:
+    """`lg eval --steps 0`'s probe of a caller's live model (as lg bench calls it)."""
+    from lgcli.evaluate import Candidate, architecture_of, probe_row
+
+    candidate = Candidate("live", model, "live", architecture_of(model))
+    return probe_row(candidate, load_data(test_subset=20), settings)
+
+
+def _caller_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = timm.create_model("vit_tiny_patch16_224", depth=2, embed_dim=32, num_heads=2, patch_size=7,
+                              img_size=28, in_chans=1, num_classes=10)
+    model.train()
+    model.head.eval()  # modes of the caller's own: a frozen head under a training body
+    return model
+
+
+def test_scoring_without_steps_leaves_the_callers_model_as_it_was():
+    """The model is scored itself (no copy), so every module keeps its own
+    train or eval mode, every parameter stays the same tensor with the same
+    values, and the figures are those of the model in eval mode."""
+    model = _caller_model()
+    modes = [module.training for module in model.modules()]
+    before = {name: (param, param.data_ptr(), param.detach().clone()) for name, param in model.named_parameters()}
+    row = _scored_without_steps(model, ProbeSettings(device="cpu", progress=False))
+    assert [module.training for module in model.modules()] == modes
+    assert model.training and not model.head.training
+    for name, param in model.named_parameters():
+        same, pointer, values = before[name]
+        assert param is same and param.data_ptr() == pointer and param.device.type == "cpu", name
+        assert torch.equal(param, values), name
+    from lgcli.accuracy import evaluate_accuracy
+
+    direct = evaluate_accuracy(model.eval(), load_data(test_subset=20).test)
+    assert row["final"] == {k: direct[k] for k in ("top1", "top5", "loss")}
+
+
+def test_scoring_without_steps_on_another_device_moves_the_model_back(monkeypatch):
+    """Scoring moves the model to the settings' device; the caller's model is
+    sent back to the device it was on afterwards, also when scoring fails.
+    The move is recorded, not made, so this runs on a machine without CUDA
+    (the test below makes it for real where there is one)."""
+    from lgcli import evaluate as evaluate_module
+
+    model = _caller_model()
+    moves = []
+    monkeypatch.setattr(model, "to", lambda device: moves.append(str(device)) or model, raising=False)
+
+    def scored_on_the_device(scored, data, settings, examples=None, pace=None):
+        scored.to(settings.device).eval()  # what evaluate_accuracy does
+        return {"top1": 50.0, "top5": 90.0, "loss": 1.0}
+
+    monkeypatch.setattr(evaluate_module, "score", scored_on_the_device)
+    _scored_without_steps(model, ProbeSettings(device="cuda:1", progress=False))
+    assert moves == ["cuda:1", "cpu"]
+    assert model.training and not model.head.training
+
+    def failing(scored, data, settings, examples=None, pace=None):
+        scored.to(settings.device).eval()
+        raise RuntimeError("out of memory")
+
+    moves.clear()
+    monkeypatch.setattr(evaluate_module, "score", failing)
+    with pytest.raises(RuntimeError):
+        _scored_without_steps(model, ProbeSettings(device="cuda:1", progress=False))
+    assert moves == ["cuda:1", "cpu"]
+    assert model.training and not model.head.training
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_scoring_without_steps_on_cuda_leaves_a_cpu_model_on_the_cpu():
+    model = _caller_model()
+    params = list(model.parameters())
+    _scored_without_steps(model, ProbeSettings(device="cuda", progress=False))
+    assert all(p.device.type == "cpu" for p in model.parameters())
+    assert all(p.device.type == "cpu" for p in model.buffers())
+    assert all(a is b for a, b in zip(model.parameters(), params))
+    assert model.training and not model.head.training
