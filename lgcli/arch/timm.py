@@ -176,6 +176,12 @@ def refuse_unloadable(expected: Mapping[str, tuple[int, ...]],
                           f"it records builds {shape}")
 
 
+def timm_reads_as_safetensors(path: str) -> bool:
+    """Whether timm's `checkpoint_path` reads `path` as safetensors (by its
+    name; any other it unpickles). "<file>" is a stream, shown as a file."""
+    return path.endswith(".safetensors") or path == "<file>"
+
+
 class TimmClassifier:
     """What every timm family's adapter shares, whatever its blocks: an
     image classifier with timm's head conventions (`num_classes`,
@@ -238,16 +244,18 @@ class TimmClassifier:
     def rewrite_companion(name: str, data: bytes, spec: ArchSpec) -> bytes:
         return data  # nothing copied beside a timm model's weights states a size
 
-    def file_load_call(self, spec: ArchSpec, path: str, weights: str | None = None) -> str:
-        """The line that builds the model in timm by name and loads a file
-        into it strictly (`weights`: the expression of its state dict). The
-        data config rides in pretrained_cfg_overlay, so that
-        timm.data.resolve_data_config(model=model) feeds the model as lg does."""
+    def file_load_call(self, spec: ArchSpec, path: str) -> str:
+        """The expression whose value is the model built in timm by name with
+        the file loaded strictly (timm's `checkpoint_path`), as every family's
+        load call is; a name timm would read as a pickle (not .safetensors):
+        lg's strict load. The data config rides in pretrained_cfg_overlay, so
+        that timm.data.resolve_data_config(model=model) feeds the model as lg does."""
+        if not timm_reads_as_safetensors(path):
+            return f"lgcli.load_model({path!r})[0]"
         args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
         overlay = ", ".join(f"{k}={v!r}" for k, v in self.data_config(spec).items())
-        weights = weights or f"safetensors.torch.load_file({path!r})"
-        return (f"timm.create_model({self.model_name(spec)!r}, pretrained=False, {args}, "
-                f"pretrained_cfg_overlay=dict({overlay})); model.load_state_dict({weights}, strict=True)")
+        return (f"timm.create_model({self.model_name(spec)!r}, pretrained=False, checkpoint_path={path!r}, {args}, "
+                f"pretrained_cfg_overlay=dict({overlay}))")
 
     @staticmethod
     def task(spec: ArchSpec) -> str:

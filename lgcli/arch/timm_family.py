@@ -42,7 +42,7 @@ from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
 from .shapes import LayerShapes, ModelShapes
 from .timm import (TIMM_HUB_CONFIG, TimmClassifier, check_recorded_size, is_timm_hub_config, json_shown,
                    local_dir_call, positive_number, timm_hub_folder_config, timm_hub_meta_model,
-                   timm_stated_preprocessing)
+                   timm_reads_as_safetensors, timm_stated_preprocessing)
 
 Shape = tuple[int, ...]
 # A state dict's keys -> {new key: old key}: the keys of another layout under
@@ -463,7 +463,7 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
             return "import lgcli"
         if TIMM_HUB_CONFIG in spec.extras or self.declaration.registered is not None:
             return "import timm"
-        return "import safetensors.torch, timm"
+        return "import timm" if timm_reads_as_safetensors(path) else "import lgcli"  # `file_load_call`'s
 
     def load_call(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         """The exact line that builds the model in timm and loads the file

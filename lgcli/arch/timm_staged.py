@@ -44,7 +44,8 @@ from .declared import Layout, memory_reader
 from .shapes import window_of_table
 from .staged import MERGE_KEYS, StagedAdapter
 from .timm import (TIMM_HUB_CONFIG, TimmClassifier, is_timm_hub_config, json_shown,
-                   local_dir_call, timm_hub_folder_config, timm_hub_meta_model, timm_stated_preprocessing)
+                   local_dir_call, timm_hub_folder_config, timm_hub_meta_model, timm_reads_as_safetensors,
+                   timm_stated_preprocessing)
 from .timm_family import (TimmFamily, check_recorded_name, check_recorded_sizes, model_class,
                           recorded_meta_model, renamed)
 
@@ -317,7 +318,7 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
         patch embedding of a model of neither 1 nor 3 channels)."""
         if local_dir_call(spec, path) is not None:
             return False
-        if not (path.endswith(".safetensors") or path == "<file>"):  # "<file>": a stream, as shown
+        if not timm_reads_as_safetensors(path):
             return True
         renamed = bool(spec.extras.get(FILTERED))
         return renamed and (not self.stages.filter_fn or spec.extras.get("in_chans") not in (1, 3))
