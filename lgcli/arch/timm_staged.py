@@ -303,13 +303,13 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
             return hub_folder
         if self._lg_loads(spec, path):
             return f"lgcli.load_model({path!r})[0]"
+        if not spec.extras.get(FILTERED):
+            return self.file_load_call(spec, path)
         args = ", ".join(f"{k}={v!r}" for k, v in self.model_args(spec).items())
-        cfg = self.data_config(spec)
-        if spec.extras.get(FILTERED):
-            cfg = {"file": path, "num_classes": self.num_classes(spec), **cfg}
+        cfg = {"file": path, "num_classes": self.num_classes(spec), **self.data_config(spec)}
         overlay = ", ".join(f"{k}={v!r}" for k, v in cfg.items())
-        load = "pretrained=True" if spec.extras.get(FILTERED) else f"pretrained=False, checkpoint_path={path!r}"
-        return f"timm.create_model({self.model_name(spec)!r}, {load}, {args}, pretrained_cfg_overlay=dict({overlay}))"
+        return (f"timm.create_model({self.model_name(spec)!r}, pretrained=True, {args}, "
+                f"pretrained_cfg_overlay=dict({overlay}))")
 
     def _lg_loads(self, spec: ArchSpec, path: str) -> bool:
         """Whether the load call is lg's, timm reading the file otherwise
