@@ -173,3 +173,33 @@ def learngene_pipe(start: ArchSpec, target: ArchSpec, *, build: str, direction: 
     if pipe is None:
         return None
     return f"lg grow {{src}} {build} -o - | " + pipe.replace(f" -o {placeholder}", " -o {out}{written}")
+
+
+def learngene_method_refusal(learngene, sizes: dict, *, direction: str, method: str, src: str, output: str,
+                             written: tuple[str, ...]) -> str:
+    """Why `--method` does not apply to a learngene that builds by its own
+    rule, with the commands that give it its place: the learngene's own
+    build at the depth asked, then `method` resizing its width, heads or
+    MLP (`mixed_change_pipe`: one command, or a shrink and a grow); the
+    build alone where nothing else was asked."""
+    from .methods import get_method
+    from .resize import expand_target
+
+    reason = f"a learngene is built by its own rule ({learngene.kind}): --method does not apply"
+    depth = sizes.get("depth") or learngene.spec.depth
+    out = " ".join(["-o", shlex.quote(output), *written])
+    build = f"lg {direction} {shlex.quote(src)} --depth {depth}"
+    resized = {flag: sizes.get(flag) for flag in ("width", "heads", "mlp_dim", "kv_heads")}
+    if all(value is None for value in resized.values()):
+        return f"{reason}; it builds the size asked itself: {build} {out}"
+    try:
+        start = expand_target(learngene, depth=depth)[1]
+        target = target_spec(start, **resized)
+    except LgError as refused:
+        return f"{reason}, and a resize of what it builds at depth {depth} is refused too ({refused})"
+    flag = (f"--method {method}",)
+    pipe = mixed_change_pipe(start, target, src="-", output=output, options=dict.fromkeys(
+        get_method(method).directions, flag), output_options=written)
+    if pipe is None:
+        return f"{reason}, and no resize reaches these sizes from what it builds at depth {depth}"
+    return f"{reason}; resize the model it builds: {build} -o - | {pipe}"

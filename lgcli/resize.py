@@ -16,7 +16,8 @@ import time
 from functools import partial
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .hints import depth_then_width_pipe, learngene_pipe, mixed_change_hint, output_flags, source_flags
+from .hints import (depth_then_width_pipe, learngene_method_refusal, learngene_pipe, mixed_change_hint, output_flags,
+                    source_flags)
 from .inspection import load_line
 from .learngene_files import is_learngene, load_learngene
 from .loading import Loaded, build_model, load
@@ -367,11 +368,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
             except RefusedWithPipe as refused:  # a pipe from this learngene to this output, with the user's flags
                 raise LgError(refused.complete(str(source), str(output), (), written)) from None
         if method is not None:
-            ways = get_method(method).directions  # the resize step goes the way the method can
-            then = direction if direction in ways else ways[0]
-            raise UsageError(f"a learngene is built by its own rule ({learngene.kind}): --method does not apply "
-                             f"(resize the model it builds instead: lg {direction} LG ... -o - | lg {then} - "
-                             f"--method {method} ... -o OUT)")
+            raise UsageError(learngene_method_refusal(learngene, kwargs, direction=direction, method=method,
+                                                      src=str(source), output=str(output), written=written))
         budget = next((flag for flag in ("params", "memory") if kwargs.get(flag) is not None), None)
         if budget is not None:
             raise UsageError(f"--{budget} picks the shape of a model to shrink; a learngene builds the sizes it is "

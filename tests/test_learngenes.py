@@ -491,3 +491,36 @@ def test_growing_a_learngene_finds_its_kind_once(genes, tmp_path, monkeypatch):
                                       direction="grow", depth=4, notify=lambda message: None)
     assert report["target"]["depth"] == 4
     assert looked_up == ["wave"]
+
+
+@pytest.mark.parametrize("args,sizes", [
+    (["--depth", "3", "--width", "16", "--heads", "1", "--method", "select"], (3, 16, 1)),  # a shrink after the build
+    (["--depth", "4", "--width", "48", "--heads", "3", "--method", "bot"], (4, 48, 3)),   # a grow after it
+    (["--depth", "4", "--method", "bot"], (4, 32, 2)),                                     # the build alone
+])
+def test_a_method_given_to_a_learngene_of_its_own_rule_is_hinted_as_commands_that_run(genes, tmp_path, lg, args,
+                                                                                       sizes):
+    """WAVE builds by its own rule: `--method` is refused in one line whose
+    commands, run as printed, build the model and resize it by that method
+    (or build it alone when nothing else was asked)."""
+    import os
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    folder, _ = genes
+    out = tmp_path / "hinted out.safetensors"  # a space: the printed commands quote it
+    result = lg("grow", str(folder / "wave.lg.safetensors"), *args, "-o", str(out))
+    line = result.stderr.strip()
+    assert result.code == 2 and not out.exists() and "\n" not in line and "--method does not apply" in line
+    command = line[line.index(": lg grow ") + 2:]
+    assert "..." not in command and " LG " not in command and " OUT" not in command
+    if args[-1] != "bot" or "--width" in args:
+        assert f"--method {args[-1]}" in command
+    command = re.sub(r"(^|\| )lg ", lambda m: m.group(1) + shlex.join([sys.executable, "-m", "lgcli"]) + " ", command)
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert done.returncode == 0, (command, done.stderr)
+    model, _ = strict_load(out)
+    assert (len(model.blocks), model.embed_dim, model.blocks[0].attn.num_heads) == sizes
