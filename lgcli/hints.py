@@ -186,9 +186,11 @@ def learngene_method_refusal(learngene, sizes: dict, *, direction: str, method: 
     from .resize import expand_target
 
     reason = f"a learngene is built by its own rule ({learngene.kind}): --method does not apply"
-    depth = sizes.get("depth") or learngene.spec.depth
+    own = depths_of(learngene.spec)  # a model of stages: one depth per stage
+    depth = sizes.get("depth") or (own[0] if len(own) == 1 else own)
+    depth_text = ",".join(map(str, depth)) if isinstance(depth, tuple) else str(depth)
     out = " ".join(["-o", shlex.quote(output), *written])
-    build = f"lg {direction} {shlex.quote(src)} --depth {depth}"
+    build = f"lg {direction} {shlex.quote(src)} --depth {depth_text}"
     resized = {flag: sizes.get(flag) for flag in ("width", "heads", "mlp_dim", "kv_heads")}
     if all(value is None for value in resized.values()):
         return f"{reason}; it builds the size asked itself: {build} {out}"
@@ -196,10 +198,10 @@ def learngene_method_refusal(learngene, sizes: dict, *, direction: str, method: 
         start = expand_target(learngene, depth=depth)[1]
         target = target_spec(start, **resized)
     except LgError as refused:
-        return f"{reason}, and a resize of what it builds at depth {depth} is refused too ({refused})"
+        return f"{reason}, and a resize of what it builds at depth {depth_text} is refused too ({refused})"
     flag = (f"--method {method}",)
     pipe = mixed_change_pipe(start, target, src="-", output=output, options=dict.fromkeys(
         get_method(method).directions, flag), output_options=written)
     if pipe is None:
-        return f"{reason}, and no resize reaches these sizes from what it builds at depth {depth}"
+        return f"{reason}, and no resize reaches these sizes from what it builds at depth {depth_text}"
     return f"{reason}; resize the model it builds: {build} -o - | {pipe}"
