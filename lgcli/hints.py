@@ -6,6 +6,7 @@ reaches and checks; each hint runs as printed (tests run them)."""
 from __future__ import annotations
 
 import shlex
+from typing import Any, Callable
 
 from .errors import LgError
 from .methods.common import GROW, SHRINK
@@ -175,15 +176,15 @@ def learngene_pipe(start: ArchSpec, target: ArchSpec, *, build: str, direction: 
     return f"lg grow {{src}} {build} -o - | " + pipe.replace(f" -o {placeholder}", " -o {out}{written}")
 
 
-def learngene_method_refusal(learngene, sizes: dict, *, direction: str, method: str, src: str, output: str,
-                             written: tuple[str, ...]) -> str:
+def learngene_method_refusal(learngene, sizes: dict, *, built_at: Callable[[Any], ArchSpec], direction: str,
+                             method: str, src: str, output: str, written: tuple[str, ...]) -> str:
     """Why `--method` does not apply to a learngene that builds by its own
     rule, with the commands that give it its place: the learngene's own
-    build at the depth asked, then `method` resizing its width, heads or
-    MLP (`mixed_change_pipe`: one command, or a shrink and a grow); the
-    build alone where nothing else was asked."""
+    build at the depth asked (`built_at(depth)`: the model it builds, as
+    `resize.expand_target` checks it), then `method` resizing its width,
+    heads or MLP (`mixed_change_pipe`: one command, or a shrink and a grow);
+    the build alone where nothing else was asked."""
     from .methods import get_method
-    from .resize import expand_target
 
     reason = f"a learngene is built by its own rule ({learngene.kind}): --method does not apply"
     own = depths_of(learngene.spec)  # a model of stages: one depth per stage
@@ -195,7 +196,7 @@ def learngene_method_refusal(learngene, sizes: dict, *, direction: str, method: 
     if all(value is None for value in resized.values()):
         return f"{reason}; it builds the size asked itself: {build} {out}"
     try:
-        start = expand_target(learngene, depth=depth)[1]
+        start = built_at(depth)
         target = target_spec(start, **resized)
     except LgError as refused:
         return f"{reason}, and a resize of what it builds at depth {depth_text} is refused too ({refused})"

@@ -368,8 +368,9 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
             except RefusedWithPipe as refused:  # a pipe from this learngene to this output, with the user's flags
                 raise LgError(refused.complete(str(source), str(output), (), written)) from None
         if method is not None:
-            raise UsageError(learngene_method_refusal(learngene, kwargs, direction=direction, method=method,
-                                                      src=str(source), output=str(output), written=written))
+            raise UsageError(learngene_method_refusal(
+                learngene, kwargs, built_at=lambda depth: expand_target(learngene, depth=depth)[1],
+                direction=direction, method=method, src=str(source), output=str(output), written=written))
         budget = next((flag for flag in ("params", "memory") if kwargs.get(flag) is not None), None)
         if budget is not None:
             raise UsageError(f"--{budget} picks the shape of a model to shrink; a learngene builds the sizes it is "
