@@ -452,7 +452,8 @@ def _next_step(spec: ArchSpec) -> dict[str, Any]:
         image = adapter.task(spec) == IMAGE_CLASSIFICATION
         step["try_data"] = DEFAULT_DATA if image else KJV_MINI
         if image and not torch.cuda.is_available():  # lg eval probes on the CPU: a real model's probe is long
-            work = adapter.parameter_count(spec) * adapter.input_size(spec)[1] * adapter.input_size(spec)[2]
+            _, height, width = adapter.input_size(spec)
+            work = adapter.parameter_count(spec) * height * width
             step["cpu_probe"] = {"slow": work > SLOW_CPU_PROBE, "as_it_is": adapter.num_classes(spec) == len(
                 FASHION_MNIST_CLASSES)}
     return step

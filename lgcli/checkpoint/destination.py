@@ -184,8 +184,9 @@ def _refuse_output_over_input(path: Path, src: str) -> None:
     folder = source if source.is_dir() else (source.parent if source.name.endswith(".index.json") else None)
     target = _resolved(path)
     if folder is not None and _inside(target, folder.resolve()):
-        if source.is_dir() and not_a_model_folder(source):  # an input that is no model is told so first
-            raise LgError(not_a_model_folder(source))
+        problem = not_a_model_folder(source) if source.is_dir() else None
+        if problem:  # an input that is no model is told so first
+            raise LgError(problem)
         raise LgError(f"{dst}: is inside the input folder {shown(str(folder))}; lg never modifies its inputs: "
                       f"write the output elsewhere")
     if path.is_dir() and _inside(source.resolve(), target):
