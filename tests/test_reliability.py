@@ -7,6 +7,7 @@ branch says which)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -450,7 +451,6 @@ def _run_printed(pipe: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_a_refusals_pipe_runs_as_printed(small_vit, tmp_path, case):
     """tleg-fit's pipe dropped --source-heads (and read SRC, wrote OUT);
     neither pipe carried --force for an output that exists."""
-    import json
 
     (tmp_path / "v.safetensors").write_bytes(small_vit.read_bytes())
     (tmp_path / "out.safetensors").write_bytes(b"an earlier output")  # --force is needed to replace it
@@ -481,6 +481,25 @@ def test_a_tleg_learngenes_width_pipe_runs_as_printed(small_vit, tmp_path):
     assert pipe.startswith("lg grow t.lg.safetensors --depth 4 -o - | ") and pipe.endswith(" -o out.safetensors --force")
     ran = _run_printed(pipe, tmp_path)
     assert ran.returncode == 0, (pipe, ran.stderr)
+
+
+def test_a_tleg_learngenes_mixed_width_change_gets_a_pipe_that_runs(small_vit, tmp_path):
+    """Width 32 -> 48 with heads 2 -> 1 (the head dim 16 -> 48) grows some
+    sizes and shrinks others: the line printed `lg shrink - ... -o - | lg
+    grow - ... -o OUT`, placeholders a shell cannot run."""
+    made = run_lg("condense", small_vit, *CONDENSE, "-o", tmp_path / "t.lg.safetensors")
+    assert made.code == 0, made.stderr
+    done = run_lg("grow", "t.lg.safetensors", "--depth", "4", "--width", "48", "--heads", "1", "-o",
+                  "out.safetensors", cwd=tmp_path)
+    assert done.code == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "..." not in done.stderr and not (tmp_path / "out.safetensors").exists()
+    pipe = done.stderr.split("by a shrink and a grow: ")[1].strip()
+    assert pipe.startswith("lg grow t.lg.safetensors --depth 4 -o - | lg shrink - ") and " | lg grow - " in pipe
+    assert pipe.endswith(" -o out.safetensors")
+    ran = _run_printed(pipe, tmp_path)
+    assert ran.returncode == 0, (pipe, ran.stderr)
+    inspected = json.loads(run_lg("inspect", "out.safetensors", "--json", cwd=tmp_path).stdout)
+    assert (inspected["depth"], inspected["width"], inspected["heads"]) == (4, 48, 1)
 
 
 # ---- 10. Lines that misled ----

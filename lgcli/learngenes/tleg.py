@@ -169,11 +169,19 @@ class Tleg(NestedWidths, LearngeneKind):
             return
         if (target.width, target.heads, target.mlp_dim) != (own.width, own.heads, own.mlp_dim):
             step = width_step(own.with_sizes(depth=target.depth), target)
-            reason = (f"a TLEG learngene builds models of its own width {shape_text(own)} at any depth; width "
-                      f"{shape_text(target)} was asked (add --method, e.g. bot, to do both in one command). Build "
-                      f"--depth only, then change the width with a resize method")
-            if step is None:
-                raise LgError(f"{reason} (lg grow LG --depth N -o - | lg shrink - ... -o - | lg grow - ... -o OUT)")
+            asked = (f"a TLEG learngene builds models of its own width {shape_text(own)} at any depth; width "
+                     f"{shape_text(target)} was asked")
+            if step is None:  # some sizes grow and others shrink: the build, then a shrink and a grow
+                from ..hints import learngene_pipe
+
+                pipe = learngene_pipe(own.with_sizes(depth=target.depth), target, build=f"--depth {target.depth}")
+                if pipe is None:
+                    raise LgError(f"{asked}, which neither lg shrink nor lg grow reaches from it, alone or piped "
+                                  f"together")
+                raise RefusedWithPipe(f"{asked}. Build --depth only, then change the width by a shrink and a "
+                                      f"grow: ", pipe)
+            reason = (f"{asked} (add --method, e.g. bot, to do both in one command). Build --depth only, then "
+                      f"change the width with a resize method")
             # The caller writes in the learngene, the output and its flags (RefusedWithPipe).
             raise RefusedWithPipe(f"{reason}: ", f"lg grow {{src}} --depth {target.depth} -o - | "
                                                  f"lg {step[0]} - {step[1]} -o {{out}}{{written}}")
