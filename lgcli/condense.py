@@ -34,7 +34,7 @@ from .errors import LgError, UsageError, counted, notify_stderr
 from .fitting import data_for
 from .lazy import torch
 from .learngenes import Learngene, get_kind
-from .learngenes.base import starts_from_ancestry
+from .learngenes.base import depths_text, starts_from_ancestry
 from .learngenes.widths import summed_over_widths
 from .options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, resolve_options
 from .preprocessing import PREPROCESSING, Overrides, attach, overridden
@@ -229,8 +229,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                           sizes=kind.sizes(aux, resolved), condensed=condensed)
     if "init" in resolved:  # what auto chose, so the file says how it was made
         resolved = {**resolved, "init": "ancestry" if warm else "random"}
-    if "depths" in resolved and model.depths:  # the range trained, the default one included
-        resolved = {**resolved, "depths": f"{model.depths[0]}-{model.depths[-1]}"}
+    if "depths" in resolved and model.depths:  # the depths trained (a range or a list), the default one included
+        resolved = {**resolved, "depths": depths_text(model.depths)}
     if widths:
         resolved = {**resolved, "widths": ",".join(map(str, widths))}
     else:  # no --widths: the file records what it did before --width-rule and --width-norms existed

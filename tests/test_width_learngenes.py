@@ -368,6 +368,48 @@ def test_every_kind_shows_its_trained_depths_one_way():
     assert trained_depths_text({"trained_depths": "2-12"}, 6) == "?"
 
 
+def test_depths_take_a_list_as_well_as_a_range_and_print_back_as_given():
+    from lgcli.errors import UsageError
+    from lgcli.learngenes.base import depths_text, parsed_depths, trained_depths_text
+
+    cases = {"3-6": (3, 4, 5, 6), "6": (6,), "3,6,12": (3, 6, 12), "12,3,6": (3, 6, 12), "2-4,8": (2, 3, 4, 8),
+             "2-4,3-5": (2, 3, 4, 5), "3, 6": (3, 6), "4,4": (4,)}
+    for text, depths in cases.items():
+        assert parsed_depths(text) == depths, text
+        assert parsed_depths(depths_text(depths)) == depths  # what a file records reads back the same
+    assert [depths_text(d) for d in ((3, 6, 12), (2, 3, 4, 8), (5,), (3, 4))] == ["3,6,12", "2-4,8", "5", "3-4"]
+    assert depths_text((2, 3, 4, 6), ", ") == "2-4, 6"  # LeTs' row in lg inspect
+    for text, said in (("3,,6", "--depths takes a range MIN-MAX such as 3-12, or depths and ranges such as "
+                                "3,6,12, not '3,,6'"), ("3,0", "--depths 3,0: need 1 <= MIN <= MAX"),
+                       ("6-3,8", "--depths 6-3,8: need 1 <= MIN <= MAX"),
+                       ("1-999999999", "--depths 1-999999999: more than 100,000 depths to draw from")):
+        with pytest.raises(UsageError) as refused:
+            parsed_depths(text)
+        assert str(refused.value) == said
+    assert trained_depths_text({"trained_depths": [3, 12], "depth_list": [3, 6, 12]}, 6) == "3,6,12"
+    assert trained_depths_text({"trained_depths": [3, 12], "depth_list": [0, 6]}, 6) == "?"
+
+
+def test_a_learngene_condensed_at_a_list_of_depths_trains_and_records_just_those(teacher, tmp_path, lg,
+                                                                                    monkeypatch):
+    out = tmp_path / "listed.lg.safetensors"
+    drawn = []
+    original = GeneratedModel._draw_depth
+
+    def recording(self):
+        drawn.append(original(self))
+        return drawn[-1]
+
+    monkeypatch.setattr(GeneratedModel, "_draw_depth", recording)
+    report = _condense(teacher, out, "--widths", "32,64", "--depths", "2,4", "--steps", "6")
+    assert set(drawn) == {2, 4}, drawn  # 6 steps, seed 0: both drawn, never 3
+    assert report["options"]["depths"] == "2,4"
+    learngene = lgcli.load_learngene(out)
+    assert learngene.sizes["trained_depths"] == [2, 4] and learngene.sizes["depth_list"] == [2, 4]
+    shown = json.loads(lg("inspect", str(out), "--json").stdout)
+    assert shown["trained_at"]["depths"] == "2,4" and "trained at depths 2,4" in shown["becomes"]
+
+
 @pytest.mark.parametrize("kind, options", [
     ("tleg", {}), ("tleg", {"widths": "32,64", "depths": "2-3"}), ("wave", {}), ("wave", {"widths": "32,64"}),
     ("sws", {"widths": "32,64"}), ("lets", {}),

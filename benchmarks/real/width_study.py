@@ -71,6 +71,10 @@ KINDS = {
     # is as far below the ancestry as the default's on a real 12-layer model (benchmarks/real/sws_start.py).
     "sws-widths-pairs": ["--method", "sws", "--stages", "{pairs}", "--widths", "{widths}", "--width-rule",
                          "sandwich", "--depths", "{depths}"],
+    # SWS trained at the sizes' depths alone (`--depths 3,6,12`): the range 3-12 spends seven of every ten
+    # passes on depths no size asks for.
+    "sws-widths-listed": ["--method", "sws", "--widths", "{widths}", "--width-rule", "sandwich", "--depths",
+                          "{depth_list}"],
     "lets": ["--method", "lets", "--depths", "{depths}", "--widths", "{widths}"],
 }
 RESIZES = ("select", "bot", "data-aware")
@@ -120,6 +124,7 @@ def plan(args: argparse.Namespace) -> list[Job]:
     for seed in args.seeds:
         for budget in args.budgets:
             fill = {"seed": str(seed), "widths": args.widths, "depths": f"{depths[0]}-{max(depths[-1], 2)}",
+                    "depth_list": ",".join(map(str, depths)),
                     "deepest": str(depths[-1]), "pairs": str(max(1, depths[-1] // 2))}
             for method in args.resizes:
                 for depth, width in sizes:

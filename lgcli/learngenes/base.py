@@ -214,15 +214,40 @@ def starts_from_ancestry(init: str, aux: ArchSpec, teacher: ArchSpec) -> bool:
 
 # ---------------------------------------------------------------- depths drawn while condensing
 
+# Far deeper than any model fits (the deepest is checked to fit in memory):
+# bounds the list a hostile --depths would make before that check.
+MAX_DRAWN_DEPTHS = 100_000
+
 def parsed_depths(text: str) -> tuple[int, ...]:
-    """`--depths MIN-MAX` (or one depth, MIN): every depth a condensing step may draw."""
-    match = re.fullmatch(r"([0-9]{1,9})(?:-([0-9]{1,9}))?", str(text), re.ASCII)
-    if not match:
-        raise UsageError(f"--depths takes a range MIN-MAX such as 3-12, not {shown(repr(str(text)))}")
-    first, last = int(match.group(1)), int(match.group(2) or match.group(1))
-    if not 1 <= first <= last:
-        raise UsageError(f"--depths {text}: need 1 <= MIN <= MAX")
-    return tuple(range(first, last + 1))
+    """`--depths`: every depth a condensing step may draw, ascending. A range
+    MIN-MAX (3-12), one depth (6), or a list of depths and ranges (3,6,12 or
+    2-4,8): a list trains exactly the depths a user will build."""
+    depths: set[int] = set()
+    for item in str(text).split(","):
+        match = re.fullmatch(r"([0-9]{1,9})(?:-([0-9]{1,9}))?", item.strip(), re.ASCII)
+        if not match:
+            raise UsageError(f"--depths takes a range MIN-MAX such as 3-12, or depths and ranges such as 3,6,12, "
+                             f"not {shown(repr(str(text)))}")
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        if not 1 <= first <= last:
+            raise UsageError(f"--depths {shown(text)}: need 1 <= MIN <= MAX")
+        if last - first >= MAX_DRAWN_DEPTHS or len(depths) + last - first >= MAX_DRAWN_DEPTHS:
+            raise UsageError(f"--depths {shown(text)}: more than {MAX_DRAWN_DEPTHS:,} depths to draw from")
+        depths.update(range(first, last + 1))
+    return tuple(sorted(depths))
+
+
+def depths_text(depths, separator: str = ",") -> str:
+    """Depths as `--depths` takes them: runs of consecutive depths as ranges
+    (3-12; 3,6,12; 2-4,8), so the text parses back to the same depths."""
+    depths = sorted(set(depths))
+    runs: list[list[int]] = []
+    for depth in depths:
+        if runs and depth == runs[-1][-1] + 1:
+            runs[-1].append(depth)
+        else:
+            runs.append([depth])
+    return separator.join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
 
 
 def depth_range(aux: ArchSpec, text: str) -> tuple[int, ...]:
@@ -250,15 +275,30 @@ def drawn_sizes(aux: ArchSpec, options: Mapping[str, Any], widths: tuple[int, ..
     drawn = options.get("depths")
     depths = parsed_depths(drawn) if drawn else (aux.depth,)
     if widths:
-        return {"widths": list(widths), "trained_depths": [depths[0], depths[-1]], "width_rule": width_rule}
-    return {"trained_depths": [depths[0], depths[-1]]} if drawn else {}
+        return {"widths": list(widths), **depths_record(depths), "width_rule": width_rule}
+    return depths_record(depths) if drawn else {}
+
+
+def depths_record(depths: tuple[int, ...]) -> dict[str, list[int]]:
+    """How a learngene's sizes record the depths it drew: `trained_depths`
+    [first, last], as files from before depth lists did, and `depth_list`,
+    every depth, where they are not one range."""
+    record = {"trained_depths": [depths[0], depths[-1]]}
+    if len(depths) != depths[-1] - depths[0] + 1:
+        record["depth_list"] = list(depths)
+    return record
 
 
 def trained_depths_text(sizes: Mapping[str, Any], own_depth: int) -> str:
     """The depths a learngene was trained at, as `lg inspect` shows them for
     every kind: '6' for one depth, '2-12' for a range (`trained_depths`
-    [first, last] in its sizes; `own_depth` where none is recorded); '?' for a
-    malformed record."""
+    [first, last] in its sizes; `own_depth` where none is recorded), '3,6,12'
+    for a list (`depth_list`); '?' for a malformed record."""
+    listed = sizes.get("depth_list")
+    if listed is not None:
+        if not (isinstance(listed, list) and listed and all(type(d) is int and d >= 1 for d in listed)):
+            return "?"
+        return depths_text(listed)
     depths = sizes.get("trained_depths", [own_depth, own_depth])
     if not (isinstance(depths, list) and len(depths) == 2):
         return "?"

@@ -69,7 +69,7 @@ from ..errors import LgError, UsageError
 from ..lazy import torch
 from ..options import Option
 from ..stack import ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, expected_globals,
+from .base import (ExpandContext, Learngene, LearngeneKind, depths_text, distillation_options, expected_globals,
                    globals_from_tensors, init_option, is_global)
 from .sws import proportional_stages
 from .widths import (nearest_trained_size, nested_slice, parse_widths, refuse_untrained, shape_text, trained_widths,
@@ -199,8 +199,8 @@ class Lets(LearngeneKind):
         Option("gene_width", int, None, "LeTs: width of the compact learngene, a whole number of heads at most the "
                "narrowest of --widths [default: the narrowest of --widths, else half the auxiliary width]",
                minimum=1),
-        Option("depths", str, None, "train the auxiliary model at a depth drawn each step from this range, "
-               "e.g. 3-12 (LeTs: each depth gets its own learned depth map, and the learngene builds exactly "
+        Option("depths", str, None, "train the auxiliary model at a depth drawn each step from these depths, "
+               "e.g. 3-12 or 3,6,12 (LeTs: each depth gets its own learned depth map, and the learngene builds exactly "
                "these) [default: 2 to twice the auxiliary depth]"),
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128 "
                "(LeTs: the first rows of its learned width maps); the widest must be the auxiliary model's"),
@@ -368,7 +368,7 @@ class Lets(LearngeneKind):
             return
         trained = widths_text(own, widths)
         asked = (f"this LeTs learngene was trained at width{'s' if len(widths) > 1 else ''} {trained} and "
-                 f"depth{'s' if len(depths) > 1 else ''} {_ranges(depths)}; depth {target.depth}, width "
+                 f"depth{'s' if len(depths) > 1 else ''} {depths_text(depths, ', ')}; depth {target.depth}, width "
                  f"{shape_text(target)} was asked: build a trained size")
         nearest = nearest_trained_size(widths, depths, target.width, target.depth)
         if nearest is None:
@@ -419,8 +419,8 @@ class Lets(LearngeneKind):
                 "roles": roles,
                 "depths": depths,
                 "widths": widths,
-                "trained_at": {"widths": widths, "depths": _ranges(depths)},
-                "becomes": f"depths {_ranges(depths)} at width{'s' if len(widths) > 1 else ''} {shapes} (the "
+                "trained_at": {"widths": widths, "depths": depths_text(depths, ", ")},
+                "becomes": f"depths {depths_text(depths, ', ')} at width{'s' if len(widths) > 1 else ''} {shapes} (the "
                            f"sizes it was trained at; other sizes: lg grow --method M)"}
 
 
@@ -459,17 +459,6 @@ def _int_list(sizes: Mapping[str, Any], key: str) -> list[int]:
                                                    for v in values):
         return values
     return []
-
-
-def _ranges(values: Sequence[int]) -> str:
-    """2, 3, 4, 6 -> '2-4, 6'."""
-    runs: list[list[int]] = []
-    for value in sorted(values):
-        if runs and value == runs[-1][1] + 1:
-            runs[-1][1] = value
-        else:
-            runs.append([value, value])
-    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
 KIND = Lets()

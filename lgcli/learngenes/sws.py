@@ -106,9 +106,9 @@ class Sws(NestedWidths, LearngeneKind):
         *distillation_options(0.5, "the SWS reference script's 0.5"),
         Option("stages", int, None, "stages of shared weights (the paper: 5 stages of 3, 3, 4, 3, 3 layers over "
                "16); at most the auxiliary depth [default: 5, or the auxiliary depth when shallower]", minimum=1),
-        Option("depths", str, None, "train at a depth drawn each step from this range, e.g. 2-12, each by the "
-               "SWS rule at that depth, so that every depth in it makes a good descendant at step 0 [default: the "
-               "auxiliary depth only, as the paper]"),
+        Option("depths", str, None, "train at a depth drawn each step from these depths, e.g. 2-12 or 3,6,12, "
+               "each by the SWS rule at that depth, so that every depth in it makes a good descendant at step 0 "
+               "[default: the auxiliary depth only, as the paper]"),
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128 "
                "(nested slices, as TLEG's --widths); the widest must be the auxiliary model's"),
         width_rule_option("sample"),

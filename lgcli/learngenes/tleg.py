@@ -28,8 +28,9 @@ from ..methods.tleg_fit import fit_line
 from ..options import Option
 from ..sizing import own_depth
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
-from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, distillation_options, expected_globals,
-                   globals_as_tensors, globals_from_tensors, init_option, is_global, trained_depths_text)
+from .base import (ExpandContext, Learngene, LearngeneKind, depth_range, depths_record, distillation_options,
+                   expected_globals, globals_as_tensors, globals_from_tensors, init_option, is_global,
+                   trained_depths_text)
 from .widths import (NestedWidths, check_trained_width, is_width_norm, nested_slice, own_width_norms,
                      sliced_tensors, width_norm_name, width_norm_tensors, width_norm_widths, width_norms_option,
                      width_rule_option, width_spec, shape_text, widths_text)
@@ -67,10 +68,10 @@ class Tleg(NestedWidths, LearngeneKind):
     condense_options = (
         *distillation_options(1.0, "the TLEG reference run: 1, pure soft distillation"),
         # The flag's help for every kind that takes it (the CLI shows the first declaration's).
-        Option("depths", str, None, "train the auxiliary model at a depth drawn each step from this range, "
-               "e.g. 3-12, so that every depth in it makes a good descendant; one depth (e.g. 6) trains at that "
-               "depth only, as the paper [default: tleg and lets 2 to twice the auxiliary depth; wave and sws "
-               "the auxiliary depth only]"),
+        Option("depths", str, None, "train the auxiliary model at a depth drawn each step from these depths, "
+               "a range such as 3-12 or a list such as 3,6,12 (the depths you will build), so that every depth "
+               "in it makes a good descendant; one depth (e.g. 6) trains at that depth only, as the paper "
+               "[default: tleg and lets 2 to twice the auxiliary depth; wave and sws the auxiliary depth only]"),
         Option("widths", str, None, "train the learngene at a width drawn each step from this list, e.g. 64,128, "
                "so that every width in it is a descendant it builds directly: the first channels, heads and MLP "
                "neurons of the widest (the teacher's, put in order of importance on --data first when condensing "
@@ -156,7 +157,7 @@ class Tleg(NestedWidths, LearngeneKind):
         widths = self.training_widths(aux, options)
         if widths:  # what `lg grow` builds directly and `lg inspect` lists
             depths = self.training_depths(aux, options)
-            sizes.update({"widths": list(widths), "trained_depths": [depths[0], depths[-1]],
+            sizes.update({"widths": list(widths), **depths_record(depths),
                           "width_rule": self.training_width_rule(options)})
             if options.get("width_norms"):  # the widths that hold their own norms (load_learngene expects them)
                 sizes["width_norms"] = [w for w in widths if w != aux.width]

@@ -308,9 +308,9 @@ class Wave(NestedWidths, LearngeneKind):
                "the first channels, heads and MLP neurons of the built weights (TLEG's --widths); the widest "
                "must be the auxiliary model's"),
         width_rule_option("sample"),
-        Option("depths", str, None, "train at a depth drawn each step from this range, e.g. 2-12, its scalers "
-               "the auxiliary model's resampled over depth (as lg grow starts them), so that every depth in it "
-               "makes a good descendant at step 0 [default: the auxiliary depth only, as the paper]"),
+        Option("depths", str, None, "train at a depth drawn each step from these depths, e.g. 2-12 or 3,6,12, "
+               "its scalers the auxiliary model's resampled over depth (as lg grow starts them), so that every "
+               "depth in it makes a good descendant at step 0 [default: the auxiliary depth only, as the paper]"),
         init_option(),
     )
     fitted_part = "the scalers"
