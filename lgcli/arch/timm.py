@@ -3,7 +3,9 @@ block keys timm's transformer blocks have in common, timm hub folders
 (what `timm.models.save_for_hf` writes: config.json naming the
 `architecture`, its `model_args` and `pretrained_cfg`, beside
 model.safetensors) read and written as timm reads and writes them, the
-strict-load check, and the bound on a recorded size.
+strict-load check, the bound on a recorded size, and models built for
+weights without the initialisation those weights replace
+(`no_parameter_init`).
 
 The declared families' adapters (timm_family.py's `TimmAdapter`,
 timm_staged.py's `StagedTimmAdapter`) import this one; it imports no family
@@ -12,10 +14,11 @@ module (tests/test_arch_imports.py).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from ..errors import LgError, shown
 from ..lazy import nn, torch
@@ -52,6 +55,18 @@ QKV_WEIGHT, QKV_BIAS = "attn.qkv.weight", "attn.qkv.bias"
 QKV_ROLES = {QKV_WEIGHT: ("q", "k", "v"), QKV_BIAS: ("q_bias", "k_bias", "v_bias")}
 # Where a spec keeps the config.json of the timm hub folder it was read from.
 TIMM_HUB_CONFIG = "timm_hub_config"
+# In-place writes of a tensor's values (never of its shape, dtype or flags),
+# by name: what torch's and timm's initialisers are made of. The random
+# fills; what timm's trunc_normal_ does after its uniform_ (erfinv_, mul_,
+# add_, clamp_: as costly as the fill, on values the load replaces); a
+# norm's ones and zeros (fill_, zero_); BEiT's rescaling (div_, mul_); and
+# the nn.init functions torch hands a TorchFunctionMode whole, not as the
+# fills inside them (constant_, kaiming_uniform_; normal_ and uniform_ share
+# the tensor methods' names).
+PARAMETER_VALUE_WRITES = frozenset({
+    "normal_", "uniform_", "bernoulli_", "exponential_", "random_", "cauchy_", "log_normal_", "geometric_",
+    "erfinv_", "mul_", "div_", "add_", "sub_", "clamp_", "clamp_min_", "clamp_max_", "fill_", "zero_", "copy_",
+    "constant_", "kaiming_uniform_"})
 
 
 def is_timm_hub_config(config: Any) -> bool:
@@ -88,6 +103,40 @@ def timm_hub_meta_model(config: Mapping[str, Any], model_class: type, reads: str
         raise LgError(f"config.json's architecture {json_shown(name)} is not a timm {model_class.__name__} "
                       f"(it builds {type(model).__name__}); lg reads {reads}")
     return model, name
+
+
+@contextlib.contextmanager
+def no_parameter_init() -> Iterator[None]:
+    """Models built inside skip every write to a parameter's values (a
+    `PARAMETER_VALUE_WRITES` call on an `nn.Parameter`): timm's random
+    initialisation, for a model whose every parameter is replaced next (a
+    strict load: one that did not cover them all would raise) or dropped (a
+    model built for its buffers). Buffers, persistent or not, are computed
+    as ever (Swin's and BEiT's position indices, Swin's attention masks,
+    BEiT's zero key bias), as is a write through a view of a parameter.
+    timm's construction of a ViT-B took 2.5 s of the 4.2 s lg spent
+    building it from weights, filling and transforming random numbers the
+    load then overwrote; it takes 0.1 s inside. transformers'
+    `no_init_weights` does the same for its models; timm's own
+    `weight_init='skip'` is taken by some of its models only (not BEiT),
+    still runs the modules' own initialisers, and is kept on the model.
+    The mode is this thread's alone (torch keeps one stack per thread)."""
+    from torch.overrides import TorchFunctionMode
+
+    parameter = torch.nn.Parameter
+
+    class ParameterValueWritesSkipped(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if getattr(func, "__name__", None) in PARAMETER_VALUE_WRITES:
+                # A tensor method's self; an nn.init function's `tensor` (torch passes it by name).
+                written = args[0] if args else kwargs.get("tensor")
+                if isinstance(written, parameter):
+                    return written  # what every one of these returns: the tensor written
+            return func(*args, **kwargs)
+
+    with ParameterValueWritesSkipped():
+        yield
 
 
 def local_dir_call(spec: ArchSpec, path: str) -> str | None:
@@ -217,8 +266,11 @@ class TimmClassifier:
         return {"input_size": input_size, **recipe.timm_cfg()}
 
     def load_model(self, spec: ArchSpec, stack: Stack) -> nn.Module:
-        """A timm model holding these weights, loaded strictly."""
-        model = self.create_model(spec)
+        """A timm model holding these weights, loaded strictly: built without
+        initialising the parameters the strict load replaces, every one
+        (`no_parameter_init`)."""
+        with no_parameter_init():
+            model = self.create_model(spec)
         model.load_state_dict(self.from_stack(spec, stack), strict=True)
         return model
 

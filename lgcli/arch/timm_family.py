@@ -41,7 +41,7 @@ from .base import Reader
 from .declared import DeclaredAdapter, Heads, Layout, StoredTensors
 from .shapes import LayerShapes, ModelShapes
 from .timm import (TIMM_HUB_CONFIG, TimmClassifier, check_recorded_size, is_timm_hub_config, json_shown,
-                   local_dir_call, positive_number, timm_hub_folder_config, timm_hub_meta_model,
+                   local_dir_call, no_parameter_init, positive_number, timm_hub_folder_config, timm_hub_meta_model,
                    timm_reads_as_safetensors, timm_stated_preprocessing)
 
 Shape = tuple[int, ...]
@@ -443,13 +443,14 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
     def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
         """What timm computes when it builds the model (position indices, a
         zero key bias), not saved; the model is built for them only when
-        it has some (a ViT has none)."""
+        it has some (a ViT has none), its parameters left uninitialised:
+        they are dropped (`no_parameter_init`)."""
         with torch.device("meta"):
             model = self.create_model(spec)
         saved = set(model.state_dict())
         if all(name in saved for name, _ in model.named_buffers()):
             return {}
-        with torch.device("cpu"):
+        with torch.device("cpu"), no_parameter_init():
             model = self.create_model(spec)
         return {name: buffer.detach() for name, buffer in model.named_buffers() if name not in saved}
 

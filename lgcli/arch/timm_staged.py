@@ -44,8 +44,8 @@ from .declared import Layout, memory_reader
 from .shapes import window_of_table
 from .staged import MERGE_KEYS, StagedAdapter
 from .timm import (TIMM_HUB_CONFIG, TimmClassifier, is_timm_hub_config, json_shown,
-                   local_dir_call, timm_hub_folder_config, timm_hub_meta_model, timm_reads_as_safetensors,
-                   timm_stated_preprocessing)
+                   local_dir_call, no_parameter_init, timm_hub_folder_config, timm_hub_meta_model,
+                   timm_reads_as_safetensors, timm_stated_preprocessing)
 from .timm_family import (TimmFamily, check_recorded_name, check_recorded_sizes, model_class,
                           recorded_meta_model, renamed)
 
@@ -283,6 +283,13 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
 
     def model_state(self, spec: ArchSpec, stack: Stack) -> dict[str, torch.Tensor]:
         return self.from_stack(spec, stack)
+
+    def model_buffers(self, spec: ArchSpec) -> dict[str, torch.Tensor]:
+        """`StagedAdapter.model_buffers` (the position indices and attention
+        masks timm computes), of a model whose parameters are left
+        uninitialised: they are dropped (`no_parameter_init`)."""
+        with no_parameter_init():
+            return super().model_buffers(spec)
 
     def saved_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
         return {name: tensor.detach() for name, tensor in model.state_dict().items()}
