@@ -363,16 +363,18 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     check_resume(config)  # a --resume of another run refused in one line, before the plan below
     if dry_run:
         trial = copy.deepcopy(pupil.model)
+        timing: dict[str, Any] = {}  # the batch timed: a small one, scaled to the batch asked when slow
         with contextlib.ExitStack() as hooks:
             term = hidden_term(trial)
             per_step, timed = seconds_per_step(
-                trial, dataset.train, config, teacher=master.model, cache_teacher=term is None,
+                trial, dataset.train, config, timing=timing, teacher=master.model, cache_teacher=term is None,
                 loss_fn=loss_fn if term is None else hooks.enter_context(term).loss(loss_fn))
         plan = {"dry_run": True, "command": "distill", "student": pupil.sizes(), "teacher": master.sizes(),
                 "parameters": {"student": _parameters(pupil.model), "teacher": _parameters(master.model)},
                 "data": dataset.describe(), "steps": settings.steps, "batch_size": settings.batch_size,
                 "until": settings.until, "device": settings.device, "timed_steps": timed,
-                "seconds_per_step": per_step, "estimated_seconds": per_step * settings.steps}
+                "timed_batch_size": timing["batch_size"], "seconds_per_step": per_step,
+                "estimated_seconds": per_step * settings.steps}
         if mapping is not None:
             plan["hidden_weight"] = settings.hidden_weight
             plan["hidden_layers"] = _hidden_record(mapping)

@@ -14,13 +14,44 @@ from typing import Callable
 
 # A pass its first batch says will take longer than this is announced.
 ANNOUNCE_PASS_ABOVE_SECONDS = 30.0
-# An image model's parameters x its input's pixels past which lg eval's
-# 100-step probe on a CPU is long: a training step's work grows with both
-# (one token per patch). lg's example ViT (1.2M x 28 x 28, 9e8) probes in
-# seconds; a DINOv2-S of 6 layers (11M x 224 x 224, 5.5e11) took 16 s a
-# step (batch 64), nearly half an hour for 100, on 2 CPU cores. Past 1e11
-# (about 3 s a step there) the hint after a resize says so (`_score_hint`).
-SLOW_CPU_PROBE = 1e11
+# lg eval's probe trains this many steps (`--steps 100`, the hint after a resize).
+PROBE_STEPS = 100
+# A probe the hint expects to take longer than this on the CPU is said to be long ("a few minutes").
+SLOW_PROBE_SECONDS = 180.0
+# The work of an image model's probe step, its parameters x its input's pixels
+# (a training step's work grows with both, one token per patch), that one CPU
+# core (a thread of torch's) gets through in a second. Measured on 2 cores
+# (batch 64): a DINOv2-S of 4 layers at 112 px (9.2e10) took 3.99 s a step,
+# 1.15e10 a core-second; one of 6 layers at 224 px (5.5e11) 16 s, 1.7e10.
+# Rounded below the slower, so that a machine shared with other work is not
+# promised more: lg's example ViT (1.2M x 28 x 28, 9.4e8) probes in seconds.
+PROBE_WORK_PER_CORE_SECOND = 1e10
+clock = time.perf_counter
+
+
+def probe_seconds(work: float, threads: int | None = None) -> float:
+    """About how long lg eval's 100-step probe of an image model of `work`
+    (parameters x input pixels) takes on `threads` CPU threads (default:
+    torch's, what lg eval will use)."""
+    if threads is None:
+        from .lazy import torch
+
+        threads = torch.get_num_threads()
+    return PROBE_STEPS * work / (PROBE_WORK_PER_CORE_SECOND * max(1, threads))
+
+
+def slow_cpu_probe(threads: int | None = None) -> float:
+    """The work past which the probe takes over SLOW_PROBE_SECONDS here."""
+    return SLOW_PROBE_SECONDS / probe_seconds(1.0, threads)
+
+
+def __getattr__(name: str) -> float:
+    # SLOW_CPU_PROBE, the work past which the hint after a resize says the
+    # probe is long (`_score_hint`), is this machine's: worked out when read,
+    # from the threads torch computes with (2 cores: 3.6e10).
+    if name == "SLOW_CPU_PROBE":
+        return slow_cpu_probe()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 clock = time.perf_counter
 
 
@@ -70,4 +101,4 @@ class PassPace:
             self.notify(f"{self.what} {label}: about {duration_text(self.pass_seconds)}")
 
 
-__all__ = ["ANNOUNCE_PASS_ABOVE_SECONDS", "PassPace", "duration_text"]
+__all__ = ["ANNOUNCE_PASS_ABOVE_SECONDS", "PassPace", "duration_text", "probe_seconds", "slow_cpu_probe"]

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .checkpoint.memory import available_memory, memory_text
 from .devices import concrete_device
 from .errors import LgError
 from .lazy import torch
+from .pace import duration_text
 
 # Copies of a step's float32 logits held at its peak, measured with
 # /usr/bin/time on SmolLM2-135M on the CPU (2 steps of 128-token windows,
@@ -107,18 +108,80 @@ def step_memory_warning(model: torch.nn.Module, data: Any, batch_size: int, teac
     return need.too_big(batch_size, flag)
 
 
-def batch_to_time(model: torch.nn.Module, data: Any, batch_size: int, teacher: torch.nn.Module | None,
-                  device: str, flag: str = "--batch-size") -> int:
-    """The batch a dry run times on `device`: `batch_size`, or, where a step
-    of it would not fit in the CPU's memory, the largest that does (said on
-    stderr; the caller scales its time), a dry run's step not being one the
-    kernel kills. None fits: an `LgError`."""
+# A dry run times steps of at most this many windows or images first, and
+# doubles the batch towards the one asked while a step of the next would take
+# at most QUICK_STEP_SECONDS (timing it costs a few of them): SmolLM2-135M's
+# step of lg's default 64 windows, beside its teacher, takes minutes on a CPU
+# and gigabytes of logits, one of 4 about 4-7 seconds. A batch not reached is
+# scaled to (`scaled_step`) through two timed ones: the second is timed when
+# its step takes at most SECOND_STEP_SECONDS, since a step's fixed part (the
+# optimiser, the teacher's setup) made a 4-layer SmolLM2's step of 64 windows
+# 2.6 times one of 4, not 16.
+FIRST_TIMED_BATCH, QUICK_STEP_SECONDS, SECOND_STEP_SECONDS = 4, 2.0, 15.0
+# Steps timed at each batch on the way to the one asked (after its first, uncounted).
+STEPS_ON_THE_WAY = 1
+TimeAt = Callable[[int, int], "tuple[float, int]"]
+
+
+def largest_batch(model: torch.nn.Module, data: Any, batch_size: int, teacher: torch.nn.Module | None,
+                  device: str, flag: str = "--batch-size") -> tuple[int, StepNeed | None]:
+    """The largest batch up to `batch_size` whose step fits in the CPU's
+    memory (`step_need`), and the need where `batch_size` does not fit. None
+    fits: an `LgError`."""
     need = step_need(model, data, teacher, torch.device("cpu")) if concrete_device(device) == "cpu" else None
     if need is None or need.needs(batch_size) <= need.free:
-        return batch_size
+        return batch_size, None
     if need.fits() == 0:
         raise LgError(need.too_big(batch_size, flag).removeprefix("lg: "))
-    if need.said_once(batch_size):
-        print(f"{need.too_big(batch_size, flag)}; timed at a batch of {need.fits()}, scaled to {batch_size}",
-              file=sys.stderr, flush=True)
-    return need.fits()
+    return need.fits(), need
+
+
+def scaled_step(points: list[tuple[int, float]], batch_size: int) -> float:
+    """The seconds a step of `batch_size` takes, from (batch, seconds a step)
+    timed at smaller batches: the line through the last two (a step's fixed
+    part, the optimiser's update, and a part per example), kept between the
+    last one's time and that time scaled in proportion (no fixed part), the
+    most it can be; one point: scaled in proportion."""
+    batch, seconds = points[-1]
+    most = seconds * batch_size / batch
+    if len(points) < 2:
+        return most
+    smaller, before = points[-2]
+    per_example = max(0.0, (seconds - before) / (batch - smaller))
+    return min(most, max(seconds, seconds + per_example * (batch_size - batch)))
+
+
+def time_dry_run_step(time_at: TimeAt, model: torch.nn.Module, data: Any, batch_size: int,
+                      teacher: torch.nn.Module | None, device: str, steps: int, flag: str = "--batch-size",
+                      timing: dict[str, Any] | None = None) -> tuple[float, int]:
+    """(seconds a step of `batch_size` takes, steps timed) for a dry run,
+    from `time_at(batch, steps)` (the seconds a step of `batch` took, and
+    the steps timed): first at FIRST_TIMED_BATCH, then doubling up to the
+    batch asked while a step stays quick (the second: not slow), never past the largest batch that
+    fits in memory (`largest_batch`); a batch not reached is scaled to and
+    said on stderr. `timing`, where given, gets the batch timed."""
+    largest, need = largest_batch(model, data, batch_size, teacher, device, flag)
+    top = min(batch_size, largest)
+    batch, points = min(FIRST_TIMED_BATCH, top), []
+    while True:
+        per_step, timed = time_at(batch, steps if batch == top else STEPS_ON_THE_WAY)
+        points.append((batch, per_step))
+        following = min(2 * batch, top)
+        longest = QUICK_STEP_SECONDS if len(points) > 1 else SECOND_STEP_SECONDS
+        if batch == top or per_step * following / batch > longest:
+            break
+        batch = following
+    if timing is not None:
+        timing["batch_size"] = batch
+    if batch == batch_size:
+        return per_step, timed
+    estimate = scaled_step(points, batch_size)
+    if need is not None:  # the step asked does not fit: said once in a process, as the training loop says it
+        why = need.too_big(batch_size, flag) if need.said_once(batch_size) else None
+    else:  # it fits, but timing it is long
+        why = None if (batch, batch_size) in _said else \
+            f"lg: dry run: a step of {batch_size} would take about {duration_text(estimate)}"
+        _said.add((batch, batch_size))
+    if why:
+        print(f"{why}; timed at a batch of {batch}, scaled to {batch_size}", file=sys.stderr, flush=True)
+    return estimate, timed

@@ -50,7 +50,7 @@ from lgcli.preprocessing import Preprocessing
 from lgcli.devices import Distributed, autocast, distributed_setup, resolve_device
 from lgcli.heads import image_logits, model_input, model_preprocessing
 from lgcli.losses import LossFn, cross_entropy_loss
-from lgcli.step_memory import batch_to_time, step_memory_warning
+from lgcli.step_memory import step_memory_warning, time_dry_run_step
 
 # `on_step(step, model)` after `step` optimiser steps (step 0: before any);
 # called on every rank, with the unwrapped model in train mode. Returning
@@ -565,28 +565,28 @@ def _how_long(config: TrainConfig, device: torch.device, timed_steps: int, secon
 TIMED_STEPS, ENOUGH_TIMING_SECONDS, step_timer = 5, 10.0, time.monotonic
 
 
-def seconds_per_step(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
-                     steps: int = TIMED_STEPS, **train_args: Any) -> tuple[float, int]:
-    """(seconds one of `config`'s steps takes, the steps timed), measured by
-    running a few of them on `model`, which they change (give one to throw
-    away): `steps`, or fewer once ENOUGH_TIMING_SECONDS were timed; no
-    checkpoint is read or written. `train_args` are `train`'s. A step the
-    CPU's memory cannot hold (`step_memory`) is said, and a batch that fits
-    is timed and its time scaled to the batch asked."""
-    marks: list[float] = []
-    batch = batch_to_time(model, data, config.batch_size, train_args.get("teacher"), config.device, config.batch_flag)
-    scale, config = config.batch_size / batch, dataclasses.replace(config, batch_size=batch)
+def seconds_per_step(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig, steps: int = TIMED_STEPS,
+                     timing: dict[str, Any] | None = None, **train_args: Any) -> tuple[float, int]:
+    """(seconds one of `config`'s steps takes, the steps timed), measured by running a few on `model`, which
+    they change (give one to throw away): `steps`, or fewer once ENOUGH_TIMING_SECONDS were timed; no checkpoint
+    is read or written. `train_args` are `train`'s. A batch slow to time, or too big for the CPU's memory, is
+    scaled to from smaller ones (`step_memory.time_dry_run_step`; `timing` gets the batch timed)."""
+    def time_at(batch: int, count: int) -> tuple[float, int]:  # a step of `batch`'s seconds, and the steps timed
+        marks: list[float] = []
 
-    def clock(step: int, trained: torch.nn.Module) -> bool:
-        marks.append(step_timer())
-        # marks[0]: before any step; marks[1]: after the first, which is not timed.
-        return len(marks) > 2 and marks[-1] - marks[1] >= ENOUGH_TIMING_SECONDS
+        def clock(step: int, trained: torch.nn.Module) -> bool:
+            marks.append(step_timer())
+            # marks[0]: before any step; marks[1]: after the first, which is not timed.
+            return len(marks) > 2 and marks[-1] - marks[1] >= ENOUGH_TIMING_SECONDS
 
-    trial = dataclasses.replace(config, steps=min(config.steps, steps + 1), checkpoint_path=None, resume=False,
-                                progress=False, callback_every=1)
-    train(model, data, trial, on_step=clock, **train_args)
-    timed = marks[1:] if len(marks) > 2 else marks  # from the end of the first step, when more than one ran
-    return scale * (timed[-1] - timed[0]) / (len(timed) - 1), len(timed) - 1
+        trial = dataclasses.replace(config, batch_size=batch, steps=min(config.steps, count + 1),
+                                    checkpoint_path=None, resume=False, progress=False, callback_every=1)
+        train(model, data, trial, on_step=clock, **train_args)
+        timed = marks[1:] if len(marks) > 2 else marks  # from the end of the first step, when more than one ran
+        return (timed[-1] - timed[0]) / (len(timed) - 1), len(timed) - 1
+
+    return time_dry_run_step(time_at, model, data, config.batch_size, train_args.get("teacher"), config.device,
+                             steps, config.batch_flag, timing)
 
 
 def _progress(config: TrainConfig, distributed: Distributed):

@@ -173,7 +173,8 @@ def test_a_slow_model_times_fewer_steps(monkeypatch):
     assert timed == 5 and per_step > 0
     clock = iter([0.0, 1.0, 13.0, 25.0, 37.0, 49.0])  # before any step; a first step of 1 s, then 12 s a step
     monkeypatch.setattr(train_module, "step_timer", lambda: next(clock))
-    assert seconds_per_step(make_vit("cls-token", **TEACHER), data.train, config) == (12.0, 1)
+    # Slow: timed at a batch of 4, not built at 8 (lgcli.step_memory.time_dry_run_step), and scaled to 8.
+    assert seconds_per_step(make_vit("cls-token", **TEACHER), data.train, config) == (24.0, 1)
 
 
 def test_a_condense_plan_times_steps_and_writes_nothing(tmp_path, lg):

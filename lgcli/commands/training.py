@@ -148,7 +148,8 @@ def condense(
     if checkpoint is None and (checkpoint_every or resume):
         checkpoint = _checkpoint_beside(output)
         settings = dataclasses.replace(settings, checkpoint=checkpoint)
-    resume_hints.append(lambda: _condense_resume_hint(checkpoint))
+    if not dry_run:  # an interrupted plan has no run to save or continue
+        resume_hints.append(lambda: _condense_resume_hint(checkpoint))
     report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
                            seq_len=seq_len, method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
                            settings=settings, options=options, teacher_heads=teacher_heads, notify=note,
@@ -257,7 +258,8 @@ def distill_command(
     output = planned_output(output, dry_run, "-o OUT, or -o - to write the model to stdout")
     if checkpoint is None and (checkpoint_every or resume):
         checkpoint = _checkpoint_beside(output)
-    resume_hints.append(lambda: _condense_resume_hint(checkpoint))
+    if not dry_run:  # an interrupted plan has no run to save or continue
+        resume_hints.append(lambda: _condense_resume_hint(checkpoint))
     settings = DistillSettings(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, weight_decay=weight_decay,
                                alpha=alpha, tau=tau, seed=seed, device=device, checkpoint=checkpoint,
                                checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
