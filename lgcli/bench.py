@@ -12,7 +12,8 @@ the probe's row (instinct, final and mean top-1, the curve), the steps it
 needs to reach the random row's final top-1 at its size, and what building it
 cost. With `fit_steps`, the kinds that fit a part per size (WAVE's scalers,
 PEG's map φ) get a second row, ``KIND+fit``: the same learngene, that part
-trained on the bench's data before the probe, as `lg grow --data` does. Every finished cell is saved as it finishes (``OUT/cells/``), and a rerun
+trained on the bench's data before the probe, as `lg grow --data` does.
+Every finished cell is saved as it finishes (``OUT/cells/``), and a rerun
 with the same arguments reuses it, so an interrupted bench resumes.
 
     >>> from lgcli.bench import BenchSettings, bench, parse_sizes
@@ -33,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 from .errors import LgError, UsageError, counted, notify_stderr, shown
 from .bench_settings import (BENCH_VERSION, CONDENSE_BATCH_FLAG, FIT, RANDOM, BenchSettings, Cell, all_methods,
-                             foreign_entry, parse_sizes)
+                             foreign_entry, parse_sizes, remove_if_empty, unmade_folders)
 from .bench_tables import plot_summary, row_costs, summarised
 from .bench_rows import RESIZE_ROWS
 
@@ -137,8 +138,21 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
 
     cells = [Cell(method, depth, width, seed) for seed in contexts for depth, width in settings.sizes
              for method in methods]
+    _check_one_batch(methods, context)  # said before anything is made, as the dry run says it
     if dry_run:
         return _plan([c for c in cells if c.seed == next(iter(contexts))], methods, context, seeds=settings.seeds)
+    made = unmade_folders(out)
+    try:
+        return _run(ancestry, cells, methods, context, contexts)
+    except BaseException:  # a refusal or an interrupt: the folders it made and left empty go
+        remove_if_empty(made)
+        raise
+
+
+def _run(ancestry, cells: list[Cell], methods: list[str], context: _Context,
+         contexts: dict[int | None, _Context]) -> dict[str, Any]:
+    """Run the cells, each saved as it lands, and write the report and figures."""
+    settings, out, notify = context.settings, context.out, context.notify
     (out / "cells").mkdir(parents=True, exist_ok=True)
     results = []
     for number, cell in enumerate(cells, 1):
@@ -159,6 +173,24 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
     plot_summary(report, out / "summary.png")
     _write_json(out / "bench.json", report)
     return report
+
+
+def _check_one_batch(methods: list[str], context: _Context) -> None:
+    """Refuse a train split smaller than one batch of the probe (every cell
+    trains one) or of a kind's condense run, naming the flag that sets it. (A
+    learngene saved by an earlier run was condensed on these data at this
+    batch, so none is saved that this refuses.)"""
+    from .images import ImageData
+    from .learngenes import get_kind
+
+    settings, count = context.settings, len(context.data.train)
+    unit = "images" if isinstance(context.data, ImageData) else "windows"
+    kinds = [m.removesuffix(FIT) for m in methods if _is_kind(m.removesuffix(FIT))]
+    for batch, flag, applies in ((settings.probe.batch_size, "--batch-size or raise --subset", True),
+                                 (settings.condense_batch_size, CONDENSE_BATCH_FLAG,
+                                  any(get_kind(kind).trains for kind in kinds))):
+        if applies and count < batch:
+            raise LgError(f"the train split has {count} {unit}, fewer than one batch of {batch} (lower {flag})")
 
 
 def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):

@@ -257,3 +257,27 @@ def foreign_entry(out: Path) -> str | None:
     if kept and not {"cells", "bench.json"} & set(kept):
         return kept[0]
     return None
+
+
+def unmade_folders(out: Path) -> list[Path]:
+    """The folders a bench into `out` would make that do not exist yet,
+    deepest first: `out`'s own folders (BENCH_FOLDERS), `out`, and the
+    parents it is made with. A run that fails removes those still empty
+    (`remove_if_empty`), so that a refusal leaves nothing behind."""
+    made = [out / name for name in BENCH_FOLDERS if not (out / name).exists()]
+    folder = out
+    while not folder.exists() and folder != folder.parent:
+        made.append(folder)
+        folder = folder.parent
+    return made
+
+
+def remove_if_empty(folders: list[Path]) -> None:
+    """Remove each folder, deepest first, that is still empty: rmdir refuses
+    one that holds anything, so no file of the user's (or a finished cell)
+    is ever removed."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass

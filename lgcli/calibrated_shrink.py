@@ -33,7 +33,7 @@ from typing import Any, BinaryIO, Callable
 from .budget import budget_shape
 from .loading import Loaded
 from .methods import CALIBRATED_DEFAULTS, SHRINK
-from .sizing import depths_of, keeps_width, spec_sizes, target_spec
+from .sizing import check_direction, depths_of, keeps_width, spec_sizes, target_spec
 from .stack import ArchSpec
 
 DEPTH_METHOD, WIDTH_METHOD = CALIBRATED_DEFAULTS["depth"], CALIBRATED_DEFAULTS["width"]
@@ -68,17 +68,22 @@ def calibrated_target(source: ArchSpec, options: dict[str, Any], budget=None) ->
         sizes.update(depth=budget.depth, width=budget.width)
     if all(v is None for v in sizes.values()):
         return source  # nothing asked: the resize says so in its own words
-    return target_spec(source, **sizes, max_params=options.get("max_params"))
+    return target_spec(source, **sizes, max_params=options.get("max_params"), direction=SHRINK)
 
 
 def calibrated_plan(loaded: Loaded, sizes: dict[str, Any], params: int | None, memory: int | None):
     """A shrink given calibration data and no method: the methods it runs
     in turn (`calibrated_steps`) for the `sizes` asked
-    (SIZE_FLAGS and max_params) or the budget's shape, and that shape."""
+    (SIZE_FLAGS and max_params) or the budget's shape, and that shape.
+    A target no shrink reaches (a larger axis) is refused here as one
+    shrink (`sizing.MixedChange`, whose hint the caller writes), before a
+    step measures anything: its first step would run, then its second refuse."""
     budget = (budget_shape(loaded, direction=SHRINK, params=params, memory=memory,
                            sizes=tuple(sizes.get(flag) for flag in SIZE_FLAGS))
               if params is not None or memory is not None else None)
-    return calibrated_steps(loaded.spec, calibrated_target(loaded.spec, sizes, budget)), budget
+    target = calibrated_target(loaded.spec, sizes, budget)
+    check_direction(loaded.spec, target, SHRINK)
+    return calibrated_steps(loaded.spec, target), budget
 
 
 def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, target, *, stdout: BinaryIO | None,
@@ -101,9 +106,12 @@ def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, targ
     if budget is not None:
         options.update(depth=budget["depth"], width=budget["width"])
     width_options = {k: v for k, v in options.items() if k not in DEPTH_ONLY_OPTIONS}
-    if dry_run:  # the same sizes and files as the two steps; activation's plan stands for both
-        plan = resize_step(loaded, target, direction=SHRINK, method=WIDTH_METHOD, notify=notify, dry_run=True,
-                           card=card, **width_options)
+    # The same sizes and files as the two steps; activation's plan stands for
+    # both. A run makes it too, before the first pass: what the second step
+    # would refuse is said before the first one's measuring, not after.
+    plan = resize_step(loaded, target, direction=SHRINK, method=WIDTH_METHOD, notify=notify, dry_run=True,
+                       card=card, **width_options)
+    if dry_run:
         return _told_as_one(plan, loaded, None, budget)
     depth_options = {**{k: v for k, v in options.items() if k != "shard_size"},  # the step between is a stream
                      **{flag: None for flag in SIZE_FLAGS if flag != "depth"}}

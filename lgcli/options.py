@@ -139,20 +139,28 @@ _BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**1
 DEFAULT_SHARD_SIZE = "5GB"
 
 
-def parse_byte_size(text: str | int, flag: str) -> int:
+def parse_byte_size(text: str | int, flag: str, *, examples: str = "5GB, 500MB or 2GiB",
+                    zero: str | None = "no limit") -> int:
     """``5GB`` (10^9, as Hugging Face's max_shard_size), ``2GiB`` (2^30),
-    ``500MB`` or a plain count of bytes -> bytes; 0 means "no limit"."""
+    ``500MB`` or a plain count of bytes -> bytes. `zero`: what 0 means for
+    `flag` (--shard-size: no limit), or None where 0 is no size (--memory, a
+    budget): refused, as the refusal of a malformed size says, naming `examples`."""
     import re
 
     from .errors import UsageError
 
-    if isinstance(text, int) and not isinstance(text, bool) and text >= 0:
+    # One refusal for every value not taken, so that what it offers is what the flag takes.
+    refusal = f"{flag} takes a size such as {examples}{f' (or 0 for {zero})' if zero else ''}, not {text!r}"
+    if isinstance(text, int) and not isinstance(text, bool) and text >= (0 if zero else 1):
         return text
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text), re.ASCII)
     unit = match[2].upper() if match else None
     if not match or unit not in _BYTE_UNITS:
-        raise UsageError(f"{flag} takes a size such as 5GB, 500MB or 2GiB (or 0 for no limit), not {text!r}")
-    return int(float(match[1]) * _BYTE_UNITS[unit])
+        raise UsageError(refusal)
+    size = int(float(match[1]) * _BYTE_UNITS[unit])
+    if size == 0 and zero is None:  # 0, 0MB, or a fraction of a byte
+        raise UsageError(refusal)
+    return size
 
 
 def parse_count(text: str | float | int | None, flag: str) -> int | None:

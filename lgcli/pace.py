@@ -45,16 +45,6 @@ def slow_cpu_probe(threads: int | None = None) -> float:
     return SLOW_PROBE_SECONDS / probe_seconds(1.0, threads)
 
 
-def __getattr__(name: str) -> float:
-    # SLOW_CPU_PROBE, the work past which the hint after a resize says the
-    # probe is long (`_score_hint`), is this machine's: worked out when read,
-    # from the threads torch computes with (2 cores: 3.6e10).
-    if name == "SLOW_CPU_PROBE":
-        return slow_cpu_probe()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-clock = time.perf_counter
-
-
 def duration_text(seconds: float) -> str:
     """A duration as a person reads it: 40 s, 12 min, 3.5 h."""
     return f"{seconds / 3600:.1f} h" if seconds >= 5400 else (

@@ -16,8 +16,8 @@ import time
 from functools import partial
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .hints import (depth_then_width_pipe, learngene_method_refusal, learngene_pipe, mixed_change_hint, output_flags,
-                    source_flags)
+from .hints import (Asked, every_step_flags, learngene_method_refusal, learngene_pipe, mixed_change_hint, output_flags,
+                    source_flags, width_kept_hint)
 from .inspection import load_line
 from .learngene_files import is_learngene, load_learngene
 from .loading import Loaded, build_model, load
@@ -25,7 +25,7 @@ from .outputs import CheckedOutput, checked_output, plan_output
 from .saving import save
 from .arch import get_adapter
 from .budget import budget_report, budget_shape
-from .calibrated_shrink import calibrated_plan, shrink_in_two_steps, wants_calibrated_default
+from .calibrated_shrink import calibrated_plan, calibrated_steps, shrink_in_two_steps, wants_calibrated_default
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, read_checkpoint
 from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
@@ -36,7 +36,7 @@ from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_m
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
 from .preprocessing import PREPROCESSING, Overrides, with_preprocessing
-from .sizing import (MixedChange, WidthKept, at_depths_of, check_direction, check_heads_known, check_kv_heads_apply,
+from .sizing import (MixedChange, WidthKept, check_direction, check_heads_known, check_kv_heads_apply,
                      depths_of, keeps_width, moves_heads, peak_memory, spec_sizes, target_spec)
 from .stack import ArchSpec, RoleMap, Stack, axes_and_shape
 from .text import check_data_source
@@ -238,7 +238,7 @@ def plan_resize(loaded: Loaded, chosen, options: dict[str, Any], *, direction: s
     check_heads_known(source, moves_heads=moves_heads(source, width, heads, kv_heads),
                       where=loaded.checkpoint.label)
     target = target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads,
-                         max_params=max_params)
+                         max_params=max_params, direction=direction)  # a size the other way: refused as such first
     check_direction(source, target, direction)
     validate_per_stage(chosen, options, source, target, direction)
     if chosen.depth_only and not keeps_width(source, target):
@@ -386,30 +386,38 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     loaded = source if isinstance(source, Loaded) else load(checkpoint, heads=source_heads, kv_heads=source_kv_heads)
     shard_size = kwargs.pop("shard_size", None)
     # A hint's commands carry every flag the user gave that they need: the
-    # source's to the command reading it, the output's to the one writing it.
+    # source's to the command reading it, the output's to the one writing it
+    # (a dry run's plans it: --dry-run, and no -o where none was given), each
+    # method's options to the commands that run it (`hints.Asked`).
     source_options = source_flags(source_heads, source_kv_heads, allow_nonfinite)
-    output_options = output_flags(force, shard_size, card_file)
+    output_options = output_flags(force, shard_size, card_file, dry_run)
     src_text = loaded.checkpoint.source if isinstance(source, Loaded) else str(source)
-    if wants_calibrated_default(direction, method, kwargs):  # data and no method: lg's data-aware default
-        steps, budget = calibrated_plan(loaded, kwargs, kwargs.get("params"), kwargs.get("memory"))
-        if len(steps) > 1:
-            return shrink_in_two_steps(resize_file, loaded, target, stdout=stdout, notify=notify, dry_run=dry_run,
-                                       card=card, budget=budget_report(budget) if budget else None,
-                                       shard_size=shard_size, **kwargs)
-        method = steps[0]
-    # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
+    out_text = None if dry_run and str(target.path) == STDIO else str(target.path)
+    asked = Asked(direction, method, kwargs, every_step_flags(kwargs.get("seed"), kwargs.get("max_params"),
+                                                              kwargs.get("device")), calibrated_steps)
     try:
+        if wants_calibrated_default(direction, method, kwargs):  # data and no method: lg's data-aware default
+            # The target is checked as one shrink here, before any pass: the
+            # hint of a refusal names this request, not a step of it.
+            steps, budget = calibrated_plan(loaded, kwargs, kwargs.get("params"), kwargs.get("memory"))
+            if len(steps) > 1:
+                return shrink_in_two_steps(resize_file, loaded, target, stdout=stdout, notify=notify,
+                                           dry_run=dry_run, card=card, budget=budget_report(budget) if budget else None,
+                                           shard_size=shard_size, **kwargs)
+            method = steps[0]
+        # The methods' stacks are lazy: resizing computes nothing until save asks for the roles.
         spec, stack, report = resize(loaded, direction=direction, method=method, notify=notify, measure=not dry_run,
                                      **kwargs)
     except MixedChange as mixed:
-        hint = mixed_change_hint(mixed.source, mixed.target, src=src_text, output=str(output), direction=direction,
-                                 method=method, source_options=source_options, output_options=output_options)
+        hint = mixed_change_hint(mixed.source, mixed.target, src=src_text, output=out_text, asked=asked,
+                                 source_options=source_options, output_options=output_options)
         raise LgError(f"{mixed.what}; {hint}") from None
     except WidthKept as kept:
-        hint = _width_kept_hint(kept, loaded, src_text, output, source_options, output_options)
+        hint = width_kept_hint(kept, src=src_text, output=out_text, source_options=source_options,
+                               output_options=output_options, asked=asked)
         raise LgError(f"{kept}; {hint}") from None
     except RefusedWithPipe as refused:
-        raise LgError(refused.complete(src_text, str(output), source_options, output_options)) from None
+        raise LgError(refused.complete(src_text, str(target.path), source_options, output_options)) from None
     if dry_run:
         return dry_run_plan(report, target, spec, stack, source=loaded, source_spec=loaded.spec,
                             shard_size=shard_size)
@@ -443,7 +451,7 @@ def _next_step(spec: ArchSpec) -> dict[str, Any]:
     fine-tune it in its library."""
     from .arch.base import IMAGE_CLASSIFICATION
     from .data import DEFAULT_DATA, FASHION_MNIST_CLASSES
-    from .pace import SLOW_CPU_PROBE
+    from . import pace
     from .text import KJV_MINI
 
     adapter = get_adapter(spec.family)
@@ -454,8 +462,8 @@ def _next_step(spec: ArchSpec) -> dict[str, Any]:
         if image and not torch.cuda.is_available():  # lg eval probes on the CPU: a real model's probe is long
             _, height, width = adapter.input_size(spec)
             work = adapter.parameter_count(spec) * height * width
-            step["cpu_probe"] = {"slow": work > SLOW_CPU_PROBE, "as_it_is": adapter.num_classes(spec) == len(
-                FASHION_MNIST_CLASSES)}
+            step["cpu_probe"] = {"slow": pace.probe_seconds(work) > pace.SLOW_PROBE_SECONDS,
+                                 "as_it_is": adapter.num_classes(spec) == len(FASHION_MNIST_CLASSES)}
     return step
 
 
@@ -486,24 +494,6 @@ def _expand_file(learngene: Learngene, target: CheckedOutput, *, command: str,
                       results=(*(card.results if card else ()), *fitting_results(report["details"])))
     return _written(report, target, spec, stack, method=learngene.kind, options=recorded,
                     source=learngene.checkpoint, stdout=stdout, shard_size=shard_size, card=facts)
-
-
-def _width_kept_hint(kept: WidthKept, loaded: Loaded, src: str, output: str | os.PathLike,
-                     source_options: tuple[str, ...], output_options: tuple[str, ...]) -> str:
-    """The pipe that makes what a depth-only method was asked: the method
-    for the depth, then clone for the width where it keeps the function
-    (`clone.validate`), else the grow default; with
-    every flag the user gave that its commands need."""
-    clone = METHODS["clone"]
-    middle = at_depths_of(kept.source, kept.target)
-    try:
-        validate_per_stage(clone, resolve_options(clone, {}), middle, kept.target, GROW)
-        width_method = clone.name
-    except LgError:
-        width_method = None
-    pipe = depth_then_width_pipe(kept, src=src, output=str(output), width_method=width_method,
-                                 source_options=source_options, output_options=output_options)
-    return f"run: {pipe}" if pipe else "no width step reaches these sizes"
 
 
 def _expand_then_resize(learngene: Learngene, target: CheckedOutput, *, method: str, command: str,

@@ -29,7 +29,8 @@ PEAK_ROLE_COPIES = 3
 
 def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None = None,
                 heads: int | None = None, mlp_dim: int | None = None, kv_heads: int | None = None,
-                max_params: float | None = None, heads_flag: str | None = "--heads") -> ArchSpec:
+                max_params: float | None = None, heads_flag: str | None = "--heads",
+                direction: str | None = None) -> ArchSpec:
     """The target architecture: unchanged axes keep their size; heads come
     from `heads`, else width / the source's head dim; the MLP keeps the
     source's ratio unless `mlp_dim` is given. Grouped-query attention keeps
@@ -41,10 +42,25 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
 
     A hierarchical model (Swin) takes a depth per stage: see
     `staged_target_spec`. `heads_flag`: the flag a refusal may suggest for
-    the heads (lg condense's --aux-heads; None for a command without one: lg bench)."""
+    the heads (lg condense's --aux-heads; None for a command without one: lg bench).
+
+    `direction` (grow or shrink: the command asking, None when either may
+    build it) is checked first: a size asked the other way is refused as
+    such (`MixedChange`, naming the command that can), before any refusal
+    of the sizes themselves, whose lists then name only what that command reaches."""
+    sizes = dict(depth=depth, width=width, heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads)
+    if direction is not None:
+        _refuse_wrong_way(source, direction, sizes, max_params, heads_flag)
+    return _target(source, sizes, max_params, heads_flag, direction)
+
+
+def _target(source: ArchSpec, sizes: dict[str, Any], max_params: float | None, heads_flag: str | None,
+            direction: str | None, pick_kv: bool = False) -> ArchSpec:
+    """`target_spec` once its direction is checked (`pick_kv`: see `_kv_heads`)."""
+    depth, width, heads, mlp_dim, kv_heads = (sizes[k] for k in ("depth", "width", "heads", "mlp_dim", "kv_heads"))
     if source.stages:
         return staged_target_spec(source, depth=depth, width=width, heads=heads, mlp_dim=mlp_dim,
-                                  kv_heads=kv_heads, max_params=max_params)
+                                  kv_heads=kv_heads, max_params=max_params, direction=direction)
     if isinstance(depth, (tuple, list)):
         raise LgError(f"a --depth per stage ({','.join(map(str, depth))}) applies to a model of stages (Swin); "
                       f"this {source.family} has one depth: give one number")
@@ -55,7 +71,48 @@ def target_spec(source: ArchSpec, *, depth: int | None = None, width: int | None
     # Heads barely change the count (q/k norm only): bound it with one head.
     check_size(source.with_sizes(depth=new_depth, width=new_width, heads=1, head_dim=new_width,
                                  mlp_dim=max(new_mlp, 1), kv_heads=1), max_params)
-    return _sized_target(source, new_depth, new_width, new_mlp, heads, kv_heads, heads_flag)
+    return _sized_target(source, new_depth, new_width, new_mlp, heads, kv_heads, heads_flag, direction, pick_kv)
+
+
+def _refuse_wrong_way(source: ArchSpec, direction: str, sizes: dict[str, Any], max_params: float | None,
+                      heads_flag: str | None) -> None:
+    """Refuse a size asked that `direction` cannot reach, as `check_direction`
+    would once the target is built, but before the target's own checks: a
+    shrink to a larger width is a grow's to make, whatever its heads. The
+    refusal carries the target the other command builds, for the hint that
+    runs it (`hints.mixed_change_hint`); where the source's key/value groups
+    do not divide that target's heads, the ones nearest the source's that it
+    reaches (said in the refusal); where no target is built, it names the
+    other command and why it refuses these sizes too."""
+    if direction not in (GROW, SHRINK):
+        raise ValueError(f"direction must be grow or shrink, not {direction!r}")
+    asked = [(EMBED, source.width, sizes["width"])]
+    if not source.stages:  # a model of stages: its stages' depths are checked one by one (`check_direction`)
+        asked = [(LAYER, source.depth, sizes["depth"]), *asked, (MLP, source.mlp_dim, sizes["mlp_dim"]),
+                 ("heads", source.heads, sizes["heads"]), ("kv_heads", source.key_value_heads, sizes["kv_heads"])]
+    wrong = next(((axis, before, after) for axis, before, after in asked
+                  if isinstance(after, int) and not isinstance(after, bool) and after >= 1
+                  and (after > before if direction == SHRINK else after < before)), None)
+    if wrong is None:
+        return
+    axis, before, after = wrong
+    other = GROW if direction == SHRINK else SHRINK
+    what = f"{direction} cannot make {_axis_label(axis)} {'larger' if direction == SHRINK else 'smaller'} " \
+           f"({before} -> {after})"
+    # The other command's own lists where the rest goes its way; none where the request is mixed.
+    one_way = all(not isinstance(a, int) or (a >= b if other == GROW else a <= b) for _, b, a in asked)
+    try:
+        target = _target(source, sizes, max_params, heads_flag, other if one_way else None, pick_kv=True)
+    except LgError as exc:
+        raise LgError(f"{what}; lg {other} makes it {'larger' if other == GROW else 'smaller'}, but not at "
+                      f"these sizes either: {exc}") from None
+    group = source.heads // source.key_value_heads
+    if sizes["kv_heads"] is None and target.heads % group:
+        one = target.heads == 1
+        what += (f", and {counted(target.heads, 'head')} {'does' if one else 'do'} not form groups of {group} as "
+                 f"the source's do: the command below gives {'it' if one else 'them'} "
+                 f"{counted(target.key_value_heads, 'key/value head')} (--kv-heads)")
+    raise MixedChange(what, source, target, other)
 
 
 def _check_whole(**sizes: int | None) -> None:
@@ -65,9 +122,11 @@ def _check_whole(**sizes: int | None) -> None:
 
 
 def _sized_target(source: ArchSpec, new_depth: int, new_width: int, new_mlp: int, heads: int | None,
-                  kv_heads: int | None, heads_flag: str | None = "--heads") -> ArchSpec:
+                  kv_heads: int | None, heads_flag: str | None = "--heads", direction: str | None = None,
+                  pick_kv: bool = False) -> ArchSpec:
     """The target of these sizes, its heads as `target_spec` says
-    (`heads_flag`: the flag a refusal may suggest for the heads, None for none)."""
+    (`heads_flag`: the flag a refusal may suggest for the heads, None for
+    none; `direction`: the command whose sizes a refusal lists, None for either)."""
     if source.attn_dim != source.width:
         new_heads, new_head_dim = _heads_apart_from_width(source, new_width, heads)
     else:
@@ -83,13 +142,13 @@ def _sized_target(source: ArchSpec, new_depth: int, new_width: int, new_mlp: int
             head_dim = source.head_dim
             if new_width % head_dim:
                 raise LgError(f"width {new_width} is not a whole number of heads of dimension {head_dim} "
-                              f"(valid widths: {_valid_widths(new_width, head_dim)}"
+                              f"(valid widths: {_valid_widths(source, new_width, kv_heads, direction)}"
                               f"{f'; or pass {heads_flag}' if heads_flag else ''})")
             new_heads = new_width // head_dim
         new_head_dim = new_width // new_heads
     if new_mlp < 1:
         raise LgError(f"width {new_width} keeps an MLP of {new_mlp} units: give --mlp-dim")
-    new_kv_heads = _kv_heads(source, new_heads, kv_heads)
+    new_kv_heads = _kv_heads(source, new_heads, kv_heads, direction, pick_kv)
     return source.with_sizes(depth=new_depth, width=new_width, heads=new_heads, head_dim=new_head_dim,
                              mlp_dim=new_mlp, kv_heads=new_kv_heads)
 
@@ -143,7 +202,8 @@ def spec_at_depth(spec: ArchSpec, depth: int) -> ArchSpec:
 
 def staged_target_spec(source: ArchSpec, *, depth: int | tuple[int, ...] | list[int] | None = None,
                        width: int | None = None, heads: int | None = None, mlp_dim: int | None = None,
-                       kv_heads: int | None = None, max_params: float | None = None) -> ArchSpec:
+                       kv_heads: int | None = None, max_params: float | None = None,
+                       direction: str | None = None) -> ArchSpec:
     """The target of a hierarchical model (Swin): each stage's depth from
     `stage_depths`; `width` is the first stage's, and every later stage keeps
     its ratio to the first (Swin's 2x per stage). Each stage is then sized as
@@ -162,12 +222,14 @@ def staged_target_spec(source: ArchSpec, *, depth: int | tuple[int, ...] | list[
     stages: list[ArchSpec] = []
     for index, (stage, stage_depth) in enumerate(zip(source.stages, depths)):
         if (stage.width * first) % source.width:
+            multiple = source.width // math.gcd(stage.width, source.width)
             raise LgError(f"width {first} gives stage {index} no whole width at the source's ratio "
-                          f"{stage.width}/{source.width}: give a multiple of {source.width // math.gcd(stage.width, source.width)}")
+                          f"{stage.width}/{source.width}: give a multiple of {multiple}")
         stage_width = stage.width * first // source.width
         stage_mlp = round(stage.mlp_dim * stage_width / stage.width)
         try:
-            target = _sized_target(stage, stage_depth, stage_width, stage_mlp, None, None, heads_flag=None)
+            target = _sized_target(stage, stage_depth, stage_width, stage_mlp, None, None, heads_flag=None,
+                                   direction=direction)
         except LgError as exc:
             raise LgError(f"stage {index}: {exc}") from None
         if stages:
@@ -235,15 +297,27 @@ def check_kv_heads_apply(source: ArchSpec, kv_heads: int | None, grouped_query: 
                          f"each query head (no grouped-query attention); give --heads")
 
 
-def _kv_heads(source: ArchSpec, heads: int, kv_heads: int | None) -> int:
-    """The target's key/value heads: as asked, else the source's group size kept."""
+def _kv_heads(source: ArchSpec, heads: int, kv_heads: int | None, direction: str | None = None,
+              pick_kv: bool = False) -> int:
+    """The target's key/value heads: as asked, else the source's group size
+    kept. Where that group does not divide the heads, the refusal lists the
+    key/value heads that do and that `direction` reaches from the source's
+    (a shrink never adds one, a grow never drops one); `pick_kv` takes the
+    one of them nearest the source's instead (for a hint's target)."""
     if kv_heads is None:
         group = source.heads // source.key_value_heads
-        if heads % group:
-            raise LgError(f"{counted(heads, 'head')} {'does' if heads == 1 else 'do'} not form groups of {group} "
-                          f"(the source's {source.heads} heads share {source.key_value_heads} key/value heads): "
-                          f"give --kv-heads, one that divides {heads}")
-        return heads // group
+        if heads % group == 0:
+            return heads // group
+        have = source.key_value_heads
+        choices = [d for d in divisors(heads) if direction is None
+                   or (d <= have if direction == SHRINK else d >= have)]
+        if pick_kv and choices:
+            return min(choices, key=lambda d: (abs(d - have), d))
+        bound = "" if direction is None else \
+            f" and is at {'most' if direction == SHRINK else 'least'} the source's {have}"
+        raise LgError(f"{counted(heads, 'head')} {'does' if heads == 1 else 'do'} not form groups of {group} "
+                      f"(the source's {source.heads} heads share {have} key/value heads): "
+                      f"give --kv-heads, one that divides {heads}{bound}: {_short_list(choices) or 'none'}")
     if heads % kv_heads:
         raise LgError(f"--kv-heads {kv_heads} does not divide the {heads} heads (key/value heads that do: "
                       f"{_short_list(divisors(heads))})")
@@ -280,9 +354,19 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def _valid_widths(width: int, head_dim: int) -> str:
-    below = max(1, width // head_dim - 2)
-    return ", ".join(str(k * head_dim) for k in range(below, below + 6)) + ", ..."
+def _valid_widths(source: ArchSpec, width: int, kv_heads: int | None, direction: str | None) -> str:
+    """The six widths nearest `width` that the request reaches from `source`:
+    whole heads of its head dim, in key/value groups (the source's group,
+    or of `kv_heads` given), no wider than the source for a shrink and no
+    narrower for a grow; ', ...' where more lie above."""
+    head_dim = source.head_dim
+    step = kv_heads or (source.heads // source.key_value_heads if source.kv_heads is not None else 1)
+    low = 1 if direction != GROW else -(-source.width // head_dim)
+    high = source.width // head_dim if direction == SHRINK else width // head_dim + 6 * step + low
+    counts = [k for k in range(low, high + 1) if k % step == 0]
+    shown = sorted(sorted(counts, key=lambda k: (abs(k - width / head_dim), -k))[:6])
+    more = direction != SHRINK or (bool(shown) and counts[-1] > shown[-1])
+    return (", ".join(str(k * head_dim) for k in shown) or "none") + (", ..." if more else "")
 
 
 def _short_list(values: list[int]) -> str:

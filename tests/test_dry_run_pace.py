@@ -34,9 +34,6 @@ def windows():
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
     monkeypatch.setattr(step_memory, "_said", set())
-    # pace.SLOW_CPU_PROBE is worked out when read; a test that set it leaves
-    # this machine's value behind as a constant (monkeypatch's undo).
-    monkeypatch.delitem(vars(lgcli.pace), "SLOW_CPU_PROBE", raising=False)
 
 
 def steps_costing(monkeypatch, seconds_of_batch) -> list[int]:
@@ -146,7 +143,7 @@ def test_an_interrupted_dry_run_gives_no_advice_about_saving_the_run(tmp_path, c
     assert done.stderr.splitlines()[-1] == "lg: error: interrupted (SIGTERM); nothing written"
 
 
-# parameters x input pixels (what lgcli.resize compares with pace.SLOW_CPU_PROBE)
+# parameters x input pixels (what lgcli.resize gives pace.probe_seconds)
 DINOV2_S_4_LAYERS_112_PX = 9.2e10  # a 100-step probe took 3.99 s a step on 2 cores: over 6 minutes
 EXAMPLE_VIT = 1.2e6 * 28 * 28  # probes in seconds
 
@@ -157,7 +154,7 @@ EXAMPLE_VIT = 1.2e6 * 28 * 28  # probes in seconds
     (64, DINOV2_S_4_LAYERS_112_PX, False)])  # a big machine probes it in seconds
 def test_the_probe_is_long_when_its_seconds_on_this_cpu_are(monkeypatch, threads, work, slow):
     monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
-    assert (work > lgcli.pace.SLOW_CPU_PROBE) is slow
+    assert (work > lgcli.pace.slow_cpu_probe()) is slow
     assert (lgcli.pace.probe_seconds(work) > lgcli.pace.SLOW_PROBE_SECONDS) is slow
 
 

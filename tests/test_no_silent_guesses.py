@@ -271,12 +271,12 @@ def test_a_write_says_it_is_an_initialisation_and_how_to_score_it(known, tmp_pat
 @pytest.mark.parametrize("classes, cuda", [(10, False), (5, False), (10, True)])
 def test_the_score_hint_is_proportionate_to_the_model_and_the_device(tmp_path, lg, monkeypatch, classes, cuda):
     """A 100-step probe of a real image model on a CPU takes half an hour
-    (lgcli.pace.SLOW_CPU_PROBE): where lg eval would run on the CPU, a model
+    (lgcli.pace.probe_seconds): where lg eval would run on the CPU, a model
     that large is scored as it is when its head has the data's classes, and
     the probe is said to be long when it has not; with a GPU, the probe."""
     import lgcli.pace
 
-    monkeypatch.setattr(lgcli.pace, "SLOW_CPU_PROBE", 0)  # this tiny model counts as a real one
+    monkeypatch.setattr(lgcli.pace, "PROBE_WORK_PER_CORE_SECOND", 1.0)  # this tiny model counts as a real one
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     src = tmp_path / "src.safetensors"
     lgcli.save_model(make_vit(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1,

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, Sequence
 import typer
 
 from ..devices import check_device
-from ..errors import UsageError, counted
+from ..errors import counted
 from ..options import DEFAULT_SHARD_SIZE, Option, parse_byte_size, parse_count, parse_depth
 from .common import (MAX_SEED, METHOD, OUTPUT, SOURCE, TARGET, LgCommand, command_line, note, planned_output,
                      print_json, with_declared_flags)
@@ -71,7 +71,7 @@ def _score_hint(report: dict[str, Any]) -> str:
     """How lg eval scores a written model (": lg eval ..."): a language model as it
     is (held-out perplexity, no training: a training probe of a real LLM on
     a CPU takes hours), an image model after a 100-step probe. Where that
-    probe would run on the CPU and the model is large (`pace.SLOW_CPU_PROBE`),
+    probe would run on the CPU and the model is large (`pace.probe_seconds` over `pace.SLOW_PROBE_SECONDS`),
     a classifier of the data's classes is scored as it is, and any other is
     said to take long. Heads the file does not record (lg assumed them) are
     given with --heads, as lg eval asks, at the count the load line builds,
@@ -116,8 +116,12 @@ def _resize_summary(report: dict[str, Any]) -> str:
                                        (("depths", "depth"), ("widths", "width"), ("heads", "heads"),
                                         ("mlp", "mlp_dim")))
     assumed = " (assumed: the file does not record them)" if report.get("heads_assumed") else ""
+    # Grouped-query attention on either side: its key/value heads, which
+    # --kv-heads changes alone (the parameters change, the heads do not).
+    grouped = s.get("kv_heads", s["heads"]) != s["heads"] or t.get("kv_heads", t["heads"]) != t["heads"]
+    kv = f", kv heads {s['kv_heads']} -> {t['kv_heads']}" if grouped else ""
     return (f"{made}: depth {s['depth']} -> {t['depth']}, width {s['width']} -> {t['width']}, heads {s['heads']} -> "
-            f"{t['heads']}{assumed}, mlp {s['mlp_dim']} -> {t['mlp_dim']}")
+            f"{t['heads']}{assumed}{kv}, mlp {s['mlp_dim']} -> {t['mlp_dim']}")
 
 
 def _show_plan(plan: dict[str, Any], as_json: bool, output_given: bool = True) -> None:
@@ -225,8 +229,10 @@ def _register_resize(app: typer.Typer, direction: str, summary: str, owners: dic
         method: Optional[str] = typer.Option(
             None, "--method", metavar="METHOD", rich_help_panel=METHOD,
             help=f"{_default_text(direction, methods)}, {', '.join(methods[1:])} "
-                 f"(docs/methods.md; the default was measured by lg bench); for a learngene, only to reach a width "
-                 f"it was not trained at (its nearest trained width is built, then resized by this method)."),
+                 f"(docs/methods.md; the default was measured by lg bench). For a learngene, only one of trained "
+                 f"widths (TLEG, SWS and LeTs, of one width or several; WAVE condensed with --widths; none of a "
+                 f"Swin), and only to reach a width it was not trained at: its nearest trained width is built, then "
+                 f"resized by this method. Other learngenes build every size by their own rule and refuse it."),
         seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=METHOD,
                                  help="Seed for random layers (heur-lg, auto-lg) and WAVE scalers."),
         source_heads: Optional[int] = typer.Option(
@@ -290,7 +296,5 @@ BUDGET_FLAGS = ("params", "memory")
 
 
 def _memory_budget(text: str) -> int:
-    size = parse_byte_size(text, "--memory")
-    if size == 0:
-        raise UsageError("--memory takes a size such as 200MB or 1GiB, not 0")
-    return size
+    """--memory's bytes: a budget, so 0 is no size (not --shard-size's "no limit")."""
+    return parse_byte_size(text, "--memory", examples="200MB or 1GiB", zero=None)
