@@ -17,6 +17,15 @@ from safetensors.torch import save_file
 REPO = Path(__file__).resolve().parents[1]
 
 # A small ViT in each shape the adapter must recognise (timm kwargs).
+# `python -c` this, then lg's arguments: lg runs and is sent SIGTERM at its first optimiser step.
+SIGTERM_AT_FIRST_STEP = ("import os, signal, sys, torch\n"
+                         "real_step = torch.optim.AdamW.step\n"
+                         "def step(self, *a, **k):\n"
+                         "    os.kill(os.getpid(), signal.SIGTERM)\n"
+                         "    return real_step(self, *a, **k)\n"
+                         "torch.optim.AdamW.step = step\n"
+                         "from lgcli.cli import main\n"
+                         "main(sys.argv[1:])\n")
 TINY = dict(depth=2, embed_dim=64, num_heads=2, patch_size=8, img_size=32, in_chans=3, num_classes=5)
 VIT_VARIANTS = {
     "cls-token": dict(),

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import torch
-from conftest import make_vit, write_plain
+from conftest import SIGTERM_AT_FIRST_STEP, make_vit, write_plain
 from test_step_memory import POSITIONS, VOCABULARY, tiny_llama
 
 import lgcli
@@ -118,16 +118,6 @@ def test_a_distill_plan_names_the_batch_it_timed(tmp_path, lg, monkeypatch):
     assert plan["estimated_seconds"] == pytest.approx(plan["seconds_per_step"] * 20)
 
 
-DRIVER = ("import os, signal, sys, torch\n"
-          "real_step = torch.optim.AdamW.step\n"
-          "def step(self, *a, **k):\n"
-          "    os.kill(os.getpid(), signal.SIGTERM)\n"
-          "    return real_step(self, *a, **k)\n"
-          "torch.optim.AdamW.step = step\n"
-          "from lgcli.cli import main\n"
-          "main(sys.argv[1:])\n")
-
-
 @pytest.mark.parametrize("command", ["distill", "condense"])
 def test_an_interrupted_dry_run_gives_no_advice_about_saving_the_run(tmp_path, command):
     """A plan has no run to save or resume: --checkpoint-every means nothing to it."""
@@ -138,7 +128,7 @@ def test_an_interrupted_dry_run_gives_no_advice_about_saving_the_run(tmp_path, c
             str(teacher)] if command == "distill" else [str(teacher), "--method", "tleg"]
     args = [command, *what, "--data", "fashion-mnist-mini", "--steps", "4", "--batch-size", "8", "--subset", "32",
             "--test-subset", "10", "--device", "cpu", "--dry-run"]
-    done = subprocess.run([sys.executable, "-c", DRIVER, *args], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", SIGTERM_AT_FIRST_STEP, *args], capture_output=True, text=True)
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert done.stderr.splitlines()[-1] == "lg: error: interrupted (SIGTERM); nothing written"
 

@@ -24,7 +24,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import lgcli
-from conftest import make_vit, sample_input, write_plain
+from conftest import SIGTERM_AT_FIRST_STEP, make_vit, sample_input, write_plain
 from text_models import token_ids
 
 LG = [sys.executable, "-m", "lgcli"]
@@ -498,14 +498,6 @@ def test_an_interrupted_condense_without_checkpoints_says_how_to_keep_one(known,
     args = ["condense", str(src), "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "2",
             "--batch-size", "8", "--subset", "32", "--test-subset", "10", "-o", str(tmp_path / "g.lg.safetensors")]
     # Without --checkpoint-every nothing is saved: the signal comes at the first optimiser step.
-    driver = ("import os, signal, sys, torch\n"
-              "real_step = torch.optim.AdamW.step\n"
-              "def step(self, *a, **k):\n"
-              "    os.kill(os.getpid(), signal.SIGTERM)\n"
-              "    return real_step(self, *a, **k)\n"
-              "torch.optim.AdamW.step = step\n"
-              "from lgcli.cli import main\n"
-              "main(sys.argv[1:])\n")
-    done = subprocess.run([sys.executable, "-c", driver, *args], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", SIGTERM_AT_FIRST_STEP, *args], capture_output=True, text=True)
     assert done.returncode == 128 + signal.SIGTERM
     assert "--checkpoint-every N" in last_error_line(done)
