@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from typing import Any, BinaryIO, Sequence
 
 from .arch import get_adapter
@@ -15,7 +16,7 @@ from .loading import LEARNGENE, MODEL, load, task_of
 from .learngenes import get_kind
 from .learngenes.base import is_global
 from .preprocessing import PREPROCESSING
-from .sizing import spec_sizes
+from .sizing import own_depth, spec_sizes
 from .stack import ArchSpec, Stack
 
 
@@ -128,18 +129,26 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         # How its descendants' images are prepared (its teacher's; None: a model of tokens).
         "preprocessing": preprocessing.report() if (preprocessing := spec.extras.get(PREPROCESSING)) else None,
         "provenance": chain,
-        "expand_call": grow_hint(shown_path, gene.sizes.get("widths")),
+        "expand_call": grow_hint(shown_path, spec, gene.sizes.get("widths")),
         "load_call": f"lgcli.load_learngene({shown_path!r})",
     }
 
 
-def grow_hint(path: str, widths: Sequence[int] | None = None) -> str:
-    """The `lg grow` line that builds a model of a learngene: a learngene
-    trained at several widths (`--widths`) builds each of them directly and
-    refuses another, so its line asks for a width and says which."""
-    if not widths:
-        return f"lg grow {path} --depth N -o OUT"
-    return f"lg grow {path} --depth N --width W -o OUT  (W: {', '.join(map(str, widths))})"
+def grow_hint(path: str, spec: ArchSpec, widths: Sequence[int] | None = None) -> str:
+    """The `lg grow` line that builds a model of the learngene at `path`
+    (of auxiliary model `spec`), as it runs: at the auxiliary depth, and at
+    the narrowest width it was trained at where it was trained at several
+    (it builds those and refuses others), written beside the working
+    directory in the family's form (a folder for a model folder's family);
+    a shell comment says what else it builds."""
+    depth = own_depth(spec)
+    name = os.path.basename(path).removesuffix(".safetensors").removesuffix(".lg") or "learngene"
+    name += f"-depth{depth}" + (f"-width{min(widths)}" if widths else "")
+    folder = get_adapter(spec.family).folder_config(spec) is not None
+    sizes = f"--depth {depth}" + (f" --width {min(widths)}" if widths else "")
+    builds = "any depth" + (f"; trained widths {', '.join(map(str, widths))}" if widths else "")
+    return (f"lg grow {shlex.quote(path)} {sizes} -o {shlex.quote(name if folder else name + '.safetensors')}"
+            f"  # {builds}")
 
 
 def load_line(spec: ArchSpec, path: str | os.PathLike) -> str | None:

@@ -176,11 +176,10 @@ def condense(
                    f"resumed at step {report['resumed_from']} of {report['steps']}: no step left to train")
         note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, {trained}, "
              f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
-    if output != "-":
-        from ..inspection import grow_hint
+    if output != "-":  # the line lg inspect prints for it, which runs as printed
+        from ..inspection import inspect_checkpoint
 
-        widths = report["options"].get("widths")
-        note(f"build a model with: {grow_hint(output, widths.split(',') if isinstance(widths, str) else widths)}")
+        note(f"build a model with: {inspect_checkpoint(output)['expand_call']}")
 
 
 # ---- lg distill ----
