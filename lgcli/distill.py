@@ -53,8 +53,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .inspection import load_line
-from .learngene_files import is_learngene
+from .inspection import grow_hint, load_line
+from .learngene_files import is_learngene, load_learngene
 from .loading import Loaded, build_model, load, spec_of_model
 from .outputs import checked_output, plan_output
 from .saving import save
@@ -157,8 +157,9 @@ def read_party(source: Any, role: str, heads: int | None = None, stdin: BinaryIO
     else:
         checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
         if is_learngene(checkpoint):
-            raise LgError(f"the {role} must be a model; {checkpoint.label} is a learngene (build a model from it "
-                          f"with lg grow {checkpoint.label} --depth N -o OUT)")
+            learngene = load_learngene(checkpoint)  # the line that builds one, as lg inspect prints it
+            raise LgError(f"the {role} must be a model; {checkpoint.label} is a learngene: build a model from it "
+                          f"with {grow_hint(checkpoint.label, learngene.spec, learngene.sizes.get('widths'))}")
         loaded = load(checkpoint, heads=heads)
     check_heads_known(loaded.spec, because="the model's outputs depend on them",
                       flag="--student-heads" if role == "student" else "--teacher-heads",

@@ -5,6 +5,7 @@ and stack; and what a model of a spec does (its task)."""
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from typing import BinaryIO, Mapping
 
@@ -46,8 +47,8 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
     checkpoint = source if isinstance(source, Checkpoint) else read_checkpoint(source, stdin=stdin)
     lg = checkpoint.lg
     if lg.get("kind", MODEL) == LEARNGENE:
-        raise LgError(f"{checkpoint.label}: is a learngene, not a model: build a model from it with "
-                      f"`lg grow {checkpoint.label} --depth N -o OUT`")
+        raise LgError(f"{checkpoint.label}: is a learngene, not a model: build a model from it with lg grow "
+                      f"(`lg inspect {shlex.quote(checkpoint.label)}` prints the line)")
     if lg.get("kind", MODEL) != MODEL:
         raise LgError(f"{checkpoint.label}: is a {lg.get('kind')}, not a model checkpoint")
     # A model folder's config.json is its configuration (lg's own metadata
