@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Mapping
 from .learngene_files import is_learngene, save_learngene
 from .outputs import checked_output
 from .loading import build_model, load
+from .inspection import grow_hint
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, check_source, read_checkpoint
 from .arch.base import IMAGE_CLASSIFICATION
@@ -342,6 +343,8 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
         report["sha256"] = save_learngene(target, learngene, options=report["options"], source=checkpoint,
                                           force=force, stdout=stdout)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
+    if str(output) != STDIO:  # the line lg inspect prints for the file, from the learngene in memory
+        report["expand_call"] = grow_hint(str(output), learngene.spec, learngene.sizes.get("widths"))
     return report
 
 

@@ -177,9 +177,7 @@ def condense(
         note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, {trained}, "
              f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
     if output != "-":  # the line lg inspect prints for it, which runs as printed
-        from ..inspection import inspect_checkpoint
-
-        note(f"build a model with: {inspect_checkpoint(output)['expand_call']}")
+        note(f"build a model with: {report['expand_call']}")
 
 
 # ---- lg distill ----
