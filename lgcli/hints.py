@@ -70,6 +70,7 @@ class Asked:
     options: Mapping[str, Any] = field(default_factory=dict)  # by name; None: not given
     every_step: tuple[str, ...] = ()
     calibrated_steps: Callable[[ArchSpec, ArchSpec], tuple[str, ...]] | None = None
+    max_params: float | None = None  # the user's --max-params: the pipe's sizes are checked against it
 
     def flags(self, command: str, start: ArchSpec, reached: ArchSpec) -> tuple[str, ...]:
         """The flags of the hint's `command` that turns `start` into `reached`."""
@@ -161,7 +162,8 @@ def _middles(source: ArchSpec, target: ArchSpec, pick: Callable[..., int]) -> li
 
 def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str | None,
                       options: Mapping[str, tuple[str, ...]] | Asked | None = None,
-                      source_options: tuple[str, ...] = (), output_options: tuple[str, ...] = ()) -> str | None:
+                      source_options: tuple[str, ...] = (), output_options: tuple[str, ...] = (),
+                      max_params: float | None = None) -> str | None:
     """The command that turns `source` (read from `src`) into `target` at
     `output` (None: a plan that writes nothing, no -o), every size written
     out: the other command alone when it can, else a shrink piped into a
@@ -171,11 +173,14 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
     says them; `source_options` (the source's heads) go to the command
     that reads `src`, `output_options` (--force, --shard-size, --dry-run)
     to the one that writes `output`. Each step is checked as the commands
-    will check it."""
+    will check it, against `max_params` (the Asked's when not given), the
+    --max-params they get."""
     own_flags = _step_flags(options)
+    if max_params is None and isinstance(options, Asked):
+        max_params = options.max_params
     if source.stages:
         return _staged_pipe(source, target, src=src, output=output, options=own_flags, source_options=source_options,
-                            output_options=output_options)
+                            output_options=output_options, max_params=max_params)
     gqa = source.kv_heads is not None
 
     def sizes_of(spec: ArchSpec) -> dict[str, int]:
@@ -191,7 +196,7 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
 
     def reaches(start: ArchSpec, sizes: dict[str, int], direction: str) -> ArchSpec | None:
         try:
-            reached = target_spec(start, **sizes)
+            reached = target_spec(start, **sizes, max_params=max_params)
             check_direction(start, reached, direction)
         except LgError:
             return None
@@ -220,7 +225,8 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
 
 
 def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str | None, options: StepFlags,
-                 source_options: tuple[str, ...], output_options: tuple[str, ...] = ()) -> str | None:
+                 source_options: tuple[str, ...], output_options: tuple[str, ...] = (),
+                 max_params: float | None = None) -> str | None:
     """`mixed_change_pipe` for a model of stages: sized by `--depth` per stage
     and the first stage's `--width` (heads and MLP follow), so the step
     between is every stage at its smaller depth and the smaller width (a
@@ -236,7 +242,7 @@ def _staged_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str | 
 
     def reaches(start: ArchSpec, sizes: tuple[list[int], int], direction: str) -> ArchSpec | None:
         try:
-            reached = target_spec(start, depth=sizes[0], width=sizes[1])
+            reached = target_spec(start, depth=sizes[0], width=sizes[1], max_params=max_params)
             check_direction(start, reached, direction)
         except LgError:
             return None

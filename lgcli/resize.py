@@ -394,7 +394,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     src_text = loaded.checkpoint.source if isinstance(source, Loaded) else str(source)
     out_text = None if dry_run and str(target.path) == STDIO else str(target.path)
     asked = Asked(direction, method, kwargs, every_step_flags(kwargs.get("seed"), kwargs.get("max_params"),
-                                                              kwargs.get("device")), calibrated_steps)
+                                                              kwargs.get("device")), calibrated_steps,
+                  kwargs.get("max_params"))
     try:
         if wants_calibrated_default(direction, method, kwargs):  # data and no method: lg's data-aware default
             # The target is checked as one shrink here, before any pass: the

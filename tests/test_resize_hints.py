@@ -18,7 +18,7 @@ import lgcli
 from conftest import make_vit
 from text_models import make_model, save_folder
 
-from lgcli.api import load
+from lgcli.api import get_adapter, load
 from lgcli.hints import Asked, mixed_change_hint, mixed_change_pipe
 from lgcli.sizing import target_spec
 
@@ -196,3 +196,27 @@ def test_it_still_says_neither_where_nothing_reaches(tmp_path):
         "neither lg shrink nor lg grow reaches these sizes, alone or piped together"
     reachable = target_spec(source, depth=4, width=24, heads=2)  # the same change at the head dim kept
     assert mixed_change_pipe(source, reachable, src="s", output="o") is not None
+
+
+def test_the_pipe_finder_checks_sizes_against_the_users_max_params(nine_heads, monkeypatch, lg, tmp_path):
+    """Each step of a pipe is checked as its command will check it, under the
+    --max-params the user gave (which the hint passes on): raised over lg's
+    default, the pipe is found where it said neither command reaches the
+    sizes; lowered under a step's size, no pipe is printed that would fail."""
+    import lgcli.sizing
+
+    source = load(nine_heads).spec
+    target = target_spec(source, width=40, kv_heads=2)  # 10 heads on 2: a shrink piped into a grow
+    assert mixed_change_pipe(source, target, src="s", output="o", options=Asked("shrink")) is not None
+    count = get_adapter(target.family).parameter_count(target)
+    assert mixed_change_pipe(source, target, src="s", output="o", options=Asked("shrink", max_params=count - 1)) \
+        is None
+    monkeypatch.setattr(lgcli.sizing, "DEFAULT_MAX_PARAMS", count - 1)  # the target over the default
+    assert mixed_change_pipe(source, target, src="s", output="o", options=Asked("shrink")) is None
+    raised = Asked("shrink", max_params=2 * count)
+    assert mixed_change_pipe(source, target, src="s", output="o", options=raised) is not None
+    done = lg("shrink", str(nine_heads), "--width", "40", "--kv-heads", "2", "--max-params", str(2 * count),
+              "-o", str(tmp_path / "out"))
+    assert done.code == 1, done.stderr
+    hint = the_hint(done.stderr)
+    assert all(f"--max-params {2 * count:g}" in " ".join(command) for command in commands(hint)), hint
