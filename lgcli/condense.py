@@ -205,9 +205,10 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
         return None, checkpoint, _plan(kind.name, spec_sizes(loaded.spec), spec_sizes(aux), steps, settings,
                                        learngene_parameters, loaded.stack.num_parameters(), per_step, timed)
     heads = "" if aux.stages else f" ({counted(aux.heads, 'head')})"
+    start = "started from the teacher" + kind.warm_start_note(aux, loaded.spec, resolved) if warm \
+        else "from random weights"
     notify(f"condense {kind.name}: teacher {_sizes(loaded.spec)}, auxiliary model {_sizes(aux)}{heads}, "
-           f"{counted(steps, 'step')} of {settings.batch_size}, "
-           f"{'started from the teacher' if warm else 'from random weights'}")
+           f"{counted(steps, 'step')} of {settings.batch_size}, {start}")
     if device_note:
         notify(device_note)
     rule = None if held_out is None else StoppingRule(settings.until, settings.until_every, held_out, teacher_model,

@@ -213,3 +213,19 @@ def test_device_auto_condenses_on_cuda(ancestry, tmp_path, lg):
     assert "--device auto: running on CUDA" in stderr and report["steps"] == 4
     result = lg("grow", str(tmp_path / "gene.lg.safetensors"), "--depth", "4", "-o", str(tmp_path / "d.safetensors"))
     assert result.code == 0, result.stderr
+
+
+def test_sws_says_where_its_start_is_not_the_teacher(ancestry, tmp_path, lg):
+    """SWS from the teacher with fewer stages than its layers starts each stage
+    as a mean of them, far from a pretrained teacher: lg says so and names
+    the --stages that starts from the teacher itself; with that, it does not."""
+    depth = load(ancestry).spec.depth
+    shared = lg("condense", str(ancestry), "--method", "sws", "--data", "fashion-mnist-mini", "--stages", "2",
+                "-o", str(tmp_path / "shared.lg.safetensors"), *FAST)
+    assert shared.code == 0, shared.stderr
+    assert "each of its 2 stages the mean of the teacher's layers it holds" in shared.stderr
+    assert f"--stages {depth} starts from the teacher itself" in shared.stderr
+    own = lg("condense", str(ancestry), "--method", "sws", "--data", "fashion-mnist-mini", "--stages", str(depth),
+             "-o", str(tmp_path / "own.lg.safetensors"), *FAST)
+    assert own.code == 0, own.stderr
+    assert "started from the teacher" in own.stderr and "mean of the teacher's layers" not in own.stderr

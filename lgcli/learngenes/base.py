@@ -167,6 +167,11 @@ class LearngeneKind:
     def no_weight_decay(self, name: str) -> bool:
         return False
 
+    def warm_start_note(self, aux: ArchSpec, teacher: ArchSpec, options: Mapping[str, Any]) -> str:
+        """What `lg condense` adds to "started from the teacher" when the
+        kind's start is not the teacher's function ("" when there is nothing to say)."""
+        return ""
+
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         """Depths to draw from while condensing (None: the auxiliary depth only)."""
         return None

@@ -105,7 +105,9 @@ class Sws(NestedWidths, LearngeneKind):
     condense_options = (
         *distillation_options(0.5, "the SWS reference script's 0.5"),
         Option("stages", int, None, "stages of shared weights (the paper: 5 stages of 3, 3, 4, 3, 3 layers over "
-               "16); at most the auxiliary depth [default: 5, or the auxiliary depth when shallower]", minimum=1),
+               "16); at most the auxiliary depth; from a pretrained teacher, its depth starts from the teacher "
+               "itself, where fewer start from means of unlike layers (docs/learngenes.md) [default: 5, or the "
+               "auxiliary depth when shallower]", minimum=1),
         Option("depths", str, None, "train at a depth drawn each step from these depths, e.g. 2-12 or 3,6,12, "
                "each by the SWS rule at that depth, so that every depth in it makes a good descendant at step 0 "
                "[default: the auxiliary depth only, as the paper]"),
@@ -124,6 +126,17 @@ class Sws(NestedWidths, LearngeneKind):
             raise UsageError(f"--stages {stages} is more than the auxiliary depth {aux.depth}: every stage needs a "
                              f"layer (give --stages {aux.depth} or fewer, or a deeper --aux-depth)")
         return stages
+
+    def warm_start_note(self, aux: ArchSpec, teacher: ArchSpec, options: Mapping[str, Any]) -> str:
+        # A pretrained model's layers are unlike: the mean of several is far
+        # from any of them (SmolLM2 at 5 stages: perplexity 268 after 100
+        # steps, 37.5 with a stage per layer; docs/learngenes.md "On a real Llama").
+        stages = self._stages(aux, options)
+        if stages >= aux.depth or aux.depth != teacher.depth:
+            return ""
+        return (f" (each of its {stages} stages the mean of the teacher's layers it holds, far from the teacher "
+                f"where they are unlike, as a pretrained model's are; --stages {aux.depth} starts from the teacher "
+                f"itself)")
 
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         # The paper trains the auxiliary model alone and heals each descendant
