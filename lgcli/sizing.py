@@ -68,9 +68,22 @@ def _target(source: ArchSpec, sizes: dict[str, Any], max_params: float | None, h
     new_width = source.width if width is None else int(width)
     new_depth = source.depth if depth is None else int(depth)
     new_mlp = int(mlp_dim) if mlp_dim is not None else round(source.mlp_dim * new_width / source.width)
-    # Heads barely change the count (q/k norm only): bound it with one head.
-    check_size(source.with_sizes(depth=new_depth, width=new_width, heads=1, head_dim=new_width,
-                                 mlp_dim=max(new_mlp, 1), kv_heads=1), max_params)
+    # Checked before the heads, so a request far too large is refused as
+    # such: bounded with one head of the whole width, which counts the
+    # key/value projections at full width. With grouped-query attention
+    # they are narrower, so a target the bound puts over the limit is
+    # counted exactly before it is refused.
+    try:
+        check_size(source.with_sizes(depth=new_depth, width=new_width, heads=1, head_dim=new_width,
+                                     mlp_dim=max(new_mlp, 1), kv_heads=1), max_params)
+    except LgError as over:
+        try:
+            target = _sized_target(source, new_depth, new_width, new_mlp, heads, kv_heads, heads_flag, direction,
+                                   pick_kv)
+        except LgError:
+            raise over from None
+        check_size(target, max_params)
+        return target
     return _sized_target(source, new_depth, new_width, new_mlp, heads, kv_heads, heads_flag, direction, pick_kv)
 
 

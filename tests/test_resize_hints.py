@@ -7,6 +7,7 @@ every flag the user gave that its commands take, writes the user's output
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -220,3 +221,15 @@ def test_the_pipe_finder_checks_sizes_against_the_users_max_params(nine_heads, m
     assert done.code == 1, done.stderr
     hint = the_hint(done.stderr)
     assert all(f"--max-params {2 * count:g}" in " ".join(command) for command in commands(hint)), hint
+
+
+def test_max_params_admits_a_grouped_query_model_at_its_exact_count(nine_heads):
+    """The early bound counts key/value projections at full width; a model
+    whose key/value heads are fewer is counted exactly before a refusal, so
+    --max-params equal to its count admits it and one less refuses it, naming
+    that count."""
+    source = load(nine_heads).spec
+    count = get_adapter(source.family).parameter_count(target_spec(source, depth=5))
+    assert target_spec(source, depth=5, max_params=count).depth == 5
+    with pytest.raises(lgcli.errors.LgError, match=re.escape(f"has {count:.3g} parameters")):
+        target_spec(source, depth=5, max_params=count - 1)
