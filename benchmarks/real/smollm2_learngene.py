@@ -41,7 +41,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from smollm2_perplexity import perplexity, token_windows  # noqa: E402
+from smollm2_perplexity import ResultRows, perplexity, token_windows  # noqa: E402
 
 # Row name: (kind, its lg condense flags).
 LEARNGENES = {"tleg": ("tleg", []), "tleg-depths20": ("tleg", ["--depths", "20"]),
@@ -66,10 +66,6 @@ def main() -> None:
     import torch
     import transformers
 
-    done = set()
-    if args.results.exists():
-        done = {json.loads(line)["row"] for line in args.results.read_text().splitlines() if line.strip()}
-    only = {name for name in args.only.split(",") if name}
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.source)
     on = "cuda" if args.device.startswith("cuda") else "cpu"
     windows = token_windows(tokenizer, (args.kjv / "test.txt").read_text()).to(on)
@@ -80,15 +76,8 @@ def main() -> None:
     # Both score 16 held-out windows (the figures here are smollm2_perplexity's), so their wall times are the runs'.
     text_flags = ["--batch-size", str(args.batch), "--seq-len", "128", "--device", args.device, "--test-subset", "16"]
 
-    def land(row: str, **fields) -> None:
-        record = {"row": row, **fields, "machine": machine, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
-        print(json.dumps(record), flush=True)
-        with args.results.open("a") as out:
-            out.write(json.dumps(record) + "\n")
-        done.add(row)
-
-    def wanted(row: str) -> bool:
-        return row not in done and (not only or row in only)
+    rows = ResultRows(args.results, machine, args.only)
+    land, wanted = rows.land, rows.wanted
 
     def lg(*command: str) -> tuple[dict, float]:
         """Run one lg command with --json; its report and wall seconds."""

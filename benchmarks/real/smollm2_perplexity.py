@@ -64,6 +64,28 @@ def token_windows(tokenizer, text: str, sequences: int = SEQUENCES, length: int 
     return torch.tensor([ids[s:s + length] for s in starts], dtype=torch.long)
 
 
+class ResultRows:
+    """A study's rows, each appended to `path` as a JSON line the moment it
+    lands (with `machine` and the time); a rerun skips the rows already
+    there, so the study resumes. `only`: the row names to run (empty: all)."""
+
+    def __init__(self, path: Path, machine: str, only: str = ""):
+        self.path, self.machine = path, machine
+        self.only = {name for name in only.split(",") if name}
+        lines = path.read_text().splitlines() if path.exists() else []
+        self.done = {json.loads(line)["row"] for line in lines if line.strip()}
+
+    def wanted(self, row: str) -> bool:
+        return row not in self.done and (not self.only or row in self.only)
+
+    def land(self, row: str, **fields) -> None:
+        record = {"row": row, **fields, "machine": self.machine, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+        print(json.dumps(record), flush=True)
+        with self.path.open("a") as out:
+            out.write(json.dumps(record) + "\n")
+        self.done.add(row)
+
+
 def perplexity(model, windows, batch_size: int = 2) -> tuple[float, float, int]:
     """(perplexity, mean next-token cross-entropy in nats, tokens predicted) of a causal LM on `windows`
     ([N, L] token ids on the model's device): every position but the first of each window predicted."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 import time
@@ -35,7 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from smollm2_perplexity import perplexity, token_windows  # noqa: E402
+from smollm2_perplexity import ResultRows, perplexity, token_windows  # noqa: E402
 
 DEPTH_METHODS = ("select", "heur-lg", "tleg-fit", "block-influence", "angular")
 WIDTH_METHODS = ("select", "activation")
@@ -68,24 +67,13 @@ def main() -> None:
     from lgcli.devices import concrete_device
 
     device = concrete_device(args.device)
-    done = set()
-    if args.results.exists():
-        done = {json.loads(line)["row"] for line in args.results.read_text().splitlines() if line.strip()}
-    only = {name for name in args.only.split(",") if name}
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.source)
     windows = token_windows(tokenizer, (args.kjv / "test.txt").read_text()).to(device)
     machine = f"{platform.node()}, {torch.cuda.get_device_name() if device.startswith('cuda') else 'CPU'}, " \
               f"{torch.get_num_threads()} threads"
 
-    def land(row: str, **fields) -> None:
-        record = {"row": row, **fields, "machine": machine, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
-        print(json.dumps(record), flush=True)
-        with args.results.open("a") as out:
-            out.write(json.dumps(record) + "\n")
-        done.add(row)
-
-    def wanted(row: str) -> bool:
-        return row not in done and (not only or row in only)
+    rows = ResultRows(args.results, machine, args.only)
+    land, wanted = rows.land, rows.wanted
 
     def model_ppl(folder: Path) -> float:
         model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).eval()
