@@ -345,7 +345,7 @@ def check_size(spec: ArchSpec, max_params: float | None = None) -> int:
     count = adapter.parameter_count(spec)
     if count > limit:
         raise LgError(f"the requested model (depth {spec.depth}, width {spec.width}, MLP {spec.mlp_dim}) has "
-                      f"{count:.3g} parameters, over the limit of {limit:.3g} (--max-params raises it)")
+                      f"{count:,} parameters, over the limit of {limit:,.0f} (--max-params raises it)")
     free = available_memory()
     need = peak_memory(spec)
     if free is not None and need > free:

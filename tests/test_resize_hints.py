@@ -227,9 +227,10 @@ def test_max_params_admits_a_grouped_query_model_at_its_exact_count(nine_heads):
     """The early bound counts key/value projections at full width; a model
     whose key/value heads are fewer is counted exactly before a refusal, so
     --max-params equal to its count admits it and one less refuses it, naming
-    that count."""
+    both numbers whole (3 significant figures could not tell them apart)."""
     source = load(nine_heads).spec
     count = get_adapter(source.family).parameter_count(target_spec(source, depth=5))
     assert target_spec(source, depth=5, max_params=count).depth == 5
-    with pytest.raises(lgcli.errors.LgError, match=re.escape(f"has {count:.3g} parameters")):
+    with pytest.raises(lgcli.errors.LgError, match=re.escape(f"has {count:,} parameters, over the limit of "
+                                                             f"{count - 1:,} ")):
         target_spec(source, depth=5, max_params=count - 1)

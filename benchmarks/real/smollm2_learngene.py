@@ -22,6 +22,10 @@ Rows (N = --steps, every run 4 windows x 128 tokens of train.txt a step):
 - `sws-depths20-N`: SWS with its default 5 stages (each the mean of six
   of the teacher's layers at the start) trained at depth 20.
 
+`--seed S` seeds every run's data order (and a condense's draws); the
+angular shrink, calibrated at lg's default seed, is the same model at every
+seed. Rows of seed S > 0 end in `-seedS`.
+
     C=~/.cache/lg-real
     python benchmarks/real/smollm2_learngene.py --source $C/smollm2-135m --kjv $C/kjv --work /tmp/smol-lg \\
         --steps 100 --results benchmarks/real/smollm2_learngene.jsonl     # CPU: about an hour
@@ -61,6 +65,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=None, help="condense's rate [lg condense's default]")
     parser.add_argument("--only", default="", help="comma-separated row names to run (default: all)")
     parser.add_argument("--device", default="cpu", help="lg's --device for every run (cuda on a lent GPU)")
+    parser.add_argument("--seed", type=int, default=0, help="every run's --seed (rows of seed S > 0 end in -seedS)")
     args = parser.parse_args()
 
     import torch
@@ -74,7 +79,9 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     train = str(args.kjv / "train.txt")
     # Both score 16 held-out windows (the figures here are smollm2_perplexity's), so their wall times are the runs'.
-    text_flags = ["--batch-size", str(args.batch), "--seq-len", "128", "--device", args.device, "--test-subset", "16"]
+    text_flags = ["--batch-size", str(args.batch), "--seq-len", "128", "--device", args.device, "--test-subset", "16",
+                  "--seed", str(args.seed)]
+    seeded = f"-seed{args.seed}" if args.seed else ""
 
     rows = ResultRows(args.results, machine, args.only)
     land, wanted = rows.land, rows.wanted
@@ -96,7 +103,7 @@ def main() -> None:
     if wanted("original"):
         land("original", perplexity=model_ppl(args.source))
 
-    row = f"angular-d20+distill{args.steps}"
+    row = f"angular-d20+distill{args.steps}{seeded}"
     if wanted(row):
         shrunk = args.work / "angular-d20"
         _, shrink_seconds = lg("shrink", str(args.source), "--depth", "20", "--method", "angular",
@@ -105,11 +112,11 @@ def main() -> None:
         healed = args.work / row
         report, seconds = lg("distill", str(shrunk), "--teacher", str(args.source), "--data", train,
                              "--steps", str(args.steps), *text_flags, "-o", str(healed))
-        land(row, steps=args.steps, lr=report["options"]["lr"], shrink_seconds=shrink_seconds,
+        land(row, steps=args.steps, seed=args.seed, lr=report["options"]["lr"], shrink_seconds=shrink_seconds,
              train_seconds=seconds, perplexity_shrunk=model_ppl(shrunk), perplexity=model_ppl(healed))
 
     for name, (kind, flags) in LEARNGENES.items():
-        row = f"{name}-{args.steps}"
+        row = f"{name}-{args.steps}{seeded}"
         if not wanted(row):
             continue
         learngene = args.work / f"{row}.lg.safetensors"
@@ -121,7 +128,7 @@ def main() -> None:
             folder = args.work / f"{row}-depth{depth}"
             lg("grow", str(learngene), "--depth", str(depth), "-o", str(folder))
             grown[depth] = model_ppl(folder)
-        land(row, steps=args.steps, lr=report["options"]["lr"], depths=report["options"]["depths"],
+        land(row, steps=args.steps, seed=args.seed, lr=report["options"]["lr"], depths=report["options"]["depths"],
              train_seconds=seconds, loss_first=report["loss_first"], loss_last=report["loss_last"],
              perplexity=grown[20], perplexity_depth30=grown[30])
 
