@@ -37,15 +37,6 @@ def output_flags(force: bool, shard_size: int | None, card_file: str | None, dry
         (("--dry-run",) if dry_run else ())
 
 
-def every_step_flags(seed: int | None, max_params: float | None, device: str | None) -> tuple[str, ...]:
-    """The flags a user gave that every command of a hint takes and may need:
-    a seed other than the default 0 (a grow may fall back to a random
-    method), the --max-params that admits a large model, the device."""
-    return ((f"--seed {seed}",) if seed else ()) + \
-        ((f"--max-params {max_params:g}",) if max_params is not None else ()) + \
-        ((f"--device {shlex.quote(device)}",) if device is not None else ())
-
-
 def option_flag(option: Option, value: Any) -> str:
     """A declared option's value as the command line gives it."""
     if option.type is bool:
@@ -59,7 +50,8 @@ class Asked:
     hint: each gets `--method` where it names one, and every option the user
     gave that the method(s) it runs declare (--wavelet to bot, --calibrate
     and its companions to a data-aware method); `every_step` (--seed,
-    --max-params, --device) goes to each. The command of the user's
+    --max-params, --device) goes to each, and each step's sizes are checked
+    under that --max-params (`mixed_change_pipe`). The command of the user's
     direction runs their method: the one named, or, for a shrink given
     --calibrate and no --method, lg's data-aware default, whose methods
     `calibrated_steps(start, reached)` names (`calibrated_shrink`'s, above
@@ -68,9 +60,19 @@ class Asked:
     direction: str
     method: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)  # by name; None: not given
-    every_step: tuple[str, ...] = ()
     calibrated_steps: Callable[[ArchSpec, ArchSpec], tuple[str, ...]] | None = None
-    max_params: float | None = None  # the user's --max-params: the pipe's sizes are checked against it
+    seed: int | None = None
+    max_params: float | None = None
+    device: str | None = None
+
+    @property
+    def every_step(self) -> tuple[str, ...]:
+        """The flags every command of a hint takes and may need: a seed other
+        than the default 0 (a grow may fall back to a random method), the
+        --max-params that admits a large model, the device."""
+        return ((f"--seed {self.seed}",) if self.seed else ()) + \
+            ((f"--max-params {self.max_params:g}",) if self.max_params is not None else ()) + \
+            ((f"--device {shlex.quote(self.device)}",) if self.device is not None else ())
 
     def flags(self, command: str, start: ArchSpec, reached: ArchSpec) -> tuple[str, ...]:
         """The flags of the hint's `command` that turns `start` into `reached`."""
@@ -162,8 +164,7 @@ def _middles(source: ArchSpec, target: ArchSpec, pick: Callable[..., int]) -> li
 
 def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: str | None,
                       options: Mapping[str, tuple[str, ...]] | Asked | None = None,
-                      source_options: tuple[str, ...] = (), output_options: tuple[str, ...] = (),
-                      max_params: float | None = None) -> str | None:
+                      source_options: tuple[str, ...] = (), output_options: tuple[str, ...] = ()) -> str | None:
     """The command that turns `source` (read from `src`) into `target` at
     `output` (None: a plan that writes nothing, no -o), every size written
     out: the other command alone when it can, else a shrink piped into a
@@ -173,11 +174,9 @@ def mixed_change_pipe(source: ArchSpec, target: ArchSpec, *, src: str, output: s
     says them; `source_options` (the source's heads) go to the command
     that reads `src`, `output_options` (--force, --shard-size, --dry-run)
     to the one that writes `output`. Each step is checked as the commands
-    will check it, against `max_params` (the Asked's when not given), the
-    --max-params they get."""
+    will check it, under the Asked's --max-params, which they get."""
     own_flags = _step_flags(options)
-    if max_params is None and isinstance(options, Asked):
-        max_params = options.max_params
+    max_params = options.max_params if isinstance(options, Asked) else None
     if source.stages:
         return _staged_pipe(source, target, src=src, output=output, options=own_flags, source_options=source_options,
                             output_options=output_options, max_params=max_params)

@@ -16,7 +16,7 @@ import time
 from functools import partial
 from typing import Any, BinaryIO, Callable, Mapping
 
-from .hints import (Asked, every_step_flags, learngene_method_refusal, learngene_pipe, mixed_change_hint, output_flags,
+from .hints import (Asked, learngene_method_refusal, learngene_pipe, mixed_change_hint, output_flags,
                     source_flags, width_kept_hint)
 from .inspection import load_line
 from .learngene_files import is_learngene, load_learngene
@@ -393,9 +393,8 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     output_options = output_flags(force, shard_size, card_file, dry_run)
     src_text = loaded.checkpoint.source if isinstance(source, Loaded) else str(source)
     out_text = None if dry_run and str(target.path) == STDIO else str(target.path)
-    asked = Asked(direction, method, kwargs, every_step_flags(kwargs.get("seed"), kwargs.get("max_params"),
-                                                              kwargs.get("device")), calibrated_steps,
-                  kwargs.get("max_params"))
+    asked = Asked(direction, method, kwargs, calibrated_steps, seed=kwargs.get("seed"),
+                  max_params=kwargs.get("max_params"), device=kwargs.get("device"))
     try:
         if wants_calibrated_default(direction, method, kwargs):  # data and no method: lg's data-aware default
             # The target is checked as one shrink here, before any pass: the

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -45,7 +43,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from smollm2_perplexity import ResultRows, perplexity, token_windows  # noqa: E402
+from smollm2_perplexity import ResultRows, load, machine, perplexity, token_windows  # noqa: E402
 
 # Row name: (kind, its lg condense flags).
 LEARNGENES = {"tleg": ("tleg", []), "tleg-depths20": ("tleg", ["--depths", "20"]),
@@ -68,14 +66,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="every run's --seed (rows of seed S > 0 end in -seedS)")
     args = parser.parse_args()
 
-    import torch
     import transformers
 
+    on = "cuda" if args.device.startswith("cuda") else "cpu"  # where the perplexity is measured
     tokenizer = transformers.AutoTokenizer.from_pretrained(args.source)
-    on = "cuda" if args.device.startswith("cuda") else "cpu"
     windows = token_windows(tokenizer, (args.kjv / "test.txt").read_text()).to(on)
-    machine = (f"{platform.node()}, {torch.cuda.get_device_name()}" if args.device.startswith("cuda") else
-               f"{platform.node()}, CPU, {os.environ.get('OMP_NUM_THREADS', os.cpu_count())} threads")
     args.work.mkdir(parents=True, exist_ok=True)
     train = str(args.kjv / "train.txt")
     # Both score 16 held-out windows (the figures here are smollm2_perplexity's), so their wall times are the runs'.
@@ -83,7 +78,7 @@ def main() -> None:
                   "--seed", str(args.seed)]
     seeded = f"-seed{args.seed}" if args.seed else ""
 
-    rows = ResultRows(args.results, machine, args.only)
+    rows = ResultRows(args.results, machine(on), args.only)
     land, wanted = rows.land, rows.wanted
 
     def lg(*command: str) -> tuple[dict, float]:
@@ -97,18 +92,18 @@ def main() -> None:
         return json.loads(result.stdout), seconds
 
     def model_ppl(folder: Path) -> float:
-        model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        return round(perplexity(model.to(windows.device).eval(), windows)[0], 2)
+        return round(perplexity(load(folder, on)[0], windows)[0], 2)
 
     if wanted("original"):
         land("original", perplexity=model_ppl(args.source))
 
     row = f"angular-d20+distill{args.steps}{seeded}"
     if wanted(row):
-        shrunk = args.work / "angular-d20"
-        _, shrink_seconds = lg("shrink", str(args.source), "--depth", "20", "--method", "angular",
-                               "--calibrate", str(args.kjv / "calibrate.txt"), "--calibrate-samples", "32",
-                               "--calibrate-seq-len", "128", "-o", str(shrunk))
+        shrunk, shrink_seconds = args.work / "angular-d20", None  # one shrink serves every seed's row
+        if not shrunk.exists():
+            _, shrink_seconds = lg("shrink", str(args.source), "--depth", "20", "--method", "angular",
+                                   "--calibrate", str(args.kjv / "calibrate.txt"), "--calibrate-samples", "32",
+                                   "--calibrate-seq-len", "128", "-o", str(shrunk))
         healed = args.work / row
         report, seconds = lg("distill", str(shrunk), "--teacher", str(args.source), "--data", train,
                              "--steps", str(args.steps), *text_flags, "-o", str(healed))
