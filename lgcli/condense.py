@@ -158,16 +158,31 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     aux = target_spec(loaded.spec, depth=aux_depth, width=aux_width, heads=aux_heads,
                       heads_flag="--aux-heads")
     warm, ancestry, aux_init, generator = _start(loaded, aux, resolved, settings.seed)
-    widths, importance = kind.training_widths(aux, resolved), None
-    if warm and widths:  # nested slices keep the first channels: put the most important first
-
+    widths, importance, statistics = kind.training_widths(aux, resolved), None, None
+    measures = kind.measures_teacher(resolved)
+    if measures and not warm:
+        raise UsageError(f"--stage-map {resolved['stage_map']} maps descendants onto the teacher's layers, so "
+                         f"condensing must start from them: give --init ancestry at the teacher's width, or "
+                         f"--stage-map rule")
+    # One pass over the teacher serves both; a dry run makes none (neither the
+    # channels' order nor the stage map changes what a step costs).
+    if warm and (widths or measures) and not dry_run:
+        statistics = teacher_statistics(loaded, ancestry, data, seed=settings.seed, device=settings.device,
+                                        seq_len=seq_len, notify=notify)
+    if statistics is not None and widths:  # nested slices keep the first channels: put the most important first
         ancestry, importance = importance_ordered(loaded, ancestry, data, seed=settings.seed,
-                                                  device=settings.device, seq_len=seq_len, notify=notify)
+                                                  device=settings.device, seq_len=seq_len, notify=notify,
+                                                  statistics=statistics)
+    measured = {} if statistics is None or not measures else kind.measured_sizes(aux, loaded.spec, resolved,
+                                                                                    statistics)
+    sizes = {**kind.sizes(aux, resolved), **measured}  # what the file records, and what builds read
+    if measured:
+        notify(f"condense {kind.name}: {kind.measured_note(measured)}")
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     from .learngenes.generated import GeneratedModel  # an nn.Module: torch is imported here
 
     width_rule = resolved.get("width_rule", "sample")
-    model = GeneratedModel(aux, kind.build, trainable, frozen, kind.no_weight_decay,
+    model = GeneratedModel(aux, kind.builder(sizes), trainable, frozen, kind.no_weight_decay,
                            depths=kind.training_depths(aux, resolved), widths=widths, width_rule=width_rule)
     # --width-rule widest / sandwich: a step's loss is the sum over the widths it builds.
     loss_fn = summed_over_widths(loss_fn, model.passes_per_step)
@@ -228,7 +243,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     seconds = time.perf_counter() - started
     window = max(1, min(20, len(result.losses) // 5))
     learngene = Learngene(kind=kind.name, spec=aux, tensors=kind.keep(model.trained_tensors()),
-                          sizes=kind.sizes(aux, resolved), condensed=condensed)
+                          sizes=sizes, condensed=condensed)
     if "init" in resolved:  # what auto chose, so the file says how it was made
         resolved = {**resolved, "init": "ancestry" if warm else "random"}
     if "depths" in resolved and model.depths:  # the depths trained (a range or a list), the default one included
@@ -271,17 +286,19 @@ def unstarted_learngene(loaded, method: str, *, seed: int = 0,
     device (their shapes, no memory) and its sizes. What it can build is then
     known before the run is paid for (`lg bench` condenses no kind that
     reaches none of its sizes). A training-free kind (PEG) has no such start."""
-    start = starting_learngene(loaded, method, seed=seed, options=options)
+    start = starting_learngene(loaded, method, seed=seed, options=options, measured=False)
     return Learngene(kind=start.kind, spec=start.spec, sizes=start.sizes,
                      tensors={name: tensor.to("meta") for name, tensor in start.tensors.items()})
 
 
 def starting_learngene(loaded, method: str, *, seed: int = 0,
-                       options: Mapping[str, Any] | None = None) -> Learngene:
+                       options: Mapping[str, Any] | None = None, measured: bool = True) -> Learngene:
     """`unstarted_learngene` with its tensors' values: what condensing's first
     step trains (from the teacher where `--init` starts there), so that a
     learngene can be grown and scored before any training
-    (benchmarks/real/sws_start.py)."""
+    (benchmarks/real/sws_start.py). A kind whose start is measured on data
+    (SWS's --stage-map) is refused, unless `measured` is False (its shapes
+    alone are asked for: they are the same)."""
     kind = get_kind(method, loaded.spec)
     if not kind.trains:
         raise LgError(f"a {kind.name} learngene is sampled, not trained: it has no unstarted form")
@@ -291,6 +308,9 @@ def starting_learngene(loaded, method: str, *, seed: int = 0,
     # order: a kind that cannot condense this teacher refuses as it would there.
     kind.training_widths(aux, resolved)
     kind.training_depths(aux, resolved)
+    if measured and kind.measures_teacher(resolved):
+        raise UsageError(f"a {kind.name} learngene with --stage-map {resolved['stage_map']} starts from what "
+                         f"condensing measures on its data: condense it (lg condense --data D)")
     _, ancestry, aux_init, generator = _start(loaded, aux, resolved, seed)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     return Learngene(kind=kind.name, spec=aux, tensors=kind.keep({**trainable, **frozen}),
@@ -542,13 +562,11 @@ def _sample(kind, options: Mapping[str, Any], teacher, data, settings: CondenseS
     return learngene, checkpoint, report
 
 
-def importance_ordered(loaded, stack: Stack, data: Any, *, seed: int, device: str, seq_len: int | None,
-                       notify: Callable[[str], None]) -> tuple[Stack, dict[str, Any]]:
-    """The teacher's `stack` with its channels in order of importance
-    (`learngenes.widths.importance_orders`, a permutation that keeps the
-    function), measured on `data` by the calibration pass (its default
-    number of examples, or the whole train split when it is smaller, drawn
-    by `seed`), and what was measured (for the record)."""
+def teacher_statistics(loaded, stack: Stack, data: Any, *, seed: int, device: str, seq_len: int | None,
+                       notify: Callable[[str], None]):
+    """The teacher's statistics (`lgcli.calibration.Calibration`) on `data`,
+    by the calibration pass: its default number of examples, or the whole
+    train split when it is smaller, drawn by `seed`."""
     from .calibration import DEFAULT_CALIBRATION_SAMPLES, calibrate, calibration_device, calibration_examples
 
     spec = loaded.spec
@@ -557,10 +575,21 @@ def importance_ordered(loaded, stack: Stack, data: Any, *, seed: int, device: st
                                           seq_len=seq_len, companions=loaded.checkpoint.companions,
                                           where=loaded.checkpoint.label, notify=notify, at_most=True, flag="--data",
                                           seq_len_flag="--seq-len")
-    statistics = calibrate(model, spec, examples, name=name, seed=seed, device=calibration_device(device))
-    del model
-    notify(f"condense: channels ordered by importance on {statistics.samples} examples of {name} "
+    return calibrate(model, spec, examples, name=name, seed=seed, device=calibration_device(device))
+
+
+def importance_ordered(loaded, stack: Stack, data: Any, *, seed: int, device: str, seq_len: int | None,
+                       notify: Callable[[str], None], statistics=None) -> tuple[Stack, dict[str, Any]]:
+    """The teacher's `stack` with its channels in order of importance
+    (`learngenes.widths.importance_orders`, a permutation that keeps the
+    function), measured on `data` (`teacher_statistics`, unless given its
+    `statistics`), and what was measured (for the record)."""
+    if statistics is None:
+        statistics = teacher_statistics(loaded, stack, data, seed=seed, device=device, seq_len=seq_len,
+                                        notify=notify)
+    notify(f"condense: channels ordered by importance on {statistics.samples} examples of {statistics.data} "
            f"({statistics.seconds:.1f} s), so that each width keeps the teacher's most important")
     from .learngenes.widths import importance_orders, permuted_stack
 
-    return permuted_stack(stack, importance_orders(statistics, spec)), statistics.describe()
+    return permuted_stack(stack, importance_orders(statistics, loaded.spec)), statistics.describe()
+

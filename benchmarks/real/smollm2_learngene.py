@@ -10,7 +10,10 @@ tokens of test.txt (the original: 19.2).
 Rows (N = --steps, every run 4 windows x 128 tokens of train.txt a step):
 
 - `angular-d20+distillN`: `lg shrink --depth 20 --method angular
-  --calibrate calibrate.txt`, then `lg distill` from the original for N;
+  --calibrate calibrate.txt`, then `lg distill` from the original for N
+  (at `--distill-lr R`, `angular-d20+distillN-lrR`: condensing's rate;
+  at `--distill-alpha A`, `...-alphaA`: condensing's mix of the next-token
+  loss);
 - `tleg-N`: `lg condense --method tleg` for N (its default depths, 2 to
   twice the teacher's), grown to 20 and to 30 layers;
 - `tleg-depths20-N`: the same, trained at depth 20 alone (`--depths 20`),
@@ -20,7 +23,14 @@ Rows (N = --steps, every run 4 windows x 128 tokens of train.txt a step):
 - `sws-stages30-depths10-30-N`: the same trained at depths 10 to 30, a
   learngene for many sizes;
 - `sws-depths20-N`: SWS with its default 5 stages (each the mean of six
-  of the teacher's layers at the start) trained at depth 20.
+  of the teacher's layers at the start) trained at depth 20;
+- `sws-stages30-depths20-angular-N`, `sws-stages30-depths10-30-angular-N`:
+  the stage-per-layer rows with `--stage-map angular`: each depth's
+  descendant takes the teacher layers angular distance keeps on 64 windows
+  of train.txt (condensing's own calibration), not evenly spaced ones;
+- `angular-d20-train64`: where those start at 20 layers, no step: `lg
+  shrink --method angular` calibrated as condensing calibrates (64 windows
+  of 128 tokens of train.txt, seed 0), which is the descendant they start as.
 
 `--seed S` seeds every run's data order (and a condense's draws); the
 angular shrink, calibrated at lg's default seed, is the same model at every
@@ -49,7 +59,10 @@ from smollm2_perplexity import ResultRows, load, machine, perplexity, token_wind
 LEARNGENES = {"tleg": ("tleg", []), "tleg-depths20": ("tleg", ["--depths", "20"]),
               "sws-stages30-depths20": ("sws", ["--stages", "30", "--depths", "20"]),
               "sws-stages30-depths10-30": ("sws", ["--stages", "30", "--depths", "10-30"]),
-              "sws-depths20": ("sws", ["--depths", "20"])}
+              "sws-depths20": ("sws", ["--depths", "20"]),
+              "sws-stages30-depths20-angular": ("sws", ["--stages", "30", "--depths", "20", "--stage-map", "angular"]),
+              "sws-stages30-depths10-30-angular": ("sws", ["--stages", "30", "--depths", "10-30",
+                                                           "--stage-map", "angular"])}
 
 
 def main() -> None:
@@ -61,6 +74,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--lr", type=float, default=None, help="condense's rate [lg condense's default]")
+    parser.add_argument("--distill-lr", type=float, default=None,
+                        help="lg distill's rate [its default]; the healed row's name then ends in -lrR")
+    parser.add_argument("--distill-alpha", type=float, default=None,
+                        help="lg distill's --alpha [its default, 1]; the healed row's name then ends in -alphaA")
     parser.add_argument("--only", default="", help="comma-separated row names to run (default: all)")
     parser.add_argument("--device", default="cpu", help="lg's --device for every run (cuda on a lent GPU)")
     parser.add_argument("--seed", type=int, default=0, help="every run's --seed (rows of seed S > 0 end in -seedS)")
@@ -97,7 +114,9 @@ def main() -> None:
     if wanted("original"):
         land("original", perplexity=model_ppl(args.source))
 
-    row = f"angular-d20+distill{args.steps}{seeded}"
+    rate = (f"-lr{args.distill_lr:g}" if args.distill_lr else "") + (
+        f"-alpha{args.distill_alpha:g}" if args.distill_alpha is not None else "")
+    row = f"angular-d20+distill{args.steps}{rate}{seeded}"
     if wanted(row):
         shrunk, shrink_seconds = args.work / "angular-d20", None  # one shrink serves every seed's row
         if not shrunk.exists():
@@ -106,9 +125,18 @@ def main() -> None:
                                    "--calibrate-seq-len", "128", "-o", str(shrunk))
         healed = args.work / row
         report, seconds = lg("distill", str(shrunk), "--teacher", str(args.source), "--data", train,
-                             "--steps", str(args.steps), *text_flags, "-o", str(healed))
+                             "--steps", str(args.steps), *text_flags,
+                             *(["--lr", str(args.distill_lr)] if args.distill_lr else []),
+                             *(["--alpha", str(args.distill_alpha)] if args.distill_alpha is not None else []),
+                             "-o", str(healed))
         land(row, steps=args.steps, seed=args.seed, lr=report["options"]["lr"], shrink_seconds=shrink_seconds,
              train_seconds=seconds, perplexity_shrunk=model_ppl(shrunk), perplexity=model_ppl(healed))
+
+    if wanted("angular-d20-train64"):
+        start = args.work / "angular-d20-train64"
+        _, seconds = lg("shrink", str(args.source), "--depth", "20", "--method", "angular", "--calibrate", train,
+                        "--calibrate-samples", "64", "--calibrate-seq-len", "128", "-o", str(start))
+        land("angular-d20-train64", shrink_seconds=seconds, perplexity=model_ppl(start))
 
     for name, (kind, flags) in LEARNGENES.items():
         row = f"{name}-{args.steps}{seeded}"

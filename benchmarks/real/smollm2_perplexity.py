@@ -227,8 +227,6 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="JSON lines appended here")
     args = parser.parse_args()
 
-    import torch
-
     text = args.text.expanduser().read_text(encoding="utf-8")
     text_sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
     rows = []
@@ -308,7 +306,7 @@ def main() -> None:
                 print(f"saved to {out}", file=sys.stderr)
             del pruned
 
-    print(f"| row | depth | perplexity | seconds |\n|---|---|---|---|")
+    print("| row | depth | perplexity | seconds |\n|---|---|---|---|")
     for row in rows:
         print(f"| {row['row']} | {row['depth']} | {row['perplexity']:,.4g} | {row['seconds']} |")
     hashes = {row["token_ids_sha256"] for row in rows}

@@ -69,7 +69,12 @@ class LearngeneKind:
       teacher's stack, at the auxiliary model's width), a warm start fitted
       to the teacher's weights instead (`--init ancestry`).
     - `build(tensors, spec)`: the canonical Stack of a model of `spec`, as a
-      differentiable function of the tensors.
+      differentiable function of the tensors; `builder(sizes)` binds what
+      a learngene's sizes record for it (SWS's stage map).
+    - `measures_teacher(options)` / `measured_sizes(...)` /
+      `measured_note(...)`: a kind whose options ask for the teacher's
+      statistics on the data (the command measures them; a kind reads no
+      data) records what it takes from them beside its sizes, and says so.
     - `keep(tensors)`: which trained tensors the learngene keeps.
     - `sizes(aux, options)`: the kind's own sizes, recorded in the file.
     - `check_target(learngene, target)`: refuse a size the learngene cannot
@@ -122,13 +127,34 @@ class LearngeneKind:
     def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
         raise NotImplementedError
 
+    def builder(self, sizes: Mapping[str, Any]) -> Callable[[Mapping[str, torch.Tensor], ArchSpec], Stack]:
+        """`build` for a learngene of these `sizes`: a kind whose build reads
+        what condensing measured on the teacher (SWS's stage map) binds it
+        here; by default `build` itself."""
+        return self.build
+
+    def measures_teacher(self, options: Mapping[str, Any]) -> bool:
+        """Whether condensing with `options` measures the teacher on its data
+        first (`lgcli.calibration`), for `measured_sizes`."""
+        return False
+
+    def measured_sizes(self, aux: ArchSpec, teacher: ArchSpec, options: Mapping[str, Any],
+                       statistics: Any) -> dict[str, Any]:
+        """What the kind records of the teacher's `statistics` (a
+        `lgcli.calibration.Calibration`), beside its `sizes`, for `builder`."""
+        return {}
+
+    def measured_note(self, measured: Mapping[str, Any]) -> str:
+        """What `lg condense` says of `measured_sizes`' record, when it is not empty."""
+        return ""
+
     def built_descendant(self, learngene: Learngene, target: ArchSpec) -> Stack:
         """`build` at `target` from the learngene's tensors (in float32, no
         gradients), for a kind whose descendant is what it trains: the
         globals cloned, since slices are views of the learngene's tensors and
         the descendant owns its own."""
         with torch.no_grad():
-            built = self.build({k: v.float() for k, v in learngene.tensors.items()}, target)
+            built = self.builder(learngene.sizes)({k: v.float() for k, v in learngene.tensors.items()}, target)
         return Stack(layers=built.layers, globals={role: Named(named.data.clone(), named.axes)
                                                    for role, named in built.globals.items()})
 

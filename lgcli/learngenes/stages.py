@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from ..errors import LgError, RefusedWithPipe
+from ..errors import LgError, RefusedWithPipe, UsageError
 from ..lazy import torch
 from ..sizing import target_spec
 from ..stack import ArchSpec, Stack
@@ -119,6 +119,13 @@ class StagedKind(LearngeneKind):
     def no_weight_decay(self, name: str) -> bool:
         match = STAGE.fullmatch(name)
         return self.inner.no_weight_decay(match.group(2) if match else name)
+
+    def measures_teacher(self, options: Mapping[str, Any]) -> bool:
+        # A model of stages is calibrated per stage, but no kind measures one yet (SWS's map is per whole stack).
+        if self.inner.measures_teacher(options):
+            raise UsageError(f"--stage-map {options.get('stage_map')} is for a model of one stack of blocks; a "
+                             f"model of stages (Swin) takes its {self.name} stages by the rule: drop --stage-map")
+        return False
 
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         """The depths the deepest stage is drawn at (the others keep theirs;

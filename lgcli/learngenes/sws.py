@@ -28,6 +28,21 @@ globals. The reading lg takes of the paper and its public code
   last stage and evenly between (lg's choice, measured: the proportional
   rule there skips both ends, stages 1 and 3 of 0..4 at depth 2).
 
+- **Stage map from data** (lg's, not the paper's: ``--stage-map angular``
+  or ``block-influence``). From a pretrained teacher, evenly spaced stages
+  break a language model: SmolLM2-135M's 20-layer descendant of a stage per
+  layer starts at perplexity 5.9 x 10^4, where the 20 layers angular
+  distance keeps start at 154 (docs/learngenes.md "On a real Llama"). With
+  a stage map, condensing first measures the teacher on its data (one
+  calibration pass, `lgcli.calibration`) and records, for every depth D up
+  to the teacher's, the stage of each layer of the depth-D descendant: the
+  stages that hold the D teacher layers the resize method of that name
+  keeps (`methods.angular`, `methods.block_influence`), in order. Training
+  at a drawn depth and growing use that map; deeper than the teacher, the
+  rule above. With a stage per layer, the depth-D descendant at step 0 is
+  then what ``lg shrink --method angular --depth D`` makes of the teacher
+  calibrated on the same examples.
+
 Condensing trains the stages' tensors and the globals through the auxiliary
 model, by ``(1 - alpha) CE + alpha tau^2 KL`` (the reference script's
 distillation weight 0.5 is the default). From the teacher (`--init
@@ -39,14 +54,15 @@ as TLEG (`widths.py`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import LgError, UsageError
 from ..lazy import torch
+from ..methods import angular, block_influence
 from ..options import Option
 from ..stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 from .base import (ExpandContext, Learngene, LearngeneKind, distillation_options, drawn_depths, drawn_sizes,
-                   expected_globals, globals_as_tensors, globals_from_tensors, init_option, is_global,
+                   depths_text, expected_globals, globals_as_tensors, globals_from_tensors, init_option, is_global,
                    trained_depths_text)
 from .widths import NestedWidths, width_rule_option, check_trained_width, nested_slice, sliced_tensors, widths_text
 
@@ -54,6 +70,11 @@ from .widths import NestedWidths, width_rule_option, check_trained_width, nested
 DEFAULT_STAGES = 5
 INIT_STD = 0.02
 PREFIX = "S"
+# --stage-map: the rule, or the resize method whose kept teacher layers give
+# each depth's stages (kept_layers(statistics, teacher depth, depth)).
+RULE = "rule"
+STAGE_MAPS: dict[str, Callable[[Any, int, int], list[int]]] = {
+    "angular": angular.kept_layers, "block-influence": block_influence.kept_layers}
 
 
 def stage_bounds(depth: int, stages: int) -> list[int]:
@@ -115,6 +136,10 @@ class Sws(NestedWidths, LearngeneKind):
                "(nested slices, as TLEG's --widths); the widest must be the auxiliary model's"),
         width_rule_option("sample"),
         init_option(),
+        Option("stage_map", str, RULE, "which stage each layer of a descendant of depth D takes: rule (the SWS "
+               "rule, evenly spaced), or the stages holding the D teacher layers that angular distance or block "
+               "influence keeps, measured on --data before the first step (a start from the teacher only; "
+               "docs/learngenes.md)", choices=(RULE, *STAGE_MAPS)),
     )
     expand_options = ()
 
@@ -137,6 +162,33 @@ class Sws(NestedWidths, LearngeneKind):
         return (f" (each of its {stages} stages the mean of the teacher's layers it holds, far from the teacher "
                 f"where they are unlike, as a pretrained model's are; --stages {aux.depth} starts from the teacher "
                 f"itself)")
+
+    def measures_teacher(self, options: Mapping[str, Any]) -> bool:
+        return options.get("stage_map", RULE) != RULE
+
+    def measured_sizes(self, aux: ArchSpec, teacher: ArchSpec, options: Mapping[str, Any],
+                       statistics: Any) -> dict[str, Any]:
+        """The stage map (module docstring): for each depth D = 1..the
+        teacher's, the stage of each layer, those that hold the D teacher
+        layers `--stage-map`'s method keeps on `statistics`."""
+        method = options["stage_map"]
+        owner = proportional_stages(teacher.depth, self._stages(aux, options))  # as `initial` puts them
+        depths = {str(depth): [owner[layer] for layer in STAGE_MAPS[method](statistics, teacher.depth, depth)]
+                  for depth in range(1, teacher.depth + 1)}
+        return {"stage_map": {"method": method, "calibration": statistics.describe(), "depths": depths}}
+
+    def measured_note(self, measured: Mapping[str, Any]) -> str:
+        recorded = measured["stage_map"]
+        return (f"stage map by {recorded['method']} on {recorded['calibration']['samples']} examples of "
+                f"{recorded['calibration']['data']}: the descendant of each depth up to "
+                f"{max(map(int, recorded['depths']))} takes the stages of the teacher layers {recorded['method']} "
+                f"keeps there")
+
+    def builder(self, sizes: Mapping[str, Any]) -> Callable[[Mapping[str, torch.Tensor], ArchSpec], Stack]:
+        maps = stage_maps(sizes)
+        if not maps:
+            return self.build
+        return lambda tensors, spec: self.build(tensors, spec, maps)
 
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         # The paper trains the auxiliary model alone and heals each descendant
@@ -180,14 +232,16 @@ class Sws(NestedWidths, LearngeneKind):
         tensors.update(globals_as_tensors(aux_init))
         return tensors, {}
 
-    def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec) -> Stack:
-        """The SWS rule at `spec`'s depth (each layer its stage's tensors), on
-        the nested slices of the tensors at a narrower width."""
+    def build(self, tensors: Mapping[str, torch.Tensor], spec: ArchSpec,
+              maps: Mapping[int, list[int]] | None = None) -> Stack:
+        """The SWS rule at `spec`'s depth (each layer its stage's tensors), or
+        the stage map `maps` records for that depth, on the nested slices of
+        the tensors at a narrower width."""
         sizes = spec.axis_sizes()
         tensors = sliced_tensors(tensors, lambda name: LAYER_ROLE_AXES[_split(name)[1]][1:]
                                  if _split(name) else None, spec)
         stages = stage_count(tensors)
-        owner = stage_of_layers(spec.depth, stages)
+        owner = (maps or {}).get(spec.depth) or stage_of_layers(spec.depth, stages)
         roles = sorted({split[1] for split in map(_split, tensors) if split is not None})
         layers = {role: Named(torch.stack([tensors[_stage_name(s, role)] for s in owner]), LAYER_ROLE_AXES[role])
                   for role in roles}
@@ -214,6 +268,7 @@ class Sws(NestedWidths, LearngeneKind):
         stages = learngene.sizes.get("stages")
         if not isinstance(stages, int) or isinstance(stages, bool) or not 1 <= stages <= template_depth(template):
             raise LgError("refused: this sws learngene's metadata lacks a valid 'stages' count")
+        stage_maps(learngene.sizes, stages)  # a malformed map is refused on reading
         expected = expected_globals(template)
         for role, named in template.layers.items():
             for s in range(stages):
@@ -223,6 +278,12 @@ class Sws(NestedWidths, LearngeneKind):
     def expand(self, learngene: Learngene, target: ArchSpec, options: Mapping[str, Any],
                context: ExpandContext) -> tuple[Stack, dict[str, Any]]:
         stack = self.built_descendant(learngene, target)
+        mapped = stage_maps(learngene.sizes).get(target.depth)
+        if mapped is not None:
+            method, data = _map_source(learngene.sizes)
+            return stack, {"rule": f"the stage map condensing measured: the stages holding the {target.depth} "
+                                   f"teacher layers {method} keeps on {data}",
+                           "depth": target.depth, "stage_of_layer": mapped}
         owner = stage_of_layers(target.depth, stage_count(learngene.tensors))
         return stack, {"rule": "SWS: layer l takes stage s for floor(s L/N + 1/2) <= l < floor((s+1) L/N + 1/2); "
                                "with 2 <= L < N, stage floor(l (N-1)/(L-1) + 1/2)",
@@ -239,9 +300,10 @@ class Sws(NestedWidths, LearngeneKind):
                               f"{', '.join(map(str, learngene.sizes.get('stage_layers', [])))}), and "
                               f"{sum(map(is_global, learngene.tensors))} global tensors",
                      "roles": roles,
-                     "depths": "any depth >= 1 (the SWS rule at the target depth)",
+                     "depths": (described_depths := _depths_described(learngene.sizes)),
                      "widths": widths,
-                     "becomes": f"depth 1, 2, 3, ... at width{'s' if len(widths) > 1 else ''} {shapes}"}
+                     "becomes": f"depth 1, 2, 3, ... at width{'s' if len(widths) > 1 else ''} {shapes}"
+                                + (f"; {described_depths}" if stage_maps(learngene.sizes) else "")}
         trained = trained_depths_text(learngene.sizes, own.depth)
         if "widths" in learngene.sizes:
             described["trained_at"] = {"widths": widths, "depths": trained,
@@ -249,6 +311,42 @@ class Sws(NestedWidths, LearngeneKind):
         elif "trained_depths" in learngene.sizes:
             described["trained_at"] = {"depths": trained}
         return described
+
+
+def stage_maps(sizes: Mapping[str, Any], stages: int | None = None) -> dict[int, list[int]]:
+    """The stage map a learngene records (`Sws.measured_sizes`), by depth;
+    {} when it has none. A malformed one (read from a file) is refused: each
+    depth's list must hold that many stages, each one of the `stages`."""
+    recorded = sizes.get("stage_map")
+    if recorded is None:
+        return {}
+    depths = recorded.get("depths") if isinstance(recorded, dict) else None
+    stages = stages if stages is not None else sizes.get("stages")
+    maps: dict[int, list[int]] = {}
+    for key, owner in (depths.items() if isinstance(depths, dict) else [(None, None)]):
+        if not (type(stages) is int and isinstance(key, str) and key.isascii() and key.isdigit()
+                and isinstance(owner, list) and len(owner) == int(key) >= 1 and all(type(s) is int and 0 <= s < stages for s in owner)):
+            raise LgError("refused: this sws learngene's stage map is malformed (each depth D must map to D stages "
+                          "of the learngene's)")
+        maps[int(key)] = owner
+    return maps
+
+
+def _depths_described(sizes: Mapping[str, Any]) -> str:
+    maps = stage_maps(sizes)
+    if not maps:
+        return "any depth >= 1 (the SWS rule at the target depth)"
+    method, data = _map_source(sizes)
+    return (f"depths {depths_text(maps)} by the stage map condensing measured ({method} on {data}), the others "
+            f"by the SWS rule")
+
+
+def _map_source(sizes: Mapping[str, Any]) -> tuple[str, str]:
+    """(the method, the data) a recorded stage map was measured by, as messages name them."""
+    recorded = sizes["stage_map"]
+    calibration = recorded.get("calibration")
+    data = calibration.get("data") if isinstance(calibration, dict) else None
+    return str(recorded.get("method", "?")), str(data) if data is not None else "its data"
 
 
 def template_depth(template: Stack) -> int:

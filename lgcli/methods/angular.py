@@ -21,17 +21,24 @@ from .common import SHRINK, Method, MethodContext, MethodResult
 
 def angular(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
             context: MethodContext) -> MethodResult:
-    dropped_count = source.depth - target.depth
     report: dict[str, Any] = {"calibration": context.calibration.describe()}
-    if dropped_count == 0:
-        kept = list(range(source.depth))
-    else:
-        distance = context.calibration.angular_distance(dropped_count).float()
-        start = int(torch_argmin_first(distance))
-        kept = [l for l in range(source.depth) if not start <= l < start + dropped_count]
+    kept = kept_layers(context.calibration, source.depth, target.depth)
+    if target.depth < source.depth:
+        distance = context.calibration.angular_distance(source.depth - target.depth).float()
         report["angular_distance"] = [round(v, 6) for v in distance.tolist()]
     report.update(kept_layers=kept, dropped_layers=sorted(set(range(source.depth)) - set(kept)))
     return MethodResult(selected_stack(stack, source, target, kept, uniform), report)
+
+
+def kept_layers(calibration, depth: int, keep: int) -> list[int]:
+    """The `keep` of `depth` layers this method keeps: all but the n = depth -
+    keep contiguous blocks from l* = argmin_l d(l, n) (also the SWS
+    learngene's data-aware stage map, `learngenes.sws`)."""
+    dropped_count = depth - keep
+    if dropped_count <= 0:
+        return list(range(depth))
+    start = torch_argmin_first(calibration.angular_distance(dropped_count).float())
+    return [l for l in range(depth) if not start <= l < start + dropped_count]
 
 
 def torch_argmin_first(values) -> int:

@@ -19,11 +19,17 @@ from .common import SHRINK, Method, MethodContext, MethodResult
 def block_influence(stack: Stack, source: ArchSpec, target: ArchSpec, options: dict[str, Any],
                     context: MethodContext) -> MethodResult:
     influence = context.calibration.block_influence().float()
-    kept = most_important(influence, target.depth).tolist()
+    kept = kept_layers(context.calibration, source.depth, target.depth)
     report = {"calibration": context.calibration.describe(),
               "block_influence": [round(v, 6) for v in influence.tolist()],
               "kept_layers": kept, "dropped_layers": sorted(set(range(source.depth)) - set(kept))}
     return MethodResult(selected_stack(stack, source, target, kept, uniform), report)
+
+
+def kept_layers(calibration, depth: int, keep: int) -> list[int]:
+    """The `keep` of `depth` layers of largest block influence, in their order
+    (also the SWS learngene's data-aware stage map, `learngenes.sws`)."""
+    return most_important(calibration.block_influence().float(), min(keep, depth)).tolist()
 
 
 METHOD = Method("block-influence", block_influence, (SHRINK,),
