@@ -137,7 +137,9 @@ def test_a_block_that_moves_its_input_but_not_the_output_is_dropped_where_block_
         details = resize_file(source, out, direction="shrink", method="block-ablation", depth=3, ablation=ablation,
                               **CALIBRATION)["details"]
         scores = details["ablation_scores"] if ablation == "one-shot" else details["ablation_rounds"][0]
-        assert scores[1] < 1e-8 < min(scores[0], scores[2], scores[3])
+        # Rounding's size depends on the CPU's kernels (4.6e-8 on one machine, under 1e-8 on another);
+        # the blocks that matter score 0.03 or more.
+        assert scores[1] < 1e-6 and min(scores[0], scores[2], scores[3]) > 1e-2
         assert details["dropped_layers"] == [1]
         small = small_vit(3)
         small.load_state_dict(load_file(str(out)), strict=True)

@@ -114,9 +114,9 @@ def main() -> None:
     if wanted("original"):
         land("original", perplexity=model_ppl(args.source))
 
-    rate = (f"-lr{args.distill_lr:g}" if args.distill_lr else "") + (
+    setting = (f"-lr{args.distill_lr:g}" if args.distill_lr else "") + (
         f"-alpha{args.distill_alpha:g}" if args.distill_alpha is not None else "")
-    row = f"angular-d20+distill{args.steps}{rate}{seeded}"
+    row = f"angular-d20+distill{args.steps}{setting}{seeded}"
     if wanted(row):
         shrunk, shrink_seconds = args.work / "angular-d20", None  # one shrink serves every seed's row
         if not shrunk.exists():
