@@ -159,11 +159,10 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                       heads_flag="--aux-heads")
     warm, ancestry, aux_init, generator = _start(loaded, aux, resolved, settings.seed)
     widths, importance, statistics = kind.training_widths(aux, resolved), None, None
-    measures = kind.measures_teacher(resolved)
+    measures = kind.teacher_measure(resolved)
     if measures and not warm:
-        raise UsageError(f"--stage-map {resolved['stage_map']} maps descendants onto the teacher's layers, so "
-                         f"condensing must start from them: give --init ancestry at the teacher's width, or "
-                         f"--stage-map rule")
+        raise UsageError(f"{measures} maps descendants onto the teacher's layers, so condensing must start from "
+                         f"them: give --init ancestry at the teacher's width, or drop {measures.split()[0]}")
     # One pass over the teacher serves both; a dry run makes none (neither the
     # channels' order nor the stage map changes what a step costs).
     if warm and (widths or measures) and not dry_run:
@@ -308,9 +307,9 @@ def starting_learngene(loaded, method: str, *, seed: int = 0,
     # order: a kind that cannot condense this teacher refuses as it would there.
     kind.training_widths(aux, resolved)
     kind.training_depths(aux, resolved)
-    if measured and kind.measures_teacher(resolved):
-        raise UsageError(f"a {kind.name} learngene with --stage-map {resolved['stage_map']} starts from what "
-                         f"condensing measures on its data: condense it (lg condense --data D)")
+    if measured and (flag := kind.teacher_measure(resolved)):
+        raise UsageError(f"a {kind.name} learngene with {flag} starts from what condensing measures on its data: "
+                         f"condense it (lg condense --data D)")
     _, ancestry, aux_init, generator = _start(loaded, aux, resolved, seed)
     trainable, frozen = kind.initial(aux, aux_init, resolved, generator, ancestry=ancestry)
     return Learngene(kind=kind.name, spec=aux, tensors=kind.keep({**trainable, **frozen}),

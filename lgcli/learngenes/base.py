@@ -71,7 +71,7 @@ class LearngeneKind:
     - `build(tensors, spec)`: the canonical Stack of a model of `spec`, as a
       differentiable function of the tensors; `builder(sizes)` binds what
       a learngene's sizes record for it (SWS's stage map).
-    - `measures_teacher(options)` / `measured_sizes(...)` /
+    - `teacher_measure(options)` / `measured_sizes(...)` /
       `measured_note(...)`: a kind whose options ask for the teacher's
       statistics on the data (the command measures them; a kind reads no
       data) records what it takes from them beside its sizes, and says so.
@@ -133,10 +133,11 @@ class LearngeneKind:
         here; by default `build` itself."""
         return self.build
 
-    def measures_teacher(self, options: Mapping[str, Any]) -> bool:
-        """Whether condensing with `options` measures the teacher on its data
-        first (`lgcli.calibration`), for `measured_sizes`."""
-        return False
+    def teacher_measure(self, options: Mapping[str, Any]) -> str:
+        """The flag in `options` that has condensing measure the teacher on
+        its data first (`lgcli.calibration`), for `measured_sizes`, as
+        messages name it ("--stage-map angular"); "" when none does."""
+        return ""
 
     def measured_sizes(self, aux: ArchSpec, teacher: ArchSpec, options: Mapping[str, Any],
                        statistics: Any) -> dict[str, Any]:

@@ -120,12 +120,13 @@ class StagedKind(LearngeneKind):
         match = STAGE.fullmatch(name)
         return self.inner.no_weight_decay(match.group(2) if match else name)
 
-    def measures_teacher(self, options: Mapping[str, Any]) -> bool:
+    def teacher_measure(self, options: Mapping[str, Any]) -> str:
         # A model of stages is calibrated per stage, but no kind measures one yet (SWS's map is per whole stack).
-        if self.inner.measures_teacher(options):
-            raise UsageError(f"--stage-map {options.get('stage_map')} is for a model of one stack of blocks; a "
-                             f"model of stages (Swin) takes its {self.name} stages by the rule: drop --stage-map")
-        return False
+        flag = self.inner.teacher_measure(options)
+        if flag:
+            raise UsageError(f"{flag} is for a model of one stack of blocks; a model of stages (Swin) takes its "
+                             f"{self.name} stages by the rule: drop {flag.split()[0]}")
+        return ""
 
     def training_depths(self, aux: ArchSpec, options: Mapping[str, Any]) -> tuple[int, ...] | None:
         """The depths the deepest stage is drawn at (the others keep theirs;

@@ -163,8 +163,9 @@ class Sws(NestedWidths, LearngeneKind):
                 f"where they are unlike, as a pretrained model's are; --stages {aux.depth} starts from the teacher "
                 f"itself)")
 
-    def measures_teacher(self, options: Mapping[str, Any]) -> bool:
-        return options.get("stage_map", RULE) != RULE
+    def teacher_measure(self, options: Mapping[str, Any]) -> str:
+        chosen = options.get("stage_map", RULE)
+        return "" if chosen == RULE else f"--stage-map {chosen}"
 
     def measured_sizes(self, aux: ArchSpec, teacher: ArchSpec, options: Mapping[str, Any],
                        statistics: Any) -> dict[str, Any]:
@@ -325,7 +326,8 @@ def stage_maps(sizes: Mapping[str, Any], stages: int | None = None) -> dict[int,
     maps: dict[int, list[int]] = {}
     for key, owner in (depths.items() if isinstance(depths, dict) else [(None, None)]):
         if not (type(stages) is int and isinstance(key, str) and key.isascii() and key.isdigit()
-                and isinstance(owner, list) and len(owner) == int(key) >= 1 and all(type(s) is int and 0 <= s < stages for s in owner)):
+                and isinstance(owner, list) and len(owner) == int(key) >= 1
+                and all(type(s) is int and 0 <= s < stages for s in owner)):
             raise LgError("refused: this sws learngene's stage map is malformed (each depth D must map to D stages "
                           "of the learngene's)")
         maps[int(key)] = owner
