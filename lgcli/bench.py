@@ -567,6 +567,7 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
                      "condense_until": context.settings.condense_until,
                      "learngene_widths": context.settings.learngene_widths,
                      "learngene_depths": context.settings.learngene_depths,
+                     "condense_options": context.settings.condense_options,
                      "fit_steps": context.settings.fit_steps},
         "sizes": [f"{d}x{w}" for d, w in context.settings.sizes],
         "methods": methods,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,8 @@ BENCH_VERSION = 1
 # The option that sets the learngenes' condense batch (`--batch-size` is the
 # probe's): named where a condense run's hint says to lower the batch.
 CONDENSE_BATCH_FLAG = "--condense-batch-size"
+CONDENSE_OPTION_FLAG = "--condense-option"
+LEARNGENE_WIDTHS_FLAG, LEARNGENE_DEPTHS_FLAG = "--learngene-widths", "--learngene-depths"
 
 
 @dataclass
@@ -36,7 +38,9 @@ class BenchSettings:
     `sizes` no wider than the ancestry, by the sandwich rule, so that it
     builds each of them directly; with `learngene_depths`, each kind that
     draws depths (`lg condense --depths`) draws them from the range of the
-    depths of `sizes`."""
+    depths of `sizes`. `condense_options` gives a kind more of `lg condense`'s
+    options ({kind: {name: value}}, from `--condense-option KIND:NAME=VALUE`),
+    e.g. {"sws": {"stages": 30, "stage_map": "angular"}}."""
 
     sizes: list[tuple[int, int]]
     methods: list[str] | None = None  # None: every method that fits
@@ -46,6 +50,7 @@ class BenchSettings:
     condense_until: float | None = None
     learngene_widths: bool = False
     learngene_depths: bool = False
+    condense_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
     subset: str | None = None
     test_subset: str | None = None
@@ -82,6 +87,7 @@ class BenchSettings:
             check_whole(self.condense_steps, "--condense-steps", 1)
         check_whole(self.condense_batch_size, CONDENSE_BATCH_FLAG, 1)
         check_whole(self.seeds, "--seeds", 1)
+        self._check_condense_options()
         check_whole(self.fit_steps, "--fit-steps", 0)
         if self.budget is not None:
             check_whole(self.budget, "--budget", 0)
@@ -89,6 +95,28 @@ class BenchSettings:
             from .checks import check_real
 
             check_real(self.condense_until, "--condense-until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
+
+    def _check_condense_options(self) -> None:
+        """Refuse a kind the bench will not condense, an option the kind does
+        not take or a value it refuses, and an option a bench flag sets."""
+        from .learngenes import KINDS
+        from .options import resolve_options
+
+        for kind, given in self.condense_options.items():
+            if kind not in KINDS:
+                raise UsageError(f"{CONDENSE_OPTION_FLAG}: no learngene kind {shown(repr(kind))} (kinds: "
+                                 f"{', '.join(KINDS)})")
+            if self.methods is not None and not any(m.removesuffix(FIT) == kind for m in self.methods):
+                raise UsageError(f"{CONDENSE_OPTION_FLAG} {kind}:... is for a kind --methods does not bench (add "
+                                 f"{kind} to --methods)")
+            checked = resolve_options(f"learngene kind '{kind}'", KINDS[kind].condense_options, given)
+            self.condense_options[kind] = {name: checked[name] for name in given}
+            for flag, asked, names in ((LEARNGENE_WIDTHS_FLAG, self.learngene_widths, ("widths", "width_rule")),
+                                       (LEARNGENE_DEPTHS_FLAG, self.learngene_depths, ("depths",))):
+                clash = [name.replace("_", "-") for name in names if asked and name in given]
+                if clash:
+                    raise UsageError(f"{flag} sets {kind}'s --{clash[0]}: give {flag} or "
+                                     f"{CONDENSE_OPTION_FLAG} {kind}:{clash[0]}=..., not both")
 
     def condense_budget(self, kind: str) -> int:
         """The condense steps of `kind` (the most it runs, with condense_until):
@@ -115,11 +143,13 @@ class BenchSettings:
         learngene_depths, `--depths MIN-MAX` over the depths of `sizes`: a
         kind that trains one depth by default (SWS, WAVE) then trains the
         shallow and deep sizes too, and one that draws 2-2L (TLEG, LeTs)
-        spends its steps on the bench's depths."""
+        spends its steps on the bench's depths. Any `condense_options` of the
+        kind come with them."""
+        given = dict(self.condense_options.get(kind, {}))
         if not (self.learngene_widths or self.learngene_depths):
-            return {}
+            return given
         declared = _condense_options(kind, ancestry)
-        options: dict[str, str] = {}
+        options: dict[str, Any] = given
         widths = sorted({width for _, width in self.sizes if width < ancestry.width} | {ancestry.width})
         if self.learngene_widths and "widths" in declared and len(widths) > 1:
             rule = {"width_rule": "sandwich"} if "width_rule" in declared else {}
@@ -132,7 +162,8 @@ class BenchSettings:
     def widths_hint(self, kind: str, ancestry, width: int) -> str:
         """What a cell of `kind` the learngene cannot build at `width` adds to
         its reason: the flag that trains it there, when one would."""
-        if self.learngene_widths or "widths" not in _condense_options(kind, ancestry) or not width < ancestry.width:
+        if (self.learngene_widths or "widths" in self.condense_options.get(kind, {})
+                or "widths" not in _condense_options(kind, ancestry) or not width < ancestry.width):
             return ""
         return "; lg bench --learngene-widths condenses it at the bench's widths"
 
@@ -160,6 +191,28 @@ def parse_condense_steps(text: str) -> int | dict[str, int]:
                              f"{', '.join(KINDS)}), not {shown(repr(part.strip()))}")
         steps[match[1]] = int(match[2])
     return steps
+
+
+def parse_condense_options(texts: list[str] | None) -> dict[str, dict[str, Any]]:
+    """``["sws:stages=30", "sws:stage-map=angular"]`` -> {"sws": {"stages": "30",
+    "stage_map": "angular"}}: `lg condense`'s flag (its name without the
+    dashes, or with them) and value for one kind's condense run; the values
+    are checked against the kind's declarations by BenchSettings. A bool
+    option takes true or false."""
+    options: dict[str, dict[str, Any]] = {}
+    for text in texts or []:
+        match = re.fullmatch(r"\s*([a-z]+)\s*:\s*(?:--)?([a-z][a-z0-9-]*)\s*=\s*(\S(?:.*\S)?)\s*", str(text), re.ASCII)
+        if not match:
+            raise UsageError(f"{CONDENSE_OPTION_FLAG} takes KIND:OPTION=VALUE, as sws:stage-map=angular (the "
+                             f"options lg condense --method KIND takes), not {shown(repr(str(text)))}")
+        kind, name, value = match[1], match[2].replace("-", "_"), match[3]
+        if value.lower() in ("true", "false"):
+            value = value.lower() == "true"
+        given = options.setdefault(kind, {})
+        if name in given:
+            raise UsageError(f"{CONDENSE_OPTION_FLAG} gives {kind}:{match[2]} twice")
+        given[name] = value
+    return options
 
 
 # The largest sizes --sizes takes (the digits it always read: 6 and 7).

@@ -71,7 +71,8 @@ class Option:
         try:
             converted = self.type(value)
         except (TypeError, ValueError):
-            raise UsageError(f"{self.flag} takes a {self.type.__name__}, not {value!r} ({owner})") from None
+            kind = {int: "a whole number", float: "a number"}.get(self.type, self.type.__name__)
+            raise UsageError(f"{self.flag} takes {kind}, not {value!r} ({owner})") from None
         if self.type is float and not math.isfinite(converted):
             raise UsageError(f"{self.flag} must be a finite number, not {value!r} ({owner})")
         if self.type is int and isinstance(value, float) and value != converted:

@@ -23,7 +23,7 @@ from lgcli.methods.stages import run_per_stage
 from lgcli.stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 
 from conftest import make_vit, sample_input
-from text_models import Sources, load_strict, outputs, relative_error, token_ids
+from text_models import Sources, load_strict, outputs, token_ids
 
 GROWTHS = ("depth-upscale", "identity-insert", "stack")
 

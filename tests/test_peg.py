@@ -6,8 +6,6 @@ sampled mixture, a fitted descendant equal to φ's formula entry by entry, and
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import timm
 import torch

@@ -788,18 +788,30 @@ def main() -> None:
 
 def write_summary(cache: Path, path: Path) -> None:
     """The figures the steps measured, gathered from the cache into one JSON file kept in the repository:
-    step times, the onnxruntime check, the classifier's fit and lg eval's score, the KJV split sizes."""
+    step times, the onnxruntime check, the classifier's fit and lg eval's score, the KJV split sizes.
+    A figure this cache lacks (a step not run here, as `--only kjv,smollm2` leaves out the classifier) is
+    kept from the file as it was, and named under "kept_from_earlier_run" with that run's machine."""
     import platform
 
     sources = {"step_seconds": cache / "timings.json", "dinov2_onnx_check": cache / "dinov2-s" / "onnx_check.json",
                "classifier_head_fit": cache / "dinov2-s-fmnist" / "head_fit.json",
                "classifier_lg_eval_step0": cache / "dinov2-s-fmnist" / "lg_eval_step0.json",
                "kjv_splits": cache / "kjv" / "splits.json"}
+    before = json.loads(path.read_text()) if path.exists() else {}
     summary = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs, OMP_NUM_THREADS="
                           f"{os.environ.get('OMP_NUM_THREADS', 'unset')}"}
-    summary.update({key: json.loads(source.read_text()) for key, source in sources.items() if source.exists()})
+    measured = {key: json.loads(source.read_text()) for key, source in sources.items() if source.exists()}
+    kept = [key for key in sources if key not in measured and key in before]
+    kept_steps = sorted(set(before.get("step_seconds", {})) - set(measured.get("step_seconds", {})))
+    summary.update({key: before[key] for key in kept})
+    summary.update(measured)
+    if kept_steps:
+        summary["step_seconds"] = {**{step: before["step_seconds"][step] for step in kept_steps},
+                                   **measured.get("step_seconds", {})}
+    if kept or kept_steps:
+        earlier = before.get("kept_from_earlier_run", {}).get("machine", before.get("machine"))
+        summary["kept_from_earlier_run"] = {"machine": earlier, "figures": kept, "step_seconds": kept_steps}
     path.write_text(json.dumps(summary, indent=1) + "\n")
-
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -178,6 +178,10 @@ def bench_command(
                                           help="Condense each learngene kind that draws depths at the range of "
                                                "depths of --sizes (lg condense --depths MIN-MAX), so its "
                                                "shallowest and deepest sizes are trained too."),
+    condense_option: Optional[List[str]] = typer.Option(
+        None, "--condense-option", metavar="KIND:OPTION=VALUE", rich_help_panel=LEARNGENES,
+        help="One of lg condense's options for a kind's condense run, e.g. sws:stage-map=angular; "
+             "repeat for more (lg methods lists each kind's)."),
     fit_steps: int = typer.Option(0, "--fit-steps", min=0, metavar="N", rich_help_panel=LEARNGENES,
                                   help="Also bench each learngene kind that fits a part per size (WAVE's scalers, "
                                        "PEG's map) with that part fitted for N steps first: rows KIND+fit."),
@@ -207,7 +211,7 @@ def bench_command(
 ) -> None:
     """Every method at every size on your ancestry model and data: how well and how fast each initialisation learns."""
     from ..bench import BenchSettings, bench, parse_sizes
-    from ..bench_settings import parse_condense_steps
+    from ..bench_settings import parse_condense_options, parse_condense_steps
     from ..bench_tables import markdown_table, print_bench_table
     from ..evaluate import DEFAULT_LR, ProbeSettings
     from ..preprocessing import Overrides
@@ -223,6 +227,7 @@ def bench_command(
                              condense_batch_size=condense_batch_size,
                              condense_until=condense_until, learngene_widths=learngene_widths,
                              learngene_depths=learngene_depths,
+                             condense_options=parse_condense_options(condense_option),
                              fit_steps=fit_steps, subset=subset, test_subset=test_subset, seq_len=seq_len,
                              force=force, seeds=seeds, budget=budget,
                              calibrate_samples=calibrate_samples, preprocessing=overrides)
