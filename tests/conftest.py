@@ -9,9 +9,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-import timm
-import torch
+# The tests' models are tiny: one thread runs them as fast as two on an idle
+# machine and several times faster on cores shared with other work (on the
+# 2-core development machine beside a 2-thread benchmark, tests/test_bench.py
+# and test_intervals.py took 27 s at one thread, 92 s at two). Set before
+# torch is imported, so lg run in a subprocess inherits it; a value the user
+# set is kept. Tests of thread counts set their own (test_thread_invariance).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+import timm  # noqa: E402
+import torch  # noqa: E402
 from safetensors.torch import save_file
 
 REPO = Path(__file__).resolve().parents[1]

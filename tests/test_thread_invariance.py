@@ -43,7 +43,7 @@ def under_each_thread_count(call):
 
 # Sizes around the row length, a lone short row, many rows with a remainder,
 # and one large enough (> 32768 entries) that torch splits it among threads.
-AWKWARD = [(7,), (1, MOMENT_ROW - 1), (3, MOMENT_ROW + 1), (5, 3, 1000), (4, 256, 64), (2, 100003),
+AWKWARD = [(7,), (1, MOMENT_ROW - 1), (3, MOMENT_ROW + 1), (5, 3, 1000), (4, 256, 64), (2, 20011),
            (33, MOMENT_ROW)]
 
 
