@@ -102,6 +102,8 @@ class BenchSettings:
         from .learngenes import KINDS
         from .options import resolve_options
 
+        # Checked values into a dict of its own: the caller's is left as given.
+        self.condense_options = {kind: dict(given) for kind, given in self.condense_options.items()}
         for kind, given in self.condense_options.items():
             if kind not in KINDS:
                 raise UsageError(f"{CONDENSE_OPTION_FLAG}: no learngene kind {shown(repr(kind))} (kinds: "

@@ -69,8 +69,10 @@ def test_values_are_checked_into_their_types_and_join_the_kind_options_and_key(a
     from lgcli.loading import load_model
 
     _, spec = load_model(ancestry)
-    asked = settings(condense_options={"sws": {"stages": "1", "alpha": "0.25"}}, learngene_depths=True)
+    given = {"sws": {"stages": "1", "alpha": "0.25"}}
+    asked = settings(condense_options=given, learngene_depths=True)
     assert asked.condense_options == {"sws": {"stages": 1, "alpha": 0.25}}
+    assert given == {"sws": {"stages": "1", "alpha": "0.25"}}  # the caller's dict is left as it was
     assert asked.learngene_options("sws", spec) == {"stages": 1, "alpha": 0.25, "depths": "1-2"}
     assert asked.condense_key("sws", spec)["options"] == {"stages": 1, "alpha": 0.25, "depths": "1-2"}
     # Another kind's options and key are untouched (the key earlier versions wrote).
