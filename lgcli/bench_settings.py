@@ -147,11 +147,10 @@ class BenchSettings:
         shallow and deep sizes too, and one that draws 2-2L (TLEG, LeTs)
         spends its steps on the bench's depths. Any `condense_options` of the
         kind come with them."""
-        given = dict(self.condense_options.get(kind, {}))
+        options: dict[str, Any] = dict(self.condense_options.get(kind, {}))
         if not (self.learngene_widths or self.learngene_depths):
-            return given
+            return options
         declared = _condense_options(kind, ancestry)
-        options: dict[str, Any] = given
         widths = sorted({width for _, width in self.sizes if width < ancestry.width} | {ancestry.width})
         if self.learngene_widths and "widths" in declared and len(widths) > 1:
             rule = {"width_rule": "sandwich"} if "width_rule" in declared else {}
