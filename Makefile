@@ -61,7 +61,7 @@ data:
 	  echo "note: dataset-fashion-mnist not installed (apt-get install dataset-fashion-mnist); its tests will be skipped"
 
 test: $(STAMP) data
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 clean:
 	rm -rf $(BUILD) .pytest_cache

@@ -108,24 +108,27 @@ def run_lg(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> R
     return Result(proc.returncode, proc.stdout, proc.stderr.decode())
 
 
-def run_lg_inproc(*args: str, stdin: bytes | None = None) -> Result:
-    """Run `lg` in this process (fast): captures stdout bytes and stderr text."""
+def run_lg_inproc(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> Result:
+    """Run `lg` in this process (fast), from `cwd` if given: captures stdout bytes and stderr text."""
     from lgcli.cli import main
 
     out, err = io.BytesIO(), io.StringIO()
 
     stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
     stdin_wrapper = io.TextIOWrapper(io.BytesIO(stdin or b""), encoding="utf-8")
-    old = sys.stdout, sys.stderr, sys.stdin
+    old, before = (sys.stdout, sys.stderr, sys.stdin), os.getcwd()
     sys.stdout, sys.stderr, sys.stdin = stdout, err, stdin_wrapper
     code = 0
     try:
+        if cwd is not None:
+            os.chdir(cwd)
         main(list(map(str, args)))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         stdout.flush()
         sys.stdout, sys.stderr, sys.stdin = old
+        os.chdir(before)
     return Result(code, out.getvalue(), err.getvalue())
 
 

@@ -15,7 +15,6 @@ import json
 import pytest
 import timm
 import torch
-import torch.nn.functional as F
 
 import lgcli
 from lgcli.api import spec_of_model

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,14 +15,17 @@ from lgcli.data import FASHION_MNIST_DIR, load_data
 from lgcli.errors import LgError
 from lgcli.evaluate import ProbeSettings, evaluate
 
+from conftest import run_lg_inproc
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fmnist_vit.safetensors"
 # The example model's test top-1 as stated in README.md and examples/README.md.
 EXAMPLE_TOP1 = {"fashion-mnist": 88.42, "fashion-mnist-mini": 88.6}
 
 
 def run_lg(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "lgcli", *map(str, args)], capture_output=True, text=True,
-                          input=stdin)
+    """lg run in this process, its output as text."""
+    done = run_lg_inproc(*args, stdin=stdin.encode() if stdin else None)
+    return subprocess.CompletedProcess(args, done.code, done.stdout.decode(), done.stderr)
 
 
 def tiny(path: Path, classes: int = 10, seed: int = 0) -> Path:

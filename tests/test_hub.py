@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, make_vit, run_lg, write_plain
+from conftest import REPO, make_vit, run_lg
 from text_models import load_strict, make_model, metadata, outputs, save_folder, token_ids
 
 import lgcli

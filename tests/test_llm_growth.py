@@ -9,7 +9,6 @@ pipe that, run as printed, makes the model asked for."""
 from __future__ import annotations
 
 import re
-import shlex
 
 import pytest
 import timm
@@ -23,6 +22,7 @@ from lgcli.methods.stages import run_per_stage
 from lgcli.stack import LAYER_ROLE_AXES, ArchSpec, Named, Stack
 
 from conftest import make_vit, sample_input
+from printed import run_printed
 from text_models import Sources, load_strict, outputs, token_ids
 
 GROWTHS = ("depth-upscale", "identity-insert", "stack")
@@ -313,17 +313,6 @@ def test_identity_insert_refuses_a_post_norm_model(text_sources, lg, tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
 
 
-def run_printed(pipe: str, lg) -> None:
-    """The printed pipe, each command as the shell splits it, stdout into the next one's stdin."""
-    piped = b""
-    for command in pipe.split(" | "):
-        words = shlex.split(command)
-        assert words[0] == "lg"
-        result = lg(*words[1:], stdin=piped)
-        assert result.code == 0, result.stderr
-        piped = result.stdout
-
-
 @pytest.mark.parametrize("method, depth, width, kept", [
     ("identity-insert", 6, 128, True),  # then clone: both keep the function
     ("stack", 8, 96, False),            # 64 -> 96: clone pads the width (stack does not keep the function)
@@ -338,7 +327,8 @@ def test_a_width_change_is_refused_with_a_pipe_that_runs_as_printed(method, dept
     assert f"method '{method}' changes the depth only" in refused.stderr and not out.exists()
     pipe = re.search(r"; run: (lg .*)$", refused.stderr.strip()).group(1)
     assert (f"--method {method}" in pipe) == (depth != 4) and "--method clone" in pipe
-    run_printed(pipe, lg)
+    ran = run_printed(pipe)  # as a shell reads it
+    assert ran.code == 0, (pipe, ran.stderr)
     written = lgcli.load(out).spec
     assert (written.depth, written.width) == (depth, width)
     grown_model = eval(lgcli.inspect_checkpoint(out)["load_call"], {"timm": timm}).eval()
@@ -384,7 +374,8 @@ def test_a_swins_width_change_is_refused_with_a_pipe_of_stage_depths(tmp_path, l
     assert "stage 0 width 16 -> 32" in refused.stderr
     pipe = re.search(r"; run: (lg .*)$", refused.stderr.strip()).group(1)
     assert "--method identity-insert --depth 3,3 -o - | lg grow - --method clone --depth 3,3 --width 32" in pipe
-    run_printed(pipe, lg)
+    ran = run_printed(pipe)  # as a shell reads it
+    assert ran.code == 0, (pipe, ran.stderr)
     grown_model = printed_model(out)
     assert [len(stage.blocks) for stage in grown_model.layers] == [3, 3]
     x = images(model)

@@ -24,15 +24,17 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import lgcli
-from conftest import SIGTERM_AT_FIRST_STEP, make_vit, sample_input, write_plain
+from conftest import SIGTERM_AT_FIRST_STEP, make_vit, run_lg_inproc, sample_input, write_plain
+from printed import run_printed
 from text_models import token_ids
 
 LG = [sys.executable, "-m", "lgcli"]
 
 
-def lg_run(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([*LG, *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"}, **kwargs)
+def lg_run(*args) -> subprocess.CompletedProcess:
+    """lg run in this process, its output as text (the tests of signals and terminals start one of their own)."""
+    done = run_lg_inproc(*args)
+    return subprocess.CompletedProcess(args, done.code, done.stdout.decode(), done.stderr)
 
 
 def one_error_line(result) -> str:
@@ -127,7 +129,7 @@ def test_bench_refuses_assumed_heads_and_its_hint_records_them(vit8, tmp_path):
     recorded = tmp_path / "ancestry.safetensors"
     command = line.split("record them first: ")[1].split(" (")[0].replace(" N ", " 8 ").replace(
         "ANCESTRY", str(recorded))
-    assert subprocess.run([*LG, *shlex.split(command)[1:]], capture_output=True).returncode == 0
+    assert run_hint(command).returncode == 0
     report = json.loads(lg_run("inspect", recorded, "--json").stdout)
     assert (report["heads"], report["heads_assumed"]) == (8, False)
     written = lgcli.load(recorded).checkpoint.tensors
@@ -354,11 +356,13 @@ def hinted_pipe(line: str) -> str:
     assert found, line
     command = found.group(1) or found.group(2)
     assert not re.search(r"\b(SRC|LG|OUT)\b", command), command  # no placeholder left to fill
-    return re.sub(r"(^|\| )lg ", lambda start: start.group(1) + shlex.join(LG) + " ", command)
+    return command
 
 
 def run_hint(command: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True)
+    """The command line as a shell reads it (tests/printed.py), its output as text."""
+    done = run_printed(command)
+    return subprocess.CompletedProcess(command, done.code, done.stdout.decode(), done.stderr)
 
 
 @pytest.mark.parametrize("args, direction", [(["--width", "48"], "grow"),   # no whole multiple: clone pads
@@ -394,7 +398,7 @@ def test_tleg_learngene_width_hints_run(tleg_gene, tmp_path, direction, width):
     refused = lg_run(direction, tleg_gene, "--depth", "4", "--width", width, "-o", tmp_path / "o")
     command = hinted_pipe(one_error_line(refused))
     if direction == "shrink":
-        assert "| " + shlex.join(LG) + " shrink" in command  # never a grow while shrinking
+        assert "| lg shrink" in command  # never a grow while shrinking
     done = run_hint(command)
     assert done.returncode == 0, (command, done.stderr)
     spec = lgcli.load(tmp_path / "o").spec  # written where the refused command named
@@ -402,9 +406,8 @@ def test_tleg_learngene_width_hints_run(tleg_gene, tmp_path, direction, width):
 
 
 def printed_command(line: str, after: str) -> str:
-    """The command a refusal prints after `after`, as it is, to run in a shell with this lg."""
-    command = line.split(after, 1)[1]
-    return re.sub(r"(^|\| )lg ", lambda m: m.group(1) + shlex.join(LG) + " ", command)
+    """The command a refusal prints after `after`, as it is."""
+    return line.split(after, 1)[1]
 
 
 @pytest.mark.parametrize("direction, args, route", [
@@ -488,7 +491,7 @@ def test_an_interrupted_condense_names_its_checkpoint_and_resume(known, tmp_path
     assert f"saved in {checkpoint}" in line and Path(checkpoint).is_file() and not out.exists()
     resume = line.split("continue it with: ")[1]
     assert resume == "lg " + shlex.join(args + ["--resume"])
-    again = subprocess.run([*LG, *shlex.split(resume)[1:]], capture_output=True, text=True)
+    again = run_hint(resume)
     assert again.returncode == 0, again.stderr
     assert lgcli.load_learngene(out).condensed["steps"] == 6
 

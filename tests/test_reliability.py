@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import safetensors.torch
 
-from conftest import make_vit, run_lg, write_plain
+from conftest import make_vit, write_plain
+from printed import run_printed
 
 # ---- 1. A signal at any moment, start-up and imports included ----
 
@@ -282,7 +283,7 @@ def _lay_out_cache(root: Path, ref_text: str, snapshot_kind: str, file_kind: str
         shutil.rmtree(root)
     cache, elsewhere = root / "cache", root / "elsewhere"
     elsewhere.mkdir(parents=True)
-    outside = _tensors_file(elsewhere / "model.safetensors", "outside")
+    _tensors_file(elsewhere / "model.safetensors", "outside")  # the folder a hostile ref points to
     repos = {}
     for repo in ("name", "other"):
         repo_folder = cache / f"models--org--{repo}"
@@ -441,14 +442,8 @@ def test_a_device_holding_no_data_is_one_line_before_any_work(lg, ancestry, tmp_
 
 # ---- 6. Every printed pipe runs as printed, with the options the user gave ----
 
-def _run_printed(pipe: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The hint's command line, run by the shell with `lg` as this tree's."""
-    return subprocess.run(["bash", "-c", f'lg() {{ "{sys.executable}" -m lgcli "$@"; }}; set -o pipefail; {pipe}'],
-                          capture_output=True, text=True, cwd=cwd)
-
-
 @pytest.mark.parametrize("case", ["tleg-fit", "mixed change"])
-def test_a_refusals_pipe_runs_as_printed(small_vit, tmp_path, case):
+def test_a_refusals_pipe_runs_as_printed(small_vit, tmp_path, case, lg):
     """tleg-fit's pipe dropped --source-heads (and read SRC, wrote OUT);
     neither pipe carried --force for an output that exists."""
 
@@ -458,47 +453,47 @@ def test_a_refusals_pipe_runs_as_printed(small_vit, tmp_path, case):
         args = ["shrink", "v.safetensors", "--method", "tleg-fit", "--depth", "2", "--width", "16", "--heads", "1"]
     else:
         args = ["grow", "v.safetensors", "--depth", "4", "--width", "16", "--heads", "1"]
-    done = run_lg(*args, "--source-heads", "2", "-o", "out.safetensors", "--force", cwd=tmp_path)
+    done = lg(*args, "--source-heads", "2", "-o", "out.safetensors", "--force", cwd=tmp_path)
     assert done.code == 1 and len(done.stderr.splitlines()) == 1, done.stderr
     pipe = done.stderr.split("`")[1] if case == "tleg-fit" else done.stderr.split("pipe the two: ")[1].strip()
     assert "--source-heads 2" in pipe and "--force" in pipe and "SRC" not in pipe and "OUT" not in pipe, pipe
-    ran = _run_printed(pipe, tmp_path)
-    assert ran.returncode == 0, (pipe, ran.stderr)
-    inspected = json.loads(run_lg("inspect", "out.safetensors", "--json", cwd=tmp_path).stdout)
+    ran = run_printed(pipe, tmp_path)
+    assert ran.code == 0, (pipe, ran.stderr)
+    inspected = json.loads(lg("inspect", "out.safetensors", "--json", cwd=tmp_path).stdout)
     assert (inspected["depth"], inspected["width"], inspected["heads"]) == ((2 if case == "tleg-fit" else 4), 16, 1)
 
 
-def test_a_tleg_learngenes_width_pipe_runs_as_printed(small_vit, tmp_path):
+def test_a_tleg_learngenes_width_pipe_runs_as_printed(small_vit, tmp_path, lg):
     """It read 'lg grow LG ... -o OUT': neither path, nor --force."""
     (tmp_path / "t.lg.safetensors").write_bytes(b"")
-    made = run_lg("condense", small_vit, *CONDENSE, "-o", tmp_path / "t.lg.safetensors", "--force")
+    made = lg("condense", small_vit, *CONDENSE, "-o", tmp_path / "t.lg.safetensors", "--force")
     assert made.code == 0, made.stderr
     (tmp_path / "out.safetensors").write_bytes(b"an earlier output")
-    done = run_lg("grow", "t.lg.safetensors", "--depth", "4", "--width", "64", "--heads", "4", "-o", "out.safetensors",
+    done = lg("grow", "t.lg.safetensors", "--depth", "4", "--width", "64", "--heads", "4", "-o", "out.safetensors",
                   "--force", cwd=tmp_path)
     assert done.code == 1 and len(done.stderr.splitlines()) == 1, done.stderr
     pipe = done.stderr.split("resize method: ")[1].strip()
     assert pipe.startswith("lg grow t.lg.safetensors --depth 4 -o - | ") and pipe.endswith(" -o out.safetensors --force")
-    ran = _run_printed(pipe, tmp_path)
-    assert ran.returncode == 0, (pipe, ran.stderr)
+    ran = run_printed(pipe, tmp_path)
+    assert ran.code == 0, (pipe, ran.stderr)
 
 
-def test_a_tleg_learngenes_mixed_width_change_gets_a_pipe_that_runs(small_vit, tmp_path):
+def test_a_tleg_learngenes_mixed_width_change_gets_a_pipe_that_runs(small_vit, tmp_path, lg):
     """Width 32 -> 48 with heads 2 -> 1 (the head dim 16 -> 48) grows some
     sizes and shrinks others: the line printed `lg shrink - ... -o - | lg
     grow - ... -o OUT`, placeholders a shell cannot run."""
-    made = run_lg("condense", small_vit, *CONDENSE, "-o", tmp_path / "t.lg.safetensors")
+    made = lg("condense", small_vit, *CONDENSE, "-o", tmp_path / "t.lg.safetensors")
     assert made.code == 0, made.stderr
-    done = run_lg("grow", "t.lg.safetensors", "--depth", "4", "--width", "48", "--heads", "1", "-o",
+    done = lg("grow", "t.lg.safetensors", "--depth", "4", "--width", "48", "--heads", "1", "-o",
                   "out.safetensors", cwd=tmp_path)
     assert done.code == 1 and len(done.stderr.splitlines()) == 1, done.stderr
     assert "..." not in done.stderr and not (tmp_path / "out.safetensors").exists()
     pipe = done.stderr.split("by a shrink and a grow: ")[1].strip()
     assert pipe.startswith("lg grow t.lg.safetensors --depth 4 -o - | lg shrink - ") and " | lg grow - " in pipe
     assert pipe.endswith(" -o out.safetensors")
-    ran = _run_printed(pipe, tmp_path)
-    assert ran.returncode == 0, (pipe, ran.stderr)
-    inspected = json.loads(run_lg("inspect", "out.safetensors", "--json", cwd=tmp_path).stdout)
+    ran = run_printed(pipe, tmp_path)
+    assert ran.code == 0, (pipe, ran.stderr)
+    inspected = json.loads(lg("inspect", "out.safetensors", "--json", cwd=tmp_path).stdout)
     assert (inspected["depth"], inspected["width"], inspected["heads"]) == (4, 48, 1)
 
 

@@ -14,7 +14,7 @@ import torch
 import lgcli
 from lgcli.checkpoint import read_bytes
 
-from conftest import REPO, make_vit, sample_input
+from conftest import make_vit, sample_input
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,21 @@
 """The hints `lg shrink` and `lg grow` print for what one command cannot
-make: each runs as printed (by a shell, from the user's directory), carries
-every flag the user gave that its commands take, writes the user's output
-(or, for a dry run, plans it), and a shrink given --calibrate and no
---method says so before it measures anything."""
+make: each runs as printed (read as a shell reads it, by tests/printed.py,
+from the user's directory), carries every flag the user gave that its
+commands take, writes the user's output (or, for a dry run, plans it), and a
+shrink given --calibrate and no --method says so before it measures anything."""
 
 from __future__ import annotations
 
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import lgcli
 from conftest import make_vit
+from printed import run_printed
 from text_models import make_model, save_folder
 
 from lgcli.api import get_adapter, load
@@ -52,14 +51,26 @@ def here(vit, tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
+class PassesStarted(list):
+    """The calibration passes started while they are refused; `allow()` lets
+    the ones the printed hint runs go ahead."""
+
+    allowed = False
+
+    def allow(self) -> None:
+        self.allowed = True
+
+
 @pytest.fixture
-def no_pass(monkeypatch) -> list:
-    """Each calibration pass started (none should be): it is refused."""
+def no_pass(monkeypatch) -> PassesStarted:
+    """Each calibration pass started before the hint runs (none should be): it is refused."""
     import lgcli.calibration
 
-    started = []
+    real, started = lgcli.calibration.calibrate, PassesStarted()
 
     def refuse(*args, **kwargs):
+        if started.allowed:
+            return real(*args, **kwargs)
         started.append(args)
         raise RuntimeError("a calibration pass ran")
 
@@ -77,12 +88,6 @@ def the_hint(stderr: str) -> str:
         if route in line:
             return line.split(route, 1)[1]
     raise AssertionError(f"no command in: {line}")
-
-
-def run_printed(hint: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The hint run by a shell as printed, with `lg` as this tree's."""
-    return subprocess.run(["bash", "-c", f'lg() {{ "{sys.executable}" -m lgcli "$@"; }}; set -o pipefail; {hint}'],
-                          capture_output=True, text=True, cwd=cwd, env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
 
 def commands(hint: str) -> list[list[str]]:
@@ -109,8 +114,9 @@ def test_the_calibrated_default_refuses_before_any_pass_with_a_pipe_that_runs(he
     assert " ".join(CALIBRATE) in " ".join(first), hint
     assert commands(hint)[-1][-2:] == ["-o", OUT] and not (here / OUT).exists(), hint
     assert [c[1] for c in rest] == ["grow"] and "--calibrate" not in rest[0], hint  # lg grow takes no data
+    no_pass.allow()  # the hint measures, as it should
     ran = run_printed(hint, here)
-    assert ran.returncode == 0, (hint, ran.stderr)
+    assert ran.code == 0, (hint, ran.stderr)
     assert sizes_of(here / OUT) == made
 
 
@@ -146,8 +152,9 @@ def test_a_dry_runs_hint_is_a_dry_run_that_runs(here, no_pass, lg, args, output)
     if "--calibrate" in args:
         assert "--method" not in hint and " ".join(CALIBRATE) in hint, hint
     before = sorted(os.listdir(here))
+    no_pass.allow()  # the hint measures, as it should
     ran = run_printed(hint, here)
-    assert ran.returncode == 0, (hint, ran.stderr)
+    assert ran.code == 0, (hint, ran.stderr)
     assert "dry run, nothing written" in ran.stderr and sorted(os.listdir(here)) == before
 
 
@@ -166,22 +173,21 @@ def test_a_pipe_carries_the_options_of_each_commands_method(here, lg, args, on_s
     assert all(flag in shrink for flag in on_shrink + on_both), hint
     assert all(flag in grow for flag in on_both) and not any(flag in grow for flag in on_shrink), hint
     ran = run_printed(hint, here)
-    assert ran.returncode == 0, (hint, ran.stderr)
+    assert ran.code == 0, (hint, ran.stderr)
     assert sizes_of(here / OUT) == (1, 48, 3, 3)
 
 
-def test_the_pipe_finder_tries_a_middle_narrower_than_both(nine_heads, tmp_path):
+def test_the_pipe_finder_tries_a_middle_narrower_than_both(nine_heads, tmp_path, monkeypatch, lg):
     """9 heads of 4 on 3 key/value heads, to 10 heads on 2 (width 36 -> 40):
     no middle 36 wide keeps the head dim with 2 key/value heads, and it said
     neither command reaches it; through 32 wide, 8 heads on 2, both do."""
-    done = subprocess.run([sys.executable, "-m", "lgcli", "shrink", str(nine_heads), "--width", "40", "--kv-heads", "2",
-                           "-o", "hinted out"], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    assert done.returncode == 1, done.stderr
+    monkeypatch.chdir(tmp_path)
+    done = lg("shrink", nine_heads, "--width", "40", "--kv-heads", "2", "-o", "hinted out")
+    assert done.code == 1, done.stderr
     hint = the_hint(done.stderr)
     assert "--width 32 --heads 8" in hint and "--kv-heads 2" in hint, hint
     ran = run_printed(hint, tmp_path)
-    assert ran.returncode == 0, (hint, ran.stderr)
+    assert ran.code == 0, (hint, ran.stderr)
     assert sizes_of(tmp_path / "hinted out") == (3, 40, 10, 2)
 
 

@@ -8,11 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
-import shlex
-import subprocess
-import sys
 
 import pytest
 import timm
@@ -28,6 +23,7 @@ from lgcli.stack import ATTN, EMBED, HEADS, KV, MLP
 from lgcli.train import TrainConfig, train
 
 from conftest import sample_input
+from printed import run_printed
 
 # head dim 16: widths 32 (2 heads) and 64 (4 heads)
 TEACHER = dict(depth=2, embed_dim=64, num_heads=4, patch_size=7, img_size=28, in_chans=1, num_classes=10)
@@ -133,9 +129,8 @@ def test_the_grow_hint_asks_for_a_trained_width_and_runs_as_printed(gene, tmp_pa
     hint = json.loads(lg("inspect", str(path), "--json").stdout)["expand_call"]
     assert hint == f"lg grow {path} --depth 2 --width 32 -o tleg-depth2-width32.safetensors  # any depth; " \
                    f"trained widths 32, 64"
-    ran = subprocess.run(["bash", "-c", hint], cwd=tmp_path, capture_output=True, text=True,
-                         env={**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"})
-    assert ran.returncode == 0, ran.stderr
+    ran = run_printed(hint, tmp_path)
+    assert ran.code == 0, ran.stderr
     assert _strict_load(tmp_path / "tleg-depth2-width32.safetensors").embed_dim == 32
 
 
@@ -232,10 +227,8 @@ def test_a_size_one_method_cannot_reach_is_hinted_as_a_pipe_that_runs(gene, tmp_
     assert "use `lg" not in line and "add --method" not in line  # neither would run
     command = line[line.index(": lg grow ") + 2:]
     assert command.startswith(f"lg grow {path} --depth 2 --width 64 -o - | ") and " | lg shrink - " in command
-    command = re.sub(r"(^|\| )lg ", lambda m: m.group(1) + shlex.join([sys.executable, "-m", "lgcli"]) + " ", command)
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    assert done.returncode == 0, (command, done.stderr)
+    done = run_printed(command)
+    assert done.code == 0, (command, done.stderr)
     model = _strict_load(out)
     asked = dict(zip(args[::2], args[1::2]))
     assert (len(model.blocks), model.embed_dim, model.blocks[0].attn.num_heads) == (
