@@ -503,11 +503,7 @@ def test_a_method_given_to_a_learngene_of_its_own_rule_is_hinted_as_commands_tha
     """WAVE builds by its own rule: `--method` is refused in one line whose
     commands, run as printed, build the model and resize it by that method
     (or build it alone when nothing else was asked)."""
-    import os
-    import re
-    import shlex
-    import subprocess
-    import sys
+    from printed import run_printed
 
     folder, _ = genes
     out = tmp_path / "hinted out.safetensors"  # a space: the printed commands quote it
@@ -518,9 +514,7 @@ def test_a_method_given_to_a_learngene_of_its_own_rule_is_hinted_as_commands_tha
     assert "..." not in command and " LG " not in command and " OUT" not in command
     if args[-1] != "bot" or "--width" in args:
         assert f"--method {args[-1]}" in command
-    command = re.sub(r"(^|\| )lg ", lambda m: m.group(1) + shlex.join([sys.executable, "-m", "lgcli"]) + " ", command)
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    assert done.returncode == 0, (command, done.stderr)
+    done = run_printed(command)  # as a shell reads it
+    assert done.code == 0, (command, done.stderr)
     model, _ = strict_load(out)
     assert (len(model.blocks), model.embed_dim, model.blocks[0].attn.num_heads) == sizes

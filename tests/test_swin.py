@@ -277,26 +277,22 @@ def test_cli_refusals_are_one_line(source, tmp_path, lg, args, message):
 
 
 @pytest.mark.parametrize("direction", ["grow", "shrink"])
-def test_a_mixed_change_is_refused_with_the_pipe_that_makes_it(source, tmp_path, direction):
+def test_a_mixed_change_is_refused_with_the_pipe_that_makes_it(source, tmp_path, direction, lg):
     """Neither command alone: the refusal gives the shrink piped into the grow
     with every stage's depth written out, and that pipe, run as printed,
     writes the model asked for (timm loads it strictly)."""
     import re
-    import shlex
-    import subprocess
-    import sys
+
+    from printed import run_printed
 
     _, path = source
     out = tmp_path / "out.safetensors"
     args = ["--depth", "3", "--width", "8"]  # the deepest stage deeper, every stage narrower
-    command = [sys.executable, "-m", "lgcli", direction, str(path), *args, "-o", str(out)]
-    refused = subprocess.run(command, capture_output=True, text=True)
-    assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1
+    refused = lg(direction, path, *args, "-o", out)
+    assert refused.code != 0 and len(refused.stderr.strip().splitlines()) == 1
     pipe = re.search(r"pipe the two: (lg .*)$", refused.stderr.strip()).group(1)
-    lg_call = shlex.join([sys.executable, "-m", "lgcli"]) + " "
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", pipe.replace("lg ", lg_call)], capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr
+    done = run_printed(pipe)  # as a shell reads it
+    assert done.code == 0, (pipe, done.stderr)
     target = lgcli.sizing.target_spec(lgcli.load(path).spec, depth=3, width=8)
     written = lgcli.load(out).spec
     assert [(s.depth, s.width) for s in written.stages] == [(s.depth, s.width) for s in target.stages]

@@ -286,11 +286,7 @@ def test_wave_descendants_load_strictly_in_timm(wave_gene, tmp_path, lg):
 def test_a_method_given_to_a_swin_wave_learngene_is_hinted_with_its_depths_per_stage(wave_gene, tmp_path, lg):
     """`--method` on a WAVE learngene of stages is refused with commands
     that name each stage's depth (2,2) and, run as printed, write the size."""
-    import os
-    import re
-    import shlex
-    import subprocess
-    import sys
+    from printed import run_printed
 
     out = tmp_path / "hinted.safetensors"
     result = lg("grow", wave_gene, "--width", "8", "--method", "select", "-o", out)
@@ -298,10 +294,8 @@ def test_a_method_given_to_a_swin_wave_learngene_is_hinted_with_its_depths_per_s
     assert result.code == 2 and not out.exists() and "--method does not apply" in line
     command = line[line.index(": lg grow ") + 2:]
     assert f"lg grow {wave_gene} --depth 2,2 -o - | lg shrink - --method select --depth 2,2 --width 8" in command
-    command = re.sub(r"(^|\| )lg ", lambda m: m.group(1) + shlex.join([sys.executable, "-m", "lgcli"]) + " ", command)
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    assert done.returncode == 0, (command, done.stderr)
+    done = run_printed(command)  # as a shell reads it
+    assert done.code == 0, (command, done.stderr)
     stages = lgcli.inspect_checkpoint(out)["stages"]
     assert [(stage["depth"], stage["width"]) for stage in stages] == [(2, 8), (2, 16)]
 
