@@ -116,6 +116,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
     check_data_source(data)
     device_note = auto_device_note(settings.probe.device)
     settings.probe = dataclasses.replace(settings.probe, device=concrete_device(settings.probe.device))
+    from .distill import default_alpha
     from .preprocessing import overridden
     from .recipe import preprocessing_of
 
@@ -131,7 +132,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
     # Every cell keeps its final model's figure per test example: one seed's
     # interval is a bootstrap over them (`lgcli.intervals`).
     settings.probe = dataclasses.replace(settings.probe, keep_examples=True)
-    key = reuse_key(loaded, dataset.describe(), settings)
+    key = reuse_key(loaded, dataset.describe(), settings, distill_alpha=default_alpha(dataset))
     context = _Context(loaded=loaded, data=dataset, data_name=data, settings=settings, out=out, key=key, notify=notify)
     seeds = [settings.probe.seed + index for index in range(settings.seeds)]
     contexts = {seed: context.seeded(seed) for seed in seeds} if settings.seeds > 1 else {None: context}
@@ -221,14 +222,15 @@ def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
                          seed=settings.probe.seed, notify=notify)
 
 
-def reuse_key(loaded, data: Mapping[str, Any], settings: BenchSettings) -> dict[str, Any]:
-    """What every cell of this bench depends on: a saved cell is reused only
-    when its key says the same (`_cell_key` adds the cell's own)."""
+def reuse_key(loaded, data: Mapping[str, Any], settings: BenchSettings, *, distill_alpha: float = 1.0) -> dict:
+    """What every cell depends on: a saved cell is reused only when its key says the same (`_cell_key` adds its own).
+    `distill_alpha` (a budget's, `default_alpha`) is named where it is not 1, lg distill's only alpha until 2026-12."""
     from .preprocessing import PREPROCESSING, default_preprocessing
 
     probe = {k: v for k, v in asdict(settings.probe).items() if k not in ("progress", "keep_examples")}
     key = {"ancestry": loaded.checkpoint.sha256, "data": data, "probe": probe,
-           **({"budget": settings.budget} if settings.budget is not None else {})}
+           **({"budget": settings.budget} if settings.budget is not None else {}),
+           **({"distill_alpha": distill_alpha} if settings.budget and distill_alpha != 1 else {})}
     recipe = loaded.spec.extras.get(PREPROCESSING)
     if recipe is not None:  # cells scored on images prepared otherwise are not reused
         key["preprocessing"] = recipe.record()
@@ -467,7 +469,7 @@ def _distilled(model, context: _Context):
     # The probe scores the cell: distill's own held-out figures would be passes for nothing.
     trained, report = distill(model, context.loaded, context.data, settings=settings, notify=lambda message: None,
                               score=False)
-    return trained, {"steps": report["steps"], "seconds": report["seconds"],
+    return trained, {"steps": report["steps"], "seconds": report["seconds"], "alpha": report["options"]["alpha"],
                      "loss_first": report["loss_first"], "loss_last": report["loss_last"]}
 
 

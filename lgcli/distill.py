@@ -20,14 +20,27 @@ timm file or hub folder, a Hugging Face folder with its tokenizer), the
 student's dtypes, and provenance chained to the student with the teacher's
 sha256 in the options.
 
-The default alpha is 1 (pure distillation): healing a resized model is
-recovering its source's function, and the teacher's soft targets carry
-what the labels do and more; Minitron (Muralidharan et al. 2024, the
-pruning-then-distillation recipe the issue follows) found logit-only KD
-better than mixing in the labels' loss when retraining pruned models, and
-TLEG's reference condense uses alpha = 1 too. It also needs no labels of
-the models' classes, so an image classifier of other classes than the data
-can still be distilled on them.
+The default alpha depends on the data (`default_alpha`). On images it is
+1 (pure distillation): healing a resized model is recovering its source's
+function, and the teacher's soft targets carry what the labels do and more;
+Minitron (Muralidharan et al. 2024, the pruning-then-distillation recipe the
+issue follows) found logit-only KD better than mixing in the labels' loss
+when retraining pruned models, and TLEG's reference condense uses alpha = 1
+too. It also needs no labels of the models' classes, so an image classifier
+of other classes than the data can still be distilled on them. On the
+example ViT alphas 1, 0.5 and 0 tie on top-1 and alpha 1 ends closest to
+the teacher (docs/cli.md).
+
+On text it is 0.5: half the next-token loss, half the teacher's, the mix
+WAVE condenses with. Text always has its labels (the next tokens), and at
+the step counts lg runs on them the mix heals to a lower held-out
+perplexity than either alone: the example Llama shrunk to 2 layers, three
+seeds, 22.8 against alpha 1's 25.2 and alpha 0's 23.4 after 600 steps
+(benchmarks/distill_alpha.py); SmolLM2-135M shrunk to 20 layers, 21.0 and
+20.8 (two seeds) against 25.9 and 25.9 after 300 steps
+(benchmarks/real/smollm2_learngene.jsonl).
+Minitron's finding is for runs of billions of tokens; the hundreds of
+steps of a CPU run are not that regime.
 
 `hidden_weight` W > 0 adds W times the mean squared error between the
 student's hidden states and the teacher's at matched blocks (TinyBERT's
@@ -69,8 +82,8 @@ from .errors import LgError, UsageError, counted, notify_stderr
 from .hidden_states import FROM_PROVENANCE, HiddenStateTerm, check_shapes, layer_map
 from .held_out import HeldOutScores, vocabulary
 from .lazy import nn, torch
-from .options import (DEFAULT_DISTILL_ALPHA, DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS,
-                      DEFAULT_DISTILL_TAU)
+from .options import (DEFAULT_DISTILL_ALPHA_IMAGES, DEFAULT_DISTILL_ALPHA_TEXT, DEFAULT_DISTILL_BATCH_SIZE,
+                      DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU)
 from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
 from .text import TextData, builtin_texts, check_data_source, text_data_for
@@ -99,7 +112,7 @@ class DistillSettings(RunSettings):
     steps: int = DEFAULT_DISTILL_STEPS
     batch_size: int = DEFAULT_DISTILL_BATCH_SIZE
     lr: float = DEFAULT_DISTILL_LR
-    alpha: float = DEFAULT_DISTILL_ALPHA  # pure distillation: see the module's docstring
+    alpha: float | None = None  # None: by the data (`default_alpha`; the module's docstring says why)
     tau: float = DEFAULT_DISTILL_TAU
     # W of the hidden-state term (0: logits only; `lgcli.hidden_states`).
     hidden_weight: float = 0.0
@@ -108,7 +121,8 @@ class DistillSettings(RunSettings):
         check_whole(self.steps, "--steps", 1)
         check_whole(self.batch_size, "--batch-size", 1)
         check_real(self.lr, "--lr", "a positive finite number", lambda v: v > 0)
-        check_real(self.alpha, "--alpha", "a number in [0, 1]", lambda v: 0 <= v <= 1)
+        if self.alpha is not None:
+            check_real(self.alpha, "--alpha", "a number in [0, 1]", lambda v: 0 <= v <= 1)
         check_real(self.tau, "--tau", "a positive finite number", lambda v: v > 0)
         check_real(self.hidden_weight, "--hidden-weight", "a finite number >= 0", lambda v: v >= 0)
         super().check()
@@ -260,6 +274,11 @@ def read_data(student: Party, teacher: Party, data: Any, *, subset: Any = None, 
                          seed=seed, notify=notify)
 
 
+def default_alpha(data: ImageData | TextData) -> float:
+    """The alpha a run not given one distils with: 0.5 on text, 1 on images (the module's docstring says why)."""
+    return DEFAULT_DISTILL_ALPHA_TEXT if isinstance(data, TextData) else DEFAULT_DISTILL_ALPHA_IMAGES
+
+
 def labels_fit(student: Party, data: ImageData | TextData) -> bool:
     """Whether the data's labels are the model's outputs: text's next (or
     masked) tokens always are; images' when their classes are the model's."""
@@ -309,7 +328,6 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
     if data is None:
         raise UsageError("give the data to distil on: --data D")
     check_data_source(data)
-    loss_fn = distillation_loss(settings.alpha, settings.tau)
     device_note = auto_device_note(settings.device)
     settings = dataclasses.replace(settings, device=concrete_device(settings.device))
     pupil = read_party(student, "student", student_heads, stdin)
@@ -334,6 +352,9 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
 
     dataset = read_data(pupil, master, data, subset=subset, test_subset=test_subset, test_fraction=test_fraction,
                         seq_len=seq_len, seed=settings.seed, notify=notify)
+    if settings.alpha is None:
+        settings = dataclasses.replace(settings, alpha=default_alpha(dataset))
+    loss_fn = distillation_loss(settings.alpha, settings.tau)
     with_labels = labels_fit(pupil, dataset)
     if not with_labels:
         for flag, given in (("--alpha below 1", settings.alpha < 1), ("--until", settings.until is not None)):

@@ -28,12 +28,14 @@ DEFAULT_CONDENSE_BATCH_SIZE = 64
 # The run of `lg distill` when none is given: the steps the healing
 # aim names (300), at the fine-tuning rate measured for already-initialised
 # models (lgcli.evaluate.DEFAULT_LR, benchmarks/probe_lr.py: 1e-3 undid a
-# shrunk model's head start, 3e-4 kept it), and pure distillation (alpha 1,
-# tau 1; lgcli/distill.py says why).
+# shrunk model's head start, 3e-4 kept it), tau 1, and alpha by the data:
+# pure distillation for images, half the next-token loss for text (measured:
+# lgcli/distill.py says why).
 DEFAULT_DISTILL_STEPS = 300
 DEFAULT_DISTILL_BATCH_SIZE = 64
 DEFAULT_DISTILL_LR = 3e-4
-DEFAULT_DISTILL_ALPHA = 1.0
+DEFAULT_DISTILL_ALPHA_IMAGES = 1.0
+DEFAULT_DISTILL_ALPHA_TEXT = 0.5
 DEFAULT_DISTILL_TAU = 1.0
 
 

@@ -139,6 +139,20 @@ def test_cells_distilled_before_distill_fed_a_models_own_recipe_are_not_reused(a
     assert set(before) == {"ancestry", "data", "probe", "budget", "preprocessing"}
 
 
+def test_cells_distilled_at_another_alpha_than_before_are_not_reused(ancestry):
+    """lg distill healed every cell at alpha 1 until its default on text
+    became 0.5: a text bench's key names its alpha, so those cells are
+    distilled again; alpha 1 (images) keeps the key its cells were saved under."""
+    from lgcli.bench import reuse_key
+    from lgcli.loading import load
+
+    data = {"name": "kjv-mini"}
+    assert reuse_key(load(ancestry), data, settings(budget=300), distill_alpha=0.5)["distill_alpha"] == 0.5
+    assert "distill_alpha" not in reuse_key(load(ancestry), data, settings(budget=0), distill_alpha=0.5)
+    assert reuse_key(load(ancestry), data, settings(budget=300), distill_alpha=1.0) == \
+        reuse_key(load(ancestry), data, settings(budget=300))
+
+
 def test_a_kinds_condense_budget_recomputes_only_its_own_cells(first_run, ancestry):
     """Changing TLEG's budget condenses TLEG again and reuses every other cell
     (the resize methods and random do not depend on it)."""

@@ -406,8 +406,9 @@ def test_distilling_a_language_model_lowers_the_kl_and_writes_a_folder_that_load
                                                                                   tmp_path):
     teacher_path, student_path = texts(variant)
     out = tmp_path / "healed"
+    # Pure distillation: the teacher's logits alone (text's default mixes in the next tokens of these random words).
     report = distill_file(student_path, out, teacher=teacher_path, data=words, seq_len=12,
-                          settings=fast(steps=8, batch_size=8), test_subset=8, **QUIET)
+                          settings=fast(steps=8, batch_size=8, alpha=1.0), test_subset=8, **QUIET)
     ids = torch.randint(5, 96, (4, 12), generator=torch.Generator().manual_seed(1))
     teacher, before, healed = (load_strict(path, variant) for path in (teacher_path, student_path, out))
     with torch.no_grad():
@@ -568,6 +569,26 @@ def test_labels_of_other_classes_are_refused_for_the_cross_entropy_but_not_for_p
         distill(five, five, images, settings=fast(alpha=0.5), **QUIET)
     _, report = distill(five, five, images, settings=fast(steps=1), **QUIET)
     assert "top1" not in report["held_out"]["after"] and report["held_out"]["before"]["kl"] == 0.0
+
+
+def test_the_default_alpha_is_half_on_text_and_one_on_images_and_a_given_one_is_kept(vits, images, texts, words,
+                                                                                     monkeypatch):
+    """Text always has its labels, and half of them healed to a lower
+    perplexity (benchmarks/distill_alpha.py): the loss a run trains on is the
+    one its report and file name, and the settings given stay as they were."""
+    import lgcli.distill as module
+
+    built, real = [], module.distillation_loss
+    monkeypatch.setattr(module, "distillation_loss", lambda alpha, tau: built.append(alpha) or real(alpha, tau))
+    teacher, student = texts("llama-gqa")
+    for given, used in ((None, 0.5), (1.0, 1.0), (0.0, 0.0)):
+        settings = fast(steps=1, batch_size=8, alpha=given)
+        _, report = distill(student, teacher, words, seq_len=12, settings=settings, test_subset=8, **QUIET)
+        assert (report["options"]["alpha"], built[-1], settings.alpha) == (used, used, given)
+    teacher, student = vits
+    for given, used in ((None, 1.0), (0.5, 0.5)):
+        _, report = distill(student, teacher, images, settings=fast(steps=1, alpha=given), **QUIET)
+        assert (report["options"]["alpha"], built[-1]) == (used, used)
 
 
 def test_until_stops_at_the_first_check_that_reaches_the_fraction(vits, images):

@@ -16,9 +16,8 @@ import typer
 
 from ..card import condensed_score
 from ..errors import UsageError, shown
-from ..options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_DISTILL_ALPHA,
-                       DEFAULT_DISTILL_BATCH_SIZE, DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU,
-                       Option)
+from ..options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_DISTILL_BATCH_SIZE,
+                       DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU, Option)
 from .common import (AUXILIARY, DATA, MAX_SEED, OUTPUT, RESUMING, SOURCE, TRAINING, InterpolationOption, LgCommand,
                      MeanOption, StdOption, command_line, invocation, note, planned_output, resume_hints,
                      shape_text, show_training_plan, with_declared_flags)
@@ -209,9 +208,10 @@ def distill_command(
                                                 help="The teacher's heads, when its file does not record them."),
     steps: int = typer.Option(DEFAULT_DISTILL_STEPS, "--steps", metavar="N", rich_help_panel=TRAINING,
                               help="Optimiser steps; with --until, the most it runs."),
-    alpha: float = typer.Option(DEFAULT_DISTILL_ALPHA, "--alpha", metavar="X", rich_help_panel=TRAINING,
-                                help="Weight of the teacher's soft targets; 1 - X goes to the labels' cross-entropy "
-                                     "(1: pure distillation, as Minitron heals pruned models)."),
+    alpha: Optional[float] = typer.Option(None, "--alpha", metavar="X", rich_help_panel=TRAINING,
+                                          help="Weight of the teacher's soft targets; 1 - X goes to the labels' "
+                                               "cross-entropy (1: pure distillation). [default: 1 on images, 0.5 on "
+                                               "text, where the mix healed to a lower perplexity]"),
     tau: float = typer.Option(DEFAULT_DISTILL_TAU, "--tau", metavar="X", rich_help_panel=TRAINING,
                               help="Softmax temperature of the distillation term (scaled by tau^2)."),
     hidden_weight: float = typer.Option(0.0, "--hidden-weight", metavar="W", rich_help_panel=TRAINING,
