@@ -279,7 +279,8 @@ def _run_cell(cell: Cell, context: _Context) -> dict[str, Any]:
         model, stores, details = _build(cell, context)
     except LgError as exc:  # the method cannot reach this size: the table says why
         result = {"key": key, "method": cell.method, "size": cell.size, "status": "n/a", "reason": str(exc)}
-        _write_json(path, result)
+        if _saved_json(path) != result:
+            _write_json(path, result)
         return result
     build_seconds = time.perf_counter() - started
     from .evaluate import probe_row
@@ -298,17 +299,20 @@ def _cell_path(cell: Cell, context: _Context) -> Path:
 
 def _saved_cell(cell: Cell, context: _Context) -> dict[str, Any] | None:
     """The cell as an earlier run with the same arguments saved it, or None
-    (none saved, other arguments, or --force)."""
+    (none saved, other arguments, --force, or n/a: trying again costs a check,
+    and an lg that has since learned to build the cell fills it)."""
     if context.out is None or context.settings.force:  # no results folder (a plan), or --force
         return None
-    path = _cell_path(cell, context)
-    if not path.exists():
-        return None
+    saved = _saved_json(_cell_path(cell, context))
+    return saved if saved and saved.get("key") == _cell_key(cell, context) and saved.get("status") != "n/a" else None
+
+
+def _saved_json(path: Path) -> dict[str, Any] | None:
     try:
         saved = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return saved if isinstance(saved, dict) and saved.get("key") == _cell_key(cell, context) else None
+    return saved if isinstance(saved, dict) else None
 
 
 def _candidate(cell: Cell, model, context: _Context):
@@ -564,13 +568,9 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
         "measure": measure_of(context.data).key,
         "task": getattr(context.data, "task", IMAGE_CLASSIFICATION),
         "settings": {**context.key["probe"], "warmup": context.settings.probe.warmup_steps(),
-                     "condense_steps": context.settings.condense_steps,
-                     "condense_batch_size": context.settings.condense_batch_size,
-                     "condense_until": context.settings.condense_until,
-                     "learngene_widths": context.settings.learngene_widths,
-                     "learngene_depths": context.settings.learngene_depths,
-                     "condense_options": context.settings.condense_options,
-                     "fit_steps": context.settings.fit_steps},
+                     **{name: getattr(context.settings, name) for name in (
+                         "condense_steps", "condense_batch_size", "condense_until", "learngene_widths",
+                         "learngene_depths", "condense_options", "fit_steps")}},
         "sizes": [f"{d}x{w}" for d, w in context.settings.sizes],
         "methods": methods,
         "learngenes": context.condensed,

@@ -150,8 +150,10 @@ class Party:
         return self.loaded.checkpoint if self.loaded is not None else None
 
     @property
-    def companions(self) -> Mapping[str, Any]:
-        return self.checkpoint.companions if self.checkpoint is not None else {}
+    def companions(self) -> Mapping[str, Any] | None:
+        """The files beside its weights; None for a live model, which states
+        no tokenizer (text takes the other party's: `text_data_for`)."""
+        return self.checkpoint.companions if self.checkpoint is not None else None
 
     def sizes(self) -> dict[str, Any]:
         return spec_sizes(self.spec)

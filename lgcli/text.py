@@ -415,7 +415,7 @@ def _take(windows: torch.Tensor, amount: int | float | None, seed: int, option: 
 
 # ---- language models ----
 
-def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path | bytes], str]], task: str,
+def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path | bytes] | None, str]], task: str,
                   data: "TextData | str | os.PathLike | None", *, seq_len: int | None = None,
                   subset: int | float | str | None = None, test_subset: int | float | str | None = None,
                   test_fraction: float | None = None, seed: int = 0,
@@ -425,10 +425,13 @@ def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path
     the files beside its weights, where they are): `data` as given, or
     read (default kjv-mini) and cut into windows of `seq_len` tokens
     (default min(128, the models' positions)) with the models' shared
-    tokenizer, checked against every model's vocabulary and positions.
+    tokenizer, checked against every model's vocabulary and positions. A
+    row's files None (a live model handed to the API, a resize the bench
+    made) states no tokenizer: it takes the others' (bytes when none says).
     Errors about `data` name it by `flag`, and about `seq_len` by
     `seq_len_flag`: the options the user gave them with."""
-    tokenizer = shared_tokenizer([(name, files, where) for name, _, files, where in models])
+    stated = [(name, files, where) for name, _, files, where in models if files is not None]
+    tokenizer = shared_tokenizer(stated) if stated else ByteTokenizer()
     needed = tokenizer.size(task)
     positions: list[tuple[int, str]] = []
     for name, model, _, _ in models:

@@ -490,6 +490,16 @@ def test_a_language_model_piped_through_distill_keeps_its_tokenizer(texts, words
     assert (out / "tokenizer.json").read_bytes() == (teacher_path / "tokenizer.json").read_bytes()
 
 
+def test_a_live_language_model_takes_the_teachers_tokenizer(texts, words):
+    """A model handed in from Python has no files to name a tokenizer: it is
+    tokenized as its teacher is, not refused as bytes against tokenizer.json."""
+    teacher_path, student_path = texts("llama-gqa")
+    live = load_strict(student_path, "llama-gqa")
+    _, report = distill(live, teacher_path, words, seq_len=12, settings=fast(steps=1, batch_size=4), test_subset=4,
+                        **QUIET)
+    assert report["data"]["tokenizer"].startswith("tokenizer.json") and report["steps"] == 1
+
+
 def test_a_dry_run_plans_and_writes_nothing(vits, lg, tmp_path):
     teacher_path, student_path = vits
     out = tmp_path / "planned.safetensors"

@@ -256,6 +256,25 @@ def test_bench_compares_text_initialisations_by_test_loss(sources, words, tmp_pa
     assert (tmp_path / "bench" / "summary.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_text_bench_at_a_budget_heals_its_resizes_under_the_ancestrys_tokenizer(sources, words, tmp_path):
+    """At equal compute a resize is distilled from the ancestry; the model the
+    bench built in memory states no tokenizer and takes the ancestry's (it
+    was refused as bytes against tokenizer.json, every resize cell n/a)."""
+    from lgcli.bench import BenchSettings, bench, parse_sizes
+    from lgcli.evaluate import ProbeSettings
+
+    folder, _ = sources("llama-gqa")
+    settings = BenchSettings(sizes=parse_sizes("1x32"), methods=["select", "angular"], budget=1, calibrate_samples=4,
+                             probe=ProbeSettings(steps=2, eval_every=2, batch_size=8, progress=False),
+                             subset="32", test_subset="8")
+    report = bench(folder, str(words), tmp_path / "bench", settings, notify=lambda message: None)
+    cells = {c["method"]: c for c in report["cells"]}
+    for method in ("select", "angular"):
+        assert cells[method]["status"] == "done", cells[method].get("reason")
+        assert cells[method]["details"]["distill"]["steps"] == 1
+        assert cells[method]["details"]["distill"]["alpha"] == 0.5
+
+
 def test_a_text_learngene_goes_through_a_pipe(sources, words, lg, tmp_path):
     """condense -o - | grow -: the learngene, its provenance and the teacher's tokenizer travel on stdout."""
     folder, _ = sources("llama-gqa")
