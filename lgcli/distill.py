@@ -144,6 +144,9 @@ class Party:
     where: str  # the file or folder, as messages show it
     loaded: Loaded | None  # None for a live model handed in
     dtype: torch.dtype  # the dominant dtype of its weights, as read
+    # Whose tokenizer files the written model holds when not its own: the
+    # teacher's, for a live language model tokenized as its teacher is.
+    tokenizer_from: Checkpoint | None = None
 
     @property
     def checkpoint(self) -> Checkpoint | None:
@@ -356,6 +359,8 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
                         seq_len=seq_len, seed=settings.seed, notify=notify)
     if settings.alpha is None:
         settings = dataclasses.replace(settings, alpha=default_alpha(dataset))
+    if pupil.companions is None and isinstance(dataset, TextData):
+        pupil = dataclasses.replace(pupil, tokenizer_from=master.checkpoint)
     loss_fn = distillation_loss(settings.alpha, settings.tau)
     with_labels = labels_fit(pupil, dataset)
     if not with_labels:
@@ -519,8 +524,8 @@ def distill_file(student: Any, output: str | os.PathLike, *, teacher: Any,
         facts = CardFacts(command=card.command if card else None,
                           results=(*(card.results if card else ()), *distill_results(report)))
         report["sha256"] = save(target, spec, stack, method="distill", options=report["options"],
-                                source=pupil.loaded, force=force, stdout=stdout, card=facts,
-                                dtype=None if pupil.loaded is not None else pupil.dtype)
+                                source=pupil.loaded, companions=pupil.tokenizer_from, force=force, stdout=stdout,
+                                card=facts, dtype=None if pupil.loaded is not None else pupil.dtype)
     report["load_line"] = load_line(spec, output)
     return report
 

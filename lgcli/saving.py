@@ -20,7 +20,7 @@ from .stack import ArchSpec, Stack
 
 def save(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, stack: Stack, *, kind: str = MODEL,
          method: str | None = None, options: Mapping[str, Any] | None = None,
-         source: Loaded | Checkpoint | None = None, force: bool = False,
+         source: Loaded | Checkpoint | None = None, companions: Checkpoint | None = None, force: bool = False,
          dtype: torch.dtype | None = None, stdout: BinaryIO | None = None,
          shard_size: int | None = None, card: CardFacts | None = None, card_file: str | None = None) -> str:
     """Write (spec, stack) as the family's plain checkpoint with lg metadata.
@@ -35,7 +35,8 @@ def save(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, stack: 
     metadata does not say; `card_file` gets the same text whatever the
     output. `destination` is checked (with the card file) unless it is a
     `CheckedOutput`, which the command checked before any work. Returns the
-    sha256 of what was written.
+    sha256 of what was written. The tokenizer and other companion files are
+    `source`'s, or those of `companions` where given (a live model has none).
     """
     # How an image model's images are prepared: what its metadata, folder
     # configs, load line and card all state (a live model's spec may carry none).
@@ -52,8 +53,9 @@ def save(destination: str | os.PathLike | CheckedOutput, spec: ArchSpec, stack: 
     # A folder holds the source's tokenizer files beside the weights; a
     # single file (a pipe) carries them in its header, to the folder at its end.
     as_folder = folder_config is not None and str(destination) != STDIO
-    files = folder_files(adapter, spec, parent, folder_config) if as_folder else None
-    carried = {} if as_folder else carried_companions(parent)
+    holder = companions if companions is not None else parent
+    files = folder_files(adapter, spec, holder, folder_config) if as_folder else None
+    carried = {} if as_folder else carried_companions(holder)
 
     preprocessing = spec.extras.get(PREPROCESSING)
 

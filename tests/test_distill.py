@@ -490,14 +490,18 @@ def test_a_language_model_piped_through_distill_keeps_its_tokenizer(texts, words
     assert (out / "tokenizer.json").read_bytes() == (teacher_path / "tokenizer.json").read_bytes()
 
 
-def test_a_live_language_model_takes_the_teachers_tokenizer(texts, words):
+def test_a_live_language_model_takes_the_teachers_tokenizer(texts, words, tmp_path):
     """A model handed in from Python has no files to name a tokenizer: it is
-    tokenized as its teacher is, not refused as bytes against tokenizer.json."""
+    tokenized as its teacher is, not refused as bytes against tokenizer.json,
+    and the folder written holds that tokenizer."""
     teacher_path, student_path = texts("llama-gqa")
     live = load_strict(student_path, "llama-gqa")
-    _, report = distill(live, teacher_path, words, seq_len=12, settings=fast(steps=1, batch_size=4), test_subset=4,
-                        **QUIET)
+    out = tmp_path / "healed"
+    report = distill_file(live, out, teacher=teacher_path, data=words, seq_len=12,
+                          settings=fast(steps=1, batch_size=4), test_subset=4, **QUIET)
     assert report["data"]["tokenizer"].startswith("tokenizer.json") and report["steps"] == 1
+    assert (out / "tokenizer.json").read_bytes() == (teacher_path / "tokenizer.json").read_bytes()
+    assert load_strict(out, "llama-gqa").config.num_hidden_layers == 2
 
 
 def test_a_dry_run_plans_and_writes_nothing(vits, lg, tmp_path):
