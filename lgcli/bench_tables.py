@@ -168,6 +168,8 @@ def _budget_text(report: dict[str, Any]) -> str:
     budget = report.get("budget")
     if budget is None:
         return ""
+    if budget == 0:  # no path trained: the learngenes that need steps are left out
+        return "Equal compute at budget 0: no path trained before the probe (resizes as made; no learngene). "
     return (f"Equal compute: every path had {budget} training steps before the probe (a resize: lg distill from "
             f"the ancestry; a learngene: its condense run, shared by every size; random: none). ")
 

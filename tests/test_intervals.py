@@ -141,6 +141,15 @@ def test_a_budget_gives_every_path_the_same_steps(ancestry, tmp_path):
     assert report["budget"] == 2 and "Equal compute: every path had 2 training steps" in markdown_table(report)
 
 
+def test_a_budget_of_0_is_captioned_as_no_training(ancestry, tmp_path):
+    """At budget 0 nothing is distilled: the caption does not say lg distill ran."""
+    report = bench(ancestry, "fashion-mnist-mini", tmp_path, tiny(methods=["select"], budget=0),
+                   notify=lambda m: None)
+    assert "distill" not in next(c for c in report["cells"] if c["method"] == "select").get("details", {})
+    table = markdown_table(report)
+    assert "no path trained before the probe" in table and "lg distill" not in table
+
+
 def test_a_bench_of_several_seeds_keeps_each_seeds_cell_and_resumes(ancestry, tmp_path):
     first = bench(ancestry, "fashion-mnist-mini", tmp_path, tiny(methods=["select"], seeds=2), notify=lambda m: None)
     assert sorted(p.name for p in (tmp_path / "cells").iterdir()) == [
