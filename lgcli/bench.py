@@ -270,8 +270,8 @@ def _run_cell(cell: Cell, context: _Context) -> dict[str, Any]:
     probed and saved at once."""
     path = _cell_path(cell, context)
     key = _cell_key(cell, context)
-    saved = _saved_cell(cell, context)
-    if saved is not None:
+    saved = _saved_json(path)  # read once: reused, or compared with an n/a that may need no rewrite
+    if _reusable(saved, key, context):
         context.notify(f"bench: {cell.name}: done before, reused")
         return saved
     started = time.perf_counter()
@@ -279,7 +279,7 @@ def _run_cell(cell: Cell, context: _Context) -> dict[str, Any]:
         model, stores, details = _build(cell, context)
     except LgError as exc:  # the method cannot reach this size: the table says why
         result = {"key": key, "method": cell.method, "size": cell.size, "status": "n/a", "reason": str(exc)}
-        if _saved_json(path) != result:
+        if saved != result:
             _write_json(path, result)
         return result
     build_seconds = time.perf_counter() - started
@@ -297,19 +297,17 @@ def _cell_path(cell: Cell, context: _Context) -> Path:
     return context.out / "cells" / f"{cell.name}.json"
 
 
-def _saved_cell(cell: Cell, context: _Context) -> dict[str, Any] | None:
-    """The cell as an earlier run with the same arguments saved it, or None
-    (none saved, other arguments, --force, or n/a: trying again costs a check,
-    and an lg that has since learned to build the cell fills it)."""
-    if context.out is None or context.settings.force:  # no results folder (a plan), or --force
-        return None
-    saved = _saved_json(_cell_path(cell, context))
-    return saved if saved and saved.get("key") == _cell_key(cell, context) and saved.get("status") != "n/a" else None
+def _reusable(saved: dict[str, Any] | None, key: str, context: _Context) -> bool:
+    """Whether a saved cell stands: not under --force, made with the same arguments, and done (an n/a is
+    tried again: that costs a check, and an lg that has since learned to build the cell fills it)."""
+    return saved is not None and not context.settings.force and saved.get("key") == key \
+        and saved.get("status") != "n/a"
 
 
-def _saved_json(path: Path) -> dict[str, Any] | None:
+def _saved_json(path: Path | None) -> dict[str, Any] | None:
+    """A saved cell's file, read (None: no file, or no results folder: a plan)."""
     try:
-        saved = json.loads(path.read_text())
+        saved = json.loads(path.read_text()) if path is not None else None
     except (OSError, ValueError):
         return None
     return saved if isinstance(saved, dict) else None
@@ -344,7 +342,8 @@ def _plan(cells: list[Cell], methods: list[str], context: _Context, seeds: int =
     from .train import seconds_per_step
 
     settings, probe = context.settings, context.settings.probe
-    pending = [cell for cell in cells if _saved_cell(cell, context) is None]
+    pending = [cell for cell in cells if not _reusable(_saved_json(_cell_path(cell, context) if context.out else None),
+                                                       _cell_key(cell, context), context)]
     # A method that cannot reach a size is n/a in the run, at no cost: found
     # by the checks a resize makes first, or a kind's on its unstarted learngene.
     unreachable = [cell for cell in pending if _unreachable(cell, context)]
