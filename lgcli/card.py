@@ -59,6 +59,7 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
     `folder`; "<file>" for a stream) with `metadata` (its safetensors
     ``__metadata__``), `parameters` in all, doing `task`."""
     from .arch import get_adapter
+    from .arch.base import IMAGE_CLASSIFICATION
     from .checkpoint import decode_lg_metadata, provenance_chain
 
     facts = facts or CardFacts()
@@ -111,7 +112,12 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
     lines += ["## Load", "", "```python", adapter.load_imports(spec, path, folder=folder),
               f"model = {adapter.load_call(spec, path, folder=folder)}", "```", "",
               "## Fine-tune and evaluate", ""]
-    if adapter.scored_by_lg(spec):
+    if adapter.scored_by_lg(spec) and task != IMAGE_CLASSIFICATION:
+        # As lg's own hint after a resize: a training probe of a real language model on a CPU takes hours.
+        lines += [f"Fine-tune it with {adapter.fine_tune}. lg scores it as it is (held-out perplexity) on your "
+                  "text, and `--steps N` first trains it for N steps to see how fast it learns:", "",
+                  "```sh", f"lg eval {shown_path} --data YOUR_TEXT --steps 0", "```", ""]
+    elif adapter.scored_by_lg(spec):
         lines += [f"Fine-tune it with {adapter.fine_tune}. lg scores it, and how fast it learns, on your data:", "",
                   "```sh", f"lg eval {shown_path} --data YOUR_DATA --steps 300", "```", ""]
     else:  # lg's training loop drives timm image models, not this family's

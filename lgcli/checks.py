@@ -76,6 +76,12 @@ def check_seed(seed: Any, name: str = "--seed") -> int:
     return check_whole(seed, name, 0, SEED_MAX)
 
 
+# --test-fraction 1: all of the data is the test split, nothing is trained on (lg eval --steps 0 scoring a
+# held-out file whole). Every trainer refuses the empty train split it leaves.
+WHOLE_TEST_FRACTION = 1.0
+
+
 def check_test_fraction(test_fraction: Any) -> float:
-    """`--test-fraction`: a finite number in [0, 0.9]."""
-    return check_real(test_fraction, "--test-fraction", "a number in [0, 0.9]", lambda v: 0.0 <= v <= 0.9)
+    """`--test-fraction`: a finite number in [0, 0.9], or 1 (`WHOLE_TEST_FRACTION`)."""
+    return check_real(test_fraction, "--test-fraction", "a number in [0, 0.9], or 1 to hold out all of it",
+                      lambda v: 0.0 <= v <= 0.9 or v == WHOLE_TEST_FRACTION)

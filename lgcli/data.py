@@ -163,7 +163,8 @@ def stratified_split(labels: torch.Tensor, test_fraction: float, seed: int) -> t
     for value in torch.unique(labels).tolist():
         members = torch.nonzero(labels == value).flatten()
         members = members[torch.randperm(len(members), generator=generator)].tolist()
-        n_test = int(round(len(members) * test_fraction)) if len(members) > 1 else 0
+        # A class of one image stays in train, unless everything is held out (--test-fraction 1).
+        n_test = int(round(len(members) * test_fraction)) if len(members) > 1 or test_fraction == 1 else 0
         test += members[:n_test]
         train += members[n_test:]
     return sorted(train), sorted(test)
@@ -462,7 +463,9 @@ def load_data(source: str | os.PathLike = DEFAULT_DATA, *, subset: int | float |
         root, info = stat_data_path(text, f"no such folder, and not a built-in dataset ({', '.join(builtin_names())})",
                                     flag)
         if not stat.S_ISDIR(info.st_mode):
-            raise LgError(f"{flag} {where}: not a folder (expected class subfolders of images)")
+            what = "a text file" if Path(text).suffix.lower() == ".txt" else "a file, not a folder"
+            raise LgError(f"{flag} {where}: {what}; image classifiers take a folder of class subfolders of "
+                          f"images, or a built-in dataset ({', '.join(builtin_names())})")
         data = load_image_folder(root, test_fraction=test_fraction, seed=seed, flag=flag)
     data.train = _take(data.train, subset, seed, "--subset")
     data.test = _take(data.test, test_subset, seed, "--test-subset")

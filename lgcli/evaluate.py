@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
-from lgcli.checks import check_real, check_seed, check_whole
+from lgcli.checks import WHOLE_TEST_FRACTION, check_real, check_seed, check_whole
 from lgcli.data import DEFAULT_DATA, FASHION_MNIST_CLASSES, load_data
 from lgcli.images import ImageData, check_channels
 from lgcli.checkpoint.reading import check_source, read_checkpoint
@@ -450,6 +450,10 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
     settings.check()  # again: a settings object's fields can be changed after it was made
     if settings.steps == 0 and settings.lr_sweep:
         raise UsageError("--lr-sweep needs --steps: without fine-tuning there is no learning rate to sweep")
+    if settings.steps and test_fraction == WHOLE_TEST_FRACTION:
+        raise UsageError(f"--test-fraction 1 holds out all of the data, leaving nothing for --steps "
+                         f"{settings.steps} to train on: give --steps 0 to score all of it as it is, or a "
+                         f"fraction up to 0.9")
     if seq_len is not None:
         check_whole(seq_len, "--seq-len", 1)
     # A mistyped path is said before torch, a device or a model is paid for.

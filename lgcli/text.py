@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from lgcli.arch.base import CAUSAL_LM, MASKED_LM
-from lgcli.checks import check_seed, check_test_fraction
+from lgcli.checks import WHOLE_TEST_FRACTION, check_seed, check_test_fraction
 from lgcli.data import parse_subset, subset_count
 from lgcli.errors import LgError, notify_stderr, one_line, os_reason, shown
 from lgcli.lazy import F, no_grad, torch
@@ -377,11 +377,14 @@ def load_text(source: str | os.PathLike = DEFAULT_TEXT, *, tokenizer: Tokenizer,
     start, end = content_span(tokenizer, seq_len, seq_len_flag)
     windows = cut_windows(ids, seq_len, tokenizer)
     held_out = max(1, round(len(windows) * test_fraction))
-    if test_fraction == 0 or len(windows) - held_out < 1:
+    if test_fraction == 0:
+        raise LgError(f"{flag} {shown(name)}: --test-fraction 0 holds out none of its {len(windows)} windows of "
+                      f"{seq_len} tokens, and they are the test split (give a --test-fraction above 0; 1 scores "
+                      f"all of it with --steps 0)")
+    if len(windows) - held_out < 1 and test_fraction != WHOLE_TEST_FRACTION:
         # Only the remedy that applies (lg shrink --calibrate has no --test-fraction).
-        remedy = "a --test-fraction above 0" if test_fraction == 0 else f"more text or a smaller {seq_len_flag}"
         raise LgError(f"{flag} {shown(name)}: its {len(ids):,} tokens make {len(windows)} windows of {seq_len} "
-                      f"tokens, too few for a train and a test split (give {remedy})")
+                      f"tokens, too few for a train and a test split (give more text or a smaller {seq_len_flag})")
     train_windows = windows[:len(windows) - held_out]
     test_windows = windows[len(windows) - held_out:]
     train_windows = _take(train_windows, subset, seed, "--subset")

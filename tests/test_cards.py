@@ -65,6 +65,9 @@ def test_a_hugging_face_folder_holds_a_card_with_the_true_source_hash_and_the_in
     assert load_line(body) == inspect_load_line(lg, out)
     assert "lg shrink" in body and "--depth 2" in body  # the command that made it
     assert "not a finished model" in body and f"lg eval {out}" in body
+    # A language model is scored as it is, as the hint on stderr says: a training probe of a real LLM on a CPU
+    # takes hours, so the card does not propose one.
+    assert f"lg eval {out} --data YOUR_TEXT --steps 0" in body and "--data kjv-mini --steps 0" in result.stderr
     # The card takes nothing from loading: transformers loads the folder strictly.
     model = load_strict(out, "gpt2-lm")
     assert outputs(model, token_ids()).isfinite().all()
@@ -95,6 +98,7 @@ def test_a_timm_hub_folder_holds_a_card_with_timms_load_line(tmp_path, lg):
     assert (meta["library_name"], meta["pipeline_tag"]) == ("timm", "image-classification")
     assert load_line(body) == inspect_load_line(lg, out) == (
         f"import timm\nmodel = timm.create_model('local-dir:{out}', pretrained=True)")
+    assert f"lg eval {out} --data YOUR_DATA --steps 300" in body  # an image model: how fast it learns, too
     load_local_dir(out)  # the line's own loader reads the folder with its card in it
 
 

@@ -124,8 +124,11 @@ def test_bad_sources_are_one_clear_error(tmp_path):
     with pytest.raises(LgError, match="no class subfolders"):
         load_data(tmp_path)
     (tmp_path / "file.txt").write_text("x")
-    with pytest.raises(LgError, match="not a folder"):
+    with pytest.raises(LgError, match="file.txt: a text file; image classifiers take a folder of class subfolders"):
         load_data(tmp_path / "file.txt")
+    (tmp_path / "file.png").write_bytes(b"x")
+    with pytest.raises(LgError, match="file.png: a file, not a folder; image classifiers take a folder"):
+        load_data(tmp_path / "file.png")
 
 
 def test_missing_builtins_name_their_install_command(monkeypatch, tmp_path):
@@ -345,10 +348,10 @@ def test_subset_refuses_non_finite_tiny_and_huge_values(text, words):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(test_fraction=float("nan")), "--test-fraction must be a number in [0, 0.9], got nan"),
-    (dict(test_fraction=float("inf")), "--test-fraction must be a number in [0, 0.9], got inf"),
-    (dict(test_fraction=0.95), "--test-fraction must be a number in [0, 0.9], got 0.95"),
-    (dict(test_fraction=-0.1), "--test-fraction must be a number in [0, 0.9], got -0.1"),
+    (dict(test_fraction=float("nan")), "--test-fraction must be a number in [0, 0.9], or 1 to hold out all of it, got nan"),
+    (dict(test_fraction=float("inf")), "--test-fraction must be a number in [0, 0.9], or 1 to hold out all of it, got inf"),
+    (dict(test_fraction=0.95), "--test-fraction must be a number in [0, 0.9], or 1 to hold out all of it, got 0.95"),
+    (dict(test_fraction=-0.1), "--test-fraction must be a number in [0, 0.9], or 1 to hold out all of it, got -0.1"),
     (dict(seed=-1), "--seed must be a whole number in [0, 4294967295], got -1"),
     (dict(seed=2**32), "--seed must be a whole number in [0, 4294967295], got 4294967296"),
     (dict(seed=1.5), "--seed must be a whole number in [0, 4294967295], got 1.5"),
@@ -371,6 +374,14 @@ def test_folder_without_enough_images_to_hold_out(tmp_path):
     image_folder(tmp_path, count=2)
     with pytest.raises(LgError, match="--test-fraction 0 holds out no images"):
         load_data(tmp_path, test_fraction=0)
+
+
+def test_test_fraction_1_holds_out_every_image_of_a_folder_even_a_class_of_one(tmp_path):
+    image_folder(tmp_path, count=3)
+    write_png(tmp_path / "c" / "only.png", np.zeros((8, 8), np.uint8))
+    data = load_data(tmp_path, test_fraction=1)
+    assert len(data.train) == 0 and sorted(data.test.labels.tolist()) == [0, 0, 0, 1, 1, 1, 2]
+    assert len(load_data(tmp_path, test_fraction=0.5).train) == 3  # below 1, a class of one stays in train
 
 
 def idx_bytes(header: bytes, body: bytes = b"", gz: bool = True) -> bytes:

@@ -100,6 +100,10 @@ def test_a_depth_change_on_assumed_vit_heads_records_them_as_assumed(vit8, tmp_p
     done = lg_run("grow", src, "--depth", "2", "--method", "clone", "-o", out)
     assert done.returncode == 0, done.stderr
     assert "heads 6 -> 6 (assumed" in done.stderr
+    # The load line still runs as pasted: its note on the heads is a Python comment.
+    load_line = done.stderr.split("load with: ", 1)[1].splitlines()[0]
+    assert "# heads assumed" in load_line
+    compile(load_line, "<load line>", "exec")
     assert "num_heads" not in recorded_config(out)
     report = json.loads(lg_run("inspect", out, "--json").stdout)
     assert report["heads_assumed"] is True and report["heads"] == 6

@@ -200,6 +200,11 @@ def test_the_test_split_is_the_last_tenth_of_the_windows(tmp_path):
     text = torch.cat([data.train.inputs.flatten(), data.test.inputs.flatten()])
     assert text.tolist() == list(path.read_bytes())  # train then test: the whole text, once, in order
     assert data.describe()["test_tokens_scored"] == 10 * 9
+    # --test-fraction 1: every window is the test split, in order; 0 holds out nothing to score.
+    whole = load_text(path, tokenizer=ByteTokenizer(), task=CAUSAL_LM, seq_len=10, test_fraction=1)
+    assert len(whole.train) == 0 and whole.test.inputs.flatten().tolist() == list(path.read_bytes())
+    with pytest.raises(LgError, match="--test-fraction 0 holds out none of its 100 windows of 10 tokens"):
+        load_text(path, tokenizer=ByteTokenizer(), task=CAUSAL_LM, seq_len=10, test_fraction=0)
     small = tmp_path / "small.txt"
     small.write_text("tiny")
     with pytest.raises(LgError, match="5 tokens make 0 windows of 10 tokens"):  # "tiny" and the newline it gets

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 import transformers
 
 from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
-from lgcli.errors import LgError
+from lgcli.errors import LgError, UsageError
 from lgcli.evaluate import (LOSS, Candidate, ProbeSettings, add_steps_to_baseline, architecture_of, evaluate,
                             model_task, probe_row, steps_to_reach)
 from lgcli.losses import IGNORE
@@ -317,6 +317,22 @@ def test_cli_text_probe_prints_json_only(folders, tmp_path):
     assert "findfont" not in result.stderr
 
 
+def test_a_held_out_file_is_scored_whole_with_test_fraction_1_and_steps_0(folders, text_file):
+    """--test-fraction 1 makes every window the test split: the loss is the mean next-token
+    cross-entropy over all of the file, as computed here by hand. Training on nothing is refused."""
+    report = evaluate([str(folders["plain"])], str(text_file), quiet(steps=0), seq_len=16, test_fraction=1)
+    data = load_text(text_file, tokenizer=ByteTokenizer(), task=CAUSAL_LM, seq_len=16, test_fraction=1)
+    assert report["data"]["train"] == 0 and report["data"]["test"] == len(data.test.inputs) > 1
+    model = transformers.AutoModelForCausalLM.from_pretrained(folders["plain"]).eval()
+    windows = data.test.inputs
+    with torch.no_grad():
+        logits = model(input_ids=windows).logits
+    expected = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), windows[:, 1:].reshape(-1))
+    assert report["rows"][0]["final"]["loss"] == pytest.approx(expected.item(), rel=1e-5)
+    with pytest.raises(UsageError, match="--test-fraction 1 holds out all of the data, leaving nothing for --steps 2"):
+        evaluate([str(folders["plain"])], str(text_file), quiet(steps=2), seq_len=16, test_fraction=1)
+
+
 def test_cli_table_reads_by_the_loss(folders, lg):
     result = lg("eval", folders["plain"], "--test-subset", 3, "--seq-len", 16)
     assert result.code == 0, result.stderr
@@ -346,6 +362,8 @@ def image_checkpoint(path):
     ("image-seq-len", "--seq-len is for language models"),
     ("text-on-images", "--data kjv-mini is a text"),
     ("images-on-text", "--data fashion-mnist-mini is an image dataset"),
+    ("text-file-on-images", "text.txt: a text file; image classifiers take a folder of class subfolders"),
+    ("train-on-nothing", "--test-fraction 1 holds out all of the data, leaving nothing for --steps 5"),
 ])
 def test_cli_bad_input_is_one_line(case, message, folders, tmp_path, lg):
     plain = folders["plain"]
@@ -360,10 +378,13 @@ def test_cli_bad_input_is_one_line(case, message, folders, tmp_path, lg):
         "image-seq-len": [tmp_path / "vit.safetensors", "--seq-len", 8],
         "text-on-images": [tmp_path / "vit.safetensors", "--data", "kjv-mini"],
         "images-on-text": [plain, "--data", "fashion-mnist-mini"],
+        "text-file-on-images": [tmp_path / "vit.safetensors", "--data", tmp_path / "text.txt"],
+        "train-on-nothing": [plain, "--steps", 5, "--test-fraction", 1],
     }[case]
+    (tmp_path / "text.txt").write_text("In the beginning\n")
     (tmp_path / "empty.txt").write_bytes(b"")
     (tmp_path / "binary.txt").write_bytes(bytes(range(256)))
-    if case in ("mixed", "image-seq-len", "text-on-images"):
+    if case in ("mixed", "image-seq-len", "text-on-images", "text-file-on-images"):
         image_checkpoint(tmp_path / "vit.safetensors")
     if case == "encoder":
         bert(head=False).save_pretrained(tmp_path / "encoder")

@@ -187,8 +187,8 @@ def lg_environment() -> dict:
 
 def lg_eval_step0(folder: Path, test_images: int = LG_EVAL_TEST_IMAGES) -> dict:
     """`lg eval FOLDER --data fashion-mnist --steps 0` on `test_images` test images, as a user runs it: the
-    classifier scored as it is, through lg's own data pipeline (lg's resize and normalisation, not the
-    folder's preprocessor_config.json). Its figures, also kept in FOLDER/lg_eval_step0.json."""
+    classifier scored as it is, through lg's own data pipeline, which takes the mean and std of the folder's
+    preprocessor_config.json (ImageNet's here). Its figures, also kept in FOLDER/lg_eval_step0.json."""
     command = [sys.executable, "-m", "lgcli", "eval", str(folder), "--data", "fashion-mnist", "--steps", "0",
                "--test-subset", str(test_images), "--json"]
     done = subprocess.run(command, capture_output=True, text=True, env=lg_environment(), check=False)
@@ -752,8 +752,8 @@ def build_classifier(cache: Path, timings: Timings, force: bool) -> None:
     show_inspect(target)
     with timings.step(f"classifier lg eval --steps 0 ({LG_EVAL_TEST_IMAGES:,} test images)"):
         scored = lg_eval_step0(target)
-    say(f"  {scored['command']}: top-1 {scored['top1']:.2f} %, top-5 {scored['top5']:.2f} % (lg feeds its own "
-        f"resize and mean/std 0.5, not preprocessor_config.json's ImageNet statistics)")
+    say(f"  {scored['command']}: top-1 {scored['top1']:.2f} %, top-5 {scored['top5']:.2f} % (lg normalises "
+        f"with preprocessor_config.json's ImageNet mean and std)")
 
 
 def main() -> None:

@@ -56,7 +56,8 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
         return
     note(f"{_resize_summary(report)}; wrote {report['output']}")
     if report.get("load_line"):
-        note(f"load with: {report['load_line']}" + ("  (set the heads to the model's own)"
+        # A Python comment, so that the line still runs as pasted.
+        note(f"load with: {report['load_line']}" + ("  # heads assumed: set them to the model's own"
                                                     if report.get("heads_assumed") else ""))
         # A resized model is a starting point, not a finished one (the card says so too).
         if report.get("scored_by_lg", True):

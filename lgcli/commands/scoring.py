@@ -49,9 +49,9 @@ def eval_command(
     test_subset: Optional[str] = typer.Option(None, "--test-subset", metavar="N|F", rich_help_panel=DATA,
                                               help="Test images or windows to use: a count or a fraction."),
     test_fraction: Optional[float] = typer.Option(
-        None, "--test-fraction", min=0.0, max=0.9, metavar="F", rich_help_panel=DATA,
+        None, "--test-fraction", min=0.0, max=1.0, metavar="F", rich_help_panel=DATA,
         help="Held out as the test split, 0 to 0.9: of each class of an image folder without val/ [default: 0.2]; "
-             "the last windows of a text [default: 0.1]."),
+             "the last windows of a text [default: 0.1]. 1, with --steps 0, scores all of it."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, metavar="N", rich_help_panel=DATA,
                                           help="Language models: tokens per window [default: 128, or the models' "
                                                "positions when fewer]."),
