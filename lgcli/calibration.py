@@ -84,6 +84,9 @@ class Calibration:
     # The model and examples kept for skipped-block passes (`Ablation`);
     # nothing runs until a method asks.
     ablation: "Ablation | None" = None
+    # Tokens per window of a language model's calibration (the default --calibrate-seq-len resolved); None
+    # for images.
+    seq_len: int | None = None
 
     @property
     def depth(self) -> int:
@@ -100,7 +103,8 @@ class Calibration:
     def describe(self) -> dict[str, Any]:
         # No wall time: what is recorded in a file must be the same for the
         # same data and seed (the time is in the command's report).
-        return {"data": self.data, "samples": self.samples, "seed": self.seed, "positions": self.positions}
+        return {"data": self.data, "samples": self.samples, "seed": self.seed, "positions": self.positions,
+                **({} if self.seq_len is None else {"seq_len": self.seq_len})}
 
 
 def calibration_examples(model: torch.nn.Module, spec: ArchSpec, data: Any, *, samples: int, seed: int,
@@ -234,6 +238,8 @@ def calibrate(model: torch.nn.Module, spec: ArchSpec, examples: Any, *, name: st
                                  measure=measure, device=where, clock=whole)
     if spec.stages:
         whole.ablation = None  # a model of stages is ablated stage by stage
+    if examples.unit != "images":
+        whole.seq_len = int(examples.inputs.shape[1])
     return whole
 
 

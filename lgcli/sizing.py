@@ -557,19 +557,21 @@ def shape_for_budget(source: ArchSpec, budget: int, *, unit: str = "parameters",
     return BudgetShape(depth, width, count, budget, unit, bytes_per_parameter)
 
 
-def _short_count(count: int) -> str:
-    """1234567 -> '1.23M' (K, M and B as `--params` takes them)."""
-    for size, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "K")):
+def _short_count(count: int, suffixes=((10**9, "B"), (10**6, "M"), (10**3, "K"))) -> str:
+    """1234567 -> '1.23M' (K, M and B as `--params` takes them); past the
+    largest suffix, whole numbers with commas (5e12 -> '5,000B'), never an exponent."""
+    for size, suffix in suffixes:
         if count >= size:
-            return f"{count / size:.3g}{suffix}"
+            value = count / size
+            return f"{value:.3g}{suffix}" if value < 1000 else f"{value:,.0f}{suffix}"
     return str(count)
 
 
 def _count_text(count: int, unit: str) -> str:
-    """A count of parameters ('1.23M parameters') or bytes ('1.23MB')."""
+    """A count of parameters ('1.23M parameters') or bytes ('1.23MB', '5TB', as `--memory` takes them)."""
     if unit != "bytes":
         return f"{_short_count(count)} parameters"
-    return f"{_short_count(count).replace('B', 'G')}B"
+    return f"{_short_count(count, ((10**12, 'T'), (10**9, 'G'), (10**6, 'M'), (10**3, 'K')))}B"
 
 
 def _axis_label(axis: str) -> str:

@@ -138,6 +138,9 @@ def test_activation_drops_a_neuron_that_never_activates(tmp_path, lg):
     kept = json.loads(result.stdout)["details"]["kept_mlp"]
     for block, neuron in dead.items():
         assert kept[block] == [f for f in range(48) if f != neuron]
+    # The file records the windows it was measured on: 8 of 16 tokens.
+    calibration = recorded(out / "model.safetensors")["calibration"]
+    assert (calibration["samples"], calibration["seq_len"], calibration["positions"]) == (8, 16, 8 * 16)
     written, original = weights(out), model.state_dict()
     for block, neuron in dead.items():
         rows = [f for f in range(48) if f != neuron]

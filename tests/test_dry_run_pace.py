@@ -115,6 +115,8 @@ def test_a_distill_plan_names_the_batch_it_timed(tmp_path, lg, monkeypatch):
     plan = json.loads(done.stdout)
     assert plan["timed_batch_size"] == 4 and plan["batch_size"] == 16
     assert "; timed at a batch of 4, scaled to 16" in done.stderr
+    # The plan's line says its step time was scaled, not measured at the batch asked.
+    assert f"(from 1 step timed at batch 4, scaled to batch 16: {plan['seconds_per_step']:.3f} s a step)" in done.stderr
     assert plan["estimated_seconds"] == pytest.approx(plan["seconds_per_step"] * 20)
 
 

@@ -133,6 +133,9 @@ def test_a_swin_budget_sets_its_deepest_stage_and_first_width(tmp_path, lg):
      "--params 19K: no shape lg can shrink this vit to is that small; the smallest, depth 1 at width 32, "
      "has 19.7K parameters"),
     (("shrink", "--params", "468293"), "--params 468K: the source has 468K parameters already; nothing to shrink"),
+    # A budget past the largest suffix is echoed in the units the user gave it, never as an exponent.
+    (("shrink", "--memory", "5TB"), "--memory 5TB: the source has 1.87MB already; nothing to shrink"),
+    (("shrink", "--params", "5000B"), "--params 5,000B: the source has 468K parameters already; nothing to shrink"),
     (("shrink", "--params", "60M", "--depth", "2"), "--params picks the depth and width itself"),
     (("shrink", "--params", "100K", "--memory", "1MB"), "give --params or --memory, not both"),
     (("shrink", "--params", "lots"), "--params takes a count such as 60M, 1.5B or 500K, not 'lots'"),

@@ -86,6 +86,7 @@ def test_inspect_reports_sizes_and_the_load_line(variant, built, lg):
     assert report["heads_assumed"] is False
     assert report["architecture"] == VARIANTS[variant].model_class
     assert report["vocab_size"] == config.vocab_size
+    assert report["max_positions"] == config.max_position_embeddings  # RoPE's too: how far the model reads
     has_head = VARIANTS[variant].auto_class != "AutoModel"
     assert report["tied_embeddings"] == (config.tie_word_embeddings if has_head else None)
     state = model.state_dict()
@@ -437,8 +438,12 @@ def test_bare_weights_file_reads_with_its_sizes(variant, built, tmp_path, lg):
     report = json.loads(lg("inspect", bare, "--json").stdout)
     assert report["vocab_size"] == model.config.vocab_size and report["heads_assumed"] is True
     assert report["config"]["tie_word_embeddings"] == model.config.tie_word_embeddings
-    if report.get("max_positions") is not None:
-        assert report["max_positions"] == POSITIONS
+    # A position table's rows (GPT-2, BERT), else what the config class says (RoPE: Llama's default), as the
+    # config lg writes for it records and as lg's window check reads it.
+    assert report["max_positions"] == (POSITIONS if variant in ("gpt2-lm", "bert-mlm") else
+                                       transformers.LlamaConfig().max_position_embeddings)
+    assert report["max_positions"] == report["config"][
+        "n_positions" if variant == "gpt2-lm" else "max_position_embeddings"]
 
     heads = model.config.num_attention_heads
     loaded = lgcli.load(bare, heads=heads)

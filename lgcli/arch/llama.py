@@ -64,10 +64,11 @@ LAYOUT = HfLayout(
     ignored=(r"\.rotary_emb\.inv_freq$",),
     # The row counts of the lookup tables (a bare state dict's config takes them from the weights).
     table_sizes={"token_embed": "vocab_size"},
-    # RoPE: no tensor depends on max_position_embeddings (no positions size).
+    # RoPE: no tensor depends on max_position_embeddings, but it is how far the model reads (inspect shows it,
+    # and lg refuses longer windows); a resize keeps it.
     size_fields={"depth": "num_hidden_layers", "width": "hidden_size", "heads": "num_attention_heads",
                  "kv_heads": "num_key_value_heads", "head_dim": "head_dim", "mlp_dim": "intermediate_size",
-                 "vocab": "vocab_size"},
+                 "vocab": "vocab_size", "positions": "max_position_embeddings"},
     tied_head_input=("norm_weight",),  # the final RMSNorm feeds the head
     rms_norm=True,
     bot_wavelets={},  # the BoT paper chose none for Llama: haar both ways

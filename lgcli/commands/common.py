@@ -246,6 +246,11 @@ def show_training_plan(what: str, plan: dict[str, Any], as_json: bool, timed: st
 
     # A slow model times fewer steps than a fast one (lgcli.train.seconds_per_step).
     steps = counted(plan["timed_steps"], "timed step") if "timed_steps" in plan else "timed steps"
+    timed_batch, batch = plan.get("timed_batch_size"), plan.get("batch_size")
+    if timed_batch and batch and timed_batch != batch:  # a slow model is timed on a smaller batch: say so
+        steps = (counted(plan["timed_steps"], "step") if "timed_steps" in plan else "steps") + \
+            f" timed at batch {timed_batch}, scaled to batch {batch}:"
+        timed = f"{plan['seconds_per_step']:.3f} s a step"
     took = (f"about {duration_text(plan['estimated_seconds'])} of training on {plan['device']} (from "
             f"{steps} {timed})") if plan["steps"] else "nothing to train"
     at_most = " at most" if plan.get("until") else ""
