@@ -112,7 +112,7 @@ def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, targ
     plan = resize_step(loaded, target, direction=SHRINK, method=WIDTH_METHOD, notify=notify, dry_run=True,
                        card=card, **width_options)
     if dry_run:
-        return _told_as_one(plan, loaded, None, budget)
+        return _told_as_one(_with_depth_passes(plan, loaded.spec, options), loaded, None, budget)
     depth_options = {**{k: v for k, v in options.items() if k != "shard_size"},  # the step between is a stream
                      **{flag: None for flag in SIZE_FLAGS if flag != "depth"}}
     between = io.BytesIO()
@@ -141,6 +141,19 @@ def shrunk_in_memory(resize_step: Callable[..., dict[str, Any]], loaded, notify:
     written.seek(0)
     shrunk = load(read_checkpoint(STDIO, stdin=written))
     return shrunk.spec, shrunk.stack, report
+
+
+def _with_depth_passes(plan: dict[str, Any], source: ArchSpec, options: dict[str, Any]) -> dict[str, Any]:
+    """The width step's plan with the depth step's passes added to its
+    calibration estimate: block ablation's statistics pass and its passes
+    with blocks skipped, each timed as one of the whole source (an upper bound)."""
+    from .methods import get_method
+
+    calibration = dict(plan["calibration"])
+    depth_step = get_method(DEPTH_METHOD)
+    calibration["passes"] += 1 + depth_step.extra_passes(source, calibrated_target(source, options), options)
+    calibration["estimated_seconds"] = round(calibration["pass_seconds"] * calibration["passes"], 1)
+    return {**plan, "calibration": calibration}
 
 
 def _told_as_one(report: dict[str, Any], loaded, first: dict[str, Any] | None,

@@ -523,6 +523,26 @@ def _skip_block(module, args, kwargs, output):
     raise RuntimeError(f"a block returned {type(output).__name__}, which the ablation pass cannot skip")
 
 
+def planned_calibration(model: torch.nn.Module, examples: Any, name: str, passes: int,
+                        device: str = "cpu") -> dict[str, Any]:
+    """A dry run's calibration: the examples checked, and about how long
+    `passes` passes over them will take, from one batch of `model` timed on
+    `device` after one untimed (a first call's overhead is no pass's). It
+    tends to overstate a greedy ablation, whose later, shallower passes cost less."""
+    where = torch.device(device)
+    model = model.to(where).eval()
+    per_batch = CALIBRATION_BATCH.get(examples.unit, 8)
+    inputs, _ = examples.batch(range(min(per_batch, len(examples))))
+    inputs = inputs.to(where)
+    with torch.inference_mode():
+        for _ in range(2):  # the second call is timed
+            started = time.perf_counter()
+            model(inputs) if examples.unit == "images" else model(input_ids=inputs)
+    pass_seconds = (time.perf_counter() - started) * math.ceil(len(examples) / per_batch)
+    return {"data": name, "samples": len(examples), "measured": False, "passes": passes,
+            "pass_seconds": round(pass_seconds, 3), "estimated_seconds": round(pass_seconds * passes, 1)}
+
+
 def calibration_device(device: str | None) -> str:
     """Where the calibration pass runs: a GPU when there is one (auto)."""
     if device in (None, "auto"):
@@ -531,4 +551,4 @@ def calibration_device(device: str | None) -> str:
 
 
 __all__ = ["Ablation", "Calibration", "calibrate", "output_measure", "KL_DIVERGENCE", "COSINE_DISTANCE", "calibration_examples", "calibration_device",
-           "DEFAULT_CALIBRATION_SAMPLES"]
+           "DEFAULT_CALIBRATION_SAMPLES", "planned_calibration"]

@@ -123,10 +123,14 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     source, target = plan_resize(loaded, chosen, options, direction=direction, depth=depth, width=width,
                                  heads=heads, mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
     adapter = get_adapter(source.family)
-    if chosen.calibrated and not measure:  # a plan: the examples checked, no pass run
-        _, examples, name = calibration_examples_of(loaded, options, seed)
+    if chosen.calibrated and not measure:  # a plan: the examples checked, one batch timed, no pass run
+        from .calibration import calibration_device, planned_calibration
+
+        model, examples, name = calibration_examples_of(loaded, options, seed)
+        passes = 1 + (chosen.extra_passes(source, target, options) if chosen.extra_passes else 0)
         made = adapter.template_from_config(adapter.config(target))[1]
-        details, calibration = {"calibration": {"data": name, "samples": len(examples), "measured": False}}, None
+        details = {"calibration": planned_calibration(model, examples, name, passes, calibration_device(device))}
+        calibration = None
     else:
         context = MethodContext(direction=direction, seed=seed,
                                 random_stack=lambda spec: adapter.random_stack(spec, seed=seed),

@@ -128,7 +128,8 @@ def test_a_dry_run_names_both_steps_and_writes_nothing(tmp_path, lg):
 def test_a_dry_run_checks_the_calibration_data_and_runs_no_pass_over_it(tmp_path, lg, method):
     """A plan reads and checks the examples (as many as asked, of the
     model's kind) but measures nothing: greedy block ablation on a real
-    model on a CPU is hours, and a dry run ran all of it."""
+    model on a CPU is hours, and a dry run ran all of it. It runs one batch
+    (twice) to say how long the passes will take."""
     source = write_plain(make_vit(depth=4), tmp_path / "vit.safetensors")
     sizes = ("--depth", "2") if method == "block-ablation" else ("--width", "32") if method else \
         ("--depth", "2", "--width", "32")
@@ -139,6 +140,17 @@ def test_a_dry_run_checks_the_calibration_data_and_runs_no_pass_over_it(tmp_path
     assert (plan["calibration"]["samples"], plan["calibration"]["measured"]) == (8, False)
     assert "calibrated on" not in result.stderr and "block-ablation: round" not in result.stderr
     assert "calibration data checked (8 examples" in result.stderr
+    # Its passes when it runs, counted: greedy ablation of 4 blocks to 2 scores 4 then 3 blocks, each round with
+    # the full model (and, after the first, the model without the removed block): 5 + 5, after the statistics'
+    # pass; activation importance one pass. The time is one timed batch's, per pass.
+    passes = {"block-ablation": 1 + 5 + 5, "activation": 1, None: 1 + 5 + 5 + 1}[method]
+    assert plan["calibration"]["passes"] == passes
+    assert plan["calibration"]["estimated_seconds"] == pytest.approx(plan["calibration"]["pass_seconds"] * passes,
+                                                                     abs=0.05)
+    assert f"; {passes} pass{'es' * (passes > 1)} over them when the shrink runs:" in result.stderr
+    one_shot = lg("shrink", source, *HEADS, "--depth", "2", "--method", "block-ablation", "--ablation", "one-shot",
+                  "--calibrate", IMAGES, *SAMPLES, "--dry-run", "--json")
+    assert json.loads(one_shot.stdout)["calibration"]["passes"] == 1 + 4 + 1  # each block skipped alone, and the full
     too_many = lg("shrink", source, *HEADS, *sizes, *named, "--calibrate", IMAGES, "--calibrate-samples", "100000",
                   "--dry-run")
     assert too_many.code != 0 and "fewer than --calibrate-samples 100000" in too_many.stderr

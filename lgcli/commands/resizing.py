@@ -138,8 +138,14 @@ def _show_plan(plan: dict[str, Any], as_json: bool, output_given: bool = True) -
          f"{out['tensor_bytes']:,} bytes of {out['dtype']} weights{where if output_given else ''}; "
          f"peak memory about {memory_text(plan['peak_memory_bytes'])}")
     if "calibration" in plan:
-        note(f"calibration data checked ({plan['calibration']['samples']} examples of {plan['calibration']['data']}); "
-             f"the passes over them run only when the shrink runs")
+        from ..pace import duration_text
+
+        calibration, passes = plan["calibration"], plan["calibration"]["passes"]
+        # Passes that skip a block (block ablation) replay only the blocks after it: the time is a bound.
+        how_long = (f"at most about {duration_text(calibration['estimated_seconds'])}" if passes > 1 else
+                    f"about {duration_text(calibration['estimated_seconds'])}")
+        note(f"calibration data checked ({calibration['samples']} examples of {calibration['data']}); "
+             f"{passes} pass{'es' * (passes != 1)} over them when the shrink runs: {how_long}, from one batch timed")
     if not output_given:
         plan = {**plan, "output": {k: v for k, v in out.items() if k not in ("path", "form")}}
     if as_json:

@@ -164,6 +164,16 @@ def block_ablation(stack: Stack, source: ArchSpec, target: ArchSpec, options: di
     return MethodResult(selected_stack(stack, source, target, kept, uniform), report)
 
 
+def ablation_passes(source: ArchSpec, target: ArchSpec, options: dict[str, Any]) -> int:
+    """The passes with blocks skipped that shrinking `source` to `target`
+    takes (each stage of a Swin its own), for a dry run's estimate."""
+    pairs = (list(zip([s.depth for s in source.stages], [t.depth for t in target.stages])) if source.stages
+             else [(source.depth, target.depth)])
+    one_shot_chosen = options.get("ablation", DEFAULT_ABLATION) == ONE_SHOT
+    return sum(depth + 1 if one_shot_chosen else sum(_greedy_passes(depth, keep))
+               for depth, keep in pairs if keep < depth)
+
+
 METHOD = Method("block-ablation", block_ablation, (SHRINK,),
                 "Shortened LLaMA / SLEB: drop the blocks whose removal changes the model's output least on "
-                "calibration data", options=OPTIONS, calibrated=True)
+                "calibration data", options=OPTIONS, calibrated=True, extra_passes=ablation_passes)

@@ -68,6 +68,9 @@ class Method:
     calibrated: bool = False
     depth_only: bool = False
     keeps_first_layers: bool = False
+    # A calibrated method's passes over the calibration examples after the one that gathers the statistics
+    # (block ablation's, with blocks skipped), for (source, target, options): a dry run's time estimate.
+    extra_passes: Callable[[ArchSpec, ArchSpec, dict[str, Any]], int] | None = None
 
 
 @dataclass(frozen=True)
