@@ -537,7 +537,10 @@ def planned_calibration(model: torch.nn.Module, examples: Any, name: str, passes
     with torch.inference_mode():
         for _ in range(2):  # the second call is timed
             started = time.perf_counter()
-            model(inputs) if examples.unit == "images" else model(input_ids=inputs)
+            if examples.unit == "images":
+                model(inputs)
+            else:
+                model(input_ids=inputs)
     pass_seconds = (time.perf_counter() - started) * math.ceil(len(examples) / per_batch)
     return {"data": name, "samples": len(examples), "measured": False, "passes": passes,
             "pass_seconds": round(pass_seconds, 3), "estimated_seconds": round(pass_seconds * passes, 1)}

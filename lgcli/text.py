@@ -379,9 +379,9 @@ def load_text(source: str | os.PathLike = DEFAULT_TEXT, *, tokenizer: Tokenizer,
     held_out = max(1, round(len(windows) * test_fraction))
     if test_fraction == 0:
         raise LgError(f"{flag} {shown(name)}: --test-fraction 0 holds out none of its {len(windows)} windows of "
-                      f"{seq_len} tokens, and they are the test split (give a --test-fraction above 0; 1 scores "
-                      f"all of it with --steps 0)")
-    if len(windows) - held_out < 1 and test_fraction != WHOLE_TEST_FRACTION:
+                      f"{seq_len} tokens, so nothing would be scored (give a --test-fraction above 0; 1, with "
+                      f"--steps 0, scores all of them)")
+    if not len(windows) or (len(windows) - held_out < 1 and test_fraction != WHOLE_TEST_FRACTION):
         # Only the remedy that applies (lg shrink --calibrate has no --test-fraction).
         raise LgError(f"{flag} {shown(name)}: its {len(ids):,} tokens make {len(windows)} windows of {seq_len} "
                       f"tokens, too few for a train and a test split (give more text or a smaller {seq_len_flag})")

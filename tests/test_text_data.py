@@ -207,8 +207,9 @@ def test_the_test_split_is_the_last_tenth_of_the_windows(tmp_path):
         load_text(path, tokenizer=ByteTokenizer(), task=CAUSAL_LM, seq_len=10, test_fraction=0)
     small = tmp_path / "small.txt"
     small.write_text("tiny")
-    with pytest.raises(LgError, match="5 tokens make 0 windows of 10 tokens"):  # "tiny" and the newline it gets
-        load_text(small, tokenizer=ByteTokenizer(), task=CAUSAL_LM, seq_len=10)
+    for fraction in (0.1, 1):  # "tiny" and the newline it gets: no window, whatever is held out
+        with pytest.raises(LgError, match="5 tokens make 0 windows of 10 tokens"):
+            load_text(small, tokenizer=ByteTokenizer(), task=CAUSAL_LM, seq_len=10, test_fraction=fraction)
 
 
 def test_subsets_are_seeded_and_counted_in_windows(tmp_path):
