@@ -195,22 +195,23 @@ def _check_one_batch(methods: list[str], context: _Context) -> None:
 
 
 def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
-    """The bench's data, as the ancestry's model takes them: images of its
-    classes, or text tokenized with the tokenizer beside its weights (a
-    text encoder without an LM head has nothing to score and is refused)."""
+    """The bench's data, as the ancestry's model takes them: images numbered as its head names its classes, or
+    text tokenized with the tokenizer beside its weights (a text encoder without an LM head is refused)."""
     import torch
 
     from .arch import get_adapter
     from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
-    from .evaluate import classifier_data
+    from .evaluate import classifier_data, in_models_label_order
+    from .heads import class_names_in
     from .text import text_data_for
 
-    spec, checkpoint = loaded.spec, loaded.checkpoint
-    adapter = get_adapter(spec.family)
+    spec, checkpoint, adapter = loaded.spec, loaded.checkpoint, get_adapter(loaded.spec.family)
     task = adapter.task(spec)
     if task == IMAGE_CLASSIFICATION:  # read as lg eval reads it (a text named is said to be one)
-        return classifier_data(data, seq_len=settings.seq_len, subset=settings.subset,
-                               test_subset=settings.test_subset, test_fraction=None, seed=settings.probe.seed)
+        images = classifier_data(data, seq_len=settings.seq_len, subset=settings.subset,
+                                 test_subset=settings.test_subset, test_fraction=None, seed=settings.probe.seed)
+        stated = class_names_in((spec.extras.get("config") or {}).get("id2label"))
+        return in_models_label_order(images, [stated], notify)
     where = checkpoint.label
     if task == TEXT_ENCODER:
         raise LgError(f"{where} is a text encoder without a language-model head: lg bench scores image "

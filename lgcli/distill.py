@@ -234,11 +234,13 @@ def check_pair(student: Party, teacher: Party) -> None:
         raise LgError(f"{student.where} is a text encoder without a language-model head: it has no logits to "
                       f"distil (give its masked-LM checkpoint, e.g. BertForMaskedLM)")
     if student.task == IMAGE_CLASSIFICATION:
+        # The inputs first: a model of features (no head) is refused as one, not for its config's default labels.
+        inputs = model_input(student.model), model_input(teacher.model)
         ours, theirs = classes_of(student.model), classes_of(teacher.model)
         if ours != theirs:
             raise LgError(f"the teacher has {theirs} classes and the student {ours}: distil from a teacher of the "
                           f"student's classes")
-        ours, theirs = model_input(student.model), model_input(teacher.model)
+        ours, theirs = inputs
         if ours != theirs:
             raise LgError(f"the teacher takes {theirs[0]}-channel {theirs[1]}-pixel images and the student "
                           f"{ours[0]}-channel {ours[1]}-pixel ones: distil from a teacher of the student's input")
@@ -267,7 +269,10 @@ def read_data(student: Party, teacher: Party, data: Any, *, subset: Any = None, 
             data = load_data(data, subset=subset, test_subset=test_subset, seed=seed,
                              test_fraction=DEFAULT_IMAGE_TEST_FRACTION if test_fraction is None else test_fraction)
         check_channels(data, model_input(student.model)[0])
-        return data
+        from .evaluate import in_models_label_order  # labels (--alpha below 1) as the two heads number them
+        from .heads import class_names
+
+        return in_models_label_order(data, [class_names(student.model), class_names(teacher.model)], notify)
     if isinstance(data, ImageData) or (isinstance(data, (str, os.PathLike)) and os.fspath(data) in builtin_names()):
         raise LgError(f"--data {name} is an image dataset; the student is a language model (give a text file, a "
                       f"folder of .txt files or {', '.join(builtin_texts())})")

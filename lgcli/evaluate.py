@@ -41,7 +41,7 @@ from lgcli.stack import ArchSpec
 from lgcli.text import TextData, builtin_texts, check_data_source, evaluate_text, text_data_for
 from lgcli.accuracy import evaluate_accuracy
 from lgcli.devices import auto_device_note, concrete_device
-from lgcli.heads import classes_of, model_input, reset_head
+from lgcli.heads import class_names, classes_of, model_input, reset_head
 from lgcli.train import TrainConfig, train
 
 # Fine-tuning defaults for an already-initialised model, measured by
@@ -472,6 +472,7 @@ def evaluate(paths: list[str], data: ImageData | TextData | str | os.PathLike | 
                            test_fraction=test_fraction, seed=settings.seed)
         for candidate in candidates:
             check_channels(data, model_input(candidate.model)[0])
+        data = in_models_label_order(data, [class_names(candidate.model) for candidate in candidates], notify)
     else:
         if preprocessing:
             raise UsageError("--mean, --std and --interpolation prepare images; these checkpoints are language models")
@@ -516,6 +517,31 @@ def check_fits_default_data(candidates: list[Candidate]) -> None:
                              f"({DEFAULT_DATA}, for lg's example models) has {DEFAULT_DATA_CLASSES}: give its own "
                              f"data with --data (an image folder of its classes), or --data {DEFAULT_DATA} to probe "
                              f"it there with a new head")
+
+
+def in_models_label_order(data: ImageData, named: list[list[str] | None], notify: Notify) -> ImageData:
+    """`data` numbered as the classifiers number their classes, where they
+    name them (`named`, each `heads.class_names`: a transformers config's id2label) and
+    the data's classes are those names; said when that changes the
+    numbering. Where the names differ from the data's, the data's sorted
+    order stands, and that is said too: the score would otherwise mislead."""
+    from .images import in_label_order
+
+    stated = {tuple(names) for names in named if names is not None}
+    if len(stated) != 1:  # none names its classes, or they disagree: the data's own order
+        return data
+    names = list(stated.pop())
+    ordered = in_label_order(data, names)
+    if ordered is None:
+        if len(names) == data.num_classes:
+            notify(f"the model names its classes ({', '.join(names[:4])}, ...) and {data.name}'s are others "
+                   f"({', '.join(data.classes[:4])}, ...): class i of the data, in its order, is taken as the "
+                   f"model's class i")
+        return data
+    if not torch.equal(ordered.test.labels, data.test.labels):  # a new numbering, not only new names
+        notify(f"{data.name}'s classes numbered as the model names them (id2label): "
+               + ", ".join(f"{i} {name}" for i, name in enumerate(names[:4])) + ", ...")
+    return ordered
 
 
 def classifier_data(data: ImageData | TextData | str | os.PathLike | None, *, seq_len: int | None,

@@ -58,3 +58,20 @@ def model_preprocessing(model: torch.nn.Module) -> Preprocessing | None:
     (`lgcli.load_model`, lg eval, bench, condense: `preprocessing.MODEL_ATTRIBUTE`);
     None: lg's own."""
     return getattr(model, MODEL_ATTRIBUTE, None)
+
+
+def class_names(model: torch.nn.Module) -> list[str] | None:
+    """A classifier's class names by index, where its files state them
+    (a transformers config's id2label, not its LABEL_0, LABEL_1, ...
+    defaults); None where they do not (a timm file)."""
+    return class_names_in(getattr(getattr(model, "config", None), "id2label", None))
+
+
+def class_names_in(labels: Any) -> list[str] | None:
+    """The class names an id2label mapping (a config's, ids as ints or as
+    JSON's strings) states, by index; None for none or only defaults."""
+    if not labels:
+        return None
+    names = [str(labels.get(index, labels.get(str(index), ""))) for index in range(len(labels))]
+    return None if all(name in ("", f"LABEL_{index}") for index, name in enumerate(names)) else names
+

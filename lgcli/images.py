@@ -5,6 +5,8 @@ model's preprocessing says (timm's eval transform)."""
 
 from __future__ import annotations
 
+import copy as copy_module
+import dataclasses
 import os
 import stat
 import warnings
@@ -257,6 +259,30 @@ class ImageData:
     def describe(self) -> dict:
         return {"name": self.name, "train": len(self.train), "test": len(self.test),
                 "classes": self.num_classes, "channels": self.channels, "test_split": self.test_split}
+
+
+def _label_key(name: str) -> str:
+    """A class name as folders and configs both spell it: "Ankle boot", "ankle_boot", "ankle-boot"."""
+    return "".join(ch for ch in name.casefold() if ch.isalnum())
+
+
+def in_label_order(data: ImageData, names: Sequence[str]) -> ImageData | None:
+    """`data` with each class numbered as a classifier whose classes are
+    `names` (by index) numbers it, where its classes are those names
+    (compared without case, spaces, `_` or `-`); None where they are not.
+    An image folder's classes come in sorted order, which is seldom the
+    model's (Fashion-MNIST's "Ankle boot" is class 9, not 0)."""
+    keys = [_label_key(name) for name in names]
+    if sorted(keys) != sorted(_label_key(name) for name in data.classes) or len(set(keys)) != len(keys):
+        return None
+    order = torch.tensor([keys.index(_label_key(name)) for name in data.classes])
+
+    def renumbered(split: ImageSet) -> ImageSet:
+        copy = copy_module.copy(split)
+        copy.labels = order[split.labels]
+        return copy
+
+    return dataclasses.replace(data, train=renumbered(data.train), test=renumbered(data.test), classes=list(names))
 
 
 def match_channels(images: torch.Tensor, channels: int) -> torch.Tensor:

@@ -331,3 +331,54 @@ def test_the_advice_after_writing_a_model_of_features(built, lg, tmp_path):
     assert "or on lg's: lg eval" not in result.stderr
     assert "fine-tune it with transformers' `Trainer`" in result.stderr and "AutoImageProcessor" in result.stderr
     assert "lg eval" not in (out / "README.md").read_text()
+
+
+def test_distilling_from_a_model_of_features_is_refused_as_one(built, lg, tmp_path):
+    """A Dinov2Model teacher has no head: said so, not as transformers' default 2 labels against the
+    student's 10 classes."""
+    student, _ = built("dinov2-swiglu-classifier")
+    teacher, _ = built("dinov2")
+    result = lg("distill", student, "--teacher", teacher, "--data", "fashion-mnist-mini", "--steps", "1",
+                "--dry-run")
+    assert result.code == 1
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("lg: error: Dinov2Model is a model of features (no classification head)"), result.stderr
+    assert "copy the folder's preprocessor_config.json beside it" in line
+
+
+def test_an_image_folder_is_numbered_as_the_classifier_names_its_classes(tmp_path):
+    """The folder's classes are the model's id2label names (zebra = 0, apple = 1), which sorted order numbers the
+    other way: its images are scored as the model numbers them, so the folder named after the labels scores as
+    a folder whose sorted order is the model's. Names the model does not have keep the folder's order, said."""
+    import numpy as np
+
+    from test_data import write_png
+
+    from lgcli.evaluate import ProbeSettings, evaluate
+
+    torch.manual_seed(0)
+    config = transformers.Dinov2Config(**DINOV2, num_labels=2, id2label={0: "zebra", 1: "Apple"},
+                                       label2id={"zebra": 0, "Apple": 1})
+    model_dir = tmp_path / "model"
+    transformers.Dinov2ForImageClassification(config).save_pretrained(model_dir)
+    transformers.BitImageProcessor(size={"height": 16, "width": 16},
+                                   crop_size={"height": 16, "width": 16}).save_pretrained(model_dir)
+    pixels = np.random.default_rng(0).integers(0, 256, (2, 4, 16, 16, 3), dtype=np.uint8)
+    for folder, names in (("named", ("zebra", "apple")), ("ordered", ("0_z", "1_a")), ("other", ("cat", "dog"))):
+        for label, name in enumerate(names):
+            for i in range(4):
+                write_png(tmp_path / folder / name / f"{i}.png", pixels[label, i])
+    notes: list[str] = []
+
+    def scored(folder: str) -> dict:
+        report = evaluate([str(model_dir)], str(tmp_path / folder), ProbeSettings(steps=0, progress=False),
+                          test_fraction=1, notify=notes.append)
+        return report["rows"][0]["final"]
+
+    named, ordered = scored("named"), scored("ordered")
+    assert named == ordered  # the same images, numbered the same way: the same loss and top-1, entry for entry
+    assert any("named's classes numbered as the model names them (id2label): 0 zebra, 1 Apple" in n for n in notes)
+    notes.clear()
+    scored("other")
+    assert any("the model names its classes (zebra, Apple, ...) and other's are others (cat, dog, ...)" in n
+               for n in notes)

@@ -243,8 +243,9 @@ class HfImageAdapter(HfAdapter):
             family = type(model).__name__.removesuffix("Model").removesuffix("Vision")
             raise LgError(f"{type(model).__name__} is a model of features (no classification head): lg eval, bench "
                           f"and condense train and score image classifiers; load its folder as transformers' "
-                          f"{family}ForImageClassification (num_labels=N: a new head on the same weights) and "
-                          f"save_pretrained that")
+                          f"{family}ForImageClassification (num_labels=N: a new head on the same weights), "
+                          f"save_pretrained that, and copy the folder's preprocessor_config.json beside it (its "
+                          f"mean, std and image size)")
         return int(model.config.num_channels), int(model.config.image_size)
 
     def scored_by_lg(self, spec: ArchSpec) -> bool:
