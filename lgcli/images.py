@@ -262,14 +262,15 @@ class ImageData:
 
 
 def _label_key(name: str) -> str:
-    """A class name as folders and configs both spell it: "Ankle boot", "ankle_boot", "ankle-boot"."""
+    """A class name as folders and configs both spell it: its letters and digits, without case
+    ("Ankle boot", "ankle_boot"; "T-shirt/top", which no folder can be named, as "tshirttop")."""
     return "".join(ch for ch in name.casefold() if ch.isalnum())
 
 
 def in_label_order(data: ImageData, names: Sequence[str]) -> ImageData | None:
     """`data` with each class numbered as a classifier whose classes are
     `names` (by index) numbers it, where its classes are those names
-    (compared without case, spaces, `_` or `-`); None where they are not.
+    (`_label_key`); None where they are not.
     An image folder's classes come in sorted order, which is seldom the
     model's (Fashion-MNIST's "Ankle boot" is class 9, not 0)."""
     keys = [_label_key(name) for name in names]
