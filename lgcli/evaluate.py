@@ -534,14 +534,17 @@ def in_models_label_order(data: ImageData, named: list[list[str] | None], notify
     ordered = in_label_order(data, names)
     if ordered is None:
         if len(names) == data.num_classes:
-            notify(f"the model names its classes ({', '.join(names[:4])}, ...) and {data.name}'s are others "
-                   f"({', '.join(data.classes[:4])}, ...): class i of the data, in its order, is taken as the "
-                   f"model's class i")
+            notify(f"the model names its classes ({_first_few(names)}) and {data.name}'s are others "
+                   f"({_first_few(data.classes)}): class i of the data, in its order, is taken as the model's class i")
         return data
     if not torch.equal(ordered.test.labels, data.test.labels):  # a new numbering, not only new names
         notify(f"{data.name}'s classes numbered as the model names them (id2label): "
-               + ", ".join(f"{i} {name}" for i, name in enumerate(names[:4])) + ", ...")
+               f"{_first_few([f'{i} {name}' for i, name in enumerate(names)])}")
     return ordered
+
+
+def _first_few(items: list[str], shown_at_most: int = 4) -> str:
+    return ", ".join(items[:shown_at_most]) + (", ..." if len(items) > shown_at_most else "")
 
 
 def classifier_data(data: ImageData | TextData | str | os.PathLike | None, *, seq_len: int | None,

@@ -74,4 +74,3 @@ def class_names_in(labels: Any) -> list[str] | None:
         return None
     names = [str(labels.get(index, labels.get(str(index), ""))) for index in range(len(labels))]
     return None if all(name in ("", f"LABEL_{index}") for index, name in enumerate(names)) else names
-

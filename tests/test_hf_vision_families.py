@@ -380,5 +380,5 @@ def test_an_image_folder_is_numbered_as_the_classifier_names_its_classes(tmp_pat
     assert any("named's classes numbered as the model names them (id2label): 0 zebra, 1 Apple" in n for n in notes)
     notes.clear()
     scored("other")
-    assert any("the model names its classes (zebra, Apple, ...) and other's are others (cat, dog, ...)" in n
+    assert any("the model names its classes (zebra, Apple) and other's are others (cat, dog): class i" in n
                for n in notes)
