@@ -151,7 +151,9 @@ def _with_depth_passes(plan: dict[str, Any], source: ArchSpec, options: dict[str
 
     calibration = dict(plan["calibration"])
     depth_step = get_method(DEPTH_METHOD)
-    calibration["passes"] += 1 + depth_step.extra_passes(source, calibrated_target(source, options), options)
+    skipping = depth_step.extra_passes(source, calibrated_target(source, options), options)
+    calibration["passes"] += 1 + skipping
+    calibration["passes_skipping_blocks"] += skipping
     calibration["estimated_seconds"] = round(calibration["pass_seconds"] * calibration["passes"], 1)
     return {**plan, "calibration": calibration}
 

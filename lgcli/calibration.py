@@ -523,10 +523,11 @@ def _skip_block(module, args, kwargs, output):
     raise RuntimeError(f"a block returned {type(output).__name__}, which the ablation pass cannot skip")
 
 
-def planned_calibration(model: torch.nn.Module, examples: Any, name: str, passes: int,
+def planned_calibration(model: torch.nn.Module, examples: Any, name: str, passes: int, skipping: int = 0,
                         device: str = "cpu") -> dict[str, Any]:
     """A dry run's calibration: the examples checked, and about how long
-    `passes` passes over them will take, from one batch of `model` timed on
+    `passes` passes over them (`skipping` of them with blocks skipped, as
+    block ablation's own line counts them) will take, from one batch of `model` timed on
     `device` after one untimed (a first call's overhead is no pass's). It
     tends to overstate a greedy ablation, whose later, shallower passes cost less."""
     where = torch.device(device)
@@ -543,7 +544,7 @@ def planned_calibration(model: torch.nn.Module, examples: Any, name: str, passes
                 model(input_ids=inputs)
     pass_seconds = (time.perf_counter() - started) * math.ceil(len(examples) / per_batch)
     return {"data": name, "samples": len(examples), "measured": False, "passes": passes,
-            "pass_seconds": round(pass_seconds, 3), "estimated_seconds": round(pass_seconds * passes, 1)}
+            "passes_skipping_blocks": skipping, "pass_seconds": round(pass_seconds, 3), "estimated_seconds": round(pass_seconds * passes, 1)}
 
 
 def calibration_device(device: str | None) -> str:

@@ -80,8 +80,10 @@ def shown(text: object) -> str:
 
 
 def counted(count: int, noun: str) -> str:
-    """"1 head", "6 heads": a count and its noun, singular for one."""
-    return f"{count} {noun}{'s' * (count != 1)}"
+    """"1 head", "6 heads", "2 classes": a count and its noun, singular for one."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}{'es' if noun.endswith(('s', 'sh', 'ch', 'x')) else 's'}"
 
 
 def one_line(message: str) -> str:

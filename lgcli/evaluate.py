@@ -31,7 +31,7 @@ from lgcli.checks import WHOLE_TEST_FRACTION, check_real, check_seed, check_whol
 from lgcli.data import DEFAULT_DATA, FASHION_MNIST_CLASSES, load_data
 from lgcli.images import ImageData, check_channels
 from lgcli.checkpoint.reading import check_source, read_checkpoint
-from lgcli.errors import LgError, UsageError, notify_stderr, shown
+from lgcli.errors import LgError, UsageError, counted, notify_stderr, shown
 from lgcli.lazy import torch
 from lgcli.pace import PassPace
 from lgcli.preprocessing import Overrides, attach
@@ -513,7 +513,7 @@ def check_fits_default_data(candidates: list[Candidate]) -> None:
         model_input(candidate.model)  # a model of features has no classes to count: said as such first
         classes = classes_of(candidate.model)
         if classes != DEFAULT_DATA_CLASSES:
-            raise UsageError(f"{candidate.where or candidate.name} has {classes} classes; the default data "
+            raise UsageError(f"{candidate.where or candidate.name} has {counted(classes, 'class')}; the default data "
                              f"({DEFAULT_DATA}, for lg's example models) has {DEFAULT_DATA_CLASSES}: give its own "
                              f"data with --data (an image folder of its classes), or --data {DEFAULT_DATA} to probe "
                              f"it there with a new head")

@@ -16,7 +16,7 @@ from .loading import load_model
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .data import builtin_names, load_data
 from .images import ImageData, check_channels
-from .errors import LgError, notify_stderr
+from .errors import LgError, counted, notify_stderr
 from .learngenes import Learngene
 from .recipe import preprocessing_of
 from .text import TextData, builtin_texts, check_data_source, text_data_for
@@ -108,8 +108,8 @@ def data_for(model: GeneratedModel, data: Any, name: str, *, companions: Mapping
         check_channels(data, model.input_size[0])
         classes = int(model.adapter.num_classes(model.spec) or 0)
         if data.num_classes != classes:
-            raise LgError(f"{name} has {classes} classes and {data.name} has {data.num_classes}: fit {fitting} on "
-                          f"data with the same classes")
+            raise LgError(f"{name} has {counted(classes, 'class')} and {data.name} has {data.num_classes}: fit "
+                          f"{fitting} on data with the same classes")
         return data
     if task == TEXT_ENCODER:
         raise LgError(f"{name} is a text encoder without a language-model head: it has no logits to train on "

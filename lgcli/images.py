@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from lgcli.errors import LgError, os_reason
+from lgcli.errors import LgError, counted, os_reason
 from lgcli.lazy import F, np, torch
 from lgcli.preprocessing import Preprocessing, default_preprocessing
 from lgcli.checks import short_line, shown_path
@@ -68,7 +68,8 @@ class ImageSet:
 def _per_channel(values: Sequence[float], channels: int, name: str) -> torch.Tensor:
     """A recipe's mean or std as a (channels, 1, 1) tensor."""
     if len(values) != channels:
-        raise LgError(f"the preprocessing's {name} has {len(values)} values but the model takes {channels} channels")
+        raise LgError(f"the preprocessing's {name} has {len(values)} values but the model takes "
+                      f"{counted(channels, 'channel')}")
     return torch.tensor(values, dtype=torch.float32).view(channels, 1, 1)
 
 
@@ -293,7 +294,7 @@ def match_channels(images: torch.Tensor, channels: int) -> torch.Tensor:
         return images
     if have == 1:
         return images.expand(-1, channels, -1, -1)
-    raise LgError(f"the data has {have}-channel images but the model takes {channels} channels")
+    raise LgError(f"the data has {have}-channel images but the model takes {counted(channels, 'channel')}")
 
 
 def check_channels(data: ImageData, channels: int) -> None:

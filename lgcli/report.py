@@ -55,7 +55,8 @@ def eval_columns(report: dict) -> tuple[str, list[EvalColumn], str]:
         legend.append("loss: test loss per scored token; ppl: perplexity")
         measured, mean_read, dip_read = "loss", "lower learns faster", "the most the loss rose above step 0"
     else:
-        title = f"{data['name']}: {data['train']} train / {data['test']} test images, {data['classes']} classes"
+        title = (f"{data['name']}: {data['train']} train / {data['test']} test images, "
+                 f"{counted(data['classes'], 'class')}")
         plain = [("top-1", lambda r: f"{r['final']['top1']:.2f}"), ("top-5", lambda r: f"{r['final']['top5']:.2f}"),
                  ("loss", lambda r: f"{r['final']['loss']:.4f}")]
         probed = [("top-1\n@0", lambda r: f"{r['instinct']['top1']:.2f}"),

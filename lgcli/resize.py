@@ -127,9 +127,10 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
         from .calibration import calibration_device, planned_calibration
 
         model, examples, name = calibration_examples_of(loaded, options, seed)
-        passes = 1 + (chosen.extra_passes(source, target, options) if chosen.extra_passes else 0)
+        skipping = chosen.extra_passes(source, target, options) if chosen.extra_passes else 0
         made = adapter.template_from_config(adapter.config(target))[1]
-        details = {"calibration": planned_calibration(model, examples, name, passes, calibration_device(device))}
+        details = {"calibration": planned_calibration(model, examples, name, 1 + skipping, skipping,
+                                                      calibration_device(device))}
         calibration = None
     else:
         context = MethodContext(direction=direction, seed=seed,

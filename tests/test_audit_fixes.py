@@ -16,7 +16,7 @@ import pytest
 import lgcli
 import lgcli.bench as bench_module
 from lgcli.bench import BenchSettings, bench, parse_sizes
-from lgcli.errors import LgError
+from lgcli.errors import LgError, counted
 from lgcli.evaluate import ProbeSettings
 from lgcli.methods.common import GROW, SHRINK
 from lgcli.sizing import MixedChange, target_spec
@@ -256,3 +256,9 @@ def test_grow_method_help_names_the_learngenes_that_take_it(lg):
     assert ("For a learngene, only one of trained widths (TLEG, SWS and LeTs, of one width or several; WAVE "
             "condensed with --widths; none of a Swin), and only to reach a width it was not trained at") in text
     assert "Other learngenes build every size by their own rule and refuse it." in text
+
+
+def test_counts_are_said_with_their_nouns_plural_as_english_makes_them():
+    assert [counted(1, "class"), counted(2, "class"), counted(0, "pass"), counted(1, "channel"),
+            counted(3, "channel"), counted(2, "batch")] == ["1 class", "2 classes", "0 passes", "1 channel",
+                                                            "3 channels", "2 batches"]

@@ -145,9 +145,11 @@ def test_a_dry_run_checks_the_calibration_data_and_runs_no_pass_over_it(tmp_path
     # pass; activation importance one pass. The time is one timed batch's, per pass.
     passes = {"block-ablation": 1 + 5 + 5, "activation": 1, None: 1 + 5 + 5 + 1}[method]
     assert plan["calibration"]["passes"] == passes
+    assert plan["calibration"]["passes_skipping_blocks"] == (10 if method != "activation" else 0)
     assert plan["calibration"]["estimated_seconds"] == pytest.approx(plan["calibration"]["pass_seconds"] * passes,
                                                                      abs=0.05)
-    assert f"; {passes} pass{'es' * (passes > 1)} over them when the shrink runs:" in result.stderr
+    skipped = " (10 with blocks skipped)" if method != "activation" else ""
+    assert f"; {passes} pass{'es' * (passes > 1)} over them when the shrink runs{skipped}:" in result.stderr
     one_shot = lg("shrink", source, *HEADS, "--depth", "2", "--method", "block-ablation", "--ablation", "one-shot",
                   "--calibrate", IMAGES, *SAMPLES, "--dry-run", "--json")
     assert json.loads(one_shot.stdout)["calibration"]["passes"] == 1 + 4 + 1  # each block skipped alone, and the full

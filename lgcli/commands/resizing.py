@@ -144,8 +144,10 @@ def _show_plan(plan: dict[str, Any], as_json: bool, output_given: bool = True) -
         # Passes that skip a block (block ablation) replay only the blocks after it: the time is a bound.
         how_long = (f"at most about {duration_text(calibration['estimated_seconds'])}" if passes > 1 else
                     f"about {duration_text(calibration['estimated_seconds'])}")
+        skipping = calibration["passes_skipping_blocks"]
         note(f"calibration data checked ({calibration['samples']} examples of {calibration['data']}); "
-             f"{passes} pass{'es' * (passes != 1)} over them when the shrink runs: {how_long}, from one batch timed")
+             f"{counted(passes, 'pass')} over them when the shrink runs"
+             f"{f' ({skipping} with blocks skipped)' if skipping else ''}: {how_long}, from one batch timed")
     if not output_given:
         plan = {**plan, "output": {k: v for k, v in out.items() if k not in ("path", "form")}}
     if as_json:
