@@ -12,10 +12,10 @@ from .methods import SHRINK
 from .sizing import BUDGET_FILL, BudgetShape, check_heads_known, shape_for_budget
 
 
-def budget_shape(loaded: Loaded, *, direction: str, params: int | None, memory: int | None,
-                 sizes: tuple) -> BudgetShape:
-    """The shape a `--params` or `--memory` budget buys (`sizing.shape_for_budget`),
-    after the checks that the request is one."""
+def check_budget_request(direction: str, params: int | None, memory: int | None, sizes: tuple) -> None:
+    """A budget asked as one (no sizes beside it, one kind, a shrink): said before any model is read."""
+    if params is None and memory is None:
+        return
     flag = "--params" if params is not None else "--memory"
     if params is not None and memory is not None:
         raise UsageError("give --params or --memory, not both: each is the whole budget")
@@ -24,6 +24,13 @@ def budget_shape(loaded: Loaded, *, direction: str, params: int | None, memory: 
     if any(size is not None for size in sizes):
         raise UsageError(f"{flag} picks the depth and width itself: leave out --depth, --width, --heads, "
                          f"--kv-heads and --mlp-dim (or give those and no {flag})")
+
+
+def budget_shape(loaded: Loaded, *, direction: str, params: int | None, memory: int | None,
+                 sizes: tuple) -> BudgetShape:
+    """The shape a `--params` or `--memory` budget buys (`sizing.shape_for_budget`),
+    after the checks that the request is one."""
+    check_budget_request(direction, params, memory, sizes)
     check_heads_known(loaded.spec, moves_heads=True, where=loaded.checkpoint.label)
     if params is not None:
         return shape_for_budget(loaded.spec, params)

@@ -24,7 +24,7 @@ from .loading import Loaded, build_model, load
 from .outputs import CheckedOutput, checked_output, plan_output
 from .saving import save
 from .arch import get_adapter
-from .budget import budget_report, budget_shape
+from .budget import budget_report, budget_shape, check_budget_request
 from .calibrated_shrink import calibrated_plan, calibrated_steps, shrink_in_two_steps, wants_calibrated_default
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, read_checkpoint
@@ -32,7 +32,8 @@ from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
 from .fitting import check_fit_data, fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, LearngeneKind, get_kind
-from .methods import GROW, METHODS, SHRINK, MethodContext, default_method, get_method, resolve_options
+from .methods import GROW, METHODS, SHRINK, MethodContext, checked_request, default_method, get_method, resolve_options
+from .methods.calibrated import CALIBRATION_NEEDED
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
 from .preprocessing import PREPROCESSING, Overrides, with_preprocessing
@@ -111,10 +112,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
             return True
 
         method = default_method(direction, reaches)  # measured by lg bench (docs/methods.md "Defaults")
-    chosen = get_method(method)
-    if direction not in chosen.directions:
-        raise UsageError(f"method '{method}' cannot {direction} (it can: {', '.join(chosen.directions)})")
-    options = resolve_options(chosen, method_options)
+    chosen, options = checked_request(method, direction, method_options)
     budget = None
     if params is not None or memory is not None:
         budget = budget_shape(loaded, direction=direction, params=params, memory=memory,
@@ -170,8 +168,7 @@ def calibration_examples_of(loaded: Loaded, options: dict[str, Any], seed: int |
     from .calibration import DEFAULT_CALIBRATION_SAMPLES, calibration_examples
 
     if options["calibrate"] is None:
-        raise UsageError("a data-aware method measures the model on data: give --calibrate DATA (lg's datasets "
-                         "such as fashion-mnist-mini or kjv-mini, an image folder, or a text file)")
+        raise UsageError(CALIBRATION_NEEDED)
     model = build_model(loaded.spec, loaded.stack)
     examples, name = calibration_examples(model, loaded.spec, options["calibrate"],
                                           samples=options["calibrate_samples"] or DEFAULT_CALIBRATION_SAMPLES,
@@ -361,6 +358,11 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     target = checked_output(output, force=force, card_file=card_file,
                             inputs=(source.checkpoint.source if isinstance(source, Loaded) else str(source),))
     check_data_source(kwargs.get("calibrate"), "--calibrate")  # a mistyped path, said before the model is read
+    # So are a budget beside sizes and a data-aware method's missing or out-of-range calibration options.
+    check_budget_request(direction, kwargs.get("params"), kwargs.get("memory"),
+                         tuple(kwargs.get(flag) for flag in ("depth", "width", "heads", "kv_heads", "mlp_dim")))
+    if method in METHODS and METHODS[method].calibrated and direction == SHRINK:
+        checked_request(method, direction, {o.name: kwargs.get(o.name) for o in METHODS[method].options})
     checkpoint = source.checkpoint if isinstance(source, Loaded) else read_checkpoint(source, stdin=stdin)
     checkpoint.allow_nonfinite = allow_nonfinite
     if is_learngene(checkpoint):

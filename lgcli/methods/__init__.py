@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 from ..errors import UsageError
 from ..options import resolve_options as resolve_declared
 from . import activation, angular, block_ablation, block_influence, bot, clone, depth_upscale, identity_insert, layers, select, stacking, tleg_fit
+from .calibrated import CALIBRATION_NEEDED
 from .common import GROW, SHRINK, Method, MethodContext, MethodResult
 
 METHODS: dict[str, Method] = {m.name: m for m in (
@@ -60,6 +61,19 @@ def get_method(name: str) -> Method:
         raise UsageError(f"unknown method '{name}' (known: {', '.join(METHODS)})") from None
 
 
+def checked_request(name: str, direction: str, given: Mapping[str, Any]) -> tuple[Method, dict[str, Any]]:
+    """A named method and its options, checked before any model is read: it
+    resizes this way, takes the options given (each in its range), and has
+    calibration data where it measures the model."""
+    method = get_method(name)
+    if direction not in method.directions:
+        raise UsageError(f"method '{name}' cannot {direction} (it can: {', '.join(method.directions)})")
+    options = resolve_options(method, given)
+    if method.calibrated and options.get("calibrate") is None:
+        raise UsageError(CALIBRATION_NEEDED)
+    return method, options
+
+
 def resolve_options(method: Method, given: Mapping[str, Any]) -> dict[str, Any]:
     """The method's declared defaults updated with the options given (None =
     not given); an option the method does not take is an error."""
@@ -67,5 +81,5 @@ def resolve_options(method: Method, given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["METHODS", "CALIBRATED_DEFAULTS", "DEFAULT_METHODS", "FALLBACK_METHODS", "RESIZE_METHODS", "default_method", "Method", "MethodContext",
-           "MethodResult", "get_method", "resolve_options",
+           "MethodResult", "get_method", "resolve_options", "checked_request",
            "GROW", "SHRINK"]

@@ -17,6 +17,8 @@ from ..options import Option
 from ..stack import LAYER, ArchSpec, Named, Stack
 from .common import AxisChange, axis_changes, per_role, release, select_along, uniform_indices
 
+CALIBRATION_NEEDED = ("a data-aware method measures the model on data: give --calibrate DATA (lg's datasets such as "
+                      "fashion-mnist-mini or kjv-mini, an image folder, or a text file)")
 CALIBRATION_OPTIONS = (
     Option("calibrate", str, None,
            "Data the statistics are measured on: lg's datasets (fashion-mnist-mini, kjv-mini, ...), an image "
