@@ -544,7 +544,8 @@ def planned_calibration(model: torch.nn.Module, examples: Any, name: str, passes
                 model(input_ids=inputs)
     pass_seconds = (time.perf_counter() - started) * math.ceil(len(examples) / per_batch)
     return {"data": name, "samples": len(examples), "measured": False, "passes": passes,
-            "passes_skipping_blocks": skipping, "pass_seconds": round(pass_seconds, 3), "estimated_seconds": round(pass_seconds * passes, 1)}
+            "passes_skipping_blocks": skipping, "pass_seconds": round(pass_seconds, 3),
+            "estimated_seconds": round(pass_seconds * passes, 1)}
 
 
 def calibration_device(device: str | None) -> str:
