@@ -195,14 +195,14 @@ def _check_one_batch(methods: list[str], context: _Context) -> None:
 
 
 def _read_data(loaded, data: str, settings: BenchSettings, notify: Notify):
-    """The bench's data, as the ancestry's model takes them: images numbered as its head names its classes, or
-    text tokenized with the tokenizer beside its weights (a text encoder without an LM head is refused)."""
+    """The bench's data as the ancestry takes them: images numbered as its head names them, or text in its tokens."""
     import torch
 
     from .arch import get_adapter
     from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
-    from .evaluate import classifier_data, in_models_label_order
+    from .evaluate import classifier_data
     from .heads import class_names_in
+    from .images import in_models_label_order
     from .text import text_data_for
 
     spec, checkpoint, adapter = loaded.spec, loaded.checkpoint, get_adapter(loaded.spec.family)

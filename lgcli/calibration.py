@@ -208,10 +208,7 @@ def calibrate(model: torch.nn.Module, spec: ArchSpec, examples: Any, *, name: st
         with torch.inference_mode():
             for start in range(0, len(examples), per_batch):
                 inputs, _ = examples.batch(range(start, min(start + per_batch, len(examples))))
-                if examples.unit == "images":
-                    model(inputs.to(where))
-                else:
-                    model(input_ids=inputs.to(where))
+                _forward(model, inputs.to(where), examples.unit)
                 for part_sums in sums:
                     part_sums.add_hidden()
     finally:
@@ -523,6 +520,14 @@ def _skip_block(module, args, kwargs, output):
     raise RuntimeError(f"a block returned {type(output).__name__}, which the ablation pass cannot skip")
 
 
+def _forward(model: torch.nn.Module, inputs: torch.Tensor, unit: str) -> None:
+    """One calibration batch through the family's own model: images, or token windows."""
+    if unit == "images":
+        model(inputs)
+    else:
+        model(input_ids=inputs)
+
+
 def planned_calibration(model: torch.nn.Module, examples: Any, name: str, passes: int, skipping: int = 0,
                         device: str = "cpu") -> dict[str, Any]:
     """A dry run's calibration: the examples checked, and about how long
@@ -538,10 +543,7 @@ def planned_calibration(model: torch.nn.Module, examples: Any, name: str, passes
     with torch.inference_mode():
         for _ in range(2):  # the second call is timed
             started = time.perf_counter()
-            if examples.unit == "images":
-                model(inputs)
-            else:
-                model(input_ids=inputs)
+            _forward(model, inputs, examples.unit)
     pass_seconds = (time.perf_counter() - started) * math.ceil(len(examples) / per_batch)
     return {"data": name, "samples": len(examples), "measured": False, "passes": passes,
             "passes_skipping_blocks": skipping, "pass_seconds": round(pass_seconds, 3),

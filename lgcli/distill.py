@@ -77,7 +77,7 @@ from .card import CardFacts
 from .checkpoint import STDIO, Checkpoint, check_source, read_checkpoint
 from .checks import check_real, check_whole
 from .data import builtin_names, load_data
-from .images import ImageData, check_channels
+from .images import ImageData, check_channels, in_models_label_order
 from .errors import LgError, UsageError, counted, notify_stderr
 from .hidden_states import FROM_PROVENANCE, HiddenStateTerm, check_shapes, layer_map
 from .held_out import HeldOutScores, vocabulary
@@ -88,7 +88,7 @@ from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
 from .text import TextData, builtin_texts, check_data_source, text_data_for
 from .devices import auto_device_note, concrete_device
-from .heads import classes_of, model_input, model_preprocessing
+from .heads import class_names, classes_of, model_input, model_preprocessing
 from .preprocessing import Overrides, Preprocessing, attach, preprocessing_of_spec, with_preprocessing
 from .losses import distillation_loss
 from .run_settings import RunSettings
@@ -269,9 +269,7 @@ def read_data(student: Party, teacher: Party, data: Any, *, subset: Any = None, 
             data = load_data(data, subset=subset, test_subset=test_subset, seed=seed,
                              test_fraction=DEFAULT_IMAGE_TEST_FRACTION if test_fraction is None else test_fraction)
         check_channels(data, model_input(student.model)[0])
-        from .evaluate import in_models_label_order  # labels (--alpha below 1) as the two heads number them
-        from .heads import class_names
-
+        # Labels (--alpha below 1) numbered as the two heads number them.
         return in_models_label_order(data, [class_names(student.model), class_names(teacher.model)], notify)
     if isinstance(data, ImageData) or (isinstance(data, (str, os.PathLike)) and os.fspath(data) in builtin_names()):
         raise LgError(f"--data {name} is an image dataset; the student is a language model (give a text file, a "

@@ -29,7 +29,7 @@ from typing import Callable, Iterator
 from lgcli.arch.base import CAUSAL_LM, IMAGE_CLASSIFICATION, MASKED_LM, TEXT_ENCODER
 from lgcli.checks import WHOLE_TEST_FRACTION, check_real, check_seed, check_whole
 from lgcli.data import DEFAULT_DATA, FASHION_MNIST_CLASSES, load_data
-from lgcli.images import ImageData, check_channels
+from lgcli.images import ImageData, check_channels, in_models_label_order
 from lgcli.checkpoint.reading import check_source, read_checkpoint
 from lgcli.errors import LgError, UsageError, counted, notify_stderr, shown
 from lgcli.lazy import torch
@@ -517,34 +517,6 @@ def check_fits_default_data(candidates: list[Candidate]) -> None:
                              f"({DEFAULT_DATA}, for lg's example models) has {DEFAULT_DATA_CLASSES}: give its own "
                              f"data with --data (an image folder of its classes), or --data {DEFAULT_DATA} to probe "
                              f"it there with a new head")
-
-
-def in_models_label_order(data: ImageData, named: list[list[str] | None], notify: Notify) -> ImageData:
-    """`data` numbered as the classifiers number their classes, where they
-    name them (`named`, each `heads.class_names`: a transformers config's id2label) and
-    the data's classes are those names; said when that changes the
-    numbering. Where the names differ from the data's, the data's sorted
-    order stands, and that is said too: the score would otherwise mislead."""
-    from .images import in_label_order
-
-    stated = {tuple(names) for names in named if names is not None}
-    if len(stated) != 1:  # none names its classes, or they disagree: the data's own order
-        return data
-    names = list(stated.pop())
-    ordered = in_label_order(data, names)
-    if ordered is None:
-        if len(names) == data.num_classes:
-            notify(f"the model names its classes ({_first_few(names)}) and {data.name}'s are others "
-                   f"({_first_few(data.classes)}): class i of the data, in its order, is taken as the model's class i")
-        return data
-    if not torch.equal(ordered.test.labels, data.test.labels):  # a new numbering, not only new names
-        notify(f"{data.name}'s classes numbered as the model names them (id2label): "
-               f"{_first_few([f'{i} {name}' for i, name in enumerate(names)])}")
-    return ordered
-
-
-def _first_few(items: list[str], shown_at_most: int = 4) -> str:
-    return ", ".join(items[:shown_at_most]) + (", ..." if len(items) > shown_at_most else "")
 
 
 def classifier_data(data: ImageData | TextData | str | os.PathLike | None, *, seq_len: int | None,

@@ -287,6 +287,32 @@ def in_label_order(data: ImageData, names: Sequence[str]) -> ImageData | None:
     return dataclasses.replace(data, train=renumbered(data.train), test=renumbered(data.test), classes=list(names))
 
 
+def in_models_label_order(data: ImageData, named: list[list[str] | None], notify: Callable[[str], None]) -> ImageData:
+    """`data` numbered as the classifiers number their classes, where they
+    name them (`named`, each `lgcli.heads.class_names`: a transformers config's id2label) and
+    the data's classes are those names; said when that changes the
+    numbering. Where the names differ from the data's, the data's sorted
+    order stands, and that is said too: the score would otherwise mislead."""
+    stated = {tuple(names) for names in named if names is not None}
+    if len(stated) != 1:  # none names its classes, or they disagree: the data's own order
+        return data
+    names = list(stated.pop())
+    ordered = in_label_order(data, names)
+    if ordered is None:
+        if len(names) == data.num_classes:
+            notify(f"the model names its classes ({_first_few(names)}) and {data.name}'s are others "
+                   f"({_first_few(data.classes)}): class i of the data, in its order, is taken as the model's class i")
+        return data
+    if not torch.equal(ordered.test.labels, data.test.labels):  # a new numbering, not only new names
+        notify(f"{data.name}'s classes numbered as the model names them (id2label): "
+               f"{_first_few([f'{i} {name}' for i, name in enumerate(names)])}")
+    return ordered
+
+
+def _first_few(items: list[str], shown_at_most: int = 4) -> str:
+    return ", ".join(items[:shown_at_most]) + (", ..." if len(items) > shown_at_most else "")
+
+
 def match_channels(images: torch.Tensor, channels: int) -> torch.Tensor:
     """Repeat grayscale to the model's channels; refuse anything else."""
     have = images.shape[1]

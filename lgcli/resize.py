@@ -25,7 +25,8 @@ from .outputs import CheckedOutput, checked_output, plan_output
 from .saving import save
 from .arch import get_adapter
 from .budget import budget_report, budget_shape, check_budget_request
-from .calibrated_shrink import calibrated_plan, calibrated_steps, shrink_in_two_steps, wants_calibrated_default
+from .calibrated_shrink import (SIZE_FLAGS, calibrated_plan, calibrated_steps, shrink_in_two_steps,
+                                wants_calibrated_default)
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, read_checkpoint
 from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
@@ -360,7 +361,7 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     check_data_source(kwargs.get("calibrate"), "--calibrate")  # a mistyped path, said before the model is read
     # So are a budget beside sizes and a data-aware method's missing or out-of-range calibration options.
     check_budget_request(direction, kwargs.get("params"), kwargs.get("memory"),
-                         tuple(kwargs.get(flag) for flag in ("depth", "width", "heads", "kv_heads", "mlp_dim")))
+                         tuple(kwargs.get(flag) for flag in SIZE_FLAGS))
     if method in METHODS and METHODS[method].calibrated and direction == SHRINK:
         checked_request(method, direction, {o.name: kwargs.get(o.name) for o in METHODS[method].options})
     checkpoint = source.checkpoint if isinstance(source, Loaded) else read_checkpoint(source, stdin=stdin)
