@@ -37,6 +37,7 @@ from .bench_settings import (BENCH_VERSION, CONDENSE_BATCH_FLAG, FIT, RANDOM, Be
                              foreign_entry, parse_sizes, remove_if_empty, unmade_folders)
 from .bench_tables import plot_summary, row_costs, summarised
 from .bench_rows import RESIZE_ROWS
+from .bench_plan import plan
 
 Notify = Callable[[str], None]
 
@@ -73,7 +74,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
     """Run (or resume) the bench; write ``OUT/bench.json``, a curve plot per
     size and ``OUT/summary.png``; return the report. `dry_run`: read and
     check everything, time a few steps, write nothing, and return the plan
-    (`_plan`) instead; its `out` may be None (no results folder: nothing
+    (`bench_plan.plan`) instead; its `out` may be None (no results folder: nothing
     saved before is reused)."""
     from .loading import load
     from .sizing import check_heads_known
@@ -141,7 +142,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
              for method in methods]
     _check_one_batch(methods, context)  # said before anything is made, as the dry run says it
     if dry_run:
-        return _plan([c for c in cells if c.seed == next(iter(contexts))], methods, context, seeds=settings.seeds)
+        return plan([c for c in cells if c.seed == next(iter(contexts))], methods, context, seeds=settings.seeds)
     made = unmade_folders(out)
     try:
         return _run(ancestry, cells, methods, context, contexts)
@@ -330,74 +331,6 @@ def _candidate(cell: Cell, model, context: _Context):
         check_channels(context.data, model_input(model)[0])
         fit_head(candidate, context.data.num_classes, context.settings.probe.seed)
     return candidate
-
-
-def _plan(cells: list[Cell], methods: list[str], context: _Context, seeds: int = 1) -> dict[str, Any]:
-    """What `lg bench --dry-run` reports: the cells (those an earlier run
-    saved are reused), the training steps still to run, and their time, from
-    a few timed steps of each size's random model (the probe; a fitting is
-    counted at the probe's rate) and of each learngene kind's condense run."""
-    from .condense import CondenseSettings, condense
-    from .evaluate import probe_config
-    from .learngenes import get_kind
-    from .train import seconds_per_step
-
-    settings, probe = context.settings, context.settings.probe
-    pending = [cell for cell in cells if not _reusable(_saved_json(_cell_path(cell, context) if context.out else None),
-                                                       _cell_key(cell, context), context)]
-    # A method that cannot reach a size is n/a in the run, at no cost: found
-    # by the checks a resize makes first, or a kind's on its unstarted learngene.
-    unreachable = [cell for cell in pending if _unreachable(cell, context)]
-    to_run = [cell for cell in pending if cell not in unreachable]
-    per_size: dict[str, dict[str, Any]] = {}
-    for depth, width in settings.sizes:
-        cell = Cell(RANDOM, depth, width)
-        # A fit, and with a budget a resize's distillation, counted at the probe's rate.
-        steps = sum(probe.steps * len(probe.rates()) + (settings.fit_steps if c.method.endswith(FIT) else 0)
-                    + (settings.budget or 0 if c.method in RESIZE_ROWS else 0)
-                    for c in to_run if c.size == cell.size)
-        if not steps:
-            per_size[cell.size] = {"steps": 0, "seconds_per_step": 0.0, "batch_size": probe.batch_size}
-            continue
-        model = _build(cell, context)[0]
-        candidate = _candidate(cell, model, context)
-        per_step, _ = seconds_per_step(candidate.model, context.data.train,
-                                       probe_config(probe, probe.rates()[0], cell.name))
-        per_size[cell.size] = {"steps": steps, "seconds_per_step": per_step, "batch_size": probe.batch_size}
-    condensing: dict[str, dict[str, Any]] = {}
-    for kind in dict.fromkeys(c.method.removesuffix(FIT) for c in to_run if _is_kind(c.method.removesuffix(FIT))):
-        if not get_kind(kind).trains or _saved_learngene(kind, context):
-            continue
-        budget = settings.condense_budget(kind)
-        _, _, timed = condense(context.loaded.checkpoint, context.data, method=kind, dry_run=True,
-                               options=settings.learngene_options(kind, context.loaded.spec),
-                               notify=lambda message: None, preprocessing=settings.preprocessing,
-                               settings=CondenseSettings(steps=budget, batch_size=settings.condense_batch_size,
-                                                         batch_flag=CONDENSE_BATCH_FLAG, seed=probe.seed,
-                                                         device=probe.device, progress=False))
-        condensing[kind] = {"steps": budget, "seconds_per_step": timed["seconds_per_step"],
-                            "batch_size": settings.condense_batch_size}
-    parts = [*per_size.values(), *condensing.values()]
-    # Every seed runs the same cells (the first seed's reuse stands for all).
-    return {"dry_run": True, "command": "bench", "sizes": [f"{d}x{w}" for d, w in settings.sizes],
-            "methods": methods, "seeds": seeds, "budget": settings.budget, "cells": len(cells) * seeds,
-            "cells_to_run": len(to_run) * seeds,
-            "cells_reused": (len(cells) - len(pending)) * seeds, "cells_not_applicable": len(unreachable) * seeds,
-            "probe": per_size, "condense": condensing,
-            "steps": seeds * sum(part["steps"] for part in parts), "device": probe.device,
-            "estimated_seconds": seeds * sum(part["steps"] * part["seconds_per_step"] for part in parts)}
-
-
-def _unreachable(cell: Cell, context: _Context) -> str | None:
-    """Why a cell is n/a (what `_build` would raise), or None."""
-    if _is_kind(cell.method.removesuffix(FIT)):
-        try:
-            _check_kind_reaches(cell, context)
-        except LgError as exc:
-            return str(exc)
-        return None
-    row = RESIZE_ROWS.get(cell.method)
-    return row.unreachable(context.loaded, cell.depth, cell.width) if row else None
 
 
 def _build(cell: Cell, context: _Context):

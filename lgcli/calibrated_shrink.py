@@ -143,16 +143,29 @@ def shrunk_in_memory(resize_step: Callable[..., dict[str, Any]], loaded, notify:
     return shrunk.spec, shrunk.stack, report
 
 
+def calibration_passes(method: str | None, source: ArchSpec, target: ArchSpec,
+                       options: dict[str, Any]) -> tuple[int, int]:
+    """(passes over the calibration examples, those of them with blocks
+    skipped) that a data-aware shrink of `source` to `target` runs, for a
+    dry run's estimate: per step (`method`'s one, or without a method
+    `calibrated_steps`'), the pass that gathers the statistics and the
+    method's `extra_passes` (block ablation's). lg bench counts its
+    data-aware cells' passes with this too (`lgcli.bench_plan`)."""
+    from .methods import get_method
+
+    steps = (method,) if method is not None else calibrated_steps(source, target)
+    skipping = sum(get_method(name).extra_passes(source, target, options)
+                   for name in steps if get_method(name).extra_passes)
+    return len(steps) + skipping, skipping
+
+
 def _with_depth_passes(plan: dict[str, Any], source: ArchSpec, options: dict[str, Any]) -> dict[str, Any]:
     """The width step's plan with the depth step's passes added to its
     calibration estimate: block ablation's statistics pass and its passes
     with blocks skipped, each timed as one of the whole source (an upper bound)."""
-    from .methods import get_method
-
     calibration = dict(plan["calibration"])
-    depth_step = get_method(DEPTH_METHOD)
-    skipping = depth_step.extra_passes(source, calibrated_target(source, options), options)
-    calibration["passes"] += 1 + skipping
+    passes, skipping = calibration_passes(DEPTH_METHOD, source, calibrated_target(source, options), options)
+    calibration["passes"] += passes
     calibration["passes_skipping_blocks"] += skipping
     calibration["estimated_seconds"] = round(calibration["pass_seconds"] * calibration["passes"], 1)
     return {**plan, "calibration": calibration}
@@ -176,4 +189,5 @@ def _told_as_one(report: dict[str, Any], loaded, first: dict[str, Any] | None,
 
 
 __all__ = ["BENCH_ROW", "DEPTH_METHOD", "SIZE_FLAGS", "WIDTH_METHOD", "calibrated_plan", "calibrated_steps",
-           "calibrated_target", "shrink_in_two_steps", "shrunk_in_memory", "wants_calibrated_default"]
+           "calibrated_target", "calibration_passes", "shrink_in_two_steps", "shrunk_in_memory",
+           "wants_calibrated_default"]

@@ -60,7 +60,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bench_settings",),                  # what a bench is asked, its cells, and what its folder may hold
     ("bench_tables",),                    # a bench's results as text, tables and the summary figure
     ("bench_rows",),                      # the bench's resize rows: the sizes each reaches, its model
-    ("bench",),                           # the ladder of commands
+    ("bench", "bench_plan"),              # the ladder of commands; its --dry-run plan (reads bench's cells)
     ("commands",),                        # each command's flags, call and rendering (a module per group)
     ("cli", "__main__", "datasets"),      # the command line; scripts that make the embedded data
 ]

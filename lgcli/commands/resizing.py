@@ -15,8 +15,8 @@ import typer
 from ..devices import check_device
 from ..errors import counted
 from ..options import DEFAULT_SHARD_SIZE, Option, parse_byte_size, parse_count, parse_depth
-from .common import (MAX_SEED, METHOD, OUTPUT, SOURCE, TARGET, LgCommand, command_line, note, planned_output,
-                     print_json, with_declared_flags)
+from .common import (MAX_SEED, METHOD, OUTPUT, SOURCE, TARGET, LgCommand, calibration_plan_text, command_line, note,
+                     planned_output, print_json, with_declared_flags)
 
 
 # ---- lg shrink / lg grow ----
@@ -138,16 +138,7 @@ def _show_plan(plan: dict[str, Any], as_json: bool, output_given: bool = True) -
          f"{out['tensor_bytes']:,} bytes of {out['dtype']} weights{where if output_given else ''}; "
          f"peak memory about {memory_text(plan['peak_memory_bytes'])}")
     if "calibration" in plan:
-        from ..pace import duration_text
-
-        calibration, passes = plan["calibration"], plan["calibration"]["passes"]
-        # Passes that skip a block (block ablation) replay only the blocks after it: the time is a bound.
-        how_long = (f"at most about {duration_text(calibration['estimated_seconds'])}" if passes > 1 else
-                    f"about {duration_text(calibration['estimated_seconds'])}")
-        skipping = calibration["passes_skipping_blocks"]
-        note(f"calibration data checked ({calibration['samples']} examples of {calibration['data']}); "
-             f"{counted(passes, 'pass')} over them when the shrink runs"
-             f"{f' ({skipping} with blocks skipped)' if skipping else ''}: {how_long}, from one batch timed")
+        note(calibration_plan_text(plan["calibration"], "the shrink runs"))
     if not output_given:
         plan = {**plan, "output": {k: v for k, v in out.items() if k not in ("path", "form")}}
     if as_json:

@@ -12,8 +12,8 @@ from ..bench_settings import CONDENSE_BATCH_FLAG
 from ..errors import UsageError, counted, shown
 from ..options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 from .common import (DATA, LEARNGENES, OUTPUT, PROBE, MAX_SEED, HeadsOption, InterpolationOption,
-                     MeanOption, StdOption, note, print_json, resume_hints, show_training_plan,
-                     table_console, write_data)
+                     MeanOption, StdOption, calibration_plan_text, note, print_json, resume_hints,
+                     show_training_plan, table_console, write_data)
 
 
 # ---- lg eval (issue 4) ----
@@ -244,6 +244,12 @@ def bench_command(
                             f"{report['cells_reused']} saved before, {report['cells_not_applicable']} n/a (the "
                             f"method cannot reach the size); {batches}", report, as_json,
                             "of each size's model and each condense run")
+        if "calibration" in report:  # the data-aware cells' passes: their time is in the estimate, said apart
+            from ..pace import duration_text
+
+            cells = counted(len(report["calibration"]["cells"]) * report["seeds"], "data-aware cell")
+            note(f"{calibration_plan_text(report['calibration'], f'its {cells} run')}; about "
+                 f"{duration_text(report['estimated_seconds'])} in all")
         return
     if as_json:
         print_json(report)
