@@ -80,7 +80,7 @@ from .data import builtin_names, load_data
 from .images import ImageData, check_channels, in_models_label_order
 from .errors import LgError, UsageError, counted, notify_stderr
 from .hidden_states import FROM_PROVENANCE, HiddenStateTerm, check_shapes, layer_map
-from .held_out import HeldOutScores, vocabulary
+from .held_out import HeldOutScores, vocabulary, worsened
 from .lazy import nn, torch
 from .options import (DEFAULT_DISTILL_ALPHA_IMAGES, DEFAULT_DISTILL_ALPHA_TEXT, DEFAULT_DISTILL_BATCH_SIZE,
                       DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU)
@@ -407,6 +407,10 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
                 "until": settings.until, "device": settings.device, "timed_steps": timed,
                 "timed_batch_size": timing["batch_size"], "seconds_per_step": per_step,
                 "estimated_seconds": per_step * settings.steps}
+        if score:  # the held-out figures before and after, beside the teacher's: on a CPU, often the longer part
+            plan["scoring"] = HeldOutScores(master.model, dataset, with_labels=with_labels, tau=settings.tau,
+                                            device=settings.device).planned(trial)
+            plan["estimated_seconds"] += plan["scoring"]["estimated_seconds"]
         if mapping is not None:
             plan["hidden_weight"] = settings.hidden_weight
             plan["hidden_layers"] = _hidden_record(mapping)
@@ -452,6 +456,12 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         if term is not None:
             notify(f"distill: held-out hidden-state MSE {figures['before']['hidden_mse']:.4g} -> "
                    f"{figures['after']['hidden_mse']:.4g}")
+        if worse := worsened(figures["before"], figures["after"]):
+            warmup = f"{counted(config.warmup_steps, 'step')} of" if config.warmup_steps else "no"
+            notify(f"distill: the student ended further from its teacher than it started (held-out {worse}): "
+                   f"{counted(result.steps, 'step')} at rate {settings.lr:g} with {warmup} warm-up were too few "
+                   f"for that rate; give more --steps (the first {DEFAULT_WARMUP_FRACTION * 100:g} % warm up unless "
+                   f"--warmup is given) or a lower --lr")
     pupil.model.cpu().eval()
     master.model.cpu()
     window = max(1, min(20, len(result.losses) // 5))

@@ -36,7 +36,8 @@ hidden-state term, the first scoring keeps them and the teacher runs once.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+import time
+from typing import Any, Callable, Mapping
 
 from .accuracy import evaluate_accuracy, label_totals
 from .devices import autocast, distributed_setup, resolve_device
@@ -177,6 +178,31 @@ class HeldOutScores:
                          device=self.device, hidden=hidden)
         return _rounded(self._image_pass(model, reference=reference, what="the student")[0])
 
+    def planned(self, model: nn.Module) -> dict[str, Any]:
+        """A dry run's scoring of `model` as the student: the passes over the
+        held-out split `teacher` and `student` (before and after) make, and
+        about how long they take, from one batch of each model timed on the
+        device after one untimed (a first call's overhead is no pass's). On
+        text both models run in both passes (an upper bound where the first
+        keeps the teacher's logits); on images the teacher runs once, twice
+        for a student prepared otherwise (the module docstring)."""
+        target = resolve_device(self.device, distributed_setup(self.device))
+        if isinstance(self.data, ImageData):
+            own, theirs = held_out_batches(model, self.data), held_out_batches(self.teacher_model, self.data)
+            size, batches = SCORE_BATCH_SIZE, len(own)
+            first = {model: own, self.teacher_model: theirs}
+            passes = {"student": 2, "teacher": 1 + (_preparation(own) != _preparation(theirs))}
+        else:
+            size, batches = scoring_batch_size(model, self.data.test, SCORE_BATCH_SIZE), len(self.data.test)
+            first = {model: self.data.test, self.teacher_model: self.data.test}
+            passes = {"student": 2, "teacher": 2}
+        seconds = {role: _batch_seconds(held, first[held], min(size, batches), target)
+                   for role, held in (("student", model), ("teacher", self.teacher_model))}
+        per_batch = sum(passes[role] * seconds[role] for role in passes)
+        examples = len(self.data.test)
+        return {"examples": examples, "passes": passes, "batch_size": size,
+                "estimated_seconds": round(per_batch * -(-examples // size), 1)}
+
     def _kept_teacher_pass(self, batches: ImageBatches) -> None:
         """The teacher over the held-out images prepared as `batches` says,
         its logits kept; on its own preparation its figures are its own."""
@@ -310,6 +336,20 @@ class HeldOutScores:
         return figures, torch.cat(kept) if kept else None
 
 
+def _batch_seconds(model: nn.Module, batches: Any, size: int, target: Any) -> float:
+    """Seconds `model` takes over the first `size` examples of `batches` (a
+    held-out split, as fed), the second of two calls; its mode kept."""
+    was = model.training
+    model.to(target).eval()
+    inputs = batches.batch(list(range(size)))[0].to(target)
+    with torch.inference_mode(), autocast(target):
+        for _ in range(2):
+            started = time.perf_counter()
+            batches.logits(model, inputs)
+    model.train(was)
+    return time.perf_counter() - started
+
+
 def _rounded(figures: dict[str, float]) -> dict[str, float]:
     """As the report keeps them: four decimals; counts of images or tokens left out."""
     return {k: round(v, 4) for k, v in figures.items() if k not in ("images", "tokens")}
@@ -328,3 +368,15 @@ def score(model: nn.Module, teacher: nn.Module | None, data: ImageData | TextDat
     if teacher is not None:
         figures.update(_rounded(agreement(model, teacher, data, tau=tau, device=device, hidden=hidden)))
     return figures
+
+
+def worsened(before: Mapping[str, float], after: Mapping[str, float]) -> str:
+    """The held-out figures that say a run left the student worse on every
+    count it was trained on ("KL 16.6 -> 37.8, loss ..."): the KL from the
+    teacher rose, and so did the labels' loss where there is one (mixed in
+    at --alpha below 1, a risen KL alone can be the price of a lower loss).
+    Empty when it did not: a short run at full rate on a trained model can."""
+    keys = [key for key in ("kl", "loss") if key in before and key in after]
+    if "kl" not in keys or not all(after[key] > before[key] for key in keys):
+        return ""
+    return ", ".join(f"{key.upper() if key == 'kl' else key} {before[key]:.4g} -> {after[key]:.4g}" for key in keys)

@@ -653,3 +653,79 @@ def test_a_hugging_face_image_classifier_is_healed_into_a_folder_of_its_own(imag
     with torch.no_grad():
         assert torch.equal(load_hf(again, "ViTForImageClassification")(pixel_values=pixels).logits,
                            model(pixel_values=pixels).logits)
+
+
+# ---- a run that left the student worse says so
+
+@pytest.mark.parametrize("before, after, said", [
+    ({"kl": 16.6, "loss": 0.4}, {"kl": 37.8, "loss": 0.9}, "KL 16.6 -> 37.8, loss 0.4 -> 0.9"),
+    ({"kl": 16.6}, {"kl": 37.8}, "KL 16.6 -> 37.8"),  # no labels of the model's classes: the KL alone
+    ({"kl": 1.0, "loss": 2.0}, {"kl": 1.5, "loss": 1.5}, ""),  # a risen KL bought a lower loss (--alpha below 1)
+    ({"kl": 1.0, "loss": 2.0}, {"kl": 0.5, "loss": 2.5}, ""),
+    ({"kl": 1.0, "loss": 2.0}, {"kl": 1.0, "loss": 2.0}, ""),  # unchanged is not worse
+])
+def test_worse_is_a_risen_kl_and_a_risen_loss_where_there_is_one(before, after, said):
+    from lgcli.held_out import worsened
+
+    assert worsened(before, after) == said
+
+
+def test_a_run_that_leaves_the_student_further_from_its_teacher_says_so_in_one_line(vits, images):
+    """The teacher as its own student (KL 0) at a rate far too high for two
+    steps: the run ends worse on both counts, and lg says so, with the
+    flags that would change it; a run that heals says nothing of the kind."""
+    teacher_path, student_path = vits
+    said: list[str] = []
+    _, report = distill(teacher_path, teacher_path, images, settings=fast(steps=2, lr=0.3), notify=said.append)
+    before, after = report["held_out"]["before"], report["held_out"]["after"]
+    assert before["kl"] == 0 and after["kl"] > 0 and after["loss"] > before["loss"]
+    worse = [line for line in said if "further from its teacher" in line]
+    assert worse == [f"distill: the student ended further from its teacher than it started (held-out KL 0 -> "
+                     f"{after['kl']:.4g}, loss {before['loss']:.4g} -> {after['loss']:.4g}): 2 steps at rate 0.3 "
+                     f"with no warm-up were too few for that rate; give more --steps (the first 10 % warm up "
+                     f"unless --warmup is given) or a lower --lr"]
+    said.clear()
+    _, healed = distill(student_path, teacher_path, images, settings=fast(steps=8), notify=said.append)
+    assert healed["held_out"]["after"]["kl"] < healed["held_out"]["before"]["kl"]
+    assert not [line for line in said if "further from its teacher" in line]
+
+
+# ---- a dry run counts the held-out scoring
+
+@pytest.mark.parametrize("data", ["images", "text"])
+def test_a_dry_runs_time_adds_the_scoring_passes_of_both_models(data, vits, images, texts, words, monkeypatch):
+    """Each model's batch takes a set time here (student 0.5 s, teacher 2 s):
+    on images the teacher scores once and the student twice over
+    ceil(examples / 256) batches; on text both run in both passes, in the
+    batches evaluate_text takes; the plan's time is the training's plus that."""
+    import lgcli.held_out as held_out
+
+    monkeypatch.setattr(held_out, "_batch_seconds",
+                        lambda model, batches, size, target: 2.0 if model is teachers[0] else 0.5)
+    teachers: list = []
+    real_read = lgcli.distill.read_party
+
+    def read(source, role, *args, **kwargs):
+        party = real_read(source, role, *args, **kwargs)
+        if role == "teacher":
+            teachers.append(party.model)
+        return party
+
+    monkeypatch.setattr(lgcli.distill, "read_party", read)
+    if data == "images":
+        teacher, student = vits
+        _, plan = distill(student, teacher, load_data(subset=64, test_subset=300, seed=0), settings=fast(steps=4),
+                          dry_run=True, **QUIET)
+        assert plan["scoring"] == {"examples": 300, "passes": {"student": 2, "teacher": 1}, "batch_size": 256,
+                                   "estimated_seconds": 2 * (2 * 0.5 + 1 * 2.0)}
+    else:
+        teacher, student = texts("llama-gqa")
+        _, plan = distill(student, teacher, words, seq_len=12, test_subset=20, settings=fast(steps=4, batch_size=4),
+                          dry_run=True, **QUIET)
+        size = plan["scoring"]["batch_size"]
+        assert size == 256  # evaluate_text's batch: the tiny vocabulary's logits are far under MAX_LOGIT_ELEMENTS
+        batches = -(-20 // size)
+        assert plan["scoring"] == {"examples": 20, "passes": {"student": 2, "teacher": 2}, "batch_size": size,
+                                   "estimated_seconds": round(batches * 2 * (0.5 + 2.0), 1)}
+    scoring = plan["scoring"]["estimated_seconds"]
+    assert plan["estimated_seconds"] == pytest.approx(plan["seconds_per_step"] * 4 + scoring)

@@ -239,9 +239,28 @@ def planned_output(output: Optional[str], dry_run: bool, how: str) -> str:
     return output
 
 
+def calibration_plan_text(calibration: dict[str, Any], when: str) -> str:
+    """A dry run's calibration passes in words (`lg shrink --calibrate`'s,
+    `lg bench`'s data-aware cells'): the examples checked, the passes `when`
+    they run, and their time from one batch timed; at most that where
+    blocks are skipped (block ablation), as a skipping pass replays only
+    the blocks after the skipped one (and a shrink's second step, which
+    follows a depth step, runs on the shallower model)."""
+    from ..pace import duration_text
+
+    passes, skipping = calibration["passes"], calibration["passes_skipping_blocks"]
+    how_long = f"{'at most ' if skipping else ''}about {duration_text(calibration['estimated_seconds'])}"
+    skipped = f" ({skipping} with blocks skipped)" if skipping else ""
+    return (f"calibration data checked ({calibration['samples']} examples of {calibration['data']}); "
+            f"{counted(passes, 'pass')} over them when {when}{skipped}: {how_long}, from one batch timed")
+
+
 def show_training_plan(what: str, plan: dict[str, Any], as_json: bool, timed: str) -> None:
     """A --dry-run plan of training steps: in words on stderr (the time the
-    `timed` steps give), as JSON on stdout with --json."""
+    `timed` steps give), as JSON on stdout with --json. A plan's
+    `calibration` (lg bench's data-aware cells' passes) and `scoring` (lg
+    distill's held-out figures) are in its `estimated_seconds`, and said by
+    their commands, not in the training's time said here."""
     from ..train import duration_text
 
     # A slow model times fewer steps than a fast one (lgcli.train.seconds_per_step).
@@ -251,7 +270,9 @@ def show_training_plan(what: str, plan: dict[str, Any], as_json: bool, timed: st
         steps = (counted(plan["timed_steps"], "step") if "timed_steps" in plan else "steps") + \
             f" timed at batch {timed_batch}, scaled to batch {batch}:"
         timed = f"{plan['seconds_per_step']:.3f} s a step"
-    took = (f"about {duration_text(plan['estimated_seconds'])} of training on {plan['device']} (from "
+    training = plan["estimated_seconds"] - sum(plan.get(part, {}).get("estimated_seconds", 0.0)
+                                               for part in ("calibration", "scoring"))
+    took = (f"about {duration_text(max(training, 0.0))} of training on {plan['device']} (from "
             f"{steps} {timed})") if plan["steps"] else "nothing to train"
     at_most = " at most" if plan.get("until") else ""
     note(f"dry run, nothing written: {what}; {plan['steps']:,} training steps{at_most}: {took}")

@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence
 import typer
 
 from ..card import condensed_score
-from ..errors import UsageError, shown
+from ..errors import UsageError, counted, shown
 from ..options import (DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS, DEFAULT_DISTILL_BATCH_SIZE,
                        DEFAULT_DISTILL_LR, DEFAULT_DISTILL_STEPS, DEFAULT_DISTILL_TAU, Option)
 from .common import (AUXILIARY, DATA, MAX_SEED, OUTPUT, RESUMING, SOURCE, TRAINING, InterpolationOption, LgCommand,
@@ -272,6 +272,14 @@ def distill_command(
                             f"({report['parameters']['student']:,} parameters) from teacher "
                             f"{shape_text(report['teacher'])}", report, as_json,
                             f"of {report['seconds_per_step']:.3f} s")
+        if "scoring" in report:  # in the estimate, said apart: on a CPU it can be the longer part
+            from ..pace import duration_text
+
+            scoring = report["scoring"]
+            note(f"scoring before and after on {scoring['examples']:,} held-out examples (the teacher "
+                 f"{counted(scoring['passes']['teacher'], 'pass')}, the student {scoring['passes']['student']}): "
+                 f"about {duration_text(scoring['estimated_seconds'])}, from one batch of each timed (--test-subset "
+                 f"scores fewer); about {duration_text(report['estimated_seconds'])} in all")
         return
     if as_json:
         text = json.dumps(report, indent=2, default=str) + "\n"
