@@ -214,6 +214,9 @@ def fit_head(candidate: Candidate, num_classes: int, seed: int) -> None:
     have = classes_of(candidate.model)
     if have == num_classes:
         return
+    if num_classes < 2:  # a head of one class is right whatever the model computes: a score of nothing
+        raise LgError(f"the data has one class, not the model's {counted(have, 'class')}: a new head for one class "
+                      f"would score 100 % whatever the model computes; give images of two classes or more")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         reset_head(candidate.model, num_classes)

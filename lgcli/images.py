@@ -270,12 +270,14 @@ def _label_key(name: str) -> str:
 
 def in_label_order(data: ImageData, names: Sequence[str]) -> ImageData | None:
     """`data` with each class numbered as a classifier whose classes are
-    `names` (by index) numbers it, where its classes are those names
-    (`_label_key`); None where they are not.
+    `names` (by index) numbers it, where its classes are those names, or
+    some of them (`_label_key`: a folder of bags and coats is scored on a
+    Fashion-MNIST head's ten classes); None where they are not.
     An image folder's classes come in sorted order, which is seldom the
     model's (Fashion-MNIST's "Ankle boot" is class 9, not 0)."""
     keys = [_label_key(name) for name in names]
-    if sorted(keys) != sorted(_label_key(name) for name in data.classes) or len(set(keys)) != len(keys):
+    own = [_label_key(name) for name in data.classes]
+    if not set(own) <= set(keys) or len(set(keys)) != len(keys) or len(set(own)) != len(own):
         return None
     order = torch.tensor([keys.index(_label_key(name)) for name in data.classes])
 
@@ -303,9 +305,10 @@ def in_models_label_order(data: ImageData, named: list[list[str] | None], notify
             notify(f"the model names its classes ({_first_few(names)}) and {data.name}'s are others "
                    f"({_first_few(data.classes)}): class i of the data, in its order, is taken as the model's class i")
         return data
-    if not torch.equal(ordered.test.labels, data.test.labels):  # a new numbering, not only new names
-        notify(f"{data.name}'s classes numbered as the model names them (id2label): "
-               f"{_first_few([f'{i} {name}' for i, name in enumerate(names)])}")
+    if not torch.equal(ordered.test.labels, data.test.labels) or ordered.num_classes != data.num_classes:
+        numbered = [f"{i} {name}" for i, name in enumerate(names) if _label_key(name) in map(_label_key, data.classes)]
+        notify(f"{data.name}'s classes numbered as the model names them (id2label): {_first_few(numbered)}"
+               + (f" (of its {ordered.num_classes})" if ordered.num_classes != data.num_classes else ""))
     return ordered
 
 

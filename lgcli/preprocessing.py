@@ -121,8 +121,11 @@ class Preprocessing:
                 "crop_pct": self.crop_pct, "crop_mode": self.crop_mode}
 
     def report(self) -> dict[str, Any]:
-        """For `lg inspect --json`: every field and the source."""
-        return {**self.record(), "assumed": self.assumed, "input_size": list(self.input_size), "source": self.source}
+        """For `lg inspect --json`: every field and the source; input_size as
+        timm's data config says it, the (channels, height, width) images are
+        fed at (a DINOv2 folder's 224 px, not its config's 518)."""
+        return {**self.record(), "assumed": self.assumed, "input_size": [self.channels, self.size, self.size],
+                "source": self.source}
 
     def describe(self) -> str:
         """One line for a table: ``mean 0.5 std 0.5, bilinear, squash, crop 1``."""

@@ -382,3 +382,44 @@ def test_an_image_folder_is_numbered_as_the_classifier_names_its_classes(tmp_pat
     scored("other")
     assert any("the model names its classes (zebra, Apple) and other's are others (cat, dog): class i" in n
                for n in notes)
+
+
+def test_a_folder_of_some_of_the_classifiers_classes_is_scored_on_its_head_and_one_class_of_others_is_refused(
+        tmp_path):
+    """A folder of the model's classes, or of some of them, is scored on its own head: the two folders of one
+    class each add up to the folder of both, entry for entry (images, loss and top-1). One class the model does
+    not name would need a new head of one class, which scores 100 % whatever the model computes: refused."""
+    import numpy as np
+
+    from test_data import write_png
+
+    from lgcli.evaluate import ProbeSettings, evaluate
+    from lgcli.errors import LgError
+
+    torch.manual_seed(0)
+    config = transformers.Dinov2Config(**DINOV2, num_labels=2, id2label={0: "zebra", 1: "Apple"},
+                                       label2id={"zebra": 0, "Apple": 1})
+    model_dir = tmp_path / "model"
+    transformers.Dinov2ForImageClassification(config).save_pretrained(model_dir)
+    transformers.BitImageProcessor(size={"height": 16, "width": 16},
+                                   crop_size={"height": 16, "width": 16}).save_pretrained(model_dir)
+    pixels = np.random.default_rng(1).integers(0, 256, (2, 4, 16, 16, 3), dtype=np.uint8)
+    for label, name in enumerate(("zebra", "apple")):
+        for i in range(4):
+            for folder in ("both", name, "cat" if label else "unused"):
+                write_png(tmp_path / folder / (name if folder != "cat" else "cat") / f"{i}.png", pixels[label, i])
+    notes: list[str] = []
+
+    def scored(folder: str) -> dict:
+        report = evaluate([str(model_dir)], str(tmp_path / folder), ProbeSettings(steps=0, progress=False),
+                          test_fraction=1, notify=notes.append)
+        assert not [n for n in report["rows"][0]["notes"] if "head re-initialised" in n]  # the model's own head
+        return report["rows"][0]["final"]
+
+    both, zebra, apple = scored("both"), scored("zebra"), scored("apple")
+    assert 8 * both["top1"] == pytest.approx(4 * zebra["top1"] + 4 * apple["top1"], abs=1e-6)
+    assert 8 * both["loss"] == pytest.approx(4 * zebra["loss"] + 4 * apple["loss"], rel=1e-4)
+    assert any("apple's classes numbered as the model names them (id2label): 1 Apple (of its 2)" in n for n in notes)
+    with pytest.raises(LgError, match=r"^the data has one class, not the model's 2 classes: a new head for one class "
+                                      r"would score 100 % whatever the model computes; give images of two classes"):
+        scored("cat")

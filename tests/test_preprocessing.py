@@ -480,6 +480,7 @@ def test_a_dinov2_is_fed_at_its_processors_size_as_transformers_feeds_it(tmp_pat
     folder = hf_folder(tmp_path, HF_CASES["dinov2"][0](), "Dinov2ForImageClassification", processor)
     recipe = recipe_of(folder)
     assert (recipe.size, recipe.image_size, recipe.input_size) == (16, 16, (3, 32, 32))
+    assert recipe.report()["input_size"] == [3, 16, 16]  # lg inspect --json: the size images are fed at
     assert recipe.source == ("Hugging Face folder's preprocessor_config.json: 16-pixel images, the positions "
                              "(stored for 32) interpolated as transformers does")
     model, _ = lgcli.load_model(folder)
