@@ -37,7 +37,8 @@ from .commands.resizing import RESIZE_SUMMARIES, register_resize
 from .commands.scoring import bench_command, eval_command
 from .commands.training import distill_command, register_condense
 from .checkpoint.memory import out_of_memory
-from .errors import Interrupted, LgError, UsageError, debugging, one_line, os_reason, received_signals, shown
+from .errors import (Interrupted, LgError, ReaderGone, UsageError, debugging, one_line, os_reason, received_signals,
+                     shown)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -220,7 +221,7 @@ def _run(args: list[str], command: Optional[str], debug: bool) -> Any:
             hint = f" (see '{exc.ctx.command_path} --help')"
         # Usage errors exit 2, as click itself (and the shell's tools) do.
         _fail(exc.format_message() + hint, exc.exit_code)
-    except BrokenPipeError:
+    except (BrokenPipeError, ReaderGone):
         # The reader went away (e.g. `lg inspect f | head`): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)

@@ -37,6 +37,13 @@ def check_interrupted() -> None:
         raise Interrupted(received_signals[0])
 
 
+class ReaderGone(Exception):
+    """stdout's reader went away while a checkpoint was streamed to it
+    (`lg shrink ... -o - | head -c 100`). Not an OSError: click turns every
+    EPIPE it sees into exit status 1, where lg's `reader_gone` rule is 0, as
+    for a table (`lg methods | head`); the command line exits 0 on it."""
+
+
 class UsageError(LgError):
     """A malformed command line (a flag's value out of its range, flags that
     exclude each other): exit status 2, as the shell's tools do."""

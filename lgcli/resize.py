@@ -33,7 +33,8 @@ from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
 from .fitting import check_fit_data, fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, LearngeneKind, get_kind
-from .methods import GROW, METHODS, SHRINK, MethodContext, checked_request, default_method, get_method, resolve_options
+from .methods import (CALIBRATED_DEFAULTS, GROW, METHODS, SHRINK, MethodContext, checked_request, default_method,
+                      get_method, resolve_options)
 from .methods.calibrated import CALIBRATION_NEEDED
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
@@ -359,11 +360,13 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     target = checked_output(output, force=force, card_file=card_file,
                             inputs=(source.checkpoint.source if isinstance(source, Loaded) else str(source),))
     check_data_source(kwargs.get("calibrate"), "--calibrate")  # a mistyped path, said before the model is read
-    # So are a budget beside sizes and a data-aware method's missing or out-of-range calibration options.
+    # So are a budget beside sizes and a data-aware method's options (with --calibrate alone, the defaults').
     check_budget_request(direction, kwargs.get("params"), kwargs.get("memory"),
                          tuple(kwargs.get(flag) for flag in SIZE_FLAGS))
-    if method in METHODS and METHODS[method].calibrated and direction == SHRINK:
-        checked_request(method, direction, {o.name: kwargs.get(o.name) for o in METHODS[method].options})
+    defaults = [*CALIBRATED_DEFAULTS.values()] if method is None and kwargs.get("calibrate") is not None else []
+    for name in [method] if method in METHODS else defaults:
+        if METHODS[name].calibrated and direction == SHRINK:
+            checked_request(name, direction, {o.name: kwargs.get(o.name) for o in METHODS[name].options})
     checkpoint = source.checkpoint if isinstance(source, Loaded) else read_checkpoint(source, stdin=stdin)
     checkpoint.allow_nonfinite = allow_nonfinite
     if is_learngene(checkpoint):

@@ -156,10 +156,12 @@ def test_a_real_allocation_failure_is_one_line():
 
 
 @pytest.mark.parametrize("args", [["methods"], ["methods", "--json"], ["inspect", str(EXAMPLE)],
-                                  ["inspect", str(EXAMPLE), "--json"]])
+                                  ["inspect", str(EXAMPLE), "--json"],
+                                  ["shrink", str(EXAMPLE), "--depth", "2", "-o", "-"]])
 def test_a_reader_that_goes_away_is_no_error(args):
     """`lg methods | head -1`: the reader closes the pipe before lg writes. lg
-    exits 0 and says nothing (click exited 1 for the EPIPE, silently)."""
+    exits 0 and says nothing (click exited 1 for the EPIPE, silently); so
+    for a checkpoint streamed to a reader gone (`-o - | head -c 100`)."""
     process = subprocess.Popen([sys.executable, "-m", "lgcli", *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     process.stdout.close()  # gone before the first byte

@@ -102,6 +102,8 @@ def test_help_usage_errors_path_errors_and_inspect_do_not_import_torch(sources, 
     early = [["shrink", str(EXAMPLE), "--width", "64", "--method", "activation", "-o", out],
              ["shrink", str(EXAMPLE), "--depth", "2", "--method", "block-ablation", "--calibrate", "fashion-mnist-mini",
               "--calibrate-samples", "0", "-o", out],
+             ["shrink", str(EXAMPLE), "--depth", "2", "--calibrate", "fashion-mnist-mini", "--calibrate-samples", "0",
+              "-o", out],
              ["shrink", str(EXAMPLE), "--params", "100K", "--depth", "2", "-o", out]]
     invocations = [*early,
         ["--help"], ["-h"], ["--version"],

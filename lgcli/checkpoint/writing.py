@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Mapping
 
-from ..errors import LgError, shown
+from ..errors import LgError, ReaderGone, shown
 from ..header import MAX_HEADER_BYTES, check_data_size, header_length, parse_header, valid_unicode
 from ..lazy import torch
 from .atomic import atomic_folder, atomic_path
@@ -100,8 +100,11 @@ def write_tensors(destination: str | os.PathLike, entries: list[Entry],
     if dst == STDIO:
         header, encoded = _header(entries, meta)
         stream = stdout if stdout is not None else sys.stdout.buffer
-        digest = _stream_safetensors(stream, encoded, stream_of(len(entries)))
-        stream.flush()
+        try:
+            digest = _stream_safetensors(stream, encoded, stream_of(len(entries)))
+            stream.flush()
+        except BrokenPipeError as exc:
+            raise ReaderGone("stdout's reader went away before the checkpoint was written in full") from exc
         return digest
     check_output(dst, force=force)  # its form: checked above
     path = Path(dst.rstrip("/" + os.sep) or dst)
