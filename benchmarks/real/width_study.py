@@ -75,6 +75,11 @@ KINDS = {
     # passes on depths no size asks for.
     "sws-widths-listed": ["--method", "sws", "--widths", "{widths}", "--width-rule", "sandwich", "--depths",
                           "{depth_list}"],
+    # SWS condensed at lg distill's rate (3e-4) instead of condensing's (1e-3): every distilled resize it is
+    # compared with trains a pretrained model at 3e-4, and AdamW's first steps move each weight by about the
+    # rate, so the learngene's start from the teacher's own layers may be what 1e-3 spends (not yet measured).
+    "sws-widths-lr3e-4": ["--method", "sws", "--widths", "{widths}", "--width-rule", "sandwich", "--depths",
+                          "{depth_list}", "--lr", "3e-4"],
     "lets": ["--method", "lets", "--depths", "{depths}", "--widths", "{widths}"],
 }
 RESIZES = ("select", "bot", "data-aware")
