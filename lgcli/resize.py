@@ -25,8 +25,8 @@ from .outputs import CheckedOutput, checked_output, plan_output
 from .saving import save
 from .arch import get_adapter
 from .budget import budget_report, budget_shape, check_budget_request
-from .calibrated_shrink import (SIZE_FLAGS, calibrated_plan, calibrated_steps, shrink_in_two_steps,
-                                wants_calibrated_default)
+from .calibrated_shrink import (SIZE_FLAGS, calibrated_plan, calibrated_steps, calibration_passes,
+                                shrink_in_two_steps, wants_calibrated_default)
 from .card import CardFacts, fitting_results
 from .checkpoint import STDIO, Checkpoint, read_checkpoint
 from .errors import LgError, RefusedWithPipe, UsageError, notify_stderr
@@ -127,9 +127,9 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
         from .calibration import calibration_device, planned_calibration
 
         model, examples, name = calibration_examples_of(loaded, options, seed)
-        skipping = chosen.extra_passes(source, target, options) if chosen.extra_passes else 0
         made = adapter.template_from_config(adapter.config(target))[1]
-        details = {"calibration": planned_calibration(model, examples, name, 1 + skipping, skipping,
+        details = {"calibration": planned_calibration(model, examples, name,
+                                                      *calibration_passes(chosen.name, source, target, options),
                                                       calibration_device(device))}
         calibration = None
     else:
