@@ -390,7 +390,7 @@ def load_image_folder(root: Path, *, test_fraction: float, seed: int, flag: str 
     train_classes = _class_folders(train_dir)
     if not train_classes:
         raise LgError(f"{flag} {where}: no class subfolders with images found "
-                      f"(expected {shown_path(train_dir)}/<class>/<image>)")
+                      f"(expected {shown_path(train_dir)}/<class>/<image>){_idx_hint(root, flag)}")
     classes = list(train_classes)
     channels = _folder_channels(next(iter(train_classes.values())))
 
@@ -422,6 +422,21 @@ def load_image_folder(root: Path, *, test_fraction: float, seed: int, flag: str 
         train = train.subset(train_indices)
         how = f"{test_fraction:g} of each class held out (seed {seed})"
     return ImageData(root.name or str(root), train, test, classes, test_split=how)
+
+
+def _idx_hint(root: Path, flag: str) -> str:
+    """For a folder of IDX files (the MNIST layout), what reads them: the
+    built-in `fashion-mnist` reads Debian's folder; lg reads no other."""
+    if not (root / "train-images-idx3-ubyte.gz").is_file():
+        return ""
+    try:
+        builtin = root.resolve() == FASHION_MNIST_DIR.resolve()
+    except OSError:
+        builtin = False
+    if builtin:
+        return f"; it holds Fashion-MNIST's IDX files, which the built-in data set reads: {flag} fashion-mnist"
+    return ("; it holds IDX files (the MNIST layout), which lg reads only as its built-in data sets "
+            "(fashion-mnist, mnist): give a folder of class subfolders of images")
 
 
 def builtin_names() -> list[str]:

@@ -55,6 +55,9 @@ class Option:
     choices: tuple[str, ...] | None = None
     minimum: float | None = None
     maximum: float | None = None
+    # The help panel of a flag that is not only its owners' (--device, which
+    # places a plain model's resize too); None: "Options of <owners>".
+    panel: str | None = None
 
     def __post_init__(self) -> None:
         if self.type not in OPTION_TYPES:

@@ -469,3 +469,23 @@ def test_mnist_pickle_recursion_error_is_an_lg_error(monkeypatch, tmp_path):
     monkeypatch.setattr(lgdata._NumpyOnlyUnpickler, "load", deep)
     with pytest.raises(LgError, match="nested too deeply"):
         load_data("mnist")
+
+
+def test_a_folder_of_idx_files_is_pointed_at_the_built_in_that_reads_it(tmp_path, monkeypatch):
+    """Debian's Fashion-MNIST folder given as --data is named as what reads
+    it (--data fashion-mnist); another folder of IDX files is said to be one."""
+    import lgcli.data as data
+
+    idx = tmp_path / "idx"
+    idx.mkdir()
+    (idx / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(b"\0\0\x08\x03"))
+    with pytest.raises(LgError, match=r"\(expected .*/<class>/<image>\); it holds IDX files \(the MNIST layout\), "
+                                      r"which lg reads only as its built-in data sets \(fashion-mnist, mnist\)"):
+        load_data(idx)
+    monkeypatch.setattr(data, "FASHION_MNIST_DIR", tmp_path / "idx")
+    with pytest.raises(LgError, match=r"; it holds Fashion-MNIST's IDX files, which the built-in data set reads: "
+                                      r"--data fashion-mnist$"):
+        load_data(tmp_path / "idx" / ".." / "idx")
+    (idx / "train-images-idx3-ubyte.gz").unlink()
+    with pytest.raises(LgError, match=r"<class>/<image>\)$"):  # no IDX file: no such note
+        load_data(idx)

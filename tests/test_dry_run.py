@@ -138,7 +138,8 @@ def test_a_plan_needs_no_output_and_a_run_does(vit_file, tmp_path, lg, monkeypat
     said = lg("shrink", vit_file, "--params", "10K", "--dry-run")
     assert said.code == 0 and said.stdout == b""
     assert " at " not in said.stderr.splitlines()[-1] and "to stdout" not in said.stderr
-    assert "bytes of float32 weights; peak memory" in said.stderr
+    assert "bytes of float32 weights; the transforms' peak memory" in said.stderr
+    assert "(three copies of the largest role stack), beyond what the process holds to read the model" in said.stderr
     teacher = write_plain(make_vit("cls-token", **TEACHER), tmp_path / "teacher.safetensors")
     student = tmp_path / "student.safetensors"
     assert lg("shrink", teacher, "--depth", "1", "-o", student).code == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import timm
@@ -402,6 +403,9 @@ def test_declared_options_become_flags_with_a_panel_per_owner(lg):
     for text in ("Options of bot", "--wavelet", "Options of clone", "--insert", "Options of wave learngene",
                  "--fit-globals"):
         assert text in help_text, text
+    # --device places a plain model's resize too: in the Method panel, not only its learngene owners'.
+    panels = re.split(r"╭─ ", help_text)
+    assert [panel.split(" ─")[0] for panel in panels if "--device" in panel] == ["Method"]
     condense_help = lg("condense", "--help").stdout.decode()
     assert "Options of tleg, wave" in condense_help and "--template-dim" in condense_help
     from lgcli.methods import get_method

@@ -184,7 +184,8 @@ def declared_flags(owners: dict[str, Sequence[Option]]) -> list[pyinspect.Parame
         # elsewhere, else one by type (LgCommand).
         metavar = "|".join(option.choices) if option.choices else DECLARED_METAVARS.get(name)
         info = typer.Option(None, flag, help=f"{option.help}{defaults}", metavar=metavar,
-                            rich_help_panel=f"Options of {', '.join(owner_names)}", show_default=False)
+                            rich_help_panel=next((o.panel for _, o in takers if o.panel), None)
+                            or f"Options of {', '.join(owner_names)}", show_default=False)
         parameters.append(pyinspect.Parameter(name, pyinspect.Parameter.KEYWORD_ONLY, default=info,
                                             annotation=Optional[option.type]))
     return parameters

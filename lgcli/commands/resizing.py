@@ -136,7 +136,8 @@ def _show_plan(plan: dict[str, Any], as_json: bool, output_given: bool = True) -
              "shards": f" as a folder of {out['safetensors_files']} shards at {out['path']}"}[out["form"]]
     note(f"dry run, nothing written: {_resize_summary(plan)}; {plan['parameters']['target']:,} parameters, "
          f"{out['tensor_bytes']:,} bytes of {out['dtype']} weights{where if output_given else ''}; "
-         f"peak memory about {memory_text(plan['peak_memory_bytes'])}")
+         f"the transforms' peak memory about {memory_text(plan['peak_memory_bytes'])} (three copies of the largest "
+         f"role stack), beyond what the process holds to read the model")
     if "calibration" in plan:
         note(calibration_plan_text(plan["calibration"], "the shrink runs"))
     if not output_given:

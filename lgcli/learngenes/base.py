@@ -355,7 +355,8 @@ def fit_options(*, lr: float, batch_size: int) -> tuple[Option, ...]:
         Option("alpha", float, 0.5, "with --teacher: (1 - alpha) CE + alpha tau^2 KL", minimum=0.0, maximum=1.0),
         Option("tau", float, 1.0, "distillation temperature", minimum=1e-6),
         Option("device", str, "auto", "auto, cpu or cuda: where a learngene's part is fitted (auto: CUDA when "
-               "present); for a model, where the resize transforms run (auto: the CPU's streamed path)"),
+               "present); for a model, where the resize transforms run (auto: the CPU's streamed path)",
+               panel="Method"),
         # Over the preprocessing the learngene records (its teacher's); the descendant records what it was fitted with.
         Option("mean", str, None, "with --data: the images' mean per channel (0.485,0.456,0.406, or one number) "
                "over the learngene's own"),
