@@ -231,8 +231,7 @@ def on_device(stack: Stack, device: str) -> Stack:
 
 def plan_resize(loaded: Loaded, chosen, options: dict[str, Any], *, direction: str, depth, width, heads=None,
                 mlp_dim=None, kv_heads=None, max_params=None) -> tuple[ArchSpec, ArchSpec]:
-    """(source, target) of a resize, after every check the resize makes
-    before it computes anything (what `lg bench --dry-run` asks of a cell)."""
+    """(source, target) of a resize, after every check the resize makes before it computes anything."""
     source = loaded.spec
     if all(v is None for v in (depth, width, heads, mlp_dim, kv_heads)):  # its own depth rewrites it (a folder, say)
         raise UsageError(f"nothing to {direction}: give --depth, --width, --heads, --kv-heads or --mlp-dim "
@@ -319,16 +318,17 @@ def _kind_target(kind: LearngeneKind, learngene: Learngene, *, depth: int | None
 
 def dry_run_plan(report: dict[str, Any], target: CheckedOutput, spec: ArchSpec, stack: Stack, *,
                  source: Loaded | Checkpoint, source_spec: ArchSpec, shard_size: int | None) -> dict[str, Any]:
-    """What a resize or an expansion would write to the checked output, from
-    the model's shapes alone, with the checks the real run makes on its
-    output: the model's sizes and parameters, the output's form and tensor
-    bytes, and the peak memory of making it one role at a time (`sizing.peak_memory`)."""
+    """What a resize or an expansion would write to the checked output, from the model's shapes alone, with the
+    checks the real run makes on its output: the model's sizes and parameters, what the method decided (its
+    `details`: the layer each copies, the seam), the output's form and tensor bytes, and the peak memory of
+    making it one role at a time (`sizing.peak_memory`)."""
     output = target.path
     plan = plan_output(target, spec, stack, source=source, shard_size=shard_size)
-    calibration = (report.get("details") or {}).get("calibration")  # checked, not measured
+    details = dict(report.get("details") or {})
+    calibration = details.pop("calibration", None)  # checked, not measured
     return {"dry_run": True, **{k: report[k] for k in ("command", "method", "options", "seed", "source", "target",
                                                        "budget") if k in report},
-            **({"calibration": calibration} if calibration else {}),
+            **({"calibration": calibration} if calibration else {}), "details": details,
             "parameters": {"source": report["parameters"]["source"], "target": stack.num_parameters()},
             "output": {"path": "<stdout>" if str(output) == STDIO else str(output), "form": plan.form(output),
                        "safetensors_files": plan.shards, "tensor_bytes": plan.tensor_bytes,

@@ -68,6 +68,9 @@ def vit_file(tmp_path) -> Path:
     ["shrink", "--depth", "1", "--width", "32", "--heads", "2"],
     ["grow", "--depth", "3", "--method", "clone", "--shard-size", "60KB"],
     ["grow", "--depth", "3", "--width", "128", "--heads", "8", "--method", "auto-lg"],
+    ["grow", "--depth", "4", "--method", "depth-upscale"],
+    ["grow", "--depth", "3", "--method", "identity-insert"],
+    ["grow", "--depth", "4", "--method", "stack"],
 ])
 def test_a_resize_plan_is_what_the_real_run_writes(args, vit_file, tmp_path, lg):
     out = tmp_path / "out"
@@ -78,6 +81,7 @@ def test_a_resize_plan_is_what_the_real_run_writes(args, vit_file, tmp_path, lg)
     assert real.code == 0, real.stderr
     report = json.loads(real.stdout)
     assert plan["target"] == report["target"] and plan["method"] == report["method"]
+    assert plan["details"] == report["details"]  # what the method decided: the layer each copies, the seam
     assert plan["parameters"] == report["parameters"]
     assert plan["parameters"]["target"] == parameters_of(lg, out)
     assert plan["output"]["tensor_bytes"] == tensor_bytes(out)
