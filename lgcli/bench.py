@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 from .errors import LgError, UsageError, counted, notify_stderr, shown
 from .bench_settings import (BENCH_VERSION, CONDENSE_BATCH_FLAG, FIT, RANDOM, BenchSettings, Cell, all_methods,
-                             foreign_entry, parse_sizes, remove_if_empty, unmade_folders)
+                             check_ancestry, foreign_entry, parse_sizes, remove_if_empty, unmade_folders)
 from .bench_tables import plot_summary, row_costs, summarised
 from .bench_rows import RESIZE_ROWS
 from .bench_plan import plan
@@ -59,6 +59,9 @@ class _Context:
     # Each trained kind's learngene before condensing (shapes only,
     # `condense.unstarted_learngene`): which sizes it reaches, known for free.
     unstarted: dict[str, Any] = field(default_factory=dict)
+    # The ancestry ({"file", "sha256"}), as each cell and learngene record it:
+    # a bench of another ancestry into the folder is refused (`check_ancestry`).
+    ancestry: dict[str, str] = field(default_factory=dict)
 
     def seeded(self, seed: int) -> "_Context":
         """The context of one seed of a bench of several: the probe, the
@@ -66,7 +69,7 @@ class _Context:
         settings = dataclasses.replace(self.settings, probe=dataclasses.replace(self.settings.probe, seed=seed))
         return _Context(loaded=self.loaded, data=self.data, data_name=self.data_name, settings=settings,
                         out=self.out, key={**self.key, "probe": {**self.key["probe"], "seed": seed}},
-                        notify=self.notify, tag=f"-seed{seed}", unstarted=self.unstarted)
+                        notify=self.notify, tag=f"-seed{seed}", unstarted=self.unstarted, ancestry=self.ancestry)
 
 
 def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None, settings: BenchSettings, *,
@@ -77,7 +80,7 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
     (`bench_plan.plan`) instead; its `out` may be None (no results folder: nothing
     saved before is reused)."""
     from .loading import load
-    from .sizing import check_heads_known
+    from .sizing import check_heads_known, target_spec
 
     known = all_methods()
     methods = settings.methods or all_methods(fitted=settings.fit_steps > 0)
@@ -122,10 +125,14 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
     from .recipe import preprocessing_of
 
     loaded = overridden(load(ancestry), settings.preprocessing)
+    if not settings.force:  # another ancestry's bench is another experiment, not one to resume
+        check_ancestry(out, str(ancestry), loaded.checkpoint.sha256)
     # A clone at the same size is the same weights, written with their heads.
     check_heads_known(loaded.spec, because="every cell is built from them", where=loaded.checkpoint.label,
                       remedy=f"record them first: lg grow {shown(str(ancestry))} --source-heads N --depth "
                              f"{loaded.spec.depth} --method clone -o ANCESTRY (the same weights, heads recorded)")
+    for depth, width in settings.sizes:  # a size no model has, not even random's, is refused before any work
+        target_spec(loaded.spec, depth=depth, width=width, heads_flag=None)
     preprocessing_of(loaded, notify=notify)  # says when it is assumed
     dataset = _read_data(loaded, data, settings, notify)
     if device_note:
@@ -134,7 +141,8 @@ def bench(ancestry: str | os.PathLike, data: str, out: str | os.PathLike | None,
     # interval is a bootstrap over them (`lgcli.intervals`).
     settings.probe = dataclasses.replace(settings.probe, keep_examples=True)
     key = reuse_key(loaded, dataset.describe(), settings, distill_alpha=default_alpha(dataset))
-    context = _Context(loaded=loaded, data=dataset, data_name=data, settings=settings, out=out, key=key, notify=notify)
+    context = _Context(loaded=loaded, data=dataset, data_name=data, settings=settings, out=out, key=key, notify=notify,
+                       ancestry={"file": str(ancestry), "sha256": loaded.checkpoint.sha256})
     seeds = [settings.probe.seed + index for index in range(settings.seeds)]
     contexts = {seed: context.seeded(seed) for seed in seeds} if settings.seeds > 1 else {None: context}
 
@@ -280,7 +288,8 @@ def _run_cell(cell: Cell, context: _Context) -> dict[str, Any]:
     try:
         model, stores, details = _build(cell, context)
     except LgError as exc:  # the method cannot reach this size: the table says why
-        result = {"key": key, "method": cell.method, "size": cell.size, "status": "n/a", "reason": str(exc)}
+        result = {"key": key, "ancestry": context.ancestry, "method": cell.method, "size": cell.size,
+                  "status": "n/a", "reason": str(exc)}
         if saved != result:
             _write_json(path, result)
         return result
@@ -289,8 +298,8 @@ def _run_cell(cell: Cell, context: _Context) -> dict[str, Any]:
 
     # A long scoring pass (a real model on a CPU) says how long, as in lg eval.
     row = probe_row(_candidate(cell, model, context), context.data, context.settings.probe, context.notify)
-    result = {"key": key, "method": cell.method, "size": cell.size, "status": "done", "row": row,
-              "stores": stores, "build_seconds": round(build_seconds, 2), "details": details}
+    result = {"key": key, "ancestry": context.ancestry, "method": cell.method, "size": cell.size, "status": "done",
+              "row": row, "stores": stores, "build_seconds": round(build_seconds, 2), "details": details}
     _write_json(path, result)
     return result
 
@@ -439,7 +448,7 @@ def _learngene(kind: str, context: _Context):
                                options=settings.learngene_options(kind, context.loaded.spec),
                                settings=condense_settings, notify=context.notify,
                                preprocessing=settings.preprocessing)
-        info = {"key": key, "steps": report["steps"], "seconds": report["seconds"],
+        info = {"key": key, "ancestry": context.ancestry, "steps": report["steps"], "seconds": report["seconds"],
                 "parameters": report["parameters"]["learngene"],
                 # the auxiliary model's test figures: top-1 on images, loss on text
                 "score": report.get("accuracy") or report.get("loss")}
@@ -512,7 +521,7 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
         "budget": context.settings.budget,
         "summary": summary,
         "verdicts": verdicts,
-        "cells": [_without_examples({k: v for k, v in r.items() if k != "key"}) for r in results],
+        "cells": [_without_examples({k: v for k, v in r.items() if k not in ("key", "ancestry")}) for r in results],
     }
 
 

@@ -1,12 +1,14 @@
 """What an lg bench run is asked (`BenchSettings`: sizes, methods, the probe,
 the learngenes' condense steps) and parsed from its flags, the cells it
 runs (`Cell`: a method at a size and seed), and what it may write in its
-results folder (`foreign_entry`)."""
+results folder (`foreign_entry`, `check_ancestry`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +64,9 @@ class BenchSettings:
     # Equal compute (SPEC.md "Measuring an initialisation"): every path gets
     # `budget` training steps of `lg distill`'s batch on the bench's data
     # before the probe: a resize distilled from the ancestry, a learngene
-    # condensed (once for every size). None: resizes cost nothing and each
+    # condensed (once for every size) for `budget` steps, whatever
+    # condense_steps say (`lg bench` refuses --condense-steps beside a
+    # --budget they differ from). None: resizes cost nothing and each
     # learngene its condense_steps, as before.
     budget: int | None = None
     calibrate_samples: int | None = None  # the data-aware methods' (their default when None)
@@ -283,7 +287,9 @@ def foreign_entry(out: Path) -> str | None:
     None when it wrote all of them (or the folder is empty or absent). A
     folder is lg's own only when lg made it: it holds cells/ or bench.json,
     and nothing but what a bench writes; a summary.png of the user's own in
-    an otherwise empty folder is theirs."""
+    an otherwise empty folder is theirs. A file is lg's by its name and what
+    it holds (`_written_by_lg`): a bench.json, a cell or a learngene of the
+    user's own is theirs too."""
     if not out.is_dir():
         return None
     try:
@@ -301,16 +307,134 @@ def foreign_entry(out: Path) -> str | None:
                 inner = sorted(os.listdir(entry))
             except OSError:
                 return name
-            stray = next((f for f in inner if not (BENCH_FOLDERS[name].fullmatch(f) or TEMPORARY.fullmatch(f))),
-                         None)
+            stray = next((f for f in inner if not TEMPORARY.fullmatch(f) and not (
+                BENCH_FOLDERS[name].fullmatch(f) and _written_by_lg(entry / f, name))), None)
             if stray is not None:
                 return f"{name}/{stray}"
-        elif not BENCH_FILES.fullmatch(name) or entry.is_symlink() or not entry.is_file():
+        elif not BENCH_FILES.fullmatch(name) or not _written_by_lg(entry, None):
             return name
     kept = [name for name in entries if not TEMPORARY.fullmatch(name)]
     if kept and not {"cells", "bench.json"} & set(kept):
         return kept[0]
     return None
+
+
+SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _written_by_lg(path: Path, folder: str | None) -> bool:
+    """Whether `path`, a name lg bench writes (in `folder`, or in the results
+    folder itself), is a plain file holding what lg writes there: bench.json
+    a bench's report, a cell a cell of its name, a learngene's record its
+    key, a learngene file one, a figure a PNG."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    if folder == "cells":
+        cell = _json_record(path) or {}
+        return (_is_sha256(cell.get("key")) and cell.get("status") in ("done", "n/a")
+                and f"{cell.get('method')}@{cell.get('size')}" == path.name.removesuffix(".json").split("~")[0])
+    if folder == "learngenes" and path.name.endswith(".json"):
+        info = _json_record(path) or {}
+        return _is_sha256(info.get("key")) and "steps" in info
+    if folder == "learngenes":
+        return _is_learngene_file(path)
+    if path.name == "bench.json":
+        return bench_record(path) is not None
+    return _head(path, len(PNG_SIGNATURE)) == PNG_SIGNATURE
+
+
+def bench_record(path: Path) -> dict[str, Any] | None:
+    """The report in `path` when it is one lg bench wrote (its version, the
+    ancestry's file and sha256, the sizes, methods and cells it records, as
+    every lg bench wrote them), else None. Parsed as JSON: nothing in it is
+    run."""
+    report = _json_record(path)
+    if report is None:
+        return None
+    version, ancestry = report.get("version"), report.get("ancestry")
+    if not (type(version) is int and version >= 1 and isinstance(ancestry, dict)
+            and isinstance(ancestry.get("file"), str) and _is_sha256(ancestry.get("sha256"))
+            and all(isinstance(report.get(name), list) for name in ("sizes", "methods", "cells"))):
+        return None
+    return report
+
+
+def check_ancestry(out: Path | None, ancestry: str, sha256: str) -> None:
+    """Refuse a results folder holding a bench of another ancestry (another
+    experiment, not a resume): by its bench.json's record, or without one
+    (a run stopped before its report) by its cells' and learngenes'."""
+    other = _recorded_ancestry(out, sha256) if out is not None and out.is_dir() else None
+    if other is not None:
+        raise LgError(f"{shown(out)}: holds a bench of {shown(other.get('file') or 'another ancestry')} (sha256 "
+                      f"{other['sha256'][:12]}...), not of {shown(ancestry)} (sha256 {sha256[:12]}...): give "
+                      f"another -o, or --force to replace its results")
+
+
+def _recorded_ancestry(out: Path, sha256: str) -> dict[str, Any] | None:
+    """The ancestry record ({"file", "sha256"}) of the bench in `out` when it
+    is not `sha256`'s, else None (this ancestry's, or none recorded)."""
+    report = bench_record(out / "bench.json") if (out / "bench.json").is_file() else None
+    if report is not None:
+        records = [report["ancestry"]]
+    else:  # each cell and learngene record their ancestry (since 2026-12)
+        records = []
+        for folder, names in BENCH_FOLDERS.items():
+            try:
+                found = sorted(os.listdir(out / folder)) if (out / folder).is_dir() else []
+            except OSError:
+                found = []
+            records += [(_json_record(out / folder / name) or {}).get("ancestry") for name in found
+                        if name.endswith(".json") and names.fullmatch(name) and (out / folder / name).is_file()]
+    return next((r for r in records if isinstance(r, dict) and _is_sha256(r.get("sha256")) and r["sha256"] != sha256),
+                None)
+
+
+def _is_sha256(value: Any) -> bool:
+    return isinstance(value, str) and SHA256.fullmatch(value) is not None
+
+
+def _json_record(path: Path) -> dict[str, Any] | None:
+    """The JSON object `path` holds, or None when it holds none."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LgError(f"{shown(path)}: cannot read it ({os_reason(exc)})") from None
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _head(path: Path, size: int) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read(size)
+    except OSError as exc:
+        raise LgError(f"{shown(path)}: cannot read it ({os_reason(exc)})") from None
+
+
+def _is_learngene_file(path: Path) -> bool:
+    """Whether `path` is a safetensors file whose lg metadata say it is a learngene (its header alone is read)."""
+    from .checkpoint.metadata import LG_PREFIX
+    from .header import MAX_HEADER_BYTES, METADATA_KEY
+    from .loading import LEARNGENE
+
+    prefix = _head(path, 8)
+    length = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else MAX_HEADER_BYTES + 1
+    if length > MAX_HEADER_BYTES:
+        return False
+    try:
+        with open(path, "rb") as file:
+            file.seek(8)
+            header = json.loads(file.read(length))
+    except OSError as exc:
+        raise LgError(f"{shown(path)}: cannot read it ({os_reason(exc)})") from None
+    except (ValueError, RecursionError):
+        return False
+    metadata = header.get(METADATA_KEY) if isinstance(header, dict) else None
+    return isinstance(metadata, dict) and metadata.get(f"{LG_PREFIX}kind") == LEARNGENE
 
 
 def unmade_folders(out: Path) -> list[Path]:

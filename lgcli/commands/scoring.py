@@ -125,6 +125,19 @@ def _bench_resume_hint(output: str) -> str:
             f"{shown(str(Path(output, 'cells')))}: the same command continues from {'it' if cells == 1 else 'them'}")
 
 
+def _check_budget_and_condense_steps(budget: Optional[int], given: Optional[str],
+                                     steps: int | dict[str, int]) -> None:
+    """Refuse --condense-steps beside a --budget it differs from: the budget
+    is every path's steps, a learngene's condense run included, so the
+    condense steps asked would be ignored."""
+    if budget is None or given is None:
+        return
+    if any(value != budget for value in (steps.values() if isinstance(steps, dict) else [steps])):
+        raise UsageError(f"--condense-steps {shown(given.strip())} beside --budget {budget}: --budget sets the "
+                         f"condense steps too (every path gets {counted(budget, 'training step')}, a learngene's "
+                         f"condense run included); give one of them")
+
+
 def bench_command(
     ancestry: str = typer.Argument(..., metavar="ANCESTRY",
                                    help="The ancestry model: a checkpoint every method starts from."),
@@ -159,11 +172,12 @@ def bench_command(
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, metavar="N", rich_help_panel=PROBE,
                              help="Seeds the data order, heads and methods."),
     device: str = ProbeDeviceOption,
-    condense_steps: str = typer.Option(str(DEFAULT_CONDENSE_STEPS), "--condense-steps", metavar="N|LIST",
-                                       rich_help_panel=LEARNGENES,
-                                       help="Steps of each learngene kind's condense run: N for every kind, or "
-                                            "KIND=N pairs (tleg=600,wave=1500); with --condense-until, the most "
-                                            "it runs."),
+    condense_steps: Optional[str] = typer.Option(None, "--condense-steps", metavar="N|LIST",
+                                                 rich_help_panel=LEARNGENES, show_default=False,
+                                                 help="Steps of each learngene kind's condense run: N for every "
+                                                      "kind, or KIND=N pairs (tleg=600,wave=1500) [default: "
+                                                      f"{DEFAULT_CONDENSE_STEPS}; --budget N sets N]; with "
+                                                      "--condense-until, the most it runs."),
     condense_batch_size: int = typer.Option(DEFAULT_CONDENSE_BATCH_SIZE, CONDENSE_BATCH_FLAG, min=1, metavar="N",
                                             rich_help_panel=LEARNGENES,
                                             help="Batch size of each learngene kind's condense run (lg condense "
@@ -188,7 +202,8 @@ def bench_command(
     budget: Optional[int] = typer.Option(
         None, "--budget", min=0, metavar="N", rich_help_panel=PROBE,
         help="Equal compute: every path gets N training steps before the probe (a resize is distilled from the "
-             "ancestry for N steps with lg distill; a learngene is condensed for N, shared by every size)."),
+             "ancestry for N steps with lg distill; a learngene is condensed for N, shared by every size: "
+             "--budget sets the condense steps too)."),
     seeds: int = typer.Option(1, "--seeds", min=1, metavar="K", rich_help_panel=PROBE,
                               help="Run every cell with seeds SEED..SEED+K-1: the mean and a 95 % t-interval "
                                    "(one seed: a bootstrap over test examples); rows whose intervals overlap tie."),
@@ -219,11 +234,13 @@ def bench_command(
     overrides = Overrides.parse(mean, std, interpolation)
     if lr is not None and lr_sweep:
         raise UsageError("give --lr or --lr-sweep, not both")
+    steps_per_kind = parse_condense_steps(condense_steps if condense_steps is not None else DEFAULT_CONDENSE_STEPS)
+    _check_budget_and_condense_steps(budget, condense_steps, steps_per_kind)
     probe = ProbeSettings(steps=steps, lr=DEFAULT_LR if lr is None else lr, lr_sweep=_parse_rates(lr_sweep),
                           batch_size=batch_size, eval_every=eval_every, seed=seed, device=device)
     settings = BenchSettings(sizes=parse_sizes(sizes),
                              methods=[m.strip() for m in methods.split(",") if m.strip()] if methods else None,
-                             probe=probe, condense_steps=parse_condense_steps(condense_steps),
+                             probe=probe, condense_steps=steps_per_kind,
                              condense_batch_size=condense_batch_size,
                              condense_until=condense_until, learngene_widths=learngene_widths,
                              learngene_depths=learngene_depths,
