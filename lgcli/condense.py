@@ -350,7 +350,7 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
     provenance chained to the teacher (and the teacher's tokenizer files, for
     a language model). The output is checked before any work."""
     target = checked_output(output, force=force, inputs=(teacher.source if isinstance(teacher, Checkpoint)
-                                                           else str(teacher),))
+                                                           else str(teacher),), folder=False)  # one file
     settings: CondenseSettings = kwargs.get("settings") or CondenseSettings()
     learngene, checkpoint, report = condense(teacher, data or None, stdin=stdin, **kwargs)
     if kwargs.get("dry_run"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -35,15 +36,18 @@ class CheckedOutput:
 
 
 def checked_output(destination: str | os.PathLike | CheckedOutput, *, force: bool,
-                   inputs: tuple[str | os.PathLike, ...] = (), card_file: str | None = None) -> CheckedOutput:
+                   inputs: tuple[str | os.PathLike, ...] = (), card_file: str | None = None,
+                   folder: bool | None = None) -> CheckedOutput:
     """Refuse an output (and a --card file) that exists without force, is or
     holds an input, or cannot be written; one already checked is returned as
-    it is (it carries its own card file)."""
+    it is (it carries its own card file). `folder`, where the caller knows
+    the form before any work (a learngene is one file: False), has the form
+    checked too (`check_form`), not only once the model is planned."""
     if isinstance(destination, CheckedOutput):
         if card_file is not None and card_file != destination.card_file:  # a caller's bug, not a user error
             raise ValueError("a checked output carries its own card file")
         return destination
-    check_output(destination, force=force, inputs=inputs)
+    check_output(destination, force=force, inputs=inputs, folder=folder)
     if card_file is not None:
         check_card_file(card_file, destination, force=force, inputs=inputs)
     return CheckedOutput(destination, force, card_file)
@@ -114,12 +118,16 @@ def check_card_file(card_file: str, destination: str | os.PathLike, *, force: bo
     an input, no such folder), or one that names the output itself."""
     if card_file == STDIO or os.path.abspath(card_file) == os.path.abspath(destination):
         raise LgError(f"--card {card_file}: give a file of its own for the model card (not the output, not '-')")
-    check_output(card_file, force=force, inputs=inputs, folder=False)
+    name = card_file.rstrip("/" + os.sep)
+    if name != card_file:
+        raise LgError(f"--card {card_file}: names a folder; the model card is one file: give a file name"
+                      + (f" (--card {shlex.quote(name + '.md')})" if name else ""))
+    check_output(card_file, force=force, inputs=inputs, model=False)
 
 
 def write_card(card_file: str, text: str, *, force: bool) -> None:
     """The model card as a file of its own, written as outputs are (atomically; never over one without force)."""
-    check_output(card_file, force=force, folder=False)
+    check_output(card_file, force=force, model=False)
     with atomic_path(card_file) as tmp:
         tmp.write_text(text, encoding="utf-8")
 

@@ -6,8 +6,10 @@ in place waits until it is (`raise_or_defer`)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -43,8 +45,11 @@ def atomic_path(path: str | os.PathLike, output: bool = False) -> Iterator[Path]
 def atomic_folder(path: Path, *, force: bool, output: bool = False) -> Iterator[Path]:
     """A temporary folder beside `path` to write a sharded checkpoint into;
     it replaces `path` when the block succeeds (an existing checkpoint folder
-    or file only with `force`) and is removed when it fails."""
+    or file only with `force`; an empty folder whatever `force` says, and
+    only while it is empty: one written into meanwhile is refused, never
+    deleted) and is removed when it fails."""
     parent = path.parent if str(path.parent) else Path(".")
+    was_empty = is_empty_folder(path)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path.name, ".tmp"), suffix=".tmp", dir=parent))
     except OSError as exc:
@@ -52,12 +57,28 @@ def atomic_folder(path: Path, *, force: bool, output: bool = False) -> Iterator[
     os.chmod(tmp, 0o777 & ~_current_umask())
     try:
         yield tmp
-        if os.path.lexists(path) and not force:  # appeared while we worked
+        if was_empty and os.path.lexists(path) and not is_empty_folder(path):  # written into while we worked
+            raise LgError(no_longer_empty(path))
+        if os.path.lexists(path) and not force and not is_empty_folder(path):  # appeared while we worked
             raise LgError(f"{shown(path)}: exists; pass --force to overwrite it")
         _put_in_place(tmp, path, output)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def no_longer_empty(path: Path) -> str:
+    """The refusal of an empty output folder that something else wrote into while lg worked."""
+    return (f"{shown(path)}: the output folder, empty when lg began, now holds files: nothing written (lg never "
+            f"deletes what it did not write)")
+
+
+def is_empty_folder(path: Path) -> bool:
+    """A folder (not a link to one) that holds nothing."""
+    try:
+        return path.is_dir() and not path.is_symlink() and not os.listdir(path)
+    except OSError:
+        return False
 
 
 # Checkpoints and learngenes this process renamed into place, for the
@@ -96,21 +117,39 @@ def _signals_held() -> Iterator[None]:
 def _put_in_place(tmp: Path, path: Path, output: bool = False) -> None:
     """Rename `tmp` over `path`; an existing folder (or, for a folder, any
     existing output) is moved aside first and removed once the new one is in
-    place. Signals wait until the output is in place."""
+    place, but an empty folder is renamed over (it keeps its mode; the
+    rename fails, and nothing is lost, if it is no longer empty). Signals
+    wait until the output is in place."""
     # A signal received before this point (its exception swallowed by a
     # library on the way) stops the output from being put in place at all.
     check_interrupted()
     trash = None
     try:
         with _signals_held():
-            replacing = os.path.lexists(path) and (tmp.is_dir() or (path.is_dir() and not path.is_symlink()))
-            trash = _move_aside(path) if replacing else None
-            os.replace(tmp, path)
+            if tmp.is_dir() and is_empty_folder(path):
+                _replace_empty_folder(tmp, path)
+            else:
+                replacing = os.path.lexists(path) and (tmp.is_dir() or (path.is_dir() and not path.is_symlink()))
+                trash = _move_aside(path) if replacing else None
+                os.replace(tmp, path)
             if output:
                 committed_outputs.append(str(path))
     finally:  # the old output, moved aside, goes even when a waiting signal is raised now
         if trash is not None:
             shutil.rmtree(trash, ignore_errors=True)
+
+
+def _replace_empty_folder(tmp: Path, path: Path) -> None:
+    """Rename the folder `tmp` over the empty folder `path`: rename(2) does
+    so in one step and refuses a folder that is not empty, so a file written
+    into it meanwhile is never lost."""
+    try:
+        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        os.replace(tmp, path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise LgError(no_longer_empty(path)) from None
+        raise LgError(f"{shown(path)}: cannot be written ({os_reason(exc)})") from None
 
 
 # A file name's bytes (ext4, xfs, btrfs): a temporary name beside the output

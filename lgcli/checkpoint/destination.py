@@ -1,7 +1,9 @@
 """Where an output may go: refused when it exists (without force), is or
 holds an input, lies inside an input folder, or is not a file or a model
-folder lg could have written. Checked before any work, so that a bad
-output path fails fast; the writer checks again."""
+folder lg could have written (an empty folder takes a model folder), and
+when its name says another form than lg writes (a folder, one file, a
+PyTorch pickle). Checked before any work, so that a bad output path fails
+fast; the writer checks again."""
 
 from __future__ import annotations
 
@@ -15,23 +17,30 @@ import sys
 from pathlib import Path
 
 from ..errors import LgError, os_reason, shown
+from .atomic import is_empty_folder
 from .companions import COMPANION_FOLDER, is_companion_name
-from .names import CONFIG_NAME, README_NAME, SAFETENSORS_INDEX, STDIO, not_a_model_folder
+from .names import (CONFIG_NAME, PICKLE_SUFFIXES, README_NAME, SAFETENSORS_INDEX, STDIO, WEIGHTS_NAME,
+                    not_a_model_folder)
 
 
 def check_output(destination: str | os.PathLike, *, force: bool,
-                 inputs: tuple[str | os.PathLike, ...] = (), folder: bool | None = None) -> None:
+                 inputs: tuple[str | os.PathLike, ...] = (), folder: bool | None = None,
+                 model: bool = True) -> None:
     """Refuse an output that exists (without force), is an input, or cannot be written.
 
     `folder`: whether the output is a model folder (a Hugging Face model),
-    one file (a timm checkpoint), or not known yet (None). Called before any
-    work, so a bad output path fails fast; the writer checks again.
+    one file (a timm checkpoint, a learngene), or not known yet (None). Called
+    before any work, so a bad output path fails fast; the writer checks again.
+    An empty folder is taken (it holds nothing to lose) unless the output is
+    one file (`check_form` says what to name instead once the form is known).
+    `model`: False for a file that holds no weights (a model card): its form
+    and name are its caller's to check, and an empty folder is refused.
     """
     dst = str(destination)
     if dst == STDIO:
         return
     path = Path(dst)
-    if folder is not None:
+    if folder is not None and model:
         check_form(dst, folder=folder)
     for src in inputs:
         _refuse_output_over_input(path, str(src))
@@ -40,23 +49,36 @@ def check_output(destination: str | os.PathLike, *, force: bool,
         if kind:  # cp writes through a device, mv replaces it; lg does neither
             raise LgError(f"{shown(dst)}: is {kind}, not a file; lg writes only files and model folders "
                           f"(for a pipe, use -o -)")
+    if _names_folder(dst) and os.path.lexists(path) and not path.is_dir():
+        # As `cp x FILE/` (not a directory): --force replaces an output, it does not change its form.
+        raise LgError(f"{shown(dst)}: {_not_a_folder(path)}, not a folder (a trailing / names a folder; "
+                      f"--force would not change that): choose another output")
+    empty = False
     if path.is_dir() and not path.is_symlink():
         reason = _not_replaceable(path)
-        if reason:
+        empty = reason == EMPTY_FOLDER and model and folder is not False
+        if reason and not empty:
             raise LgError(f"{shown(dst)}: {reason}; lg replaces only a model folder it could have written, and "
                           f"never deletes anything else: choose another output")
-    if os.path.lexists(path) and not force:
+    if os.path.lexists(path) and not force and not empty:
         raise LgError(f"{shown(dst)}: exists; pass --force to overwrite it")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
+        blocking = next((part for part in parent.parents if os.path.lexists(part) and not part.is_dir()), None)
+        if os.path.lexists(parent) or blocking is not None:  # a file where a folder is needed
+            part = parent if os.path.lexists(parent) else blocking
+            raise LgError(f"{shown(dst)}: a part of the path is not a folder ({shown(str(part))} "
+                          f"{_not_a_folder(part)})")
         raise LgError(f"{shown(dst)}: folder {shown(parent)} does not exist")
 
 
 def check_form(destination: str | os.PathLike, *, folder: bool, shards: int = 1, shard_size: int | None = None,
                weight_bytes: int | None = None) -> None:
     """Refuse an output name that says the other form: a folder name (a
-    trailing slash) for a model written as one file, a `.safetensors` name
-    for a model folder or a folder of shards. Known only once the model's
+    trailing slash, or an empty folder) for a model written as one file, a
+    `.safetensors` name for a model folder or a folder of shards, and a
+    PyTorch pickle's name (`.pt`, `.pth`, `.bin`, `.ckpt`) for any: lg writes
+    safetensors, which torch.load does not read. Known only once the model's
     family has planned its output (`lgcli.outputs.plan_output`), so apart
     from `check_output`'s other checks.
 
@@ -69,19 +91,33 @@ def check_form(destination: str | os.PathLike, *, folder: bool, shards: int = 1,
     dst = str(destination)
     if dst == STDIO:
         return
-    if dst.endswith(("/", os.sep)) and not folder and shards <= 1:
-        name = dst.rstrip("/" + os.sep)
-        as_file = f" (-o {shlex.quote(name + '.safetensors')})" if name else ""
+    one_file = not folder and shards <= 1
+    name = dst.rstrip("/" + os.sep)
+    if one_file and (_names_folder(dst) or is_empty_folder(Path(dst))):
+        # An empty folder made for the output (`mkdir out`): the file goes inside it.
+        inside = name and is_empty_folder(Path(dst))
+        better = f"{name}/{WEIGHTS_NAME}" if inside else f"{name}.safetensors"
+        as_file = f" (-o {shlex.quote(better)})" if name else ""
         as_shards = (f", or add --shard-size {shard_size_below(weight_bytes)} to write it as a folder of shards"
                      if shard_size is not None and weight_bytes is not None and weight_bytes > 1 else "")
-        raise LgError(f"{shown(dst)}: names a folder; this model is one file: give a file name for the "
+        said = "names a folder" if _names_folder(dst) else "is an empty folder"
+        raise LgError(f"{shown(dst)}: {said}; this model is one file: give a file name for the "
                       f"output{as_file}{as_shards}")
-    if shards > 1 and not folder and Path(dst).suffix == ".safetensors" and not Path(dst).is_dir():
+    suffix = Path(dst).suffix
+    if suffix.lower() in PICKLE_SUFFIXES and not _names_folder(dst) and not Path(dst).is_dir():
+        # A pickle's name on safetensors: torch.load('out.pt') fails on what lg wrote.
+        stem = dst[:-len(suffix)]
+        if one_file:
+            raise LgError(f"{shown(dst)}: lg writes safetensors, not a PyTorch pickle (torch.load would not read "
+                          f"it): give a .safetensors name (-o {shlex.quote(stem + '.safetensors')})")
+        raise LgError(f"{shown(dst)}: lg writes this model as a folder of safetensors files, not a PyTorch "
+                      f"pickle: give a folder name (-o {shlex.quote(stem + '/')})")
+    if shards > 1 and not folder and suffix == ".safetensors" and not Path(dst).is_dir():
         # Shards are a folder: a name that says "one file" would not load as one.
         at = f"at --shard-size {shard_size:,} bytes " if shard_size is not None else ""
         raise LgError(f"{shown(dst)}: {at}the output is {shards} shards, which lg writes as a folder: give a "
                       f"folder name (no .safetensors suffix), or a larger --shard-size (0 never shards)")
-    if folder and Path(dst).suffix == ".safetensors" and not Path(dst).is_dir():
+    if folder and suffix == ".safetensors" and not Path(dst).is_dir():
         raise LgError(f"{shown(dst)}: a Hugging Face model is written as a folder (config.json, weights, "
                       f"tokenizer) that from_pretrained or timm's local-dir: loads: give a folder name, "
                       f"or -o - for a pipe")
@@ -98,11 +134,25 @@ def shard_size_below(total: int) -> str:
     return str(half)
 
 
+def _names_folder(dst: str) -> bool:
+    """Whether the output's name ends in a slash: a folder, whatever is there."""
+    return dst.endswith(("/", os.sep))
+
+
+def _not_a_folder(path: Path) -> str:
+    """What a path that is not a folder is, in words: "is a file", "is a link to nothing"."""
+    if path.is_symlink():
+        return "is a link to a file" if path.exists() else "is a link to nothing"
+    return "is a file" if path.is_file() else "is not a folder"
+
+
 # What a model folder may hold besides the files lg writes: what a Hugging
 # Face snapshot adds (replacing the folder loses nothing that was not downloaded).
 HUB_FILES = (README_NAME, ".gitattributes")
 WEIGHT_FILE = re.compile(r"^(model|pytorch_model)(-[0-9]{5}-of-[0-9]{5})?\.(safetensors|bin)(\.index\.json)?$",
                          re.ASCII)
+# Why `_not_replaceable` refuses an empty folder: `check_output` takes one for a model folder.
+EMPTY_FOLDER = "is an empty folder"
 
 
 def _not_replaceable(path: Path) -> str | None:
@@ -115,7 +165,7 @@ def _not_replaceable(path: Path) -> str | None:
     except OSError as exc:
         return f"is a folder lg cannot list ({os_reason(exc)})"
     if not entries:
-        return "is an empty folder"
+        return EMPTY_FOLDER
     described = _json_object(path / CONFIG_NAME)
     index = _json_object(path / SAFETENSORS_INDEX)
     # A timm hub folder's config.json names its architecture, with its

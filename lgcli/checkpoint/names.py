@@ -16,6 +16,9 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 CONFIG_NAME, WEIGHTS_NAME, PICKLED_WEIGHTS_NAME = "config.json", "model.safetensors", "pytorch_model.bin"
 # A model folder's card, as the Hub shows it (lg writes one into every output folder).
 README_NAME = "README.md"
+# A PyTorch pickle's names (read with weights_only; lg never writes one, so
+# an output under such a name is refused: torch.load would not read it).
+PICKLE_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
 # The name provenance gives a model lg held in memory between two steps of
 # one command (lg shrink's depth step before its width step): never a file.
 IN_MEMORY = "<in memory>"

@@ -18,7 +18,6 @@ from .memory import out_of_memory
 # A training checkpoint's wrappers ({'model': {'state_dict': ...}}) are
 # followed this deep at most.
 MAX_WRAPPERS = 8
-PICKLE_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
 # Containers that training scripts wrap a state dict in (timm, DeiT, MAE, ...),
 # in the order we prefer them.
 WRAPPER_KEYS = ("model", "state_dict", "model_ema")

@@ -21,8 +21,9 @@ from .companions import companions_from_metadata, folder_companions
 from .hashing import _hash_in_background
 from .loaded import Checkpoint, torch_dtypes
 from .memory import check_memory
-from .names import CONFIG_NAME, PICKLED_WEIGHTS_NAME, SAFETENSORS_INDEX, STDIO, WEIGHTS_NAME, not_a_model_folder
-from .pickles import PICKLE_SUFFIXES, _read_pickle
+from .names import (CONFIG_NAME, PICKLE_SUFFIXES, PICKLED_WEIGHTS_NAME, SAFETENSORS_INDEX, STDIO, WEIGHTS_NAME,
+                    not_a_model_folder)
+from .pickles import _read_pickle
 
 # Streams are read in chunks of this size (a pipe gives what it has).
 STREAM_CHUNK = 1 << 24
