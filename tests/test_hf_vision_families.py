@@ -346,6 +346,18 @@ def test_distilling_from_a_model_of_features_is_refused_as_one(built, lg, tmp_pa
     assert "copy the folder's preprocessor_config.json beside it" in line
 
 
+def zebra_apple_classifier(tmp_path) -> Path:
+    """A DINOv2 classifier folder whose id2label names its classes zebra (0) and Apple (1), at 16 px."""
+    torch.manual_seed(0)
+    config = transformers.Dinov2Config(**DINOV2, num_labels=2, id2label={0: "zebra", 1: "Apple"},
+                                       label2id={"zebra": 0, "Apple": 1})
+    model_dir = tmp_path / "model"
+    transformers.Dinov2ForImageClassification(config).save_pretrained(model_dir)
+    transformers.BitImageProcessor(size={"height": 16, "width": 16},
+                                   crop_size={"height": 16, "width": 16}).save_pretrained(model_dir)
+    return model_dir
+
+
 def test_an_image_folder_is_numbered_as_the_classifier_names_its_classes(tmp_path):
     """The folder's classes are the model's id2label names (zebra = 0, apple = 1), which sorted order numbers the
     other way: its images are scored as the model numbers them, so the folder named after the labels scores as
@@ -356,13 +368,7 @@ def test_an_image_folder_is_numbered_as_the_classifier_names_its_classes(tmp_pat
 
     from lgcli.evaluate import ProbeSettings, evaluate
 
-    torch.manual_seed(0)
-    config = transformers.Dinov2Config(**DINOV2, num_labels=2, id2label={0: "zebra", 1: "Apple"},
-                                       label2id={"zebra": 0, "Apple": 1})
-    model_dir = tmp_path / "model"
-    transformers.Dinov2ForImageClassification(config).save_pretrained(model_dir)
-    transformers.BitImageProcessor(size={"height": 16, "width": 16},
-                                   crop_size={"height": 16, "width": 16}).save_pretrained(model_dir)
+    model_dir = zebra_apple_classifier(tmp_path)
     pixels = np.random.default_rng(0).integers(0, 256, (2, 4, 16, 16, 3), dtype=np.uint8)
     for folder, names in (("named", ("zebra", "apple")), ("ordered", ("0_z", "1_a")), ("other", ("cat", "dog"))):
         for label, name in enumerate(names):
@@ -396,13 +402,7 @@ def test_a_folder_of_some_of_the_classifiers_classes_is_scored_on_its_head_and_o
     from lgcli.evaluate import ProbeSettings, evaluate
     from lgcli.errors import LgError
 
-    torch.manual_seed(0)
-    config = transformers.Dinov2Config(**DINOV2, num_labels=2, id2label={0: "zebra", 1: "Apple"},
-                                       label2id={"zebra": 0, "Apple": 1})
-    model_dir = tmp_path / "model"
-    transformers.Dinov2ForImageClassification(config).save_pretrained(model_dir)
-    transformers.BitImageProcessor(size={"height": 16, "width": 16},
-                                   crop_size={"height": 16, "width": 16}).save_pretrained(model_dir)
+    model_dir = zebra_apple_classifier(tmp_path)
     pixels = np.random.default_rng(1).integers(0, 256, (2, 4, 16, 16, 3), dtype=np.uint8)
     for label, name in enumerate(("zebra", "apple")):
         for i in range(4):
