@@ -264,8 +264,9 @@ def bench_command(
         if "calibration" in report:  # the data-aware cells' passes: their time is in the estimate, said apart
             from ..pace import duration_text
 
-            cells = counted(len(report["calibration"]["cells"]) * report["seeds"], "data-aware cell")
-            note(f"{calibration_plan_text(report['calibration'], f'its {cells} run')}; about "
+            count = len(report["calibration"]["cells"]) * report["seeds"]
+            cells = f"its {counted(count, 'data-aware cell')} {'runs' if count == 1 else 'run'}"
+            note(f"{calibration_plan_text(report['calibration'], cells)}; about "
                  f"{duration_text(report['estimated_seconds'])} in all")
         return
     if as_json:
