@@ -25,9 +25,9 @@ from the device study's 500 steps of 256: this says only whether the rate
 matters at the start.
 
     OMP_NUM_THREADS=2 python benchmarks/real/sws_rate_pilot.py ~/.cache/lg-real/dinov2-s-fmnist \\
-        --steps 60 --batch-size 32 -o benchmarks/real/sws_rate_pilot.jsonl
+        --steps 60 --batch-size 32 [--seed 1] -o benchmarks/real/sws_rate_pilot.jsonl
 
-One JSON line per row and size as it lands; a rerun skips those written.
+One JSON line per row, size and seed as it lands; a rerun skips those written.
 """
 
 from __future__ import annotations
@@ -64,16 +64,19 @@ def main() -> None:
     parser.add_argument("--batch-size", default="32")
     parser.add_argument("--test-subset", default="1000")
     parser.add_argument("--rows", default="sws-lr1e-3,sws-lr3e-4,select+distill")
+    parser.add_argument("--seed", default="0", help="the data order and the condense run's draws")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
     out = Path(args.output)
-    done = {(r["row"], r["size"]) for r in map(json.loads, out.read_text().splitlines())} if out.exists() else set()
-    train = ["--data", args.data, "--steps", args.steps, "--batch-size", args.batch_size, "--seed", "0",
+    done = ({(r["row"], r["size"], r.get("seed", 0)) for r in map(json.loads, out.read_text().splitlines())}
+            if out.exists() else set())
+    seed = int(args.seed)
+    train = ["--data", args.data, "--steps", args.steps, "--batch-size", args.batch_size, "--seed", args.seed,
              "--test-subset", "64"]
     with tempfile.TemporaryDirectory() as work:
         for row in args.rows.split(","):
             sizes = ["12x192"] if row == "select+distill" else ["12x192", "12x384"]
-            if all((row, size) in done for size in sizes):
+            if all((row, size, seed) in done for size in sizes):
                 continue
             started = time.perf_counter()
             if row == "select+distill":
@@ -94,7 +97,7 @@ def main() -> None:
             trained = round(time.perf_counter() - started, 1)
             with out.open("a") as sink:
                 for size, model in built.items():
-                    record = {"row": row, "size": size, "top1": top1(model, args.data, args.test_subset),
+                    record = {"row": row, "size": size, "seed": seed, "top1": top1(model, args.data, args.test_subset),
                               "steps": int(args.steps), "batch_size": int(args.batch_size),
                               "test_subset": int(args.test_subset), "train_seconds": trained}
                     sink.write(json.dumps(record) + "\n")
