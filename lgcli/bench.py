@@ -510,9 +510,7 @@ def _report(ancestry, context: _Context, methods: list[str], results: list[dict]
         "measure": measure_of(context.data).key,
         "task": getattr(context.data, "task", IMAGE_CLASSIFICATION),
         "settings": {**context.key["probe"], "warmup": context.settings.probe.warmup_steps(),
-                     **{name: getattr(context.settings, name) for name in (
-                         "condense_steps", "condense_batch_size", "condense_until", "learngene_widths",
-                         "learngene_depths", "condense_options", "fit_steps")}},
+                     **context.settings.recorded()},
         "sizes": [f"{d}x{w}" for d, w in context.settings.sizes],
         "methods": methods,
         "learngenes": context.condensed,

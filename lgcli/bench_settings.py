@@ -124,6 +124,14 @@ class BenchSettings:
                     raise UsageError(f"{flag} sets {kind}'s --{clash[0]}: give {flag} or "
                                      f"{CONDENSE_OPTION_FLAG} {kind}:{clash[0]}=..., not both")
 
+    def recorded(self) -> dict[str, Any]:
+        """The learngene settings bench.json records, as they ran: under a
+        budget the condense steps are the budget, whatever condense_steps say."""
+        names = ("condense_steps", "condense_batch_size", "condense_until", "learngene_widths", "learngene_depths",
+                 "condense_options", "fit_steps")
+        return {**{name: getattr(self, name) for name in names},
+                **({"condense_steps": self.budget} if self.budget is not None else {})}
+
     def condense_budget(self, kind: str) -> int:
         """The condense steps of `kind` (the most it runs, with condense_until):
         the bench's budget when it has one."""

@@ -215,3 +215,13 @@ def test_condense_steps_the_budget_agrees_with_or_without_a_budget_are_taken(lg,
     assert result.code == 1 and "stopped by the test" in result.stderr, result.stderr
     (settings,) = seen
     assert settings.budget == budget and settings.condense_budget("tleg") == steps
+
+
+def test_bench_json_records_the_condense_steps_that_ran():
+    """Under --budget N a learngene condenses for N: bench.json says N, not the condense steps' default."""
+    from lgcli.bench_settings import BenchSettings
+    from lgcli.options import DEFAULT_CONDENSE_STEPS
+
+    assert BenchSettings(sizes=[(2, 64)], budget=2).recorded()["condense_steps"] == 2
+    assert BenchSettings(sizes=[(2, 64)]).recorded()["condense_steps"] == DEFAULT_CONDENSE_STEPS
+    assert BenchSettings(sizes=[(2, 64)], condense_steps={"tleg": 5}).recorded()["condense_steps"] == {"tleg": 5}
