@@ -187,20 +187,16 @@ class HeldOutScores:
         keeps the teacher's logits); on images the teacher runs once, twice
         for a student prepared otherwise (the module docstring)."""
         target = resolve_device(self.device, distributed_setup(self.device))
+        examples = len(self.data.test)
         if isinstance(self.data, ImageData):
             own, theirs = held_out_batches(model, self.data), held_out_batches(self.teacher_model, self.data)
-            size, batches = SCORE_BATCH_SIZE, len(own)
-            first = {model: own, self.teacher_model: theirs}
-            passes = {"student": 2, "teacher": 1 + (_preparation(own) != _preparation(theirs))}
+            size, teacher_passes = SCORE_BATCH_SIZE, 1 + (_preparation(own) != _preparation(theirs))
         else:
-            size, batches = scoring_batch_size(model, self.data.test, SCORE_BATCH_SIZE), len(self.data.test)
-            first = {model: self.data.test, self.teacher_model: self.data.test}
-            passes = {"student": 2, "teacher": 2}
-        seconds = {role: _batch_seconds(held, first[held], min(size, batches), target)
-                   for role, held in (("student", model), ("teacher", self.teacher_model))}
-        per_batch = sum(passes[role] * seconds[role] for role in passes)
-        examples = len(self.data.test)
-        return {"examples": examples, "passes": passes, "batch_size": size,
+            own = theirs = self.data.test
+            size, teacher_passes = scoring_batch_size(model, self.data.test, SCORE_BATCH_SIZE), 2
+        per_batch = (2 * _batch_seconds(model, own, min(size, examples), target)
+                     + teacher_passes * _batch_seconds(self.teacher_model, theirs, min(size, examples), target))
+        return {"examples": examples, "passes": {"student": 2, "teacher": teacher_passes}, "batch_size": size,
                 "estimated_seconds": round(per_batch * -(-examples // size), 1)}
 
     def _kept_teacher_pass(self, batches: ImageBatches) -> None:

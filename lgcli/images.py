@@ -306,7 +306,8 @@ def in_models_label_order(data: ImageData, named: list[list[str] | None], notify
                    f"({_first_few(data.classes)}): class i of the data, in its order, is taken as the model's class i")
         return data
     if not torch.equal(ordered.test.labels, data.test.labels) or ordered.num_classes != data.num_classes:
-        numbered = [f"{i} {name}" for i, name in enumerate(names) if _label_key(name) in map(_label_key, data.classes)]
+        own = {_label_key(name) for name in data.classes}
+        numbered = [f"{i} {name}" for i, name in enumerate(names) if _label_key(name) in own]
         notify(f"{data.name}'s classes numbered as the model names them (id2label): {_first_few(numbered)}"
                + (f" (of its {ordered.num_classes})" if ordered.num_classes != data.num_classes else ""))
     return ordered
