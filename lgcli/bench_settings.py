@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -403,7 +402,9 @@ def _is_sha256(value: Any) -> bool:
 
 
 def _json_record(path: Path) -> dict[str, Any] | None:
-    """The JSON object `path` holds, or None when it holds none."""
+    """The JSON object `path` holds, or None when it holds none. Python's
+    reader, not `header.load_json`: lg bench writes a diverged run's figures
+    as Infinity or NaN (json.dumps' default), which the strict reader refuses."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -424,25 +425,22 @@ def _head(path: Path, size: int) -> bytes:
 
 
 def _is_learngene_file(path: Path) -> bool:
-    """Whether `path` is a safetensors file whose lg metadata say it is a learngene (its header alone is read)."""
+    """Whether `path` is a safetensors file whose lg metadata say it is a
+    learngene: its header alone is read, and checked as lg reads one
+    (`header.header_length`, `header.parse_header`)."""
     from .checkpoint.metadata import LG_PREFIX
-    from .header import MAX_HEADER_BYTES, METADATA_KEY
+    from .header import header_length, parse_header
     from .loading import LEARNGENE
 
-    prefix = _head(path, 8)
-    length = struct.unpack("<Q", prefix)[0] if len(prefix) == 8 else MAX_HEADER_BYTES + 1
-    if length > MAX_HEADER_BYTES:
-        return False
     try:
         with open(path, "rb") as file:
-            file.seek(8)
-            header = json.loads(file.read(length))
+            total = os.fstat(file.fileno()).st_size
+            header = parse_header(file.read(header_length(file.read(8), str(path), total)), str(path))
     except OSError as exc:
         raise LgError(f"{shown(path)}: cannot read it ({os_reason(exc)})") from None
-    except (ValueError, RecursionError):
+    except LgError:  # not a safetensors file: not one lg wrote
         return False
-    metadata = header.get(METADATA_KEY) if isinstance(header, dict) else None
-    return isinstance(metadata, dict) and metadata.get(f"{LG_PREFIX}kind") == LEARNGENE
+    return header.metadata.get(f"{LG_PREFIX}kind") == LEARNGENE
 
 
 def unmade_folders(out: Path) -> list[Path]:
