@@ -64,7 +64,6 @@ UNTIL_HELD_OUT_MAX = 2000
 UNTIL_PATIENCE = 3
 
 
-
 @dataclass
 class CondenseSettings(RunSettings):
     """The training run of a condense (the kind's own options are separate):
@@ -211,7 +210,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                          origin=_run_origin(checkpoint, loaded.spec, kind.name, aux, resolved, dataset, reading,
                                             settings) if settings.checkpoint else {})
     check_checkpoint_path(config)
-    check_resume(config)  # a --resume refused in one line, before the plan below
+    check_resume(config, stateful=held_out is not None)  # a --resume refused in one line, before the plan below
     preprocessing_of(loaded, notify=notify)  # says when it is assumed, once the run is known to go ahead
     if dry_run:
         per_step, timed = seconds_per_step(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model)
@@ -228,7 +227,8 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
     rule = None if held_out is None else StoppingRule(settings.until, settings.until_every, held_out, teacher_model,
                                                          settings.device, notify)
     callback = on_step if rule is None else rule.wrap(on_step)
-    result = train(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model, on_step=callback)
+    result = train(model, dataset.train, config, loss_fn=loss_fn, teacher=teacher_model, on_step=callback,
+                   on_step_state=rule)
     model.eval()
     # What the file records is what the run computed: no wall time, so the
     # same command and seed write the same bytes (the report has the time).
@@ -258,8 +258,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
                 **({"until": settings.until, "until_every": settings.until_every} if rule is not None else {})}
     report = {"command": "condense", "method": kind.name, "options": recorded, "teacher": spec_sizes(loaded.spec),
               "auxiliary": spec_sizes(aux), "passes_per_step": model.passes_per_step,
-              "parameters": {"teacher": loaded.stack.num_parameters(),
-                                                       "learngene": learngene.num_parameters()},
+              "parameters": {"teacher": loaded.stack.num_parameters(), "learngene": learngene.num_parameters()},
               "loss_first": sum(result.losses[:window]) / window if result.losses else None,
               "loss_last": sum(result.losses[-window:]) / window if result.losses else None,
               "resumed_from": result.resumed_from, "seconds": round(seconds, 1), **condensed}
@@ -337,8 +336,7 @@ def _plan(kind: str, teacher: dict[str, int], aux: dict[str, int], steps: int, s
     """What `lg condense --dry-run` reports: the run's sizes and steps, and
     its training time estimated from `timed` steps of `per_step` seconds."""
     return {"dry_run": True, "command": "condense", "method": kind, "teacher": teacher,
-            "auxiliary": aux, "parameters": {"teacher": teacher_parameters,
-                                                        "learngene": learngene_parameters},
+            "auxiliary": aux, "parameters": {"teacher": teacher_parameters, "learngene": learngene_parameters},
             "steps": steps, "batch_size": settings.batch_size, "until": settings.until, "device": settings.device,
             "timed_steps": timed, "seconds_per_step": per_step, "estimated_seconds": per_step * steps}
 
@@ -408,7 +406,8 @@ class StoppingRule:
     model on the held-out split; stop once it reaches F of the teacher's
     figure there (images: its top-1 over the teacher's; text: the teacher's
     loss over its own), or once UNTIL_PATIENCE checks in a row bring no new
-    best. The teacher is scored once."""
+    best. The teacher is scored once. A training checkpoint keeps the rest
+    (`state_dict`), so that a --resume decides as the uninterrupted run did."""
 
     def __init__(self, until: float, every: int, held_out, teacher: torch.nn.Module, device: str, notify: Notify,
                  command: str = "condense"):
@@ -450,6 +449,13 @@ class StoppingRule:
         self.notify(f"{self.command}: stopping at step {step}: {self.reason} ({ratio:.3f} of its figure on the "
                     f"held-out split)")
         return True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": self.history, "best": self.best, "since_best": self.since_best, "reason": self.reason}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # KeyError, TypeError, ValueError when damaged
+        self.history = [{"step": int(c["step"]), "of_teacher": float(c["of_teacher"])} for c in state["history"]]
+        self.best, self.since_best, self.reason = float(state["best"]), int(state["since_best"]), str(state["reason"])
 
     def wrap(self, on_step: StepCallback | None) -> StepCallback:
         def callback(step: int, model: torch.nn.Module) -> bool:

@@ -392,7 +392,7 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
                                              "test_fraction": test_fraction, "seq_len": seq_len})
                          if settings.checkpoint else {})
     check_checkpoint_path(config)  # a training checkpoint in the way is said before any work
-    check_resume(config)  # a --resume of another run refused in one line, before the plan below
+    check_resume(config, stateful=held_out is not None)  # a --resume of another run refused in one line, first
     if dry_run:
         trial = copy.deepcopy(pupil.model)
         timing: dict[str, Any] = {}  # the batch timed: a small one, scaled to the batch asked when slow
@@ -445,12 +445,13 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         rule = StoppingRule(settings.until, settings.until_every, held_out, master.model, settings.device, notify,
                             command="distill")
     callback = on_step if rule is None else rule.wrap(on_step)
-    if term is None:
-        result = train(pupil.model, dataset.train, config, loss_fn=loss_fn, teacher=master.model, on_step=callback)
+    if term is None:  # the rule's state goes into each training checkpoint
+        result = train(pupil.model, dataset.train, config, loss_fn=loss_fn, teacher=master.model, on_step=callback,
+                       on_step_state=rule)
     else:
         with term:
             result = train(pupil.model, dataset.train, config, loss_fn=term.loss(loss_fn), teacher=master.model,
-                           on_step=callback, cache_teacher=False)
+                           on_step=callback, cache_teacher=False, on_step_state=rule)
     if score:
         figures["after"] = scores.student(pupil.model, hidden=term)
         if term is not None:

@@ -1,11 +1,15 @@
 """What `lg condense`'s and `lg distill`'s training runs share: one
-dataclass, checked with the messages the CLI's flags get."""
+dataclass, checked with the messages the CLI's flags get, and the check
+that a --resume continues the run its training checkpoint was made from
+(`check_origin`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .checks import check_real, check_seed, check_whole
+from .errors import LgError, one_line
 
 
 @dataclass
@@ -44,4 +48,33 @@ class RunSettings:
         check_whole(self.until_every, "--until-every", 1)
 
 
-__all__ = ["RunSettings"]
+def check_origin(where: str, saved: Any, origin: dict[str, Any]) -> None:
+    """Refuse to resume a checkpoint made from another teacher, data, kind or
+    shape than this run's (`lgcli.train.TrainConfig.origin`), naming each difference."""
+    if not isinstance(saved, dict) or not saved:
+        raise LgError(f"cannot resume {where}: it does not record what it was made from (teacher, data, kind), "
+                      f"so lg cannot tell it continues this run; start over with --force")
+    differences = []
+    for name in sorted(set(saved) | set(origin)):
+        before, now = saved.get(name), origin.get(name)
+        if before == now:
+            continue
+        if isinstance(before, dict) and isinstance(now, dict):
+            inner = [f"{name} {key} {_brief(before.get(key))} -> {_brief(now.get(key))}"
+                     for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key)]
+            differences += inner
+        else:
+            differences.append(f"{name} {_brief(before)} -> {_brief(now)}")
+    if differences:
+        raise LgError(f"cannot resume {where}: it was made from something else than this run "
+                      f"({one_line('; '.join(differences))}); give its own teacher, data and options, "
+                      f"or --force to start over")
+
+
+def _brief(value: Any) -> str:
+    """A recorded value as a difference names it: a sha256 by its first 12 digits."""
+    text = str(value)
+    return text[:12] + "..." if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
+
+
+__all__ = ["RunSettings", "check_origin"]

@@ -37,7 +37,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from lgcli.checks import check_real, check_seed, check_whole
 from lgcli.data import train_order
@@ -46,6 +46,7 @@ from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, one_line, os_reason, shown
 from lgcli.lazy import F, torch
 from lgcli.pace import duration_text
+from lgcli.run_settings import check_origin
 from lgcli.preprocessing import Preprocessing
 from lgcli.devices import Distributed, autocast, distributed_setup, resolve_device
 from lgcli.heads import image_logits, model_input, model_preprocessing
@@ -57,6 +58,15 @@ from lgcli.step_memory import step_memory_warning, time_dry_run_step
 # True ends the run there (every rank must decide alike: the figures of
 # `evaluate_accuracy` and `evaluate_text` are the same on every rank).
 StepCallback = Callable[[int, "torch.nn.Module"], "bool | None"]
+
+
+class StepCallbackState(Protocol):
+    """What `on_step` decides by (lg condense's --until rule: its checks so far), kept in plain values."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...  # KeyError, TypeError, ValueError if damaged
+
 
 # The teacher's logits a distillation run keeps (TeacherLogits): 60,000
 # Fashion-MNIST images of 10 classes take 2.4 MB; ImageNet's 1.28 M of 1,000
@@ -327,21 +337,24 @@ def _batch_stream(data: Batches, config: TrainConfig, start_step: int, distribut
 
 
 def _save_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int,
-                     config: TrainConfig) -> None:
+                     config: TrainConfig, on_step_state: StepCallbackState | None = None) -> None:
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "config": asdict(config)}
+    if on_step_state is not None:  # as it stands before the step's on_step: a resume calls it again
+        state["on_step_state"] = on_step_state.state_dict()
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
 
 
-def check_resume(config: TrainConfig) -> None:
+def check_resume(config: TrainConfig, stateful: bool = False) -> None:
     """Refuse, before any work is announced, a --resume whose training
     checkpoint lg cannot continue (unreadable, not lg's, made from another
-    run): one line, not after the run's plan."""
+    run, without the state of the run's `on_step` when `stateful`, --until):
+    one line, not after the run's plan."""
     if config.resume and config.checkpoint_path and os.path.lexists(config.checkpoint_path):
-        _read_checkpoint(Path(config.checkpoint_path), config)
+        _read_checkpoint(Path(config.checkpoint_path), config, stateful)
 
 
-def _read_checkpoint(path: Path, config: TrainConfig) -> dict[str, Any]:
+def _read_checkpoint(path: Path, config: TrainConfig, stateful: bool = False) -> dict[str, Any]:
     """A training checkpoint's state, checked to continue this run."""
     import pickle
     import stat
@@ -375,60 +388,40 @@ def _read_checkpoint(path: Path, config: TrainConfig) -> dict[str, Any]:
                       f"(expected model, optimizer, step and config)")
     saved = state["config"]
     if config.origin:
-        _check_origin(where, saved.get("origin"), config.origin)
+        check_origin(where, saved.get("origin"), config.origin)
     changed = [name for name in RESUME_MUST_MATCH if saved.get(name) != getattr(config, name)]
     if changed:
         details = ", ".join(f"{name} {saved.get(name)} -> {getattr(config, name)}" for name in changed)
         raise LgError(f"cannot resume {where}: the run's settings differ ({one_line(details)})")
+    if stateful and not isinstance(state.get("on_step_state"), dict):  # written by lg before it kept the rule's state
+        raise LgError(f"cannot resume {where}: an earlier lg wrote it without the state of the --until rule (its "
+                      f"checks, best figure and patience), so the run could not stop where an uninterrupted one "
+                      f"would; start over with --force")
     return state
 
 
-def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config: TrainConfig) -> int:
-    state = _read_checkpoint(path, config)
+def _load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, config: TrainConfig,
+                     on_step_state: StepCallbackState | None = None) -> int:
+    state = _read_checkpoint(path, config, on_step_state is not None)
     where = shown(path)
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        if on_step_state is not None:
+            on_step_state.load_state_dict(state["on_step_state"])
     except (RuntimeError, ValueError, KeyError, TypeError) as error:
-        raise LgError(f"cannot resume from {where}: its weights do not fit this run "
+        what = "weights" if on_step_state is None else "weights or --until state"
+        raise LgError(f"cannot resume from {where}: its {what} do not fit this run "
                       f"({one_line(str(error).splitlines()[0] if str(error) else type(error).__name__)})") from None
     return state["step"]
-
-
-def _check_origin(where: str, saved: Any, origin: dict[str, Any]) -> None:
-    """Refuse to resume a checkpoint made from another teacher, data, kind or
-    shape than this run's (`TrainConfig.origin`), naming each difference."""
-    if not isinstance(saved, dict) or not saved:
-        raise LgError(f"cannot resume {where}: it does not record what it was made from (teacher, data, kind), "
-                      f"so lg cannot tell it continues this run; start over with --force")
-    differences = []
-    for name in sorted(set(saved) | set(origin)):
-        before, now = saved.get(name), origin.get(name)
-        if before == now:
-            continue
-        if isinstance(before, dict) and isinstance(now, dict):
-            inner = [f"{name} {key} {_brief(before.get(key))} -> {_brief(now.get(key))}"
-                     for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key)]
-            differences += inner
-        else:
-            differences.append(f"{name} {_brief(before)} -> {_brief(now)}")
-    if differences:
-        raise LgError(f"cannot resume {where}: it was made from something else than this run "
-                      f"({one_line('; '.join(differences))}); give its own teacher, data and options, "
-                      f"or --force to start over")
-
-
-def _brief(value: Any) -> str:
-    """A recorded value as a difference names it: a sha256 by its first 12 digits."""
-    text = str(value)
-    return text[:12] + "..." if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
 
 
 def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig, *,
           loss_fn: LossFn | None = None, teacher: torch.nn.Module | None = None,
           parameters: Iterable[torch.nn.Parameter] | None = None, on_step: StepCallback | None = None,
           image_size: int | None = None, channels: int | None = None,
-          preprocessing: Preprocessing | None = None, cache_teacher: bool = True) -> TrainResult:
+          preprocessing: Preprocessing | None = None, cache_teacher: bool = True,
+          on_step_state: StepCallbackState | None = None) -> TrainResult:
     """Train `model` in place on `data` for `config.steps` optimiser steps.
 
     `data` is an `ImageSet` (batches shaped for the model: `image_size` and
@@ -444,7 +437,10 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     loss that reads more of the teacher's forward than its logits: `lg
     distill --hidden-weight`). Under torchrun
     each process passes the same model and data; the global batch is split
-    between them.
+    between them. `on_step_state`, what `on_step` decides by (--until's
+    rule), is in each checkpoint as it stood before that step's `on_step`,
+    and a resume restores it and calls `on_step` at its step again (when
+    due), so it decides as the uninterrupted run did.
     """
     config.check()  # again: a config's fields can be changed after it was made
     distributed = distributed_setup(config.device)
@@ -470,7 +466,7 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
     start_step = 0
     check_checkpoint_path(config)
     if checkpoint is not None and checkpoint.exists() and config.resume:
-        start_step = _load_checkpoint(checkpoint, model, optimizer, config)
+        start_step = _load_checkpoint(checkpoint, model, optimizer, config, on_step_state)
     elif config.resume and checkpoint is not None and distributed.rank == 0:
         print(f"lg: no checkpoint at {checkpoint} yet; starting from step 0", file=sys.stderr)
     if checkpoint is not None:
@@ -481,12 +477,13 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
         trained = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
 
-    result = TrainResult(steps=start_step, resumed_from=start_step)
-    if on_step is not None and start_step == 0 and on_step(0, model) is True:
-        return result
-
     def wants_callback(step: int) -> bool:
         return step == config.steps or (config.callback_every > 0 and step % config.callback_every == 0)
+
+    result = TrainResult(steps=start_step, resumed_from=start_step)
+    again = start_step > 0 and on_step_state is not None and wants_callback(start_step)  # its state predates it
+    if on_step is not None and (start_step == 0 or again) and on_step(start_step, model) is True:
+        return result
 
     progress = _progress(config, distributed)
     plain_log = config.progress and distributed.rank == 0 and not progress.console.is_terminal
@@ -536,7 +533,7 @@ def train(model: torch.nn.Module, data: ImageSet | Batches, config: TrainConfig,
             if checkpoint is not None and (done == config.steps or (
                     config.checkpoint_every > 0 and done % config.checkpoint_every == 0)):
                 if distributed.rank == 0:
-                    _save_checkpoint(checkpoint, model, optimizer, done, config)
+                    _save_checkpoint(checkpoint, model, optimizer, done, config, on_step_state)
                 distributed.barrier()
             if on_step is not None and wants_callback(done):
                 stop = on_step(done, model)
