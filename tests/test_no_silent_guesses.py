@@ -24,7 +24,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import lgcli
-from conftest import SIGTERM_AT_FIRST_STEP, make_vit, run_lg_inproc, sample_input, write_plain
+from conftest import SIGTERM_AT_FIRST_STEP, make_vit, printed_model, run_lg_inproc, sample_input, write_plain
 from printed import run_printed
 from text_models import token_ids
 
@@ -240,13 +240,17 @@ def test_shards_into_a_file_name_are_refused_and_a_folder_loads_with_its_line(kn
         torch.testing.assert_close(loaded(x), model(x), rtol=1e-5, atol=1e-5)
 
 
-def test_a_single_file_write_prints_a_load_line_that_works(known, tmp_path):
+@pytest.mark.parametrize("name", ["g.safetensors", "g"])
+def test_a_single_file_write_prints_a_load_line_that_works(known, tmp_path, name):
+    """Whatever the file's name: timm reads one not ending in .safetensors
+    as a pickle, which its weights_only load refused on lg's file."""
     model, src = known
-    done = lg_run("grow", src, "--depth", "3", "--method", "clone", "-o", tmp_path / "g.safetensors")
+    done = lg_run("grow", src, "--depth", "3", "--method", "clone", "-o", tmp_path / name)
     assert done.returncode == 0
     x = sample_input(model)
     with torch.no_grad():
         torch.testing.assert_close(run_load_line(done.stderr)(x), model(x), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(printed_model(tmp_path / name)(x), model(x), rtol=1e-5, atol=1e-5)
 
 
 def test_a_write_says_it_is_an_initialisation_and_how_to_score_it(known, tmp_path):
@@ -498,6 +502,9 @@ def test_an_interrupted_condense_names_its_checkpoint_and_resume(known, tmp_path
     again = run_hint(resume)
     assert again.returncode == 0, again.stderr
     assert lgcli.load_learngene(out).condensed["steps"] == 6
+    # Its summary's losses are said to be those of the steps the resumed run trained.
+    first, resumed = map(int, re.search(r"in steps (\d+)-6 \(resumed at step (\d+)\)", again.stderr).groups())
+    assert first == resumed + 1 and resumed in (2, 4)
 
 
 def test_an_interrupted_condense_without_checkpoints_says_how_to_keep_one(known, tmp_path):
@@ -508,3 +515,17 @@ def test_an_interrupted_condense_without_checkpoints_says_how_to_keep_one(known,
     done = subprocess.run([sys.executable, "-c", SIGTERM_AT_FIRST_STEP, *args], capture_output=True, text=True)
     assert done.returncode == 128 + signal.SIGTERM
     assert "--checkpoint-every N" in last_error_line(done)
+
+
+def test_an_interrupted_condense_before_its_first_checkpoint_says_none_was_saved_yet(known, tmp_path):
+    """With --checkpoint-every given, "add --checkpoint-every N" was told
+    to a run stopped before its first save."""
+    _, src = known
+    out = tmp_path / "g.lg.safetensors"
+    args = ["condense", str(src), "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "6",
+            "--batch-size", "8", "--subset", "32", "--test-subset", "10", "--checkpoint-every", "4", "-o", str(out)]
+    done = subprocess.run([sys.executable, "-c", SIGTERM_AT_FIRST_STEP, *args], capture_output=True, text=True)
+    assert done.returncode == 128 + signal.SIGTERM
+    assert last_error_line(done).endswith(f"nothing written; no step was saved yet (--checkpoint-every 4 saves the "
+                                          f"run every 4 steps to {out}.train.pt)")
+    assert not out.exists() and not Path(f"{out}.train.pt").exists()

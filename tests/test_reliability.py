@@ -575,9 +575,9 @@ def test_the_resume_hint_of_a_piped_model_says_to_pipe_it_in_again(tmp_path, mon
     saved = tmp_path / "o.train.pt"
     saved.write_bytes(b"saved")
     monkeypatch.setattr(training, "invocation", ["distill", "-", "--teacher", "t.safetensors", "-o", "o"])
-    assert training._condense_resume_hint(str(saved)) == (
+    assert training._condense_resume_hint(str(saved), 10) == (
         f"; the run so far is saved in {saved}: continue it by piping the same model into: "
         f"lg distill - --teacher t.safetensors -o o --resume")
     monkeypatch.setattr(training, "invocation", ["distill", "s.safetensors", "--teacher", "t.safetensors", "-o", "-"])
-    assert training._condense_resume_hint(str(saved)).endswith(
+    assert training._condense_resume_hint(str(saved), 10).endswith(
         ": continue it with: lg distill s.safetensors --teacher t.safetensors -o - --resume")

@@ -462,7 +462,7 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
     def load_imports(self, spec: ArchSpec, path: str, folder: bool | None = None) -> str:
         if self.shard_folder(spec, path, folder):
             return "import lgcli"
-        if TIMM_HUB_CONFIG in spec.extras or self.declaration.registered is not None:
+        if TIMM_HUB_CONFIG in spec.extras:
             return "import timm"
         return "import timm" if timm_reads_as_safetensors(path) else "import lgcli"  # `file_load_call`'s
 
@@ -474,7 +474,8 @@ class TimmAdapter(TimmClassifier, DeclaredAdapter):
             return hub_folder
         if self.shard_folder(spec, path, folder):
             return f"lgcli.load_model({path!r})[0]"  # shards: lg joins them into timm's model, strictly
-        if self.declaration.registered is None:
+        if self.declaration.registered is None or not timm_reads_as_safetensors(path):
+            # timm reads a name without .safetensors as a pickle: `file_load_call` says lg's load then.
             return self.file_load_call(spec, path)
         # The registered timm model this architecture is (vit_tiny_patch16_224
         # for depth 12, width 192, 3 heads, ...), else the closest, with what differs.

@@ -148,7 +148,7 @@ def condense(
         checkpoint = _checkpoint_beside(output)
         settings = dataclasses.replace(settings, checkpoint=checkpoint)
     if not dry_run:  # an interrupted plan has no run to save or continue
-        resume_hints.append(lambda: _condense_resume_hint(checkpoint))
+        resume_hints.append(lambda: _condense_resume_hint(checkpoint, checkpoint_every))
     report = condense_file(teacher, output, force=force, data=data, subset=subset, test_subset=test_subset,
                            seq_len=seq_len, method=method, aux_depth=aux_depth, aux_width=aux_width, aux_heads=aux_heads,
                            settings=settings, options=options, teacher_heads=teacher_heads, notify=note,
@@ -168,10 +168,15 @@ def condense(
         note(f"condensed {report['method']} (sampled, no training){scored}; "
              f"{report['parameters']['learngene']:,} parameters; wrote {report['output']}")
     else:
-        stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
-        # A --resume of a finished run trains no step: its learngene is the run's own.
-        trained = (f"training loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {report['steps']} "
-                   f"steps{stopped}" if report.get("loss_first") is not None else
+        until = (report.get("until") or {}).get("stopped")
+        stopped = f" (--until: {until})" if until else ""
+        # A resumed run's losses are those of the steps it trained, not the run's first.
+        steps = (f"steps {report['resumed_from'] + 1}-{report['steps']} (resumed at step {report['resumed_from']})"
+                 if report.get("resumed_from") else f"{report['steps']} steps")
+        # A --resume of a finished (or --until-stopped) run trains no step: its learngene is the run's own.
+        trained = (f"training loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {steps}{stopped}"
+                   if report.get("loss_first") is not None else
+                   f"resumed at step {report['resumed_from']}, where the run had stopped{stopped}" if until else
                    f"resumed at step {report['resumed_from']} of {report['steps']}: no step left to train")
         note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, {trained}, "
              f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
@@ -256,7 +261,7 @@ def distill_command(
     if checkpoint is None and (checkpoint_every or resume):
         checkpoint = _checkpoint_beside(output)
     if not dry_run:  # an interrupted plan has no run to save or continue
-        resume_hints.append(lambda: _condense_resume_hint(checkpoint))
+        resume_hints.append(lambda: _condense_resume_hint(checkpoint, checkpoint_every))
     settings = DistillSettings(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, weight_decay=weight_decay,
                                alpha=alpha, tau=tau, seed=seed, device=device, checkpoint=checkpoint,
                                checkpoint_every=checkpoint_every, resume=resume, force=force, until=until,
@@ -333,9 +338,13 @@ def _refuse_training_settings(kind: str, settings) -> None:
                          f"{'does' if len(given) == 1 else 'do'} not apply")
 
 
-def _condense_resume_hint(checkpoint: Optional[str]) -> str:
-    """What an interrupted condense says about continuing: the training
-    checkpoint it saved and the command that resumes it, or how to save one."""
+def _condense_resume_hint(checkpoint: Optional[str], every: int) -> str:
+    """What an interrupted condense or distill says about continuing: the
+    training checkpoint it saved and the command that resumes it, that none
+    was saved yet (`every`: its --checkpoint-every), or how to save one."""
+    if checkpoint is not None and not os.path.isfile(checkpoint) and every:
+        return (f"; no step was saved yet (--checkpoint-every {every} saves the run every {counted(every, 'step')} "
+                f"to {shown(checkpoint)})")
     if checkpoint is None or not os.path.isfile(checkpoint):
         return "; add --checkpoint-every N to save the run as it goes, so that --resume can continue it"
     args = invocation + ([] if "--resume" in invocation else ["--resume"])
