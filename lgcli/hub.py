@@ -192,6 +192,10 @@ def _not_cached_message(repo_id: str, revision: str | None, cache: str) -> str:
     how = _how_to_get(repo_id, revision)
     repo_folder = Path(cache) / (REPO_FOLDER_PREFIX + repo_id.replace("/", REPO_ID_SEPARATOR))
     if not repo_folder.is_dir():
+        org, name = repo_id.split("/")
+        if revision is None and os.path.isdir(org):  # a local path mistyped, more likely than a hub id
+            return (f"{repo_id}: no such file or folder ({org}/ holds no {name}), nor a model of that id in the "
+                    f"local Hugging Face cache ({cache})")
         return f"{wanted} is not in the local Hugging Face cache ({cache}); {how}"
     name = revision or DEFAULT_REVISION
     ref = repo_folder / "refs" / name

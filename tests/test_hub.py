@@ -165,6 +165,18 @@ def test_a_name_that_is_no_hub_id_keeps_the_no_such_file_message(hub_cache, lg):
         assert (result.code, result.stderr) == (1, f"lg: error: {source}: no such file or folder\n")
 
 
+def test_a_mistyped_path_in_a_local_folder_is_told_as_a_path_first(hub_cache, tmp_path, monkeypatch, lg):
+    """`runs/modle` beside a folder runs/: a path, not a hub id, was meant;
+    it used to be told only that runs/modle is not in the cache."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    result = lg("inspect", "runs/modle")
+    assert (result.code, result.stderr) == (1, f"lg: error: runs/modle: no such file or folder (runs/ holds no "
+                                               f"modle), nor a model of that id in the local Hugging Face cache "
+                                               f"({hub_cache})\n")
+    assert "hf download" in lg("inspect", "elsewhere/modle").stderr  # no such folder: a hub id, as before
+
+
 @pytest.mark.parametrize("text, parsed", [
     ("org/name", ("org/name", None)),
     ("timm/vit_small_patch16_224.augreg_in21k", ("timm/vit_small_patch16_224.augreg_in21k", None)),
@@ -198,6 +210,26 @@ def test_shrink_from_a_hub_id_writes_a_model_and_leaves_the_cache_as_it_was(hub_
     assert not (out / "tokenizer.json").is_symlink()
     # Provenance names the model by its hub id and commit, not by the snapshot folder's name.
     assert json.loads(metadata(out)["lg.source"])["file"] == f"{REPO_ID}@{COMMIT_MAIN}"
+
+
+def test_no_output_is_written_into_the_cache_even_with_force(hub_cache, tmp_path, lg):
+    """An output over a hub id's own snapshot (the path form of which is
+    refused as an input) used to replace its links with the shrunk model, so
+    the id then named another model; a new folder in the cache, a file in
+    blobs/ or another repository's snapshot were written too."""
+    folder, _ = gpt2_folder(tmp_path, "gpt2")
+    snapshot = add_to_cache(hub_cache, REPO_ID, folder, COMMIT_MAIN)
+    other = add_to_cache(hub_cache, "other-org/other", gpt2_folder(tmp_path, "other")[0], COMMIT_V2)
+    before = blob_digests(hub_cache)
+    listing = sorted(str(p) for p in hub_cache.rglob("*"))
+    for output in (snapshot, other, hub_cache / "new-model", snapshot.parent.parent / "blobs" / "x.safetensors",
+                   snapshot / "model.safetensors"):
+        result = lg("shrink", REPO_ID, "--depth", "2", "-o", output, "--force")
+        assert result.code == 1, (output, result.stderr)
+        assert result.stderr.count("\n") == 1 and "is inside the Hugging Face cache" in result.stderr, result.stderr
+    assert blob_digests(hub_cache) == before
+    assert sorted(str(p) for p in hub_cache.rglob("*")) == listing
+    assert inspected(lg, REPO_ID)["depth"] == inspected(lg, folder)["depth"] == 3
 
 
 def test_a_sharded_model_in_the_cache_reads_as_its_folder_does(hub_cache, tmp_path):

@@ -1,8 +1,8 @@
 """Where an output may go: refused when it exists (without force), is or
-holds an input, lies inside an input folder, or is not a file or a model
-folder lg could have written (an empty folder takes a model folder), and
-when its name says another form than lg writes (a folder, one file, a
-PyTorch pickle). Checked before any work, so that a bad output path fails
+holds an input, lies inside an input folder or the Hugging Face cache
+(which lg only reads), or is not a file or a model folder lg could have
+written (an empty folder takes a model folder), and when its name says
+another form than lg writes (a folder, one file, a PyTorch pickle). Checked before any work, so that a bad output path fails
 fast; the writer checks again."""
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def check_output(destination: str | os.PathLike, *, force: bool,
     path = Path(dst)
     if folder is not None and model:
         check_form(dst, folder=folder)
+    _refuse_output_in_hub_cache(path)
     for src in inputs:
         _refuse_output_over_input(path, str(src))
     if os.path.lexists(path):
@@ -207,6 +208,20 @@ def _not_a_file_or_folder(mode: int) -> str | None:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return None
+
+
+def _refuse_output_in_hub_cache(path: Path) -> None:
+    """huggingface_hub owns its cache: a snapshot's files are links into
+    blobs/ shared by revisions, and a hub id names what is there. An output
+    written anywhere in it (over a hub id's snapshot, say) would change what
+    that id means to lg and to transformers, so lg only reads the cache."""
+    from ..hub import hub_cache
+
+    cache = hub_cache()
+    given, target = Path(os.path.abspath(path)), _resolved(path)
+    if _inside(given, Path(os.path.abspath(cache))) or _inside(target, Path(os.path.realpath(cache))):
+        raise LgError(f"{shown(str(path))}: is inside the Hugging Face cache ({shown(cache)}), which lg only reads "
+                      f"(a hub id names what is there): write the output elsewhere")
 
 
 def _refuse_output_over_input(path: Path, src: str) -> None:
