@@ -12,15 +12,20 @@ start, before any of lg's code runs, is out of reach.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
 
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from .errors import INTERRUPTS
 
 
 def main() -> None:
     from .errors import Interrupted, received_signals
+
+    # Registered first, so run last of the exit functions (torch's and the
+    # others' are registered later, when imported).
+    atexit.register(_ignore_interrupts_from_here)
 
     def while_starting(signum: int, frame: object) -> None:
         received_signals.append(signum)
@@ -74,6 +79,16 @@ def _while_exiting(signum: int, frame: object) -> None:
     except (OSError, ValueError, AttributeError):
         pass
     os._exit(128 + received_signals[0])
+
+
+def _ignore_interrupts_from_here() -> None:
+    """The interpreter's last steps after the exit functions (its module
+    teardown) put back the default action of a signal whose handler was
+    Python's: a Ctrl-C there killed lg with status 130 and no word, after
+    the command had finished and said so. Ignored from here: the command's
+    own status stands. Until here, `_while_exiting` speaks for a signal."""
+    for sig in INTERRUPTS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ from .commands.resizing import RESIZE_SUMMARIES, register_resize
 from .commands.scoring import bench_command, eval_command
 from .commands.training import distill_command, register_condense
 from .checkpoint.memory import out_of_memory
-from .errors import (Interrupted, LgError, ReaderGone, UsageError, debugging, one_line, os_reason, received_signals,
-                     shown)
+from .errors import (INTERRUPTS, Interrupted, LgError, ReaderGone, UsageError, debugging, one_line, os_reason,
+                     received_signals, shown)
 
 # typer ships its own copy of click: its exceptions are the ones raised, so
 # they are found through typer rather than imported from click.
@@ -129,7 +129,6 @@ def main(argv: Optional[list[str]] = None) -> None:
         sys.exit(result)
 
 
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _completion_words() -> list[str]:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import unicodedata
+from typing import Iterator
 
 
 class LgError(Exception):
@@ -24,6 +28,30 @@ class Interrupted(BaseException):
 # The interrupting signals this process received while lg ran, in order
 # (the `lg` command's handlers record them).
 received_signals: list[int] = []
+
+
+# The signals that interrupt lg (the `lg` command's handlers take them).
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """The interrupting signals kept pending (blocked, not lost) while a
+    library with C extensions is imported, and delivered when it is done.
+    lg's handler raises where Python is; inside torch's import that can be
+    Python code that torch's C++ called, where an exception aborts the
+    process ("terminate called after throwing ... Interrupted"), or an
+    import left half done that a later import of torch cannot redo
+    ("cannot load module more than once per process"). The mask is the
+    calling thread's: only the main thread runs lg's handlers."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a pending signal is handled from here
 
 
 def check_interrupted() -> None:

@@ -21,7 +21,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import check_interrupted
+from .errors import check_interrupted, interrupts_held
 
 
 class LazyModule:
@@ -35,9 +35,11 @@ class LazyModule:
         # Called only for names this object does not have itself: every
         # attribute of the module it stands for.
         if self._module is None:
-            self._module = importlib.import_module(self._name)
-            # A signal during the import whose exception the library swallowed
-            # (torch's import of numpy does) is raised here (lgcli.errors).
+            # A signal during the import waits for its end (`interrupts_held`),
+            # and is raised here if a library swallowed it all the same.
+            with interrupts_held():
+                module = importlib.import_module(self._name)
+            self._module = module
             check_interrupted()
         return getattr(self._module, attribute)
 

@@ -26,7 +26,8 @@ from printed import run_printed
 # the process itself at an exact moment: when a module is first imported
 # (typer: before lgcli.cli's handler exists; numpy: inside torch's import,
 # which swallows what its import of numpy raises; torch._C), or as the
-# interpreter shuts down (an atexit callback).
+# interpreter shuts down: an atexit callback run before lg's last one
+# ("exit", registered once lgcli.cli is imported) or after it ("exit-last").
 STARTUP_DRIVER = r'''
 import atexit, os, signal, sys
 moment, name, times = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -36,8 +37,15 @@ def fire():
     for _ in range(times):
         os.kill(os.getpid(), sig)
 
-if moment == "exit":
+if moment == "exit-last":
     atexit.register(fire)
+elif moment == "exit":
+    class RegisterOnImport:
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname == "lgcli.cli":
+                atexit.register(fire)
+            return None
+    sys.meta_path.insert(0, RegisterOnImport())
 else:
     class SignalOnImport:
         fired = False
@@ -90,6 +98,19 @@ def test_a_signal_as_lg_exits_is_one_line_and_its_status(small_vit, tmp_path, na
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"lg: error: interrupted ({name}) as lg was exiting"
     assert len(safetensors.torch.load_file(str(output))) > 0  # written before: whole
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_signal_after_lgs_last_exit_function_leaves_the_commands_status(small_vit, tmp_path, name):
+    """The interpreter's module teardown put the signals' default action
+    back: a Ctrl-C there ended lg by the signal (status 130) with no word,
+    after it had written its output and said so. From lg's last exit
+    function on, a signal is ignored: the command's status and lines stand."""
+    output = tmp_path / "o.safetensors"
+    done = _signalled_run("exit-last", name, 1, ["shrink", small_vit, "--depth", "2", "-o", output])
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert "interrupted" not in done.stderr and f"wrote {output}" in done.stderr, done.stderr
+    assert len(safetensors.torch.load_file(str(output))) > 0
 
 
 # ---- 3. A command that fails writes nothing ----
