@@ -27,6 +27,7 @@ Without data the default stays weight selection (`methods.DEFAULT_METHODS`).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import Any, BinaryIO, Callable
 
@@ -123,6 +124,11 @@ def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, targ
     # (the card names the source it came from: `card.named_source`). Its
     # record is the pipe's otherwise: each step's method, options, source sha256.
     middle = load(read_stream(between, IN_MEMORY))
+    # What a stream cannot carry is the source's form: a timm model read from
+    # a hub folder is written as one again (its config.json, which a pipe
+    # drops). The extras the step between lacks are those; its own stand.
+    extras = {**{k: v for k, v in loaded.spec.extras.items() if k not in middle.spec.extras}, **middle.spec.extras}
+    middle = dataclasses.replace(middle, spec=dataclasses.replace(middle.spec, extras=extras))
     second = resize_step(middle, target, direction=SHRINK, method=WIDTH_METHOD, notify=notify, stdout=stdout,
                          card=card, **width_options)
     return _told_as_one(second, loaded, first, budget)

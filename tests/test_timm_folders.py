@@ -55,6 +55,10 @@ def test_inspect_reads_sizes_and_heads_from_config(timm_folder, lg):
 
 RESIZES = {
     "shrink-default": (["shrink", "--depth", "1", "--width", "32"], (1, 32, 2)),
+    # Block ablation, then activation importance, the model between them a
+    # stream: the output used to be one file (a stream drops config.json).
+    "shrink-calibrated": (["shrink", "--depth", "1", "--width", "32", "--calibrate", "fashion-mnist-mini",
+                           "--calibrate-samples", "4"], (1, 32, 2)),
     "grow-clone": (["grow", "--depth", "3", "--width", "128", "--method", "clone"], (3, 128, 8)),
     "grow-bot": (["grow", "--depth", "3", "--width", "96", "--method", "bot"], (3, 96, 6)),
 }
