@@ -99,7 +99,8 @@ def steps_to_random_cell(row: dict) -> str:
     if steps == 0:
         return "0 (at start)"
     speedup = f" ({row['speedup']:.2f}x)" if row.get("speedup") is not None else ""
-    return f"{steps:.0f}{speedup}"
+    # A crossing interpolated between steps 0 and 1 (0.5) is not "0": the row started below.
+    return f"{steps:.0f}{speedup}" if steps >= 1 else f"{steps:.1f}{speedup}"
 
 
 def print_eval_table(report: dict, console: Console) -> None:

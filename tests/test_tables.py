@@ -402,3 +402,14 @@ def test_the_bench_summary_bars_start_at_zero_and_25_methods_have_25_colours():
         import matplotlib.pyplot as plt
 
         plt.close(figure)
+
+
+def test_steps_to_random_say_a_crossing_before_the_first_step_as_it_is():
+    """A row that started below the baseline's final figure and passed it
+    within the first step (0.5, interpolated) read "0", as one at the start."""
+    from lgcli.report import steps_to_random_cell
+
+    assert steps_to_random_cell({"steps_to_random_final": 0}) == "0 (at start)"
+    assert steps_to_random_cell({"steps_to_random_final": 0.5, "speedup": 200.0}) == "0.5 (200.00x)"
+    assert steps_to_random_cell({"steps_to_random_final": 12.4, "speedup": 8.06}) == "12 (8.06x)"
+    assert steps_to_random_cell({"steps_to_random_final": None}) == "never"
