@@ -243,7 +243,7 @@ def load_candidates(paths: list[str], *, heads: int | None = None, baseline: str
         model, spec = load_model(checkpoint, heads=heads)
         check_heads_known(spec, because="the model's outputs depend on them", flag="--heads",
                           where=checkpoint.label)
-        attach(model, preprocessing_of(model, overrides=preprocessing))
+        attach(model, preprocessing_of(model, overrides=preprocessing, name=checkpoint.label))
         candidates.append(Candidate(_row_name(path, candidates), model, path, architecture_of(model),
                                     companions=checkpoint.companions,
                                     where="<stdin>" if path == "-" else shown(path)))

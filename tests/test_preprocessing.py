@@ -158,6 +158,12 @@ def test_a_file_that_states_nothing_is_fed_lgs_default_and_says_it_assumed_so(tm
     row = json.loads(given.stdout)["rows"][0]
     assert (row["preprocessing"]["mean"], row["preprocessing"]["std"], row["preprocessing"]["assumed"]) == \
         ([0.3], [0.2], False)
+    # A file lg wrote from it says its recipe is assumed too, naming which of the models read it is.
+    shrunk = tmp_path / "shrunk.safetensors"
+    assert lg("shrink", path, "--source-heads", "1", "--depth", "1", "-o", shrunk).code == 0
+    both = lg("eval", shrunk, EXAMPLE, "--test-subset", "20", "--json")
+    assert both.code == 0, both.stderr
+    assert f"lg: {shrunk}: no file in its provenance states preprocessing: lg assumes mean 0.5" in both.stderr
 
 
 def test_overrides_change_what_the_model_is_fed(tmp_path, lg):
