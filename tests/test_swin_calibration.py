@@ -193,3 +193,15 @@ def test_cli_shrinks_a_swin_with_block_influence(tmp_path, lg):
     shown = lg("inspect", out)
     assert shown.code == 0, shown.stderr
     assert "stage 1: layers [0] | stage 2: layers [0]" in " ".join(shown.stdout.decode().split())
+
+
+def test_block_ablations_progress_names_each_stage(tmp_path, lg):
+    """Each stage chooses its own blocks: its rounds said without the stage
+    read as one run's ("round 1 of 1 ... round 1 of 1")."""
+    source = saved(with_identities(make_swin(), [(0, 1), (1, 1)]), tmp_path / "swin.safetensors")
+    result = lg("shrink", source, "--depth", "1,1", "--method", "block-ablation", "--calibrate", IMAGES,
+                "--calibrate-samples", "8", "-o", tmp_path / "ba.safetensors")
+    assert result.code == 0, result.stderr
+    rounds = [line for line in result.stderr.splitlines() if "block-ablation: round" in line]
+    assert [line.split(" (")[0] for line in rounds] == [f"stage {stage}: block-ablation: round 1 of 1: block 1 removed"
+                                                        for stage in (1, 2)]

@@ -71,7 +71,13 @@ def run_per_stage(method: Method, stack: Stack, source: ArchSpec, target: ArchSp
         stage_context = MethodContext(direction=context.direction, seed=context.seed,
                                       random_stack=random_stage(index) if context.random_stack else None,
                                       calibration=context.calibration.stages[index] if context.calibration else None,
-                                      notify=context.notify)
+                                      notify=_in_stage(context.notify, index))
         results.append(method.run(part, before, after, options, stage_context))
     return MethodResult(Stack(stages=tuple(r.stack for r in results)),
                         {"stages": [r.report for r in results]})
+
+
+def _in_stage(notify: Callable[[str], None] | None, index: int) -> Callable[[str], None] | None:
+    """A method's progress lines on a stage, each naming it as lg inspect
+    does, from 1 ("stage 1: block-ablation: round 1 of 1 ...")."""
+    return None if notify is None else (lambda message: notify(f"stage {index + 1}: {message}"))
