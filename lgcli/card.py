@@ -120,8 +120,9 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
     elif adapter.scored_by_lg(spec):
         lines += [f"Fine-tune it with {adapter.fine_tune}. lg scores it, and how fast it learns, on your data:", "",
                   "```sh", f"lg eval {shown_path} --data YOUR_DATA --steps 300", "```", ""]
-    else:  # lg's training loop drives timm image models, not this family's
-        lines += [f"Fine-tune it with {adapter.fine_tune}.", ""]
+    else:  # a model of features, a text encoder without a language-model head: nothing for lg eval to score
+        lines += [f"Fine-tune it with {adapter.fine_tune}. lg does not score it: lg scores image classifiers and "
+                  "language models, and this model has no head to score.", ""]
     results = [*facts.results, *learngene_results(built_from)]
     if results:
         lines += ["## What lg measured", "", *(f"- {line}" for line in results), ""]

@@ -31,9 +31,11 @@ if TYPE_CHECKING:
 def fit_or_say_why_not(model: GeneratedModel, learngene: Learngene, options: Mapping[str, Any], what: str,
                        unfitted: str, *, seed: int, notify: Callable[[str], None]) -> dict[str, Any]:
     """Fit `what` on options["data"] when given (and steps > 0); otherwise say
-    `unfitted` through `notify`. Returns the report's fitting entries."""
+    `unfitted` through `notify`, and how --data would fit it where lg can (a
+    text encoder without a language-model head has nothing to fit on:
+    `data_for` refuses its --data). Returns the report's fitting entries."""
     if options["data"] is None or options["steps"] == 0:
-        notify(unfitted)
+        notify(unfitted if model.task == TEXT_ENCODER else f"{unfitted}; give --data D to train {what}")
         return {"fitted": False}
     return fit_on_data(model, learngene, options, seed, what)
 

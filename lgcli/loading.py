@@ -11,7 +11,7 @@ from typing import BinaryIO, Mapping
 
 from .arch import detect_family, family_of_config, get_adapter, known_model_types
 from .checkpoint import Checkpoint, check_memory, read_checkpoint
-from .errors import LgError, shown
+from .errors import LgError, UsageError, shown
 from .lazy import nn, torch
 from .preprocessing import MODEL_ATTRIBUTE, PREPROCESSING, attach, resolve, with_preprocessing
 from .stack import ArchSpec, Stack
@@ -64,9 +64,10 @@ def load(source: str | os.PathLike | Checkpoint, heads: int | None = None,
                                        reader=checkpoint.read_into)
         # How an image model's images are prepared (`lgcli.preprocessing`): carried by the spec into every output.
         spec = with_preprocessing(spec, resolve(checkpoint, spec, adapter))
-    except LgError as exc:  # name the file or folder the problem is in
+    except LgError as exc:  # name the file or folder the problem is in (a usage mistake stays one: exit 2)
         where = checkpoint.label
-        raise (exc if str(exc).startswith(where) else LgError(f"{where}: {exc}")) from None
+        kind = UsageError if isinstance(exc, UsageError) else LgError
+        raise (exc if str(exc).startswith(where) else kind(f"{where}: {exc}")) from None
     # A role stack is a copy of its layers' tensors: one larger than the memory
     # available (a sparse file, say) is refused with the figures, not half-made.
     check_memory(stack.largest_role_elements() * 4, f"{checkpoint.label}: its largest role stack (float32)")

@@ -227,8 +227,7 @@ def staged_target_spec(source: ArchSpec, *, depth: int | tuple[int, ...] | list[
     per stage) and the per-stage head tables rely on."""
     for flag, value in (("--heads", heads), ("--mlp-dim", mlp_dim), ("--kv-heads", kv_heads)):
         if value is not None:
-            raise LgError(f"{flag} does not apply to a {source.family} (a model of stages): each stage's heads follow "
-                          f"its width at its head dim, and its MLP keeps its ratio; give --depth and --width")
+            raise not_for_stages(flag, source)
     _check_whole(width=width)
     depths = stage_depths(source, depth)
     first = source.width if width is None else int(width)
@@ -300,11 +299,20 @@ def _heads_apart_from_width(source: ArchSpec, width: int, heads: int | None) -> 
     return source.heads * width // source.width, source.head_dim
 
 
+def not_for_stages(flag: str, source: ArchSpec) -> UsageError:
+    """A size flag a model of stages does not take (a usage mistake, as any
+    flag that does not apply), naming the flags it does take."""
+    return UsageError(f"{flag} does not apply to a {source.family} (a model of stages): each stage's heads follow "
+                      f"its width at its head dim, and its MLP keeps its ratio; give --depth and --width")
+
+
 def check_kv_heads_apply(source: ArchSpec, kv_heads: int | None, grouped_query: bool) -> None:
     """--kv-heads refused for a family without grouped-query attention (its
     adapter's `grouped_query`), before anything is computed: else its writer
     is given key and value projections its library does not build (a timm
-    ViT's fused qkv)."""
+    ViT's fused qkv). A model of stages is sized by --depth and --width alone."""
+    if kv_heads is not None and source.stages:
+        raise not_for_stages("--kv-heads", source)
     if kv_heads is not None and not grouped_query:
         raise UsageError(f"--kv-heads does not apply to a {source.family}: its attention has a key/value head for "
                          f"each query head (no grouped-query attention); give --heads")

@@ -27,7 +27,7 @@ from ..errors import LgError, shown
 from ..lazy import nn, torch
 from ..stack import (ATTN, EMBED, KV, LAYER_ROLE_AXES, MLP, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape,
                      copy_elements)
-from .base import AdapterDefaults, Reader, norm_facts
+from .base import TEXT_ENCODER, AdapterDefaults, Reader, norm_facts
 
 # A head count no file records is guessed as the ViT/BERT/GPT-2 convention:
 # heads of dimension 64.
@@ -415,8 +415,8 @@ class DeclaredAdapter(AdapterDefaults):
     layout: Layout
     heads_may_go_unrecorded = False  # `base.FamilyAdapter`
 
-    def scored_by_lg(self, spec: ArchSpec) -> bool:  # `base.FamilyAdapter`
-        return True
+    def scored_by_lg(self, spec: ArchSpec) -> bool:  # `base.FamilyAdapter`: a headless text encoder is not
+        return self.task(spec) != TEXT_ENCODER
 
     @property
     def family(self) -> str:

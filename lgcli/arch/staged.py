@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from ..errors import LgError
+from ..errors import LgError, UsageError
 from ..lazy import torch
 from ..stack import EMBED, FIXED, STAGE_IN, ArchSpec, RoleMap, Stack, TensorGroup, axes_and_shape
 from .base import AdapterDefaults, Reader
@@ -156,8 +156,11 @@ class StagedAdapter(AdapterDefaults):
         `heads` and `kv_heads` are not used: a Swin's heads are read from its
         position tables, and it has no grouped-query attention."""
         config = self.checked_config(config)
-        if heads is not None:
-            raise LgError("a Swin's heads are read from its relative position tables: --source-heads does not apply")
+        if heads is not None:  # flags that do not apply: usage mistakes
+            raise UsageError("a Swin's heads are read from its relative position tables: a flag giving them "
+                             "(--source-heads, --heads) does not apply")
+        if kv_heads is not None:
+            raise UsageError("a Swin has no grouped-query attention: --source-kv-heads does not apply")
         prefix = self.key_prefix(state_dict)
         parts, merges = self._split_stages(state_dict, prefix)
         read = reader or memory_reader(state_dict)

@@ -10,9 +10,11 @@ following the stage's); the patch merging before stage i
 stage's, the final norm and head the last's (docs/methods.md "Models of
 stages"). The heads and the window are read exactly from the tables; each
 stage's window is the configured one clamped to its resolution, as timm
-builds it. The image size is in no tensor: recorded by lg, else assumed to
-be the size at which the last stage is one window (patch x window x
-2^(stages - 1): 224 for every Swin-T/S/B/L at window 7), and said so.
+builds it. The image size is in no tensor: recorded by lg, else read off
+what the tensors show of each stage's grid (`image_size`: its window, and
+the attention masks older files carry), the largest size they allow (the
+last stage one window: patch x window x 2^(stages - 1), 224 for every
+Swin-T/S/B/L at window 7), said to be assumed unless it is the only one.
 
 The original Microsoft layout (the merging at the end of a stage, the head
 ``head.*``) is renamed to timm's by `microsoft_layout`, as timm's swin
@@ -21,6 +23,7 @@ The original Microsoft layout (the merging at the end of a stage, the head
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Mapping
 
@@ -68,9 +71,50 @@ def arguments(globals_: Mapping[str, tuple[int, ...]], block: Mapping[str, tuple
 
 def windows(args: Mapping[str, Any], stages: int) -> list[int]:
     """Each stage's window as timm builds it: the configured one, clamped to
-    the stage's resolution (image / patch / 2^i, rounded up) where smaller."""
-    resolution = -(-int(args["img_size"]) // int(args["patch_size"]))
-    return [min(int(args["window_size"]), -(-resolution // 2 ** i)) for i in range(stages)]
+    the stage's resolution where smaller (the patch grid, image // patch as
+    timm's PatchEmbed counts it, halved per stage, rounded up)."""
+    return [min(int(args["window_size"]), -(-grid // 2 ** i))
+            for grid in [int(args["img_size"]) // int(args["patch_size"])] for i in range(stages)]
+
+
+# A shifted block's attention mask, which older timm and Microsoft's files carry: (windows, W^2, W^2).
+MASK = re.compile(r"^layers\.([0-9]+)\.blocks\.[0-9]+\.attn_mask$")
+# The largest patch grid searched for one that gives a file's windows.
+MAX_GRID = 1 << 14
+
+
+def image_size(args: Mapping[str, Any], tables: list[int],
+               shapes: Mapping[str, tuple[int, ...]]) -> tuple[dict[str, Any], frozenset[str]] | None:
+    """The image size of a file that does not record it (`TimmStages.settle`),
+    from each stage's grid as the tensors show it: its window (`tables`: the
+    configured window, clamped to a grid smaller than it) and, where the file
+    carries them, its shifted blocks' masks (one per window of the grid padded
+    to whole windows). Of the patch grids that give both, the largest (the
+    last stage one window: patch x window x 2^(stages - 1) where no window is
+    clamped and no mask bounds it); settled (not assumed) when it is the only
+    one. None: no grid gives these windows."""
+    patch, window, count = int(args["patch_size"]), int(args["window_size"]), len(tables)
+    masks: dict[int, int] = {}
+    for key, shape in shapes.items():
+        found = MASK.match(key)
+        if found and len(shape) == 3 and int(found.group(1)) < count:
+            masks.setdefault(int(found.group(1)), int(shape[0]))
+    # The largest grid: a clamped last stage is one window; a masked stage, at most its padded windows.
+    bounds = [math.isqrt(n) * tables[i] * 2 ** i for i, n in masks.items()]
+    if tables[-1] < window:
+        bounds.append(tables[-1] * 2 ** (count - 1))
+    if not bounds:
+        return {}, frozenset()  # unbounded: `arguments`' size, whose last stage is one window, assumed
+
+    def fits(grid: int) -> bool:
+        sides = [-(-grid // 2 ** i) for i in range(count)]
+        return windows({**args, "img_size": grid * patch}, count) == tables and all(
+            sides[i] > tables[i] and (-(-sides[i] // tables[i])) ** 2 == n for i, n in masks.items())
+
+    grids = [grid for grid in range(1, min(min(bounds), MAX_GRID) + 1) if fits(grid)]
+    if not grids:
+        return None
+    return {"img_size": grids[-1] * patch}, frozenset({"img_size"} if len(grids) == 1 else ())
 
 
 def live_arguments(model) -> dict[str, Any]:
@@ -105,4 +149,5 @@ SWIN = TimmFamily(layout=LAYOUT, model_name="swin_tiny_patch4_window7_224",
                   hub_architectures=("swin_",), live_arguments=live_arguments)
 SWIN_STAGES = TimmStages(last=frozenset({"norm.weight", "norm.bias", "head.fc.weight", "head.fc.bias"}),
                          windows=windows, guessed={"img_size": "image size assumed (the last stage one window)"},
+                         settle=image_size,
                          filter_fn="timm.models.swin_transformer.checkpoint_filter_fn")

@@ -68,7 +68,11 @@ class TimmStages:
     arguments (a block's relative position table is ((2W - 1)^2, heads));
     `guessed`: the arguments
     no tensor shows that lg guesses when no record gives them, each with how
-    `lg inspect` says it was guessed; `filter_fn`: timm's own function that renames what the declaration's
+    `lg inspect` says it was guessed; `settle(arguments, windows, shapes)`:
+    the guessed arguments no record gives, as the stages' windows (their
+    position tables') and the tensors' shapes by key show them, with the
+    names of those they settle (the others stay guessed), or None where no
+    value gives those windows; `filter_fn`: timm's own function that renames what the declaration's
     `key_filter` does, which the load line of a file read through the filter
     calls; `merge_offset`: the patch merging under ``{layers}.{i}.downsample``
     is the one before stage i + merge_offset (timm's: 0)."""
@@ -76,6 +80,8 @@ class TimmStages:
     last: frozenset[str]
     windows: Callable[[Mapping[str, Any], int], list[int]]
     guessed: Mapping[str, str] = field(default_factory=dict)
+    settle: Callable[[Mapping[str, Any], list[int], Mapping[str, tuple[int, ...]]],
+                     tuple[dict[str, Any], frozenset[str]] | None] | None = None
     filter_fn: str | None = None
     merge_offset: int = 0
 
@@ -135,10 +141,13 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
     def to_stack(self, state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None,
                  heads: int | None = None, reader: Reader | None = None,
                  kv_heads: int | None = None) -> tuple[ArchSpec, Stack]:
-        """`StagedAdapter.to_stack`, another layout's keys renamed first (nothing read)."""
+        """`StagedAdapter.to_stack`, another layout's keys renamed first (nothing read). A file of
+        another layout, or one carrying the buffers timm computes (`layout.ignored`: its strict
+        `checkpoint_path` load refuses them), is loaded through timm's filter (`load_call`)."""
         state, reader = renamed(state_dict, reader, self.declaration.key_filter, memory_reader)
         spec, stack = super().to_stack(state, config, heads, reader, kv_heads)
-        if state is not state_dict:
+        ignored = [re.compile(pattern) for pattern in self.declaration.layout.ignored]
+        if state is not state_dict or any(pattern.search(key) for key in state for pattern in ignored):
             spec = dataclasses.replace(spec, extras={**spec.extras, FILTERED: True})
         return spec, stack
 
@@ -186,14 +195,26 @@ class StagedTimmAdapter(TimmClassifier, StagedAdapter):
                 _check_recorded(key, value, derived[key])
         args = {key: config[key] if key in self.declaration.assumed and key in config else value
                 for key, value in derived.items()}
-        extras = {**args, ARG_NAMES: tuple(args)}
-        for name in self.stages.guessed:
-            extras[f"{name}_assumed"] = name not in config or config.get(f"{name}_assumed") is True
-        if TIMM_HUB_CONFIG in config:
-            extras[TIMM_HUB_CONFIG] = config[TIMM_HUB_CONFIG]
         table = next(suffix for suffix, role in self.declaration.layout.layer_keys.items() if role == "rel_pos_bias")
         tables = [window_of_table(state_dict[f"{self.stage_blocks(i)}.0.{table}"].shape[0])
                   for i in range(len(specs))]
+        # The guesses no record gives, from what the windows (and the shapes) show of them.
+        unrecorded = [name for name in self.stages.guessed if name not in config]
+        found = self.stages.settle(args, tables, {k: tuple(t.shape) for k, t in state_dict.items()}) if (
+            unrecorded and self.stages.settle is not None) else ({}, frozenset())
+        if found is None:
+            given = ", ".join(f"{key} {json_shown(args[key])}" for key in sorted(self.declaration.assumed)
+                              if key not in unrecorded)
+            raise LgError(self.not_family(f"no {' or '.join(unrecorded)} gives the position tables' windows {tables} "
+                                          f"at {given}"))
+        values, settled = found
+        args.update({name: value for name, value in values.items() if name in unrecorded})
+        extras = {**args, ARG_NAMES: tuple(args)}
+        for name in self.stages.guessed:
+            extras[f"{name}_assumed"] = (name in unrecorded and name not in settled) or \
+                config.get(f"{name}_assumed") is True
+        if TIMM_HUB_CONFIG in config:
+            extras[TIMM_HUB_CONFIG] = config[TIMM_HUB_CONFIG]
         expected = self.stages.windows(extras, len(specs))
         if expected != tables:
             given = ", ".join(f"{key} {json_shown(args[key])}" for key in sorted(self.declaration.assumed))

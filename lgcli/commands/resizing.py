@@ -65,7 +65,8 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
                  f"or on lg's{_score_hint(report)}")
         else:
             note(f"this is an initialisation to fine-tune, not a finished model: fine-tune it with "
-                 f"{report['fine_tune']} (lg eval scores classifiers; this model has no head)")
+                 f"{report['fine_tune']} (lg eval scores image classifiers and language models; this model has "
+                 f"no head to score)")
 
 
 def _score_hint(report: dict[str, Any]) -> str:

@@ -334,7 +334,7 @@ class Peg(LearngeneKind):
     expand_options = fit_options(lr=1e-2, batch_size=32)
     fitted_part = "the map φ"
     unfitted_note = ("peg: the map φ is a fresh seeded draw (no --data): the descendant is the sampled mixture, "
-                     "training-free; give --data D to train φ")
+                     "training-free")
 
     # -------------------------------------------------------- sampling
     def sample(self, ancestry: ArchSpec, stack: Stack, options: Mapping[str, Any],

@@ -315,7 +315,7 @@ class Wave(NestedWidths, LearngeneKind):
     )
     fitted_part = "the scalers"
     unfitted_note = ("wave: scalers not fitted (no --data): the descendant keeps them where they start (the "
-                     "auxiliary model's, or Eq. B.1's); give --data D to fit them")
+                     "auxiliary model's, or Eq. B.1's)")
     # 32, not the probe's 64: a fitting step costs a full training step of
     # the descendant (the backward pass must reach every layer's scalers), and
     # a few thousand scalers need no larger batch; this keeps 300 steps of a
