@@ -84,6 +84,26 @@ def sample_input(model: torch.nn.Module, batch: int = 2, seed: int = 1) -> torch
 
 
 
+def sharpened_teacher_and_shrink(folder: Path, train_images, **vit) -> tuple[Path, Path]:
+    """A teacher for distillation tests (a tiny ViT of `vit`'s sizes trained
+    8 steps on `train_images`, its head sharpened so that its logits are far
+    from uniform) and its shrink to one block: their files in `folder`."""
+    import lgcli
+    from lgcli.resize import resize_file
+    from lgcli.train import TrainConfig, train
+
+    torch.manual_seed(0)
+    model = timm.create_model("vit_base_patch16_224", **vit)
+    train(model, train_images, TrainConfig(steps=8, batch_size=16, lr=2e-3, progress=False))
+    with torch.no_grad():
+        model.head.weight.mul_(20.0)
+    teacher = folder / "teacher.safetensors"
+    lgcli.save_model(model.eval(), teacher)
+    shrunk = folder / "shrunk.safetensors"
+    resize_file(teacher, shrunk, direction="shrink", depth=1, notify=lambda m: None)
+    return teacher, shrunk
+
+
 def printed_model(path) -> torch.nn.Module:
     """The model `lg inspect`'s load line builds and loads (strictly), run as
     printed: what a user who copies the line gets."""

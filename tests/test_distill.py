@@ -20,9 +20,8 @@ import lgcli
 from lgcli.data import load_data
 from lgcli.distill import DistillSettings, distill, distill_file
 from lgcli.resize import resize_file
-from lgcli.train import TrainConfig, train
 
-from conftest import run_lg
+from conftest import run_lg, sharpened_teacher_and_shrink
 from text_models import Sources, load_strict
 
 VIT = dict(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
@@ -52,17 +51,7 @@ def images():
 def vits(tmp_path_factory, images):
     """A teacher (a tiny ViT trained a few steps, its head sharpened so that
     its logits are far from uniform) and its shrink to one block, the student."""
-    folder = tmp_path_factory.mktemp("vits")
-    torch.manual_seed(0)
-    model = timm.create_model("vit_base_patch16_224", **VIT)
-    train(model, images.train, TrainConfig(steps=8, batch_size=16, lr=2e-3, progress=False))
-    with torch.no_grad():
-        model.head.weight.mul_(20.0)
-    teacher = folder / "teacher.safetensors"
-    lgcli.save_model(model.eval(), teacher)
-    student = folder / "student.safetensors"
-    resize_file(teacher, student, direction="shrink", depth=1, notify=lambda m: None)
-    return teacher, student
+    return sharpened_teacher_and_shrink(tmp_path_factory.mktemp("vits"), images.train, **VIT)
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,11 @@ import timm
 import torch
 
 import lgcli
+from conftest import sharpened_teacher_and_shrink
 from lgcli.condense import CondenseSettings, condense_file
 from lgcli.data import load_data
 from lgcli.distill import DistillSettings, distill_file
 from lgcli.errors import LgError
-from lgcli.resize import resize_file
-from lgcli.train import TrainConfig, train
 
 VIT = dict(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
 # Checked every 2 steps on the 20 images --until holds out of the 400 trained on.
@@ -48,15 +47,7 @@ def models(tmp_path_factory, images):
     shrink to one block, and a random one-block ViT (a student that scores
     below the teacher)."""
     folder = tmp_path_factory.mktemp("until_resume")
-    torch.manual_seed(0)
-    model = timm.create_model("vit_base_patch16_224", **VIT)
-    train(model, images.train, TrainConfig(steps=8, batch_size=16, lr=2e-3, progress=False))
-    with torch.no_grad():
-        model.head.weight.mul_(20.0)
-    teacher = folder / "teacher.safetensors"
-    lgcli.save_model(model.eval(), teacher)
-    shrunk = folder / "shrunk.safetensors"
-    resize_file(teacher, shrunk, direction="shrink", depth=1, notify=lambda m: None)
+    teacher, shrunk = sharpened_teacher_and_shrink(folder, images.train, **VIT)
     torch.manual_seed(1)
     random = folder / "random.safetensors"
     lgcli.save_model(timm.create_model("vit_base_patch16_224", **{**VIT, "depth": 1}).eval(), random)
