@@ -45,7 +45,7 @@ VIT_VARIANTS = {
     "no-qkv-bias": dict(qkv_bias=False),
     "qk-norm": dict(qk_norm=True, num_heads=4),
     "no-head": dict(num_classes=0),
-    "pre-norm": dict(pre_norm=True),
+    "pre-norm": dict(model_name="vit_base_patch16_clip_224"),  # timm's pre-norm ViT: CLIP's, LayerNorm eps 1e-5
     "grayscale-3-heads": dict(in_chans=1, embed_dim=96, num_heads=3, img_size=28, patch_size=7),
     "distilled": dict(model_name="deit_base_distilled_patch16_224"),
 }

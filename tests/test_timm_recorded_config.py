@@ -19,8 +19,9 @@ FLAT_REFUSALS = {
     "another model": ("beit", {"model_name": "swin_tiny_patch4_window7_224"},
                       "the file's lg.config names model 'swin_tiny_patch4_window7_224', not 'beit_base_patch16_224'"),
     "a model of no variant": ("vit", {"model_name": "beit_base_patch16_224"},
-                              "the file's lg.config names model 'beit_base_patch16_224', not 'vit_base_patch16_224' "
-                              "or 'deit_base_distilled_patch16_224'"),
+                              "the file's lg.config names model 'beit_base_patch16_224', not "
+                              "'vit_base_patch16_224' or 'deit_base_distilled_patch16_224' or "
+                              "'vit_base_patch16_clip_224'"),
     "a name of no string": ("beit", {"model_name": 7}, "the file's lg.config names model 7, not 'beit_base_patch16_224'"),
     "a nested object": ("beit", {"drop_rate": {"a": 1}}, f'{FIELD} drop_rate must be a JSON value, found {{"a": 1}}'),
     "depth 0": ("beit", {"depth": 0}, f"{FIELD} depth {WHOLE}, found 0"),

@@ -1,5 +1,6 @@
 """CLIP's vision tower as Hugging Face saves it (`CLIPVisionModel`,
 `CLIPVisionModelWithProjection`; config.json model_type clip_vision_model)
+and with a classifier on it (`CLIPForImageClassification`; model_type clip)
 <->  (ArchSpec, Stack).
 
 Declared as data, with the timm ViT's role names as hf_vit.py does: a
@@ -21,6 +22,17 @@ save_pretrained writes. A whole `CLIPModel` folder (model_type clip) holds
 the text tower too: lg refuses it in one line saying how to take the vision
 tower out (carrying a text tower through every method untouched is not
 something the canonical view expresses).
+
+`CLIPForImageClassification` is the tower (`vision_model.*`) and
+`classifier` (classes, width), which reads the mean of the patch tokens the
+last layer leaves (the class token left out, and no final norm:
+post_layernorm is kept but unused). Its config.json is a CLIPConfig (model_type
+clip, as a CLIPModel's) whose `vision_config` holds the tower's sizes and
+image geometry (`ImageArchitecture.tower_config`); its text_config, with no
+weights, is carried as it is. transformers' from_pretrained of a
+CLIPVisionModel folder as this class reads the CLIPVisionConfig as a
+default CLIPConfig (a random 12-layer model), so lg's advice for a model of
+features here is a recipe that builds it (`CLASSIFIER_RECIPE`).
 """
 
 from __future__ import annotations
@@ -53,11 +65,30 @@ EMBEDDING_KEYS = {
     "post_layernorm.bias": ("fc_norm_bias", (EMBED,)),
 }
 PROJECTION = {"visual_projection.weight": ("head_projection_weight", (CLASSES, EMBED))}
+# CLIPForImageClassification's classifier, on the mean of the patch tokens the last layer leaves.
+CLASSIFIER = {"classifier.weight": ("head_weight", (CLASSES, EMBED)), "classifier.bias": ("head_bias", (CLASSES,))}
 
 WHOLE_CLIP = "clip"  # a CLIPModel's model_type: refused, with the way to its vision tower
 WHOLE_CLIP_REFUSED = ("a CLIPModel folder holds a text tower beside the vision tower, and lg resizes the vision "
                       "tower alone: save it as a folder of its own first, with transformers."
                       "CLIPVisionModelWithProjection.from_pretrained(FOLDER).save_pretrained(VISION_FOLDER)")
+
+
+# What makes a classifier of a CLIPVisionModel(WithProjection) folder: CLIPForImageClassification.from_pretrained
+# on it would read its CLIPVisionConfig as a default CLIPConfig and build a random full-size model. Run as printed,
+# with FOLDER, N and OUT set in the shell (`lg eval` and the others do not know the folder's path).
+TO_CLASSIFIER = (
+    "import os, shutil, sys, transformers as T; T.logging.set_verbosity_error(); folder, n, out = sys.argv[1:4]; "
+    "tower = T.CLIPVisionModel.from_pretrained(folder); "
+    "model = T.CLIPForImageClassification(T.CLIPConfig(vision_config=tower.config.to_dict(), num_labels=int(n))); "
+    "model.vision_model.load_state_dict(tower.state_dict()); model.save_pretrained(out); "
+    "p = os.path.join(folder, \"preprocessor_config.json\"); os.path.isfile(p) and shutil.copy(p, out)")
+CLASSIFIER_RECIPE = (
+    "save it as transformers' CLIPForImageClassification (a new head of N classes on the same weights; that class's "
+    "config.json is a CLIPConfig holding the tower's config as vision_config, so its from_pretrained(FOLDER, "
+    "num_labels=N) would build a default CLIP instead): with FOLDER its folder, N the classes and OUT the new "
+    f"folder set in the shell, run python -c '{TO_CLASSIFIER}' \"$FOLDER\" \"$N\" \"$OUT\" (which copies the "
+    "folder's preprocessor_config.json too: its mean, std and image size)")
 
 
 def check_config(config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
@@ -74,24 +105,32 @@ def check_config(config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> Non
 
 def inspect_fields(spec: ArchSpec) -> list[tuple[str, str, Any]]:
     config = spec.extras.get("config") or {}
-    with_projection = bool(LAYOUT.architectures[spec.extras["architecture"]].head_keys)
+    with_projection = set(PROJECTION) <= set(LAYOUT.architectures[spec.extras["architecture"]].head_keys)
     return [("projection_dim", "projection", config.get("projection_dim") if with_projection else None)]
 
 
 LAYOUT = HfLayout(
     family="hf-clip",
-    config_classes={"clip_vision_model": "CLIPVisionConfig"},
+    # clip: CLIPForImageClassification's alone (a CLIPModel's is refused).
+    config_classes={"clip_vision_model": "CLIPVisionConfig", WHOLE_CLIP: "CLIPConfig"},
     base_prefix="vision_model.",
     layers="encoder.layers",
     architectures={
-        "CLIPVisionModel": ImageArchitecture(IMAGE_CLASSIFICATION, "AutoModel", prefixed=False),
+        "CLIPVisionModel": ImageArchitecture(IMAGE_CLASSIFICATION, "AutoModel", prefixed=False,
+                                             classifier_recipe=CLASSIFIER_RECIPE),
         # No Auto class loads this one: the load line names it.
         "CLIPVisionModelWithProjection": ImageArchitecture(
-            IMAGE_CLASSIFICATION, "CLIPVisionModelWithProjection", prefixed=True, head_keys=tuple(PROJECTION)),
+            IMAGE_CLASSIFICATION, "CLIPVisionModelWithProjection", prefixed=True, head_keys=tuple(PROJECTION),
+            classifier_recipe=CLASSIFIER_RECIPE),
+        # Its config.json is a CLIPConfig (model_type clip) whose vision_config holds the tower's.
+        "CLIPForImageClassification": ImageArchitecture(
+            IMAGE_CLASSIFICATION, "AutoModelForImageClassification", prefixed=True, head_keys=tuple(CLASSIFIER),
+            model_type=WHOLE_CLIP, tower_config="vision_config"),
     },
     layer_keys=BLOCK_KEYS,
     base_globals=EMBEDDING_KEYS,
-    head_globals=PROJECTION,
+    # Each class's own (`ImageArchitecture.head_keys`).
+    head_globals={**PROJECTION, **CLASSIFIER},
     size_fields=SIZE_FIELDS,
     refused_model_types={WHOLE_CLIP: WHOLE_CLIP_REFUSED},
     image_processor="CLIPImageProcessor",

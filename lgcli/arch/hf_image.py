@@ -20,6 +20,7 @@ A family module imports this one; this one imports no family module
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -48,9 +49,22 @@ class ImageArchitecture(Architecture):
     the base and differ only there; a model of features, Dinov2Model or
     CLIPVisionModel, has none). lg's task for each is image classification:
     what it takes is images, and lg refuses to train or score a transformers
-    image model before its outputs matter (`HfImageAdapter.model_input`)."""
+    image model before its outputs matter (`HfImageAdapter.model_input`).
+
+    `model_type`: config.json's model_type for this class where it is not
+    the family's own, one the family otherwise refuses
+    (CLIPForImageClassification's clip, a whole CLIPModel's too): read for
+    this class alone. `tower_config`: the config.json field that holds the
+    vision tower's config (sizes, image geometry) where the class's config
+    nests it (a CLIPConfig's vision_config); None where it is the config
+    itself. `classifier_recipe`: for a model of features, what to do to
+    make a classifier of it, where loading its folder as the family's
+    ...ForImageClassification class does not (CLIP's)."""
 
     head_keys: tuple[str, ...] = ()
+    model_type: str | None = None
+    tower_config: str | None = None
+    classifier_recipe: str | None = None
 
 
 class HfImageAdapter(HfAdapter):
@@ -69,6 +83,56 @@ class HfImageAdapter(HfAdapter):
         # (architecture, depth, roles) -> saved parameter name -> its live
         # names: the renaming does not depend on the widths.
         self._live_names_cache: dict[tuple, dict[str, list[str]]] = {}
+
+    # ------------------------------------------------------------ a config that nests the tower's
+    def _declared(self, config: Mapping[str, Any]) -> ImageArchitecture | None:
+        """The declared class config.json's `architectures` names, if any."""
+        names = config.get("architectures")
+        if isinstance(names, list) and names and isinstance(names[0], str):
+            return self.layout.architectures.get(names[0])
+        return None
+
+    def tower(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The part of config.json that describes the vision tower: the
+        config itself, or the field the class nests it in
+        (`ImageArchitecture.tower_config`), the same object (written into)."""
+        field = getattr(self._declared(config), "tower_config", None)
+        if field is None:
+            return config
+        nested = config.get(field)
+        if not isinstance(nested, Mapping):
+            raise ValueError(f"field {field} (the vision tower's config) must be an object, found "
+                             f"{json.dumps(nested)[:60]}")
+        return nested
+
+    def live_tower(self, hf_config: Any, architecture: str) -> Any:
+        """`tower` of a transformers config object of `architecture`."""
+        field = getattr(self.layout.architectures.get(architecture), "tower_config", None)
+        return getattr(hf_config, field) if field else hf_config
+
+    def sizes(self, config: Mapping[str, Any]):
+        return super().sizes(self.tower(config))
+
+    def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
+        super().set_sizes(self.tower(config), spec)  # type: ignore[arg-type]
+
+    def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        """`HfAdapter.checked_config`, and a model type the family refuses (a
+        CLIPModel's clip) read for the class that declares it as its own
+        (`ImageArchitecture.model_type`: CLIPForImageClassification), which
+        is given no other."""
+        declared = self._declared(config) if isinstance(config, Mapping) else None
+        own_type = getattr(declared, "model_type", None)
+        if own_type is None:
+            return super().checked_config(config)
+        if config.get("model_type") != own_type:
+            raise LgError(f"config.json's model_type is {shown(repr(config.get('model_type')))}; its "
+                          f"{config['architectures'][0]} is model type {own_type}")
+        try:
+            self.sizes(config)
+        except (TypeError, ValueError) as exc:
+            raise LgError(f"config.json: {exc}") from None
+        return copy.deepcopy(dict(config))
 
     def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
         # lg reads the model classes the layout declares: with a head, every
@@ -131,6 +195,7 @@ class HfImageAdapter(HfAdapter):
     def check_agreement(self, config: Mapping[str, Any], spec: ArchSpec, stack: Stack) -> None:
         """config.json's sizes and image geometry must be the weights'."""
         super().check_agreement(config, spec, stack)
+        config = self.tower(config)
         _, channels, patch, _ = stack.globals.axes_and_shape("patch_embed_weight")[1]
         axes, shape = stack.globals.axes_and_shape("pos_embed")
         tokens = shape[axes.index(TOKENS)]
@@ -222,7 +287,7 @@ class HfImageAdapter(HfAdapter):
                      if roles[key][0] == "head_weight"), None)
 
     def inspect_fields(self, spec: ArchSpec) -> list[tuple[str, str, Any]]:
-        config = spec.extras.get("config") or {}
+        config = self.tower(spec.extras.get("config") or {})
         return [("architecture", "architecture", spec.extras.get("architecture")),
                 ("patch_size", "patch size", config.get("patch_size")),
                 ("img_size", "image size", config.get("image_size")),
@@ -238,15 +303,18 @@ class HfImageAdapter(HfAdapter):
         (its images in, `output.logits` out: `train.image_logits`). A model
         of features (Dinov2Model, CLIPVisionModel, SwinModel) has no head to
         score: refused in one line, naming the class that has one."""
-        if not any(isinstance(getattr(model, name, None), nn.Linear) for name in self.HEAD_MODULES):
-            # Dinov2Model -> Dinov2ForImageClassification; CLIPVisionModel -> CLIPForImageClassification
-            family = type(model).__name__.removesuffix("Model").removesuffix("Vision")
-            raise LgError(f"{type(model).__name__} is a model of features (no classification head): lg eval, bench "
-                          f"and condense train and score image classifiers; load its folder as transformers' "
-                          f"{family}ForImageClassification (num_labels=N: a new head on the same weights), "
-                          f"save_pretrained that, and copy the folder's preprocessor_config.json beside it (its "
-                          f"mean, std and image size)")
-        return int(model.config.num_channels), int(model.config.image_size)
+        name = type(model).__name__
+        if not any(isinstance(getattr(model, head, None), nn.Linear) for head in self.HEAD_MODULES):
+            # Dinov2Model -> Dinov2ForImageClassification, unless the class declares its own recipe (CLIP's)
+            recipe = getattr(self.layout.architectures.get(name), "classifier_recipe", None)
+            family = name.removesuffix("Model").removesuffix("Vision")
+            recipe = recipe or (f"load its folder as transformers' {family}ForImageClassification (num_labels=N: a "
+                                f"new head on the same weights), save_pretrained that, and copy the folder's "
+                                f"preprocessor_config.json beside it (its mean, std and image size)")
+            raise LgError(f"{name} is a model of features (no classification head): lg eval, bench and condense "
+                          f"train and score image classifiers; {recipe}")
+        tower = self.live_tower(model.config, name)
+        return int(tower.num_channels), int(tower.image_size)
 
     def scored_by_lg(self, spec: ArchSpec) -> bool:
         """A classifier is trained and scored by lg; a model of features has no head (`model_input`)."""
@@ -268,19 +336,19 @@ class HfImageAdapter(HfAdapter):
     def input_size(self, spec: ArchSpec) -> tuple[int, int, int]:
         # Read from config.json where it states both (`lg inspect` imports
         # no torch); the config class's defaults where it leaves one out.
-        config = spec.extras.get("config") or {}
+        config = self.tower(spec.extras.get("config") or {})
         channels, size = config.get("num_channels"), config.get("image_size")
         if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (channels, size)):
-            hf_config = self.hf_config(self.config(spec))
+            hf_config = self.live_tower(self.hf_config(self.config(spec)), spec.extras["architecture"])
             channels, size = hf_config.num_channels, hf_config.image_size
         return int(channels), int(size), int(size)
 
     def architecture_of(self, model: nn.Module) -> dict[str, Any]:
-        config = model.config
+        config = self.live_tower(model.config, type(model).__name__)
         return {"depth": config.num_hidden_layers, "width": config.hidden_size, "heads": config.num_attention_heads,
                 "architecture": type(model).__name__, "patch_size": config.patch_size,
                 "img_size": config.image_size, "in_chans": config.num_channels,
-                "num_classes": config.num_labels if self._classifier_key(type(model).__name__) else None,
+                "num_classes": model.config.num_labels if self._classifier_key(type(model).__name__) else None,
                 "parameters": sum(p.numel() for p in model.parameters())}
 
     def no_weight_decay_roles(self) -> frozenset[str]:

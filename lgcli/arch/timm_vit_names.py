@@ -10,7 +10,12 @@ that it is equal (regenerate it with that test's `registered_plain_vits`).
 
 Only models built by VisionTransformer (or the distilled DeiT) from keyword
 arguments lg reads (`USABLE_KWARGS`) are listed: one with another activation,
-norm or pooling ("map") has an architecture no safetensors file says.
+norm or pooling ("map") has an architecture no safetensors file says. The
+one norm kept apart is timm's CLIP ViTs' (`REGISTERED_CLIP_VITS`): LayerNorm
+with PyTorch's eps of 1e-5 where every other ViT's is 1e-6, which no tensor
+shows; lg builds a ViT with norm_pre as one of them (`vit.CLIP_MODEL_NAME`),
+since timm registers no other pre-norm ViT of LayerNorms, and its load line
+names one of them, so that it computes what lg's model and the source do.
 """
 
 from __future__ import annotations
@@ -113,6 +118,51 @@ REGISTERED_VITS: dict[str, tuple[str, dict]] = {
     'vit_wee_patch16_reg1_gap_256': ('vit', {'patch_size': 16, 'embed_dim': 256, 'depth': 14, 'num_heads': 4, 'init_values': 1e-05, 'mlp_ratio': 5, 'class_token': False, 'no_embed_class': True, 'reg_tokens': 1, 'global_pool': 'avg', 'img_size': 256}),
 }
 
+
+# timm's registered CLIP ViTs, in REGISTERED_VITS' form: the arguments each
+# entry point passes besides norm_layer, which is LayerNorm with eps
+# CLIP_NORM_EPS (the quick_gelu ones, another activation, are left out).
+CLIP_NORM_EPS = 1e-5
+REGISTERED_CLIP_VITS: dict[str, tuple[str, dict]] = {
+    'vit_base_patch16_clip_224': ('vit', {'patch_size': 16, 'embed_dim': 768, 'depth': 12, 'num_heads': 12,
+        'pre_norm': True, 'img_size': 224}),
+    'vit_base_patch16_clip_384': ('vit', {'patch_size': 16, 'embed_dim': 768, 'depth': 12, 'num_heads': 12,
+        'pre_norm': True, 'img_size': 384}),
+    'vit_base_patch16_plus_clip_240': ('vit', {'patch_size': 16, 'embed_dim': 896, 'depth': 12, 'num_heads': 14,
+        'pre_norm': True, 'img_size': 240}),
+    'vit_base_patch32_clip_224': ('vit', {'patch_size': 32, 'embed_dim': 768, 'depth': 12, 'num_heads': 12,
+        'pre_norm': True, 'img_size': 224}),
+    'vit_base_patch32_clip_256': ('vit', {'patch_size': 32, 'embed_dim': 768, 'depth': 12, 'num_heads': 12,
+        'pre_norm': True, 'img_size': 256}),
+    'vit_base_patch32_clip_384': ('vit', {'patch_size': 32, 'embed_dim': 768, 'depth': 12, 'num_heads': 12,
+        'pre_norm': True, 'img_size': 384}),
+    'vit_base_patch32_clip_448': ('vit', {'patch_size': 32, 'embed_dim': 768, 'depth': 12, 'num_heads': 12,
+        'pre_norm': True, 'img_size': 448}),
+    'vit_betwixt_patch32_clip_224': ('vit', {'patch_size': 32, 'embed_dim': 640, 'depth': 12, 'num_heads': 10,
+        'pre_norm': True, 'img_size': 224}),
+    'vit_giant_patch14_clip_224': ('vit', {'patch_size': 14, 'embed_dim': 1408, 'mlp_ratio': 4.363636363636363,
+        'depth': 40, 'num_heads': 16, 'pre_norm': True, 'img_size': 224}),
+    'vit_gigantic_patch14_clip_224': ('vit', {'patch_size': 14, 'embed_dim': 1664, 'mlp_ratio': 4.923076923076923,
+        'depth': 48, 'num_heads': 16, 'pre_norm': True, 'img_size': 224}),
+    'vit_gigantic_patch14_clip_378': ('vit', {'patch_size': 14, 'embed_dim': 1664, 'mlp_ratio': 4.923076923076923,
+        'depth': 48, 'num_heads': 16, 'pre_norm': True, 'img_size': 378}),
+    'vit_huge_patch14_clip_224': ('vit', {'patch_size': 14, 'embed_dim': 1280, 'depth': 32, 'num_heads': 16,
+        'pre_norm': True, 'img_size': 224}),
+    'vit_huge_patch14_clip_336': ('vit', {'patch_size': 14, 'embed_dim': 1280, 'depth': 32, 'num_heads': 16,
+        'pre_norm': True, 'img_size': 336}),
+    'vit_huge_patch14_clip_378': ('vit', {'patch_size': 14, 'embed_dim': 1280, 'depth': 32, 'num_heads': 16,
+        'pre_norm': True, 'img_size': 378}),
+    'vit_large_patch14_clip_224': ('vit', {'patch_size': 14, 'embed_dim': 1024, 'depth': 24, 'num_heads': 16,
+        'pre_norm': True, 'img_size': 224}),
+    'vit_large_patch14_clip_336': ('vit', {'patch_size': 14, 'embed_dim': 1024, 'depth': 24, 'num_heads': 16,
+        'pre_norm': True, 'img_size': 336}),
+    'vit_medium_patch16_clip_224': ('vit', {'embed_dim': 512, 'depth': 12, 'num_heads': 8, 'pre_norm': True,
+        'img_size': 224}),
+    'vit_medium_patch32_clip_224': ('vit', {'patch_size': 32, 'embed_dim': 512, 'depth': 12, 'num_heads': 8,
+        'pre_norm': True, 'img_size': 224}),
+    'vit_xsmall_patch16_clip_224': ('vit', {'embed_dim': 256, 'depth': 10, 'num_heads': 4, 'pre_norm': True,
+        'img_size': 224}),
+}
 
 # name -> (mean, std, interpolation, crop_pct, crop_mode) of its default pretrained
 # config: how timm's `resolve_data_config` prepares its images (`TimmAdapter.stated_preprocessing`).
@@ -234,11 +284,15 @@ def registered_name(args: dict, distilled: bool, preferred: str) -> tuple[str, l
     """(the registered timm model closest to lg's model_args `args`, the
     arguments that differ from it): one whose architecture `args` is when it
     exists (no difference), else the one with the fewest differences
-    (`preferred`, then a vit_ name, on a tie)."""
+    (`preferred`, then a vit_ name, on a tie). Only models with the norms of
+    `preferred`, the model lg builds, are candidates: a CLIP ViT's (eps 1e-5)
+    when it is one of them, else the others' (1e-6), which no argument could
+    make the same."""
     mine = _resolved({key: args[key] for key in USABLE_KWARGS})
     kind = "deit-distilled" if distilled else "vit"
+    table = REGISTERED_CLIP_VITS if preferred in REGISTERED_CLIP_VITS else REGISTERED_VITS
     found = []
-    for name, (registered_kind, registered_args) in REGISTERED_VITS.items():
+    for name, (registered_kind, registered_args) in table.items():
         if registered_kind == kind:
             differ = _differing(mine, _resolved(registered_args))
             if any(mine[key] is None for key in differ):

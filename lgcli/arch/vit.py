@@ -14,7 +14,10 @@ from the file's lg metadata when present; heads otherwise from the caller,
 else from q/k-norm sizes (exact), else the DeiT/ViT convention d = 64, and
 the spec records that the number was assumed. A timm hub folder is read as
 timm reads it (`TimmFamily.hub_architectures`), and a single file's load line names
-the registered model whose architecture it has (`timm_vit_names`).
+the registered model whose architecture it has (`timm_vit_names`). A ViT
+with norm_pre is built as timm's CLIP ViT (`CLIP_MODEL_NAME`): timm
+registers no other pre-norm ViT of LayerNorms, and CLIP's have eps 1e-5,
+the other ViTs' 1e-6, which no tensor shows.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ from .timm_vit_names import registered_name, registered_preprocessing
 
 PLAIN_MODEL_NAME = "vit_base_patch16_224"
 DISTILLED_MODEL_NAME = "deit_base_distilled_patch16_224"
+# A ViT with norm_pre: timm registers these as its CLIP ViTs alone, whose
+# LayerNorms have eps 1e-5 (the others' 1e-6), which no tensor shows.
+CLIP_MODEL_NAME = "vit_base_patch16_clip_224"
 Shape = tuple[int, ...]
 
 # Global state dict key -> (role, axes); the blocks' keys are timm's (`timm.BLOCK_KEYS`).
@@ -193,7 +199,8 @@ VIT = TimmFamily(
     layout=LAYOUT, model_name=PLAIN_MODEL_NAME, model_class="timm.models.vision_transformer.VisionTransformer",
     marker="patch_embed.proj.weight", arguments=arguments, name="timm VisionTransformer",
     no_weight_decay=frozenset({"pos_embed", "cls_token", "dist_token", "reg_token"}),
-    variants={"dist_token": DISTILLED_MODEL_NAME}, hub_architectures=("",), check_config=check_config,
+    variants={"dist_token": DISTILLED_MODEL_NAME, "norm_pre.weight": CLIP_MODEL_NAME}, hub_architectures=("",),
+    check_config=check_config,
     recorded_arguments=recorded_arguments, live_arguments=live_arguments,
     registered=lambda args, name: registered_name(args, name == DISTILLED_MODEL_NAME, name),
     registered_preprocessing=registered_preprocessing, inspect_fields=inspect_fields)
