@@ -39,6 +39,16 @@ from .shapes import ModelShapes
 MAX_CONFIG_PARAMS = 1_000_000_000_000
 
 
+def checked_sizes(adapter: "HfAdapter", config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of config.json, its sizes readable (`HfAdapter.sizes`): the
+    end of every `checked_config`."""
+    try:
+        adapter.sizes(config)
+    except (TypeError, ValueError) as exc:
+        raise LgError(f"config.json: {exc}") from None
+    return copy.deepcopy(dict(config))
+
+
 class HfAdapter(DeclaredAdapter):
     """A Hugging Face text family (`lgcli.arch.base.FamilyAdapter`): its
     declaration (`HfLayout`) read and written by `declared`, its config.json
@@ -201,24 +211,13 @@ class HfAdapter(DeclaredAdapter):
             return {}
         if not isinstance(config, Mapping):
             raise LgError(f"a model's config must be a JSON object, found {type(config).__name__}")
-        model_type, own_type = config.get("model_type"), self.own_model_type(config)
-        if own_type is not None and model_type != own_type:  # a class read under a type of its own alone
-            raise LgError(f"config.json's model_type is {shown(repr(model_type))}; its "
-                          f"{config['architectures'][0]} is model type {own_type}")
-        if own_type is None and model_type in self.layout.refused_model_types:
+        model_type = config.get("model_type")
+        if model_type in self.layout.refused_model_types:
             raise LgError(self.layout.refused_model_types[model_type])
-        if own_type is None and model_type is not None and model_type not in self.layout.model_types:
+        if model_type is not None and model_type not in self.layout.model_types:
             raise LgError(f"config.json's model_type {shown(model_type)} is not a {self.family} model "
                           f"({', '.join(self.layout.model_types)})")
-        try:
-            self.sizes(config)
-        except (TypeError, ValueError) as exc:
-            raise LgError(f"config.json: {exc}") from None
-        return copy.deepcopy(dict(config))
-
-    def own_model_type(self, config: Mapping[str, Any]) -> str | None:
-        """A model_type the class config.json names is read under alone (None: the family's types)."""
-        return None
+        return checked_sizes(self, config)
 
     def _base_config(self, config: Mapping[str, Any], architecture: str) -> dict[str, Any]:
         """The config the output starts from: the source's, else the config class's defaults."""

@@ -31,7 +31,7 @@ from ..preprocessing import PREPROCESSING, Preprocessing, from_image_processor, 
 from ..stack import TOKENS, ArchSpec, Stack, TensorGroup
 from .base import Reader, norm_facts
 from .declared import Heads, StoredTensors
-from .hf import HfAdapter, import_transformers, model_holding
+from .hf import HfAdapter, checked_sizes, import_transformers, model_holding
 from .hf_layout import Architecture, HfLayout, config_int
 
 
@@ -115,11 +115,18 @@ class HfImageAdapter(HfAdapter):
     def set_sizes(self, config: dict[str, Any], spec: ArchSpec) -> None:
         super().set_sizes(self.tower(config), spec)  # type: ignore[arg-type]
 
-    def own_model_type(self, config: Mapping[str, Any]) -> str | None:
-        """A model type the family refuses (a CLIPModel's clip) read for the
-        class that declares it as its own (`ImageArchitecture.model_type`:
-        CLIPForImageClassification), which is given no other."""
-        return getattr(self._declared(config), "model_type", None)
+    def checked_config(self, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        """`HfAdapter.checked_config`, and a model type the family refuses (a
+        CLIPModel's clip) read for the class that declares it as its own
+        (`ImageArchitecture.model_type`: CLIPForImageClassification), which
+        is given no other."""
+        own_type = getattr(self._declared(config), "model_type", None) if isinstance(config, Mapping) else None
+        if own_type is None:
+            return super().checked_config(config)
+        if config.get("model_type") != own_type:
+            raise LgError(f"config.json's model_type is {shown(repr(config.get('model_type')))}; its "
+                          f"{config['architectures'][0]} is model type {own_type}")
+        return checked_sizes(self, config)
 
     def recognises(self, state_dict: Mapping[str, torch.Tensor]) -> bool:
         # lg reads the model classes the layout declares: with a head, every
