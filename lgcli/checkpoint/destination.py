@@ -2,8 +2,9 @@
 holds an input, lies inside an input folder or the Hugging Face cache
 (which lg only reads), or is not a file or a model folder lg could have
 written (an empty folder takes a model folder), and when its name says
-another form than lg writes (a folder, one file, a PyTorch pickle). Checked before any work, so that a bad output path fails
-fast; the writer checks again."""
+another form than lg writes (a folder, one file, a PyTorch pickle).
+Checked before any work, so that a bad output path fails fast; the writer
+checks again."""
 
 from __future__ import annotations
 
