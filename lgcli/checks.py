@@ -85,3 +85,10 @@ def check_test_fraction(test_fraction: Any) -> float:
     """`--test-fraction`: a finite number in [0, 0.9], or 1 (`WHOLE_TEST_FRACTION`)."""
     return check_real(test_fraction, "--test-fraction", "a number in [0, 0.9], or 1 to hold out all of it",
                       lambda v: 0.0 <= v <= 0.9 or v == WHOLE_TEST_FRACTION)
+
+
+def apt_get_install(package: str) -> str:
+    """The command that installs a Debian package, as the user running lg
+    can run it as printed: root has it directly (and a container often has
+    no sudo), anyone else through sudo."""
+    return f"{'' if os.geteuid() == 0 else 'sudo '}apt-get install {package}"

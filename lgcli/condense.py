@@ -362,7 +362,7 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
                                           force=force, stdout=stdout)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
     if str(output) != STDIO:  # the line lg inspect prints for the file, from the learngene in memory
-        report["expand_call"] = grow_hint(str(output), learngene.spec, learngene.sizes.get("widths"))
+        report["expand_call"] = grow_hint(str(output), learngene)
     return report
 
 

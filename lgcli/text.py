@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from lgcli.arch.base import CAUSAL_LM, MASKED_LM
-from lgcli.checks import WHOLE_TEST_FRACTION, check_seed, check_test_fraction
+from lgcli.checks import WHOLE_TEST_FRACTION, apt_get_install, check_seed, check_test_fraction
 from lgcli.data import parse_subset, subset_count
 from lgcli.errors import LgError, notify_stderr, one_line, os_reason, shown
 from lgcli.lazy import F, no_grad, torch
@@ -66,7 +66,7 @@ EMBEDDED_TEXT = Path(__file__).parent / "datasets" / "kjv-mini" / "kjv-mini.txt.
 # from both testaments, about 370 KB.
 KJV_MINI_BOOKS = ("Gen1:1-Gen50:26", "Mark1:1-Mark16:20", "John1:1-John21:25")
 BIBLE_WHOLE = "Gen1:1-Rev22:21"
-BIBLE_INSTALL = "sudo apt-get install bible-kjv-text"
+BIBLE_INSTALL = apt_get_install("bible-kjv-text")
 # Windows of this many tokens unless --seq-len says otherwise (or the model
 # has fewer positions): long enough for sentence-level context, short enough
 # that a probe step on CPU takes a fraction of a second for a small model.
@@ -461,7 +461,9 @@ def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path
                          test_fraction=DEFAULT_TEST_FRACTION if test_fraction is None else test_fraction)
     if isinstance(tokenizer, ByteTokenizer):
         # Said once the data are read, so that bad input is still a single line.
-        notify("no tokenizer.json beside the models' weights: tokens are UTF-8 bytes")
+        notify("no tokenizer.json beside the models' weights: tokens are UTF-8 bytes" if stated else
+               "live models name no tokenizer: tokens are UTF-8 bytes (give one of the models as its folder's "
+               "path to read the text with the tokenizer beside it)")
     return data
 
 

@@ -140,6 +140,16 @@ def test_missing_builtins_name_their_install_command(monkeypatch, tmp_path):
         load_data("mnist")
 
 
+def test_the_install_command_runs_as_printed_for_root_and_for_a_user(monkeypatch):
+    """Root (a container, often without sudo) runs apt-get itself; anyone else needs sudo."""
+    from lgcli.checks import apt_get_install
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert apt_get_install("dataset-fashion-mnist") == "apt-get install dataset-fashion-mnist"
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert apt_get_install("dataset-fashion-mnist") == "sudo apt-get install dataset-fashion-mnist"
+
+
 def test_mnist_pickle_loads_arrays_and_refuses_code(monkeypatch, tmp_path):
     rng = np.random.default_rng(0)
 

@@ -449,6 +449,20 @@ def test_a_resumed_run_writes_the_same_bytes_as_an_uninterrupted_one(vits, image
     assert resumed.read_bytes() == whole.read_bytes()
 
 
+def test_a_resumed_finished_run_says_it_trained_no_step(vits, lg, tmp_path):
+    """As lg condense does: a --resume says where it resumed, here of a run that had ended."""
+    teacher_path, student_path = vits
+    checkpoint = tmp_path / "run.pt"
+    common = ("distill", student_path, "--teacher", teacher_path, "--data", "fashion-mnist-mini", *IMAGES,
+              "--steps", "2", "--checkpoint", checkpoint, "--checkpoint-every", "1")
+    first = lg(*common, "-o", tmp_path / "a.safetensors")
+    assert first.code == 0 and "distilled 1 x 32 from 2 x 32 in 2 steps," in first.stderr, first.stderr
+    again = lg(*common, "--resume", "-o", tmp_path / "b.safetensors")
+    assert again.code == 0, again.stderr
+    assert "resumed at step 2 of 2: no step left to train" in again.stderr
+    assert (tmp_path / "b.safetensors").read_bytes() == (tmp_path / "a.safetensors").read_bytes()
+
+
 # ---- pipes and the command line
 
 def test_a_shrink_piped_into_a_distill_heals_the_shrunk_model(vits, tmp_path):

@@ -18,6 +18,7 @@ from lgcli.learngenes.lets import initial_depth_map
 from lgcli.stack import ArchSpec
 
 from conftest import sample_input
+from printed import run_printed
 
 TEACHER = dict(depth=4, embed_dim=64, num_heads=4, patch_size=7, img_size=28, in_chans=1, num_classes=10)
 FAST = ["--batch-size", "16", "--subset", "64", "--test-subset", "32"]
@@ -275,3 +276,15 @@ def test_fitted_width_maps_without_the_teacher_are_refused_in_one_line(teacher, 
                 "--data", "fashion-mnist-mini", *FAST, "--steps", "1", "-o", str(out))
     assert result.code != 0 and "--width-maps fit" in result.stderr and "\n" not in result.stderr.strip()
     assert not out.exists()
+
+
+def test_the_grow_hint_names_the_depths_it_was_trained_at_and_runs_as_printed(gene, tmp_path, lg):
+    """A LeTs learngene builds only the depths it was trained at, so the
+    comment of the line `lg inspect` prints says those, not "any depth"."""
+    hint = json.loads(lg("inspect", str(gene), "--json").stdout)["expand_call"]
+    assert hint == f"lg grow {gene} --depth 4 --width 32 -o lets-depth4-width32.safetensors  # depths 2-5; " \
+                   f"trained widths 32, 64"
+    ran = run_printed(hint, tmp_path)
+    assert ran.code == 0, ran.stderr
+    spec = lgcli.load(tmp_path / "lets-depth4-width32.safetensors").spec
+    assert (spec.depth, spec.width) == (4, 32)

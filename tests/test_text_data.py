@@ -293,3 +293,18 @@ def test_a_masked_lm_needs_a_mask_token(tmp_path):
     text.write_text(read_text("kjv-mini")[1][:3000])
     with pytest.raises(LgError, match="has no mask token"):
         load_text(text, tokenizer=tokenizer, task=MASKED_LM, seq_len=16)
+
+
+def test_live_models_read_text_as_bytes_and_say_how_to_read_it_with_a_tokenizer():
+    """A live model states no tokenizer (no folder beside it): bytes, said with the way to a tokenizer."""
+    import transformers
+
+    from lgcli.text import text_data_for
+
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=300))
+    said: list[str] = []
+    data = text_data_for([("the student", model, None, "")], "causal-lm", "kjv-mini", seq_len=16, subset=8,
+                         test_subset=4, notify=said.append)
+    assert data.tokenizer == "UTF-8 bytes"
+    assert said == ["live models name no tokenizer: tokens are UTF-8 bytes (give one of the models as its folder's "
+                    "path to read the text with the tokenizer beside it)"]

@@ -44,6 +44,10 @@ def read_checkpoint(source: str | os.PathLike, *, stdin: BinaryIO | None = None,
     or shards' tensors are `HeaderTensor`s, their values unread and torch not
     imported; `read_into` still reads their values. Streams and pickles are
     read whole either way."""
+    if not isinstance(source, (str, os.PathLike)):  # str() of a live model is its repr: not a path to look for
+        raise TypeError(f"a checkpoint is read from a path, '-' or a hub id, not a {type(source).__name__}: for a "
+                        f"live model, lgcli.spec_of_model(model) gives its (spec, stack), or write it with "
+                        f"lgcli.save_model(model, path)")
     src = resolve_source(str(source))
     if src == STDIO:
         stream = stdin if stdin is not None else _stdin_buffer()

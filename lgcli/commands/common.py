@@ -194,7 +194,7 @@ def declared_flags(owners: dict[str, Sequence[Option]]) -> list[pyinspect.Parame
 # Metavars of declared options that name what a value is (by option name: the
 # same name means the same kind of value in every method and kind).
 DECLARED_METAVARS = {"data": "DATA", "teacher": "CKPT", "lr": "RATE", "subset": "N|F",
-                     "device": "auto|cpu|cuda", "wavelet": "NAME", "depths": "LIST", "templates": "LIST",
+                     "device": "auto|cpu|cuda[:N]", "wavelet": "NAME", "depths": "LIST", "templates": "LIST",
                      "widths": "LIST"}
 
 

@@ -31,7 +31,7 @@ ProbeLrOption = typer.Option(None, "--lr", metavar="RATE", rich_help_panel=PROBE
                              help="Peak learning rate of the probe [default: 3e-4].")
 EvalEveryOption = typer.Option(0, "--eval-every", min=0, metavar="N", rich_help_panel=PROBE, show_default=False,
                                help="Score the test split every N steps [default: steps/10].")
-ProbeDeviceOption = typer.Option("auto", "--device", metavar="auto|cpu|cuda", rich_help_panel=PROBE,
+ProbeDeviceOption = typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]", rich_help_panel=PROBE,
                                  help="auto (CUDA when present, else the CPU), cpu or cuda (bf16 autocast on CUDA).")
 
 

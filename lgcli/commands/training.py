@@ -24,7 +24,7 @@ from .common import (AUXILIARY, DATA, MAX_SEED, OUTPUT, RESUMING, SOURCE, TRAINI
 
 
 # checkpoint and output (typer takes one declaration as both defaults).
-TrainingDeviceOption = typer.Option("auto", "--device", metavar="auto|cpu|cuda", rich_help_panel=TRAINING,
+TrainingDeviceOption = typer.Option("auto", "--device", metavar="auto|cpu|cuda[:N]", rich_help_panel=TRAINING,
                                     help="auto (CUDA when present, else the CPU), cpu or cuda (bf16 autocast on "
                                          "CUDA); torchrun for several GPUs.")
 CheckpointOption = typer.Option(None, "--checkpoint", metavar="FILE", rich_help_panel=RESUMING,
@@ -291,9 +291,13 @@ def distill_command(
         (sys.stderr if output == "-" else sys.stdout).write(text)
         return
     stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
-    note(f"distilled {shape_text(report['student'])} from {shape_text(report['teacher'])} in {report['steps']} "
-         f"steps{stopped}, {report['seconds']:.0f} s: held-out {_distill_figures(report['held_out'])}; "
-         f"wrote {report['output']}")
+    resumed, steps = report.get("resumed_from"), report["steps"]
+    # A resumed run says so, as lg condense does: the steps this run trained, or none left.
+    trained = (f"in {steps} steps" if not resumed else
+               f"in steps {resumed + 1}-{steps} (resumed at step {resumed})" if steps > resumed else
+               f"resumed at step {resumed} of {steps}: no step left to train")
+    note(f"distilled {shape_text(report['student'])} from {shape_text(report['teacher'])} {trained}{stopped}, "
+         f"{report['seconds']:.0f} s: held-out {_distill_figures(report['held_out'])}; wrote {report['output']}")
     if report.get("load_line"):
         note(f"load with: {report['load_line']}")
 
