@@ -42,12 +42,13 @@ from .preprocessing import PREPROCESSING, Overrides, attach, overridden
 from .recipe import preprocessing_of
 from .sizing import check_heads_known, spec_sizes, target_spec
 from .stack import ArchSpec, Stack
-from .text import TextData, TokenWindows, check_data_source, evaluate_text
+from .text import TextData, check_data_source, evaluate_text
 from .accuracy import evaluate_accuracy
 from .devices import auto_device_note, concrete_device, distributed_setup
 from .heads import model_input
 from .losses import distillation_loss
 from .run_settings import RunSettings
+from .stopping import StoppingRule, hold_out, unit_of
 from .train import StepCallback, TrainConfig, check_checkpoint_path, check_resume, seconds_per_step, train
 
 if TYPE_CHECKING:
@@ -56,12 +57,6 @@ if TYPE_CHECKING:
 Notify = Callable[[str], None]
 # Images held out to score the auxiliary model when --test-fraction is not given.
 DEFAULT_CONDENSE_IMAGE_TEST_FRACTION = 0.2
-# The stopping rule's held-out split: this share of the train split, at most
-# UNTIL_HELD_OUT_MAX examples (images or windows), class-balanced for images.
-UNTIL_HELD_OUT_FRACTION = 0.05
-UNTIL_HELD_OUT_MAX = 2000
-# Checks without a new best before the stopping rule gives up.
-UNTIL_PATIENCE = 3
 
 
 @dataclass
@@ -70,7 +65,7 @@ class CondenseSettings(RunSettings):
     its steps (or epochs), batch and rate, and the training run's shared
     settings (`run_settings.RunSettings`: warm-up, by default 5 % of the steps,
     weight decay, seed, device, checkpoint, --until, whose patience is
-    UNTIL_PATIENCE checks).
+    `lgcli.stopping.UNTIL_PATIENCE` checks).
 
     Checked when constructed, with the messages the CLI's flags would get:
     `lr` finite and > 0, `weight_decay` finite and >= 0, `batch_size` >= 1,
@@ -197,7 +192,7 @@ def condense(teacher: str | os.PathLike | Checkpoint, data: ImageData | TextData
         dataset, held_out = hold_out(dataset, settings.seed)
     steps = settings.total_steps(len(dataset.train))
     if len(dataset.train) < settings.batch_size:
-        raise LgError(f"the train split has {len(dataset.train)} {_unit(dataset)}, fewer than one batch of "
+        raise LgError(f"the train split has {len(dataset.train)} {unit_of(dataset)}, fewer than one batch of "
                       f"{settings.batch_size} (lower {settings.batch_flag})")
 
     config = TrainConfig(steps=steps, batch_size=settings.batch_size, batch_flag=settings.batch_flag, lr=settings.lr,
@@ -380,99 +375,6 @@ def _read_data(model: GeneratedModel, data, checkpoint: Checkpoint, name: str, s
                     where=checkpoint.label,
                     subset=reading["subset"], test_subset=reading["test_subset"], test_fraction=test_fraction,
                     seed=settings.seed, fitting="a learngene", notify=notify, seq_len=reading["seq_len"])
-
-
-def hold_out(data: ImageData | TextData, seed: int) -> tuple[ImageData | TextData, Any]:
-    """The stopping rule's split: UNTIL_HELD_OUT_FRACTION of the train split
-    (at most UNTIL_HELD_OUT_MAX; class-balanced for images, seeded), taken
-    out of what is trained on. Returns (the data without it, the split)."""
-    from .data import balanced_subset
-
-    total = len(data.train)
-    count = max(1, min(UNTIL_HELD_OUT_MAX, int(total * UNTIL_HELD_OUT_FRACTION)))
-    if total - count < 1:
-        raise LgError(f"--until holds out part of the train split, which has only {total} {_unit(data)}")
-    if isinstance(data, ImageData):
-        chosen = balanced_subset(data.train.labels, count, seed)
-    else:
-        chosen = torch.randperm(total, generator=torch.Generator().manual_seed(seed))[:count].tolist()
-    taken = set(chosen)
-    kept = [index for index in range(total) if index not in taken]
-    return dataclasses.replace(data, train=data.train.subset(kept)), data.train.subset(sorted(chosen))
-
-
-class StoppingRule:
-    """`--until F`: every `every` steps (and at step 0), score the auxiliary
-    model on the held-out split; stop once it reaches F of the teacher's
-    figure there (images: its top-1 over the teacher's; text: the teacher's
-    loss over its own), or once UNTIL_PATIENCE checks in a row bring no new
-    best. The teacher is scored once. A training checkpoint keeps the rest
-    (`state_dict`), so that a --resume decides as the uninterrupted run did."""
-
-    def __init__(self, until: float, every: int, held_out, teacher: torch.nn.Module, device: str, notify: Notify,
-                 command: str = "condense"):
-        self.until, self.every, self.held_out, self.device, self.notify = until, every, held_out, device, notify
-        self.command = command  # who stops, in its message (lg distill uses the rule too)
-        self.teacher_figure = self._figure(teacher)
-        self.history: list[dict[str, float]] = []
-        self.best = -math.inf
-        self.since_best = 0
-        self.reason = "step cap"
-
-    def _figure(self, model: torch.nn.Module) -> float:
-        if isinstance(self.held_out, TokenWindows):
-            return evaluate_text(model, self.held_out, device=self.device)["loss"]
-        return evaluate_accuracy(model, self.held_out, device=self.device)["top1"]
-
-    def ratio(self, figure: float) -> float:
-        """The auxiliary model's figure as a fraction of the teacher's."""
-        if isinstance(self.held_out, TokenWindows):
-            return self.teacher_figure / figure if figure > 0 else math.inf
-        return figure / self.teacher_figure if self.teacher_figure > 0 else math.inf
-
-    def check(self, step: int, model: torch.nn.Module) -> bool:
-        ratio = self.ratio(self._figure(model))
-        self.history.append({"step": step, "of_teacher": round(ratio, 4)})
-        if step == 0:  # where it starts; never a stop: a learngene is what condensing trained
-            self.best = ratio
-            return False
-        if ratio >= self.until:
-            self.reason = f"reached {self.until:g} of the teacher"
-        elif ratio > self.best:
-            self.best, self.since_best = ratio, 0
-            return False
-        else:
-            self.since_best += 1
-            if self.since_best < UNTIL_PATIENCE:
-                return False
-            self.reason = f"no new best in {UNTIL_PATIENCE} checks"
-        self.notify(f"{self.command}: stopping at step {step}: {self.reason} ({ratio:.3f} of its figure on the "
-                    f"held-out split)")
-        return True
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"history": self.history, "best": self.best, "since_best": self.since_best, "reason": self.reason}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # KeyError, TypeError, ValueError when damaged
-        self.history = [{"step": int(c["step"]), "of_teacher": float(c["of_teacher"])} for c in state["history"]]
-        self.best, self.since_best, self.reason = float(state["best"]), int(state["since_best"]), str(state["reason"])
-
-    def wrap(self, on_step: StepCallback | None) -> StepCallback:
-        def callback(step: int, model: torch.nn.Module) -> bool:
-            if on_step is not None:
-                on_step(step, model)
-            return step % self.every == 0 and self.check(step, model)
-
-        return callback
-
-    def report(self, steps_run: int, cap: int) -> dict[str, Any]:
-        return {"fraction": self.until, "every": self.every, "held_out": len(self.held_out),
-                "teacher": round(self.teacher_figure, 4), "steps_run": steps_run, "cap": cap,
-                "stopped": self.reason if steps_run < cap else "step cap", "checks": self.history}
-
-
-def _unit(data: ImageData | TextData) -> str:
-    return "images" if isinstance(data, ImageData) else "windows"
 
 
 def _scores(model: torch.nn.Module, teacher: torch.nn.Module, data: ImageData | TextData,

@@ -374,7 +374,7 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
                               f"data of their classes)")
     held_out = None
     if settings.until is not None:
-        from .condense import hold_out
+        from .stopping import hold_out
 
         dataset, held_out = hold_out(dataset, settings.seed)
     unit = "images" if isinstance(dataset, ImageData) else "windows"
@@ -440,7 +440,7 @@ def run(student: Any, teacher: Any, data: ImageData | TextData | str | os.PathLi
         figures.update(teacher=scores.teacher(), before=before)
     rule = None
     if held_out is not None:
-        from .condense import StoppingRule
+        from .stopping import StoppingRule
 
         rule = StoppingRule(settings.until, settings.until_every, held_out, master.model, settings.device, notify,
                             command="distill")

@@ -122,7 +122,9 @@ def encode_lg_metadata(lg: Mapping[str, Any]) -> dict[str, str]:
     for name, value in lg.items():
         if value is None:
             continue
-        out[LG_PREFIX + name] = (json.dumps(value, sort_keys=True) if name in JSON_KEYS
+        # allow_nan=False: as strict as the reader, which refuses Infinity and NaN (not JSON), so no file lg
+        # writes is one it then refuses.
+        out[LG_PREFIX + name] = (json.dumps(value, sort_keys=True, allow_nan=False) if name in JSON_KEYS
                                  else str(value))
     return out
 
