@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Mapping
 
-from .learngene_files import is_learngene, save_learngene
+from .learngene_files import is_learngene, load_learngene, save_learngene
 from .outputs import checked_output
 from .loading import build_model, load
 from .inspection import grow_hint
@@ -356,8 +356,10 @@ def condense_file(teacher: str | os.PathLike, output: str | os.PathLike, *, forc
         report["sha256"] = save_learngene(target, learngene, options=report["options"], source=checkpoint,
                                           force=force, stdout=stdout)
     report["output"] = "<stdout>" if str(output) == STDIO else str(output)
-    if str(output) != STDIO:  # the line lg inspect prints for the file, from the learngene in memory
-        report["expand_call"] = grow_hint(str(output), learngene)
+    if str(output) != STDIO and distributed_setup(settings.device).rank == 0:
+        # The line lg inspect prints for it, from the file as written: its descendants' form is the file's (a
+        # learngene of a timm hub folder's model keeps no hub config, so they are single files).
+        report["expand_call"] = grow_hint(str(output), load_learngene(read_checkpoint(str(output))))
     return report
 
 

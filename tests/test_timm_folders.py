@@ -165,3 +165,21 @@ def test_a_pipe_carries_one_file_which_the_next_command_reads(timm_folder, sourc
     assert lg("grow", "-", "--depth", "2", "--method", "clone", "-o", out, stdin=piped.stdout).code == 0
     report = json.loads(lg("inspect", out, "--json").stdout)
     assert (report["depth"], report["width"], report["heads"], report["heads_assumed"]) == (2, 64, HEADS, False)
+
+
+def test_a_learngene_of_a_folder_says_the_grow_line_lg_inspect_prints_and_it_runs(lg, tmp_path):
+    """The learngene file keeps no hub config, so its descendants are single
+    files: lg condense's last line is lg inspect's, with the file's suffix."""
+    from printed import run_printed
+
+    folder, gene = tmp_path / "ten_classes", tmp_path / "vit.tleg.lg.safetensors"
+    save_for_hf(make_vit("cls-token", model_name="vit_tiny_patch16_224", num_heads=HEADS, num_classes=10),
+                str(folder), safe_serialization=True)
+    result = lg("condense", folder, "--method", "tleg", "--data", "fashion-mnist-mini", "--steps", "1",
+                "--batch-size", "8", "--subset", "16", "--test-subset", "8", "-o", gene)
+    assert result.code == 0, result.stderr
+    hint = json.loads(lg("inspect", gene, "--json").stdout)["expand_call"]
+    assert f"build a model with: {hint}\n" in result.stderr
+    assert " -o vit.tleg-depth" in hint and ".safetensors  # any depth" in hint
+    ran = run_printed(hint, tmp_path)
+    assert ran.code == 0, ran.stderr

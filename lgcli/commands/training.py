@@ -180,7 +180,7 @@ def condense(
                    f"resumed at step {report['resumed_from']} of {report['steps']}: no step left to train")
         note(f"condensed {report['method']}: auxiliary {shape} {condensed_score(report, 'teacher')}, {trained}, "
              f"{report['seconds']:.0f} s; {report['parameters']['learngene']:,} parameters; wrote {report['output']}")
-    if output != "-":  # the line lg inspect prints for it, which runs as printed
+    if report.get("expand_call"):  # the line lg inspect prints for it, which runs as printed (rank 0 reads it)
         note(f"build a model with: {report['expand_call']}")
 
 
