@@ -129,8 +129,11 @@ def shrink_in_two_steps(resize_step: Callable[..., dict[str, Any]], loaded, targ
     # drops). The extras the step between lacks are those; its own stand.
     extras = {**{k: v for k, v in loaded.spec.extras.items() if k not in middle.spec.extras}, **middle.spec.extras}
     middle = dataclasses.replace(middle, spec=dataclasses.replace(middle.spec, extras=extras))
+    # The first step made the depth; asked again of the model between, a Swin's one number (its deepest
+    # stage's depth, `sizing.stage_depths`) would be read against that model's stages, whose deepest may
+    # be another stage (2,2 -> 2,1: depth 1 read again gives 1,1). The pipe's second command asks no depth.
     second = resize_step(middle, target, direction=SHRINK, method=WIDTH_METHOD, notify=notify, stdout=stdout,
-                         card=card, **width_options)
+                         card=card, **{**width_options, "depth": None})
     return _told_as_one(second, loaded, first, budget)
 
 
