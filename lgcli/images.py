@@ -217,7 +217,9 @@ def with_image(path: Path, use: Callable[[Any], Any]) -> Any:
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         reason = f"its header states more than lg's limit of {MAX_IMAGE_PIXELS:,} pixels per image"
     except UnidentifiedImageError:
-        reason = "it is not a PNG, JPEG, BMP, GIF, WebP, TIFF or PPM/PGM image"
+        signed = _format_signed(path)  # a file that begins as an image but is not one is damaged, not foreign
+        reason = (f"it begins as a {signed} image, but its data is damaged" if signed else
+                  "it is not a PNG, JPEG, BMP, GIF, WebP, TIFF or PPM/PGM image")
     except OSError as error:  # truncated data, and files gone or changed since the folder was listed
         reason = os_reason(error) if error.errno is not None else short_line(str(error))
     except RecursionError:
@@ -225,6 +227,23 @@ def with_image(path: Path, use: Callable[[Any], Any]) -> Any:
     except Exception as error:  # PIL's decoders raise many types for damaged data (SyntaxError, ValueError, ...)
         reason = f"its data is damaged ({short_line(f'{type(error).__name__}: {error}', 120)})"
     raise LgError(f"cannot read image {where}: {reason}")
+
+
+# The first bytes of each format lg reads (PIL_FORMATS), to tell a damaged image from a file of another kind.
+FORMAT_SIGNATURES = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
+                     (b"BM", "BMP"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"P5", "PGM"), (b"P6", "PPM"))
+
+
+def _format_signed(path: Path) -> str | None:
+    """The format whose signature `path` begins with, if any (WebP: RIFF....WEBP)."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(12)
+    except OSError:
+        return None
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WebP"
+    return next((name for signature, name in FORMAT_SIGNATURES if head.startswith(signature)), None)
 
 
 class SubsetImages(ImageSet):

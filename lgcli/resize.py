@@ -188,7 +188,7 @@ def measured(loaded: Loaded, options: dict[str, Any], seed: int | None, device: 
     model, examples, name = calibration_examples_of(loaded, options, seed)
     statistics = calibrate(model, loaded.spec, examples, name=name, seed=seed or 0,
                            device=calibration_device(device))
-    notify(f"calibrated on {statistics.samples} examples of {name} ({statistics.positions:,} positions) "
+    notify(f"calibrated on {statistics.samples} examples of {name} ({statistics.positions:,} tokens) "
                   f"in {statistics.seconds:.1f} s")
     return statistics
 

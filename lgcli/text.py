@@ -383,8 +383,11 @@ def load_text(source: str | os.PathLike = DEFAULT_TEXT, *, tokenizer: Tokenizer,
                       f"--steps 0, scores all of them)")
     if not len(windows) or (len(windows) - held_out < 1 and test_fraction != WHOLE_TEST_FRACTION):
         # Only the remedy that applies (lg shrink --calibrate has no --test-fraction).
+        # Calibration draws from the train split too: the test split stays unseen by what lg eval then scores.
+        drawn = "; calibration draws from the train split" if flag == "--calibrate" else ""
         raise LgError(f"{flag} {shown(name)}: its {len(ids):,} tokens make {len(windows)} windows of {seq_len} "
-                      f"tokens, too few for a train and a test split (give more text or a smaller {seq_len_flag})")
+                      f"tokens, too few for a train and a test split{drawn} (give more text or a smaller "
+                      f"{seq_len_flag})")
     train_windows = windows[:len(windows) - held_out]
     test_windows = windows[len(windows) - held_out:]
     train_windows = _take(train_windows, subset, seed, "--subset")

@@ -257,6 +257,11 @@ BROKEN_FILES = {
     "text": (lambda p: p.write_text("not a picture"), "not a PNG, JPEG"),
     "postscript": (lambda p: p.write_text("%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 9 9\n"), "not a PNG, JPEG"),
     "truncated": (truncated_png, "truncated"),
+    # A PNG's signature and then garbage: PIL cannot identify it, and it is a damaged PNG, not a foreign file.
+    "png-signature-then-garbage": (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 100),
+                                   "it begins as a PNG image, but its data is damaged"),
+    "jpeg-signature-then-garbage": (lambda p: p.write_bytes(b"\xff\xd8\xff" + b"\x00" * 64),
+                                    "it begins as a JPEG image, but its data is damaged"),
     "folder": (lambda p: p.mkdir(), "folder, not an image"),
     "link-loop": (lambda p: os.symlink(p.name, p), "symbolic link loop"),
     "broken-link": (lambda p: os.symlink("missing.png", p), "broken symbolic link"),

@@ -53,9 +53,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("fitting",),                         # training on data for what a learngene builds
     ("budget",),                          # lg shrink --params/--memory: the request checked, its shape
     ("calibrated_shrink",),               # lg shrink --calibrate without --method: the data-aware steps
+    ("stopping",),                        # --until: the held-out split and the rule that stops training
     ("resize", "condense", "evaluate"),   # the commands, as library functions
     ("held_out",),                        # lg distill's held-out figures: the teacher once, the student beside it
-    ("distill",),                         # healing a model from a teacher (condense's stopping rule)
+    ("distill",),                         # healing a model from a teacher
     ("report",),                          # rendering results: eval tables, curves, figures
     ("bench_settings",),                  # what a bench is asked, its cells, and what its folder may hold
     ("bench_tables",),                    # a bench's results as text, tables and the summary figure

@@ -281,7 +281,8 @@ def distill_command(
             from ..pace import duration_text
 
             scoring = report["scoring"]
-            note(f"scoring before and after on {scoring['examples']:,} held-out examples (the teacher "
+            unit = "windows" if "seq_len" in report["data"] else "images"  # text data has windows
+            note(f"scoring before and after on {scoring['examples']:,} held-out {unit} (the teacher "
                  f"{counted(scoring['passes']['teacher'], 'pass')}, the student {scoring['passes']['student']}): "
                  f"about {duration_text(scoring['estimated_seconds'])}, from one batch of each timed (--test-subset "
                  f"scores fewer); about {duration_text(report['estimated_seconds'])} in all")
