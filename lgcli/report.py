@@ -64,6 +64,7 @@ def eval_columns(report: dict) -> tuple[str, list[EvalColumn], str]:
                   (f"loss\n@{steps}", plain[2][1]),
                   ("mean\ntop-1", lambda r: f"{r['mean_top1']:.2f}"), ("dip", lambda r: f"{r['dip']:.2f}")]
         legend.append("top-1, top-5: test accuracy in %; loss: test loss")
+        legend += images_prepared(rows)
         measured, mean_read, dip_read = "top-1", "higher learns faster", "the most top-1 lost below step 0"
     columns: list[EvalColumn] = [
         ("checkpoint", lambda r: r["name"]),
@@ -86,6 +87,20 @@ def eval_columns(report: dict) -> tuple[str, list[EvalColumn], str]:
     else:
         columns += plain
     return title, columns, "; ".join(legend) + "."
+
+
+def images_prepared(rows: list[dict]) -> list[str]:
+    """How each row's images were prepared (its model's own recipe, `lgcli.preprocessing`), for the legend:
+    one line when every row shares a recipe, else one per row."""
+    from lgcli.preprocessing import from_record
+
+    recipes = {row["name"]: from_record(row["preprocessing"], tuple(row["preprocessing"]["input_size"]),
+                                        row["preprocessing"]["source"], any_size=True)
+               for row in rows if row.get("preprocessing")}
+    shown = {name: f"{recipe.describe()} ({recipe.source})" for name, recipe in recipes.items()}
+    if len(set(shown.values())) == 1:
+        return [f"images prepared as: {next(iter(shown.values()))}"]
+    return [f"images of {name}: {text}" for name, text in shown.items()]
 
 
 def steps_to_random_cell(row: dict) -> str:

@@ -177,6 +177,17 @@ def test_overrides_change_what_the_model_is_fed(tmp_path, lg):
     assert moved["final"]["loss"] != plain["final"]["loss"]
 
 
+def test_the_eval_table_says_how_each_rows_images_were_prepared(lg):
+    """The table, not only --json: one line when the rows share a recipe, one per row when they differ."""
+    same = lg("eval", EXAMPLE, "--test-subset", "20", "--steps", "0", "--baseline", "random")
+    assert same.code == 0, same.stderr
+    legend = " ".join(same.stdout.decode().split())  # the legend wraps at the console's width
+    assert "images prepared as: mean 0.5 std 0.5, bilinear, squash, crop 1 (lg's default" in legend
+    assert "images of" not in legend
+    moved = lg("eval", EXAMPLE, "--test-subset", "20", "--steps", "0", "--mean", "0.2", "--std", "0.3")
+    assert "images prepared as: mean 0.2 std 0.3, bilinear, squash, crop 1" in " ".join(moved.stdout.decode().split())
+
+
 @pytest.mark.parametrize("flags, message", [
     (("--mean", "0.5,x"), "--mean must be numbers separated by commas"),
     (("--std", "0"), "--std must be positive"),
