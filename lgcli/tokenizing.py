@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -27,6 +28,18 @@ OTHER_TOKENIZER_FILES = ("vocab.txt", "vocab.json", "merges.txt", "tokenizer.mod
 # Mask-token names, when a folder's tokenizer_config.json does not name one:
 # BERT's and RoBERTa's conventions.
 MASK_TOKEN_NAMES = ("[MASK]", "<mask>")
+# The parts of a tokenizer.json that decide the ids of text encoded without
+# special tokens, as lg encodes it, and their names in a refusal. The
+# post_processor acts only through the special tokens around a window
+# (`prefix`, `suffix`), which are compared as ids instead: a re-save may add
+# one that does nothing. The decoder, padding, truncation and version change
+# no id.
+ID_PARTS = {"model": "model", "normalizer": "normalizer", "pre_tokenizer": "pre-tokenizer",
+            "added_tokens": "added tokens"}
+# Row names `lgcli.distill` gives its two parties: their refusal advises on
+# the teacher, since a run compares the teacher's and student's distributions
+# over the same token ids (lg eval's rows are the checkpoints' own names).
+DISTILL_ROWS = {"the student", "the teacher"}
 
 
 # ---- tokenizers ----
@@ -41,7 +54,8 @@ class ByteTokenizer:
     suffix: tuple[int, ...] = ()
     mask_id = 256
     random_ids = 256  # a masked LM's random replacements are bytes
-    key = "utf-8 bytes"
+    key = identity = "utf-8 bytes"
+    canonical = None
 
     def size(self, task: str) -> int:
         """How many ids the model's vocabulary must hold for `task`."""
@@ -84,7 +98,26 @@ class FileTokenizer:
         at = next((i for i in range(len(full) - len(bare) + 1) if full[i:i + len(bare)] == bare), None)
         self.prefix = tuple(full[:at]) if at is not None else ()
         self.suffix = tuple(full[at + len(bare):]) if at is not None else ()
+        # The bytes identify the tokenizer when they are the same: the usual
+        # case, and no re-serializing; `identity` decides when they differ.
         self.key = hashlib.sha256(data).hexdigest() + f":{self.mask_id}"
+
+    @cached_property
+    def canonical(self) -> dict:
+        """What decides the ids lg encodes and the special tokens it uses:
+        the `ID_PARTS` as the tokenizers library writes them back (so that
+        formatting, key order, a field's default left out and the older
+        "a b" merges all read alike), the window's special tokens and the
+        mask id."""
+        saved = json.loads(self.tokenizer.to_str())
+        return {**{part: saved.get(part) for part in ID_PARTS}, "prefix": list(self.prefix),
+                "suffix": list(self.suffix), "mask_id": self.mask_id}
+
+    @cached_property
+    def identity(self) -> str:
+        """Equal for tokenizers that give any text the same ids."""
+        text = json.dumps(self.canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "tokenizer.json " + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def size(self, task: str) -> int:
         return self.ids
@@ -149,13 +182,82 @@ def folder_tokenizer(folder: Path | None) -> Tokenizer:
 def shared_tokenizer(sources: Sequence[tuple[str, Mapping[str, Path | bytes], str]]) -> Tokenizer:
     """The one tokenizer of (row name, companion files, where they are)
     triples; checkpoints with different tokenizers are refused (their
-    losses per token measure different things)."""
+    losses per token measure different things). Tokenizers are the same
+    when they give the same ids (`FileTokenizer.identity`), whatever their
+    files' bytes: another transformers version re-saves one differently."""
     found: dict[str, tuple[Tokenizer, list[str]]] = {}
     for name, files, where in sources:
         tokenizer = model_tokenizer(files, where)
         found.setdefault(tokenizer.key, (tokenizer, []))[1].append(name)
     if len(found) > 1:
-        described = "; ".join(f"{', '.join(names)}: {tokenizer.name}" for tokenizer, names in found.values())
-        raise LgError(f"the checkpoints do not share a tokenizer ({described}); a loss per token compares "
-                      f"models only under one tokenizer: evaluate them separately")
+        same: dict[str, tuple[Tokenizer, list[str]]] = {}
+        for tokenizer, names in found.values():
+            same.setdefault(tokenizer.identity, (tokenizer, []))[1].extend(names)
+        found = same
+    if len(found) > 1:
+        groups = list(found.values())
+        first = groups[0][0]
+        described = "; ".join(f"{', '.join(names)}: {tokenizer.name}" + _differing(first, tokenizer, index)
+                              for index, (tokenizer, names) in enumerate(groups))
+        rows = {name for _, names in groups for name in names}
+        advice = ("distilling compares the two models' probabilities id by id: distil from a teacher with the "
+                  "student's tokenizer" if rows == DISTILL_ROWS else
+                  "a loss per token compares models only under one tokenizer: evaluate them separately")
+        raise LgError(f"the checkpoints do not share a tokenizer ({described}); {advice}")
     return next(iter(found.values()))[0]
+
+
+def _differing(first: Tokenizer, other: Tokenizer, index: int) -> str:
+    """', differing in ...' naming what sets `other` apart from `first`;
+    empty for the first row, and where one of them is bytes (the names say)."""
+    if index == 0 or first.canonical is None or other.canonical is None:
+        return ""
+    a, b = first.canonical, other.canonical
+    differences = _model_differences(a["model"] or {}, b["model"] or {})
+    differences += [ID_PARTS[part] for part in ("normalizer", "pre_tokenizer") if a[part] != b[part]]
+    if a["added_tokens"] != b["added_tokens"]:
+        counts = len(a["added_tokens"] or []), len(b["added_tokens"] or [])
+        differences.append("added tokens" + (f" ({counts[0]} against {counts[1]})" if counts[0] != counts[1] else ""))
+    if (a["prefix"], a["suffix"]) != (b["prefix"], b["suffix"]):
+        differences.append(f"special tokens around a window ({_around(a)} against {_around(b)})")
+    if a["mask_id"] != b["mask_id"]:
+        differences.append(f"mask id ({a['mask_id']} against {b['mask_id']})")
+    return f", differing in {', '.join(differences)}" if differences else ""
+
+
+def _model_differences(a: dict, b: dict) -> list[str]:
+    """The model parts two tokenizer.json files differ in: its type, the
+    vocabulary (sizes, or how many ids name another token), the merges (BPE)
+    and the model's other settings (by name)."""
+    if a.get("type") != b.get("type"):
+        return [f"model ({a.get('type')} against {b.get('type')})"]
+    differences = []
+    if a.get("vocab") != b.get("vocab"):
+        ours, theirs = _entries(a.get("vocab")), _entries(b.get("vocab"))
+        if len(ours) != len(theirs):
+            differences.append(f"vocabulary size ({len(ours)} against {len(theirs)})")
+        else:
+            changed = sum(ours.get(i) != theirs.get(i) for i in ours.keys() | theirs.keys())
+            differences.append(f"vocabulary ({changed} of {len(ours)} entries)")
+    if a.get("merges") != b.get("merges"):
+        ours, theirs = a.get("merges") or [], b.get("merges") or []
+        differences.append(f"merges ({len(ours)} against {len(theirs)})" if len(ours) != len(theirs) else
+                           f"merges ({sum(x != y for x, y in zip(ours, theirs))} of {len(ours)})")
+    settings = sorted(key for key in a.keys() | b.keys() if key not in ("type", "vocab", "merges")
+                      and a.get(key) != b.get(key))
+    if settings:
+        differences.append(f"model settings ({', '.join(settings)})")
+    return differences
+
+
+def _entries(vocab) -> dict:
+    """A vocabulary as {id: entry}: a dict of token: id (BPE, WordPiece,
+    WordLevel) or a list of [token, score] (Unigram, its position the id)."""
+    if isinstance(vocab, dict):
+        return {id_: token for token, id_ in vocab.items()}
+    return {i: json.dumps(entry) for i, entry in enumerate(vocab or [])}
+
+
+def _around(canonical: dict) -> str:
+    """A window's special token ids, as 'prefix ... suffix'."""
+    return " ".join([*map(str, canonical["prefix"]), "...", *map(str, canonical["suffix"])])
