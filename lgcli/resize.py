@@ -23,7 +23,7 @@ from .learngene_files import is_learngene, load_learngene
 from .loading import Loaded, build_model, load
 from .outputs import CheckedOutput, checked_output, plan_output
 from .saving import save
-from .arch import get_adapter
+from .arch import get_adapter, with_layer_sources
 from .budget import budget_report, budget_shape, check_budget_request
 from .calibrated_shrink import (SIZE_FLAGS, calibrated_plan, calibrated_steps, calibration_passes,
                                 shrink_in_two_steps, wants_calibrated_default)
@@ -34,7 +34,7 @@ from .fitting import check_fit_data, fit_or_say_why_not
 from .lazy import torch
 from .learngenes import ExpandContext, Learngene, LearngeneKind, get_kind
 from .methods import (CALIBRATED_DEFAULTS, GROW, METHODS, SHRINK, MethodContext, checked_request, default_method,
-                      get_method, resolve_options)
+                      get_method, resolve_options, source_layers)
 from .methods.calibrated import CALIBRATION_NEEDED
 from .methods.stages import check_defined, run_per_stage, validate_per_stage
 from .options import resolve_options as resolve_declared
@@ -160,7 +160,7 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
     }
     if budget is not None:
         report["budget"] = budget_report(budget)
-    return target, made, report
+    return with_layer_sources(target, source, source_layers(chosen, details, source, target)), made, report
 
 
 def calibration_examples_of(loaded: Loaded, options: dict[str, Any], seed: int | None):

@@ -305,8 +305,9 @@ def test_a_window_length_refused_is_named_by_the_flag_it_came_with(tmp_path, fla
     short.write_text("w3 w4 w5 w6 w7 w8\n")
     assert refusal(model, loaded, short, flag, seq_len=positions + 1, seq_len_flag=seq_len_flag) == \
         f"{seq_len_flag} {positions + 1} is longer than the source can read: it has {positions} positions"
+    drawn = "; calibration draws from the train split" if flag == "--calibrate" else ""  # why a split, there
     assert refusal(model, loaded, short, flag, seq_len=4, seq_len_flag=seq_len_flag).endswith(
-        f"too few for a train and a test split (give more text or a smaller {seq_len_flag})")
+        f"too few for a train and a test split{drawn} (give more text or a smaller {seq_len_flag})")
 
 
 @pytest.mark.parametrize("flag", ["--calibrate", "--data"])

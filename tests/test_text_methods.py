@@ -182,9 +182,6 @@ def test_other_layouts_change_depth(variant, direction, depth, small_sources, lg
     assert torch.isfinite(outputs(model, token_ids())).all()
 
 
-@pytest.mark.xfail(strict=True, reason="llama.set_sizes gives target layer j the attention kind at its relative "
-                   "position, not that of the source layer it was made from: clone --insert top moves Qwen2's "
-                   "sliding layer")
 def test_clone_on_top_keeps_qwen2_sliding_layers(lg, tmp_path):
     from text_models import make_model, save_folder
 

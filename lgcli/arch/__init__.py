@@ -21,7 +21,7 @@ from typing import Mapping
 
 from ..errors import LgError
 from ..lazy import nn, torch
-from .base import FamilyAdapter
+from .base import FamilyAdapter, with_layer_sources
 from .beit import BEIT
 from .bert import BERT_ADAPTER
 from .gpt2 import GPT2_ADAPTER
@@ -101,4 +101,4 @@ def adapter_of_model(model: nn.Module) -> FamilyAdapter:
 
 
 __all__ = ["ADAPTERS", "FamilyAdapter", "adapter_of_model", "get_adapter", "detect_family", "family_of_config",
-           "known_model_types", "register", "unregister"]
+           "known_model_types", "register", "unregister", "with_layer_sources"]

@@ -17,8 +17,9 @@ base derives from, so no caller asks `getattr(adapter, ...)`.
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..lazy import nn, torch
 from ..stack import INPUT_NORM_ROLES, ArchSpec, Stack, TensorGroup
@@ -220,6 +221,29 @@ class AdapterDefaults:
         return []
 
 
+# A resize that copies whole layers knows which source layer each target layer holds, and a family whose
+# config states something per layer (Qwen2's attention kind) must write each layer's from that source layer's,
+# which no size says: the target spec carries it to the family's config writer under this key of its extras.
+LAYER_SOURCES = "layer_sources"
+
+
+def with_layer_sources(target: ArchSpec, source: ArchSpec, layers: Sequence[int | None] | None) -> ArchSpec:
+    """`target` recording the source layer each of its layers holds: (how many layers its config describes,
+    one index into those per target layer, None for a layer that holds no one layer: a random one). Its
+    config is the source's, so a source that carries a record of its own (a resize of a resize, held in
+    memory) is composed with, keeping the indices the config's. `layers` None (the method blended layers, or
+    recorded none): `target` as it is, the family's writer falling back on each layer's relative position."""
+    if layers is None:
+        return target
+    if len(layers) != target.depth or any(i is not None and not 0 <= i < source.depth for i in layers):
+        raise RuntimeError(f"layer sources {list(layers)} do not map {source.depth} layers to {target.depth}")
+    described, held = source.extras.get(LAYER_SOURCES) or (source.depth, list(range(source.depth)))
+    if len(held) != source.depth:  # a record of another depth's layers: the source's config describes its own
+        described, held = source.depth, list(range(source.depth))
+    record = (described, [None if i is None else held[i] for i in layers])
+    return dataclasses.replace(target, extras={**target.extras, LAYER_SOURCES: record})
+
+
 def norm_facts(layout: Any, stored_globals: Mapping[str, Any]) -> dict[str, bool]:
     """The ArchSpec fields on the residual stream's norms: what a declared
     family (`declared.Layout`) states, and whether these weights start the
@@ -229,4 +253,5 @@ def norm_facts(layout: Any, stored_globals: Mapping[str, Any]) -> dict[str, bool
             "normed_input": bool(roles & INPUT_NORM_ROLES)}
 
 
-__all__ = ["AdapterDefaults", "FamilyAdapter", "Reader", "norm_facts", "TASKS", "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]
+__all__ = ["AdapterDefaults", "FamilyAdapter", "LAYER_SOURCES", "Reader", "norm_facts", "with_layer_sources", "TASKS",
+           "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..stack import EMBED, VOCAB, ArchSpec
-from .base import CAUSAL_LM, TEXT_ENCODER
+from .base import CAUSAL_LM, LAYER_SOURCES, TEXT_ENCODER
 from .hf import HfAdapter
 from .hf_layout import Architecture, HfLayout
 
@@ -24,16 +24,67 @@ for _name in ("Llama", "Mistral", "Qwen2"):
     _ARCHITECTURES[f"{_name}Model"] = Architecture(TEXT_ENCODER, "AutoModel", prefixed=False)
 
 
+# Qwen2's and Mistral's attention kinds (config.json's layer_types), and the fields of Qwen2's older rule that
+# makes them where a config states none: layers from max_window_layers on slide, when use_sliding_window sets a
+# window (transformers 5 reads the rule only then; layer_types, where stated, is what its models follow).
+FULL, SLIDING = "full_attention", "sliding_attention"
+KINDS, WINDOW_FROM, WINDOW_ON, WINDOW = "layer_types", "max_window_layers", "use_sliding_window", "sliding_window"
+
+
 def write_sizes(config: dict[str, Any], spec: ArchSpec) -> None:
     """A head dimension apart from the width, and Qwen2's / Mistral's
-    attention kind per layer, at the new depth (`HfLayout.write_sizes`)."""
+    attention kind per layer, at the new depth, with Qwen2's
+    max_window_layers agreeing with them (`HfLayout.write_sizes`)."""
     if "head_dim" in config or spec.head_dim * spec.heads != spec.width:
         config["head_dim"] = spec.head_dim
-    types = config.get("layer_types")
-    if isinstance(types, list) and types and len(types) != spec.depth:
-        # Qwen2 / Mistral name each layer's attention (full or sliding):
-        # layer j of the new depth takes the kind at its relative position.
-        config["layer_types"] = [types[j * len(types) // spec.depth] for j in range(spec.depth)]
+    kinds = attention_kinds(config, spec)
+    if kinds is None or kinds == config.get(KINDS):
+        return
+    config[KINDS] = kinds
+    if WINDOW_FROM in config and windowed(config):
+        full = kinds.count(FULL)
+        if kinds == [FULL] * full + [SLIDING] * (len(kinds) - full):
+            config[WINDOW_FROM] = full  # the rule makes these very kinds
+        else:
+            # No count states an interleaving (a stack's F F S S F F S S): layer_types alone says it, as a
+            # count left behind would say other kinds to whoever reads the rule.
+            del config[WINDOW_FROM]
+
+
+def attention_kinds(config: dict[str, Any], spec: ArchSpec) -> list[str] | None:
+    """Each layer's attention kind: that of the source layer it holds, where the resize recorded one
+    (`base.with_layer_sources`), so that a copied layer attends as it did (a sliding layer kept is still a
+    sliding one, and a grow that keeps the function keeps it). An identity block (clone, identity-insert)
+    holds the layer it follows: while its output projections are zero its kind changes nothing, and once
+    training moves them it computes that layer's features over that layer's span. A layer that holds no one
+    layer (BoT's and tleg-fit's blends, heur-lg's and auto-lg's random layers, a learngene's) takes the kind
+    at its relative position among the source's, the nearest layer to where it sits. None where the config
+    states no kinds."""
+    record = spec.extras.get(LAYER_SOURCES)
+    if record is None or len(record[1]) != spec.depth:  # none, or one left from another depth: relative
+        record = None
+    stated = config.get(KINDS)
+    if not (isinstance(stated, list) and stated):
+        # A config without layer_types (transformers 4's Qwen2): its rule's kinds at the source's depth.
+        stated = window_rule(config, record[0]) if record else None
+        if stated is None:
+            return None
+    described, held = record or (len(stated), [None] * spec.depth)
+    source = [stated[i * len(stated) // described] for i in range(described)]
+    return [source[j * described // spec.depth if i is None else i] for j, i in enumerate(held)]
+
+
+def windowed(config: dict[str, Any]) -> bool:
+    """Whether Qwen2's rule gives any layer a window (else every layer is full, whatever its count)."""
+    return bool(config.get(WINDOW_ON)) and config.get(WINDOW) is not None
+
+
+def window_rule(config: dict[str, Any], depth: int) -> list[str] | None:
+    """The kinds Qwen2's rule makes for `depth` layers (None where the config does not use the rule)."""
+    start = config.get(WINDOW_FROM)
+    if not windowed(config) or type(start) is not int:
+        return None
+    return [SLIDING if i >= start else FULL for i in range(depth)]
 
 
 LAYOUT = HfLayout(

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import UsageError
 from ..options import resolve_options as resolve_declared
+from ..stack import ArchSpec
 from . import activation, angular, block_ablation, block_influence, bot, clone, depth_upscale, identity_insert, layers, select, stacking, tleg_fit
 from .calibrated import CALIBRATION_NEEDED
 from .common import GROW, SHRINK, Method, MethodContext, MethodResult
@@ -80,6 +81,27 @@ def resolve_options(method: Method, given: Mapping[str, Any]) -> dict[str, Any]:
     return resolve_declared(f"method '{method.name}'", method.options, given)
 
 
+def source_layers(method: Method, details: Mapping[str, Any], source: ArchSpec,
+                  target: ArchSpec) -> list[int | None] | None:
+    """The source layer each target layer holds, as the method's report (`details`) records it: what a family
+    whose config states something per layer (Qwen2's attention kinds) writes each layer's from
+    (`arch.base.with_layer_sources`). A depth-only method's copies (`layers`), a data-aware one's kept layers,
+    heur-lg's and auto-lg's inherited ones (None for their random layers, which hold none), clone's plan (an
+    identity block copies the layer it follows), weight selection's first N. None where a target layer is
+    no one source layer (BoT and tleg-fit blend them) and on a model of stages (a report per stage)."""
+    if source.stages:
+        return None
+    for copied in ("layers", "kept_layers"):
+        if copied in details:
+            return list(details[copied])
+    if "inherited" in details:
+        inherited = {int(layer): held for layer, held in details["inherited"].items()}
+        return [inherited.get(layer) for layer in range(target.depth)]
+    if method is clone.METHOD:
+        return [layer for layer, _ in clone.insertion_plan(source.depth, target.depth, details["insert"])]
+    return list(range(target.depth)) if method.keeps_first_layers else None
+
+
 __all__ = ["METHODS", "CALIBRATED_DEFAULTS", "DEFAULT_METHODS", "FALLBACK_METHODS", "RESIZE_METHODS", "default_method", "Method", "MethodContext",
-           "MethodResult", "get_method", "resolve_options", "checked_request",
+           "MethodResult", "get_method", "resolve_options", "checked_request", "source_layers",
            "GROW", "SHRINK"]
