@@ -179,8 +179,9 @@ BAD_REQUESTS = {
     "clone-not-a-multiple": ("bert-mlm", ["grow", "--width", "48", "--method", "clone"], "out",
                              "clone grows width by whole multiples on this model, whose blocks normalise "
                              "after the residual sum"),
-    "clone-kv-heads-changed": ("llama-gqa", ["grow", "--width", "64", "--kv-heads", "8", "--method", "clone"],
-                               "out", "clone tiles query and key/value heads alike"),
+    # 8 heads in groups of 4 (2 key/value heads): no group of the source's 2 lies inside one of them.
+    "clone-kv-heads-changed": ("llama-gqa", ["grow", "--width", "64", "--kv-heads", "2", "--method", "clone"],
+                               "out", "valid --kv-heads: 8, 4"),
     "grow-smaller": ("bert-mlm", ["grow", "--depth", "2"], "out", "grow cannot make the depth smaller"),
 }
 

@@ -14,9 +14,20 @@ Attention needs the head dim fixed: the attn axis (heads x d) is then copied
 a whole head at a time (t and s are multiples of d), each head's q.k uses the
 same 1/sqrt(d) scale, and o's columns, divided by each head's copies, sum
 the repeated heads back. Changing d would split heads, so clone refuses it.
-Grouped-query attention: k and v (the `kv` axis) are copied as q is, so query
-head j, a copy of head j mod H, reads key/value head j // g, a copy of head
-(j mod H) // g (g = H / H_kv is kept).
+Grouped-query attention, H query heads in groups of g = H / H_kv and H' in
+groups of g' = H' / H_kv': query head j, a copy of head j mod H, reads
+key/value head j // g', and the source's head j mod H read (j mod H) // g.
+So new key/value head m copies source head ((m g') mod H) // g: when g'
+divides g (and so H) the g' query heads of group m, copies of heads
+(m g') mod H + 0 .. g' - 1, lie inside one source group and all read that
+head, as their sources did. g' = g tiles the key/value heads as q is tiled
+(m mod H_kv); H' = H repeats each one H_kv' / H_kv times (GQA -> MHA: m //
+(H_kv' / H_kv)). A g' that does not divide g puts the source's group
+boundary at head g (g < H' when H_kv > 1) strictly inside one new group,
+whose query heads then read copies of two different heads: clone refuses
+it, unless H_kv = 1 (every query head reads the one head, and any g' keeps
+that). The `kv` axis is an output of k and v only (attention reads it), so
+nothing is divided along it.
 
 The residual width D takes the same copies when D' is a multiple of D: a
 tiled vector has its source's mean and mean square, so every LayerNorm and
@@ -70,7 +81,7 @@ from typing import Any
 
 from ..errors import LgError
 from ..lazy import torch
-from ..stack import ATTN, EMBED, KV, LAYER, NORM_BIAS_ROLES, NORM_WEIGHT_ROLES, ArchSpec, Named, Stack, index_along
+from ..stack import EMBED, KV, LAYER, NORM_BIAS_ROLES, NORM_WEIGHT_ROLES, ArchSpec, Named, Stack, index_along
 from ..options import Option
 from .common import (GROW, SHRINK, Method, MethodContext, MethodResult, as_compute, axis_changes,
                      is_linear_weight, per_role)
@@ -91,10 +102,16 @@ def validate(source: ArchSpec, target: ArchSpec) -> None:
                       f"same attention: use --heads {target.width // source.head_dim} "
                       f"or another method")
     before, after = source.axis_sizes(), target.axis_sizes()
-    if after[KV] * before[ATTN] != after[ATTN] * before[KV]:
-        raise LgError(f"clone tiles query and key/value heads alike: {source.heads} heads with "
-                      f"{source.key_value_heads} key/value heads cannot become {target.heads} with "
-                      f"{target.key_value_heads} (keep the group size; leave out --kv-heads)")
+    group = source.heads // source.key_value_heads
+    new_group = target.heads // target.key_value_heads if target.heads % target.key_value_heads == 0 else 0
+    if source.key_value_heads > 1 and (not new_group or group % new_group):
+        # The --kv-heads that keep the function: H' / g' for each divisor g' of g that divides H'.
+        valid = ", ".join(str(target.heads // g) for g in range(1, group + 1)
+                          if group % g == 0 and target.heads % g == 0)
+        raise LgError(f"clone keeps the function where each new key/value group lies inside one of the source's "
+                      f"({source.heads} heads in groups of {group}), and {target.heads} heads with "
+                      f"{target.key_value_heads} key/value heads do not (valid --kv-heads: {valid}; "
+                      f"or another method)")
     for axis, size in after.items():
         if axis != LAYER and size < before[axis]:
             raise LgError(f"clone only grows: {axis} {before[axis]} -> {size} is smaller")
@@ -181,6 +198,16 @@ def copies(source: int, target: int) -> tuple[torch.Tensor, torch.Tensor]:
     return index, torch.bincount(index, minlength=source)
 
 
+def kv_copies(source: ArchSpec, target: ArchSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    """`copies` for the `kv` axis (the module docstring): for each target
+    index, within new key/value head m, the same index within source head
+    ((m g') mod H) // g; for each source index, how many copy it."""
+    group, new_group = source.heads // source.key_value_heads, target.heads // target.key_value_heads
+    heads = (torch.arange(target.key_value_heads) * new_group) % source.heads // group
+    index = (heads[:, None] * source.head_dim + torch.arange(source.head_dim)).reshape(-1)
+    return index, torch.bincount(index, minlength=source.kv_dim)
+
+
 def widen(named: Named, source: ArchSpec, target: ArchSpec, role: str | None = None,
           branch_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Width growth by copies, divided along a linear weight's input axis;
@@ -195,7 +222,7 @@ def widen(named: Named, source: ArchSpec, target: ArchSpec, role: str | None = N
     input_dim = len(named.axes) - 1 if is_linear_weight(named, role) else None
     pad = padding(source, target)
     for change in changes:
-        index, count = copies(change.source, change.target)
+        index, count = kv_copies(source, target) if change.axis == KV else copies(change.source, change.target)
         index = index.to(data.device)
         if change.axis == EMBED and pad is not None:
             data = pad_residual(data, change.dim, index, pad, role, change.dim == input_dim, branch_scale)
