@@ -100,20 +100,20 @@ def resize(loaded_or_path: Loaded | str | os.PathLike, *, direction: str,
                              f"({' then '.join(steps)}): lgcli.resize.resize_file runs both, or name a method")
         method = steps[0]
     if method is None and direction in (GROW, SHRINK):
-        def reaches(name: str) -> bool:  # an option the default does not take is said naming it, below
+        def refusal(name: str) -> str | None:  # an option the default does not take is said naming it, below
             candidate = get_method(name)
             try:
                 options = resolve_options(candidate, method_options)
             except LgError:
-                return True
+                return None
             try:
                 plan_resize(loaded, candidate, options, direction=direction, depth=depth, width=width, heads=heads,
                             mlp_dim=mlp_dim, kv_heads=kv_heads, max_params=max_params)
-            except LgError:
-                return False
-            return True
+            except LgError as refused:
+                return str(refused)
+            return None
 
-        method = default_method(direction, reaches)  # measured by lg bench (docs/methods.md "Defaults")
+        method = default_method(direction, refusal, notify or notify_stderr)  # measured: docs/methods.md "Defaults"
     chosen, options = checked_request(method, direction, method_options)
     budget = None
     if params is not None or memory is not None:

@@ -149,3 +149,16 @@ def test_lg_grow_without_a_method_clones_a_gqa_to_mha_growth(sources, lg, tmp_pa
     assert json.loads((out / "config.json").read_text())["num_key_value_heads"] == 4
     ids = token_ids()
     torch.testing.assert_close(outputs(load_strict(out, "llama-gqa"), ids), outputs(model, ids), atol=1e-5, rtol=0)
+
+
+def test_a_grow_clone_cannot_make_falls_back_saying_why_and_that_the_function_is_lost(sources, lg, tmp_path):
+    """Where clone refuses, the default grow is auto-lg's, whose logits are
+    not the source's: said, with clone's reason, before the result line."""
+    source, _ = sources("llama-gqa", **SIZES, num_key_value_heads=2)
+    result = lg("grow", source, "--width", "128", "--heads", "8", "--kv-heads", "2", "-o", tmp_path / "out")
+    assert result.code == 0, result.stderr
+    first, second = result.stderr.splitlines()[:2]
+    assert first.startswith("grow: clone, the default, cannot make this size (clone keeps the function where")
+    assert first.endswith("(valid --kv-heads: 8, 4; or another method)); auto-lg instead, which does not keep the "
+                          "function")
+    assert second.startswith("grow (auto-lg): ")

@@ -48,11 +48,21 @@ RESIZE_METHODS: dict[str, tuple[str, ...]] = {
     for direction in (SHRINK, GROW)}
 
 
-def default_method(direction: str, reaches: Callable[[str], bool] = lambda name: True) -> str:
-    """The default for `direction`; `reaches(name)` says whether a method can
-    make the size asked (else the direction's fallback is taken)."""
+def default_method(direction: str, refusal: Callable[[str], str | None] = lambda name: None,
+                   notify: Callable[[str], None] = lambda message: None) -> str:
+    """The default for `direction`; `refusal(name)` says why a method cannot
+    make the size asked (None: it can), and then the direction's fallback is
+    taken, said with that reason: the default (clone) keeps the function and
+    the fallback does not, which a user must not learn from the logits."""
     method = DEFAULT_METHODS[direction]
-    return method if direction not in FALLBACK_METHODS or reaches(method) else FALLBACK_METHODS[direction]
+    why = refusal(method) if direction in FALLBACK_METHODS else None
+    if why is None:
+        return method
+    fallback = FALLBACK_METHODS[direction]
+    if refusal(fallback) is None:  # a request no method can make is refused once, by the fallback, unannounced
+        notify(f"{direction}: {method}, the default, cannot make this size ({why}); {fallback} instead, which "
+               f"does not keep the function")
+    return fallback
 
 
 def get_method(name: str) -> Method:
