@@ -43,6 +43,10 @@ CARRIED_FIELDS = ("license", "license_name", "license_link")
 MAX_SOURCE_README_BYTES = 1 << 20
 
 
+# After a load line whose heads lg assumed (the file records none): a Python comment, so the line runs as pasted.
+HEADS_ASSUMED_NOTE = "  # heads assumed: set them to the model's own"
+
+
 @dataclass(frozen=True)
 class CardFacts:
     """What the card says that the written metadata does not: the command
@@ -59,7 +63,7 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
     `folder`; "<file>" for a stream) with `metadata` (its safetensors
     ``__metadata__``), `parameters` in all, doing `task`."""
     from .arch import get_adapter
-    from .arch.base import IMAGE_CLASSIFICATION
+    from .arch.base import IMAGE_CLASSIFICATION, with_heads
     from .checkpoint import decode_lg_metadata, provenance_chain
 
     facts = facts or CardFacts()
@@ -109,8 +113,10 @@ def model_card(spec: ArchSpec, path: str, *, folder: bool, metadata: Mapping[str
                      f"({recipe.channels} channel{'s' * (recipe.channels != 1)}): lg fed it so "
                      f"(from {recipe.source})")
     lines += ["- provenance, newest first:", *(f"  {n}. {step_text(step)}" for n, step in enumerate(chain, 1)), ""]
-    lines += ["## Load", "", "```python", adapter.load_imports(spec, path, folder=folder),
-              f"model = {adapter.load_call(spec, path, folder=folder)}", "```", "",
+    # Heads a file records none of are passed, as lg's own loader refuses it without them, and said assumed.
+    call = with_heads(adapter.load_call(spec, path, folder=folder), path, spec.heads if spec.heads_assumed else None)
+    call += HEADS_ASSUMED_NOTE if spec.heads_assumed else ""
+    lines += ["## Load", "", "```python", adapter.load_imports(spec, path, folder=folder), f"model = {call}", "```", "",
               "## Fine-tune and evaluate", ""]
     if adapter.scored_by_lg(spec) and task != IMAGE_CLASSIFICATION:
         # As lg's own hint after a resize: a training probe of a real language model on a CPU takes hours.

@@ -9,6 +9,7 @@ import shlex
 from typing import Any, BinaryIO
 
 from .arch import get_adapter
+from .arch.base import with_heads
 from .checkpoint import STDIO, Checkpoint, provenance_chain, read_checkpoint
 from .hub import hub_name_of_path
 from .learngene_files import is_learngene, load_learngene
@@ -82,8 +83,10 @@ def inspect_checkpoint(source: str | os.PathLike | Checkpoint, heads: int | None
         "dtypes": dtypes,
         "config": adapter.config(spec),
         "provenance": provenance_chain(lg) if lg else [],
-        "load_call": adapter.load_call(spec, shown_path),
-        "load_imports": adapter.load_imports(spec, shown_path),
+        # None where the heads are assumed: `lg inspect` prints the command that prints it given them.
+        "load_call": None if spec.heads_assumed else with_heads(adapter.load_call(spec, shown_path), shown_path,
+                                                                heads),
+        "load_imports": None if spec.heads_assumed else adapter.load_imports(spec, shown_path),
         # How its images are prepared and where lg found that (None: a model of tokens).
         "preprocessing": preprocessing.report() if (preprocessing := spec.extras.get(PREPROCESSING)) else None,
     }
@@ -163,7 +166,10 @@ def load_line(spec: ArchSpec, path: str | os.PathLike) -> str | None:
     if str(path) == STDIO:
         return None
     adapter = get_adapter(spec.family)
-    return f"{adapter.load_imports(spec, str(path))}; model = {adapter.load_call(spec, str(path))}"
+    # Heads assumed (a depth change of a timm file that records none) are passed as a timm line states them,
+    # so that it runs as printed; whoever prints it says they are assumed (lg resize's note).
+    call = with_heads(adapter.load_call(spec, str(path)), str(path), spec.heads if spec.heads_assumed else None)
+    return f"{adapter.load_imports(spec, str(path))}; model = {call}"
 
 
 def _load_path(checkpoint: Checkpoint) -> str:

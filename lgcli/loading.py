@@ -14,6 +14,7 @@ from .checkpoint import Checkpoint, check_memory, read_checkpoint
 from .errors import LgError, UsageError, shown
 from .lazy import nn, torch
 from .preprocessing import MODEL_ATTRIBUTE, PREPROCESSING, attach, resolve, with_preprocessing
+from .sizing import check_heads_known
 from .stack import ArchSpec, Stack
 
 MODEL, LEARNGENE = "model", "learngene"
@@ -80,9 +81,17 @@ def task_of(spec: ArchSpec) -> str:
 
 
 def load_model(source: str | os.PathLike | Checkpoint, heads: int | None = None,
-               *, stdin: BinaryIO | None = None) -> tuple[nn.Module, ArchSpec]:
-    """A timm model built from a checkpoint and loaded strictly (float32)."""
-    loaded = load(source, heads=heads, stdin=stdin)
+               *, kv_heads: int | None = None, stdin: BinaryIO | None = None) -> tuple[nn.Module, ArchSpec]:
+    """The family's model built from a checkpoint and loaded strictly (float32).
+
+    `heads` (or `kv_heads`) gives the attention heads of a file that does not
+    record them and whose weights do not show them; such a file is refused
+    without them: every split of the width into heads loads strictly, and a
+    model of the wrong heads computes another function without a word."""
+    loaded = load(source, heads=heads, kv_heads=kv_heads, stdin=stdin)
+    # lg eval reaches this first too, so the remedy names its flag beside the keywords.
+    check_heads_known(loaded.spec, because="the model's outputs depend on them", where=loaded.checkpoint.label,
+                      remedy="pass heads=N (or kv_heads=N) to lgcli.load_model, or --heads N to lg eval")
     return build_model(loaded.spec, loaded.stack), loaded.spec
 
 

@@ -104,12 +104,13 @@ def sharpened_teacher_and_shrink(folder: Path, train_images, **vit) -> tuple[Pat
     return teacher, shrunk
 
 
-def printed_model(path) -> torch.nn.Module:
+def printed_model(path, heads: int | None = None) -> torch.nn.Module:
     """The model `lg inspect`'s load line builds and loads (strictly), run as
-    printed: what a user who copies the line gets."""
+    printed: what a user who copies the line gets (`lg inspect --heads N`'s
+    for a file that records no heads: without them it prints none)."""
     from lgcli import inspect_checkpoint
 
-    report = inspect_checkpoint(path)
+    report = inspect_checkpoint(path, heads=heads)
     scope: dict = {}
     exec(report["load_imports"] + "\nmodel = " + report["load_call"], scope)
     return scope["model"].eval()

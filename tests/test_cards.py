@@ -17,6 +17,8 @@ from test_timm_folders import load_local_dir
 from text_models import load_strict, outputs, token_ids
 from timm.models import save_for_hf
 
+from lgcli.card import HEADS_ASSUMED_NOTE
+
 
 def front_matter(text: str) -> tuple[dict, str]:
     """(the YAML front matter, the body) of a model card."""
@@ -37,8 +39,11 @@ def inspected(lg, path) -> dict:
     return json.loads(result.stdout)
 
 
-def inspect_load_line(lg, path) -> str:
-    report = inspected(lg, path)
+def inspect_load_line(lg, path, heads: int | None = None) -> str:
+    """The line `lg inspect` prints (given --heads for a file that records none: it prints none without)."""
+    result = lg("inspect", path, "--json", *(("--heads", str(heads)) if heads else ()))
+    assert result.code == 0, result.stderr
+    report = json.loads(result.stdout)
     return f"{report['load_imports']}\nmodel = {report['load_call']}"
 
 
@@ -110,7 +115,8 @@ def test_a_sharded_folder_holds_a_card(vit_file, tmp_path, lg):
     meta, body = card_of(out)
     assert meta["library_name"] == "timm" and "lg-clone" in meta["tags"]
     assert f"sha256 `{inspected(lg, vit_file)['sha256']}`" in body
-    assert load_line(body) == inspect_load_line(lg, out)
+    # make_vit's file records no heads: the card's line passes those lg assumed (1) and says so.
+    assert load_line(body) == inspect_load_line(lg, out, heads=1) + HEADS_ASSUMED_NOTE
 
 
 def test_base_model_names_a_hub_source_directly_and_through_a_pipe(hub_cache, tmp_path, lg):  # noqa: F811
@@ -146,7 +152,7 @@ def test_card_file_for_a_single_file_never_overwrites_without_force(vit_file, tm
     assert result.code == 0, result.stderr
     meta, body = front_matter(card.read_text())
     assert meta["library_name"] == "timm" and meta["tags"][:2] == ["lg", "lg-select"]
-    assert load_line(body) == inspect_load_line(lg, out)
+    assert load_line(body) == inspect_load_line(lg, out, heads=1) + HEADS_ASSUMED_NOTE
     assert f"sha256 `{inspected(lg, vit_file)['sha256']}`" in body
     # Again without --force: refused before any work; neither the card nor a new output is written.
     written = card.read_bytes()
@@ -157,7 +163,7 @@ def test_card_file_for_a_single_file_never_overwrites_without_force(vit_file, tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["card.md", "small.safetensors", "vit.safetensors"]
     again = lg("shrink", vit_file, "--depth", "1", "-o", other, "--card", card, "--force")
     assert again.code == 0, again.stderr
-    assert load_line(front_matter(card.read_text())[1]) == inspect_load_line(lg, other)
+    assert load_line(front_matter(card.read_text())[1]) == inspect_load_line(lg, other, heads=1) + HEADS_ASSUMED_NOTE
 
 
 def test_a_card_file_may_not_be_the_output(vit_file, tmp_path, lg):

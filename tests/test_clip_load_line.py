@@ -96,15 +96,15 @@ def test_a_timm_clip_vit_file_gets_a_line_that_computes_its_logits(name, tmp_pat
     source = clip_vit(name)
     path = tmp_path / "c.safetensors"
     save_file(source.state_dict(), str(path))  # a foreign file: no lg metadata
-    report = lgcli.inspect_checkpoint(path)
+    report = lgcli.inspect_checkpoint(path, heads=2)  # a foreign file records no heads: given, as lg inspect --heads
     call = report["load_call"]
     assert re.match(r"timm\.create_model\('vit_\w+_clip_\d+', pretrained=True, ", call), call
     expected = outputs(source)
-    line = printed_model(path)
+    line = printed_model(path, heads=2)
     norms = [module.eps for module in line.modules() if isinstance(module, torch.nn.LayerNorm)]
     assert norms and set(norms) == {CLIP_NORM_EPS}
     torch.testing.assert_close(outputs(line), expected, rtol=0, atol=1e-6)
-    mine, _ = lgcli.load_model(path)  # lg's own model of it (eval, distill, ...) too
+    mine, _ = lgcli.load_model(path, heads=2)  # lg's own model of it (eval, distill, ...) too
     torch.testing.assert_close(outputs(mine), expected, rtol=0, atol=1e-6)
 
 
@@ -112,7 +112,8 @@ def test_the_line_of_a_clip_vit_lg_grew_keeps_its_logits(tmp_path):
     source = clip_vit("vit_base_patch16_clip_224")
     path, out = tmp_path / "c.safetensors", tmp_path / "deeper.safetensors"
     save_file(source.state_dict(), str(path))
-    resize_file(str(path), str(out), direction="grow", depth=4, method="clone", notify=lambda message: None)
+    resize_file(str(path), str(out), direction="grow", depth=4, method="clone", source_heads=2,
+                notify=lambda message: None)
     torch.testing.assert_close(outputs(printed_model(out)), outputs(source), rtol=0, atol=1e-6)
 
 

@@ -244,6 +244,15 @@ def with_layer_sources(target: ArchSpec, source: ArchSpec, layers: Sequence[int 
     return dataclasses.replace(target, extras={**target.extras, LAYER_SOURCES: record})
 
 
+def with_heads(call: str, path: str, heads: int | None) -> str:
+    """A load line's `call` passing `heads` to lg's own loader, which refuses
+    a file that records none without them (a timm line states its heads
+    already): for the heads a user gave, or a written file's assumed ones."""
+    if heads is None:
+        return call
+    return call.replace(f"lgcli.load_model({path!r})", f"lgcli.load_model({path!r}, heads={heads})", 1)
+
+
 def norm_facts(layout: Any, stored_globals: Mapping[str, Any]) -> dict[str, bool]:
     """The ArchSpec fields on the residual stream's norms: what a declared
     family (`declared.Layout`) states, and whether these weights start the
@@ -253,5 +262,5 @@ def norm_facts(layout: Any, stored_globals: Mapping[str, Any]) -> dict[str, bool
             "normed_input": bool(roles & INPUT_NORM_ROLES)}
 
 
-__all__ = ["AdapterDefaults", "FamilyAdapter", "LAYER_SOURCES", "Reader", "norm_facts", "with_layer_sources", "TASKS",
-           "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]
+__all__ = ["AdapterDefaults", "FamilyAdapter", "LAYER_SOURCES", "Reader", "norm_facts", "with_heads",
+           "with_layer_sources", "TASKS", "IMAGE_CLASSIFICATION", "CAUSAL_LM", "MASKED_LM", "TEXT_ENCODER"]

@@ -4,7 +4,8 @@ it) and `lg methods` (the methods and kinds the registries list)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+import shlex
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.table import Table
@@ -12,6 +13,9 @@ from rich.table import Table
 from ..card import condensed_score
 from ..errors import counted
 from .common import HeadsOption, out_console, print_json, stages_text, table_console, write_data
+
+if TYPE_CHECKING:
+    from ..checkpoint import Checkpoint
 
 
 def inspect(
@@ -22,13 +26,57 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report instead of a table."),
 ) -> None:
     """What a checkpoint is, and the exact line that loads it."""
+    from ..checkpoint import read_checkpoint
     from ..inspection import inspect_checkpoint
 
-    report = inspect_checkpoint(file, heads=heads)
+    # Read here as inspect_checkpoint would, so that the table can say which sizes the file does not record.
+    checkpoint = read_checkpoint(file, header_only=True)
+    report = inspect_checkpoint(checkpoint, heads=heads)
     if as_json:
         print_json(report)
         return
-    render_inspect(report)
+    render_inspect(report, unrecorded=unrecorded_fields(checkpoint, report))
+
+
+def unrecorded_fields(checkpoint: Checkpoint, report: dict[str, Any]) -> dict[str, str]:
+    """Report fields (key: why) that neither the file records nor its weights
+    show: a bare weights file of a transformers family whose positions are
+    rotary (Llama) gets the config class's default, which no file stated."""
+    from ..arch import get_adapter
+
+    if report["kind"] != "model" or checkpoint.config is not None or checkpoint.lg.get("config") is not None:
+        return {}
+    layout = getattr(get_adapter(report["family"]), "layout", None)
+    positions = getattr(layout, "size_fields", {}).get("positions")
+    if positions is None or positions in getattr(layout, "table_sizes", {}).values():
+        return {}
+    return {"max_positions": "assumed: the config class's default; the file records no config and its weights "
+                             "have no position table"}
+
+
+def assumed_heads_text(report: dict[str, Any]) -> str:
+    """How lg chose heads the file does not record (`lgcli.arch.declared.conventional_heads`),
+    in the numbers the table shows: the rule is stated only where it gives
+    the heads shown, so the label cannot contradict the head dim beside it."""
+    from ..arch.declared import CONVENTIONAL_HEAD_DIM as usual, conventional_heads
+
+    heads, head_dim = report["heads"], report["head_dim"]
+    kv_heads = report.get("kv_heads") or heads
+    width, kv_width = heads * head_dim, kv_heads * head_dim
+    chosen = f"{counted(heads, 'head')} of {head_dim}"
+    if conventional_heads(width, kv_width) != heads:  # not lg's convention (a layout of its own): no rule to state
+        return f"assumed: not recorded; lg took {chosen}; pass --heads"
+    if head_dim == usual:
+        return f"assumed: not recorded; lg took heads {usual} wide, the usual size; pass --heads"
+    # Heads of the usual size did not fit: whichever width they did not divide (the queries', else the keys').
+    undivided = f"the width {width}" if width % usual else f"the {kv_width} key/value outputs"
+    split = "it" if kv_width == width else f"the {width} query and {kv_width} key/value outputs alike"
+    # conventional_heads breaks a tie (as near below as above) towards more heads: said only where there was one.
+    other = 2 * width // usual - heads if 2 * width % usual == 0 else 0
+    tie = ", the larger on a tie" if 0 < other != heads and width % other == 0 \
+        and kv_width % (width // other) == 0 else ""
+    return (f"assumed: not recorded, and {usual}-wide heads do not divide {undivided}: lg took {chosen}, "
+            f"the count nearest {width}/{usual} that divides {split}{tie}; pass --heads")
 
 
 def _provenance_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -141,14 +189,17 @@ def _preprocessing_text(recipe: dict[str, Any]) -> str:
             f"{recipe['crop_mode']}, crop {recipe['crop_pct']:g} (from {recipe['source']})")
 
 
-def render_inspect(report: dict[str, Any]) -> None:
+def render_inspect(report: dict[str, Any], unrecorded: dict[str, str] | None = None) -> None:
+    """The table of a model (a learngene's: `render_learngene`) and its load
+    line; `unrecorded`: fields (key: why) the file does not state, said so."""
+    unrecorded = unrecorded or {}
     if report["kind"] == "learngene":
         render_learngene(report)
         return
     table = Table(title=f"{report['file']}", show_header=False, title_justify="left")
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
-    heads = f"{report['heads']}" + (" (assumed: head dim 64; pass --heads)" if report["heads_assumed"] else "")
+    heads = f"{report['heads']}" + (f" ({assumed_heads_text(report)})" if report["heads_assumed"] else "")
     params = report["parameters"]
     rows = [
         *((("hub id", report["hub"]),) if report.get("hub") else ()),
@@ -160,7 +211,8 @@ def render_inspect(report: dict[str, Any]) -> None:
           else ()),
         ("head dim", report["head_dim"]),
         ("mlp dim", report["mlp_dim"]),
-        *((label, report[key]) for key, label in report["family_fields"] if report[key] is not None),
+        *((label, report[key]) if key not in unrecorded else (label, f"{report[key]} ({unrecorded[key]})")
+          for key, label in report["family_fields"] if report[key] is not None),
         ("parameters", f"{params['total']:,} (blocks {params['blocks']:,}, embeddings "
                        f"{params['embeddings']:,}, norm {params['norm']:,}, head {params['head']:,})"),
         ("dtypes", ", ".join(f"{k} {v:,}" for k, v in report["dtypes"].items())),
@@ -173,6 +225,12 @@ def render_inspect(report: dict[str, Any]) -> None:
         table.add_row(name, str(value))
     console = out_console()
     console.print(table, markup=False, highlight=False)
+    if report["heads_assumed"]:
+        # Every split of the width into heads loads strictly: a line with heads lg guessed would build a model
+        # that computes another function without a word, and one with a blank to fill would not run as printed.
+        write_data(f"load with:\n  the file does not record its attention heads; with the model's own as N, "
+                   f"this prints the line: lg inspect {shlex.quote(report['file'])} --heads N\n")
+        return
     # Printed plainly so it can be copied as is (rich would wrap it).
     write_data(f"load with:\n  {report['load_imports']}\n  model = " + report["load_call"] + "\n")
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import typer
 
+from ..card import HEADS_ASSUMED_NOTE
 from ..devices import check_device
 from ..errors import counted
 from ..options import DEFAULT_SHARD_SIZE, Option, parse_byte_size, parse_count, parse_depth
@@ -57,8 +58,7 @@ def _resize_command(direction: str, src: str, output: Optional[str], as_json: bo
     note(f"{_resize_summary(report)}; wrote {report['output']}")
     if report.get("load_line"):
         # A Python comment, so that the line still runs as pasted.
-        note(f"load with: {report['load_line']}" + ("  # heads assumed: set them to the model's own"
-                                                    if report.get("heads_assumed") else ""))
+        note(f"load with: {report['load_line']}" + (HEADS_ASSUMED_NOTE if report.get("heads_assumed") else ""))
         # A resized model is a starting point, not a finished one (the card says so too).
         if report.get("scored_by_lg", True):
             note(f"this is an initialisation to fine-tune, not a finished model; score it on your data (--data) "
