@@ -96,18 +96,6 @@ def test_the_assumed_label_states_the_rule_in_the_numbers_shown(case, heads, hea
     assert "head dim 64" not in label
 
 
-def test_llama_positions_no_file_states_are_said_to_be_assumed(llama, monkeypatch):
-    """RoPE has no position table and the bare file no config: the positions
-    shown are the config class's default, and the table says so."""
-    _, path = llama
-    rows, _ = inspected(path, monkeypatch=monkeypatch)
-    default = transformers.LlamaConfig().max_position_embeddings
-    assert rows["positions"].startswith(f"{default} (assumed: the config class's default"), rows["positions"]
-    # A folder's config.json states them: no such note.
-    folder_rows, _ = inspected(path.parent, monkeypatch=monkeypatch)
-    assert folder_rows["positions"] == str(default)
-
-
 def test_load_model_refuses_assumed_heads_and_loads_the_given_ones(llama):
     """Without heads, one line naming heads=; with the true heads (or key/value
     heads, which fix the head dim), the model from_pretrained builds from the

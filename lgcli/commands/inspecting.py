@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -13,9 +13,6 @@ from rich.table import Table
 from ..card import condensed_score
 from ..errors import counted
 from .common import HeadsOption, out_console, print_json, stages_text, table_console, write_data
-
-if TYPE_CHECKING:
-    from ..checkpoint import Checkpoint
 
 
 def inspect(
@@ -26,32 +23,13 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report instead of a table."),
 ) -> None:
     """What a checkpoint is, and the exact line that loads it."""
-    from ..checkpoint import read_checkpoint
     from ..inspection import inspect_checkpoint
 
-    # Read here as inspect_checkpoint would, so that the table can say which sizes the file does not record.
-    checkpoint = read_checkpoint(file, header_only=True)
-    report = inspect_checkpoint(checkpoint, heads=heads)
+    report = inspect_checkpoint(file, heads=heads)
     if as_json:
         print_json(report)
         return
-    render_inspect(report, unrecorded=unrecorded_fields(checkpoint, report))
-
-
-def unrecorded_fields(checkpoint: Checkpoint, report: dict[str, Any]) -> dict[str, str]:
-    """Report fields (key: why) that neither the file records nor its weights
-    show: a bare weights file of a transformers family whose positions are
-    rotary (Llama) gets the config class's default, which no file stated."""
-    from ..arch import get_adapter
-
-    if report["kind"] != "model" or checkpoint.config is not None or checkpoint.lg.get("config") is not None:
-        return {}
-    layout = getattr(get_adapter(report["family"]), "layout", None)
-    positions = getattr(layout, "size_fields", {}).get("positions")
-    if positions is None or positions in getattr(layout, "table_sizes", {}).values():
-        return {}
-    return {"max_positions": "assumed: the config class's default; the file records no config and its weights "
-                             "have no position table"}
+    render_inspect(report)
 
 
 def assumed_heads_text(report: dict[str, Any]) -> str:
@@ -189,10 +167,8 @@ def _preprocessing_text(recipe: dict[str, Any]) -> str:
             f"{recipe['crop_mode']}, crop {recipe['crop_pct']:g} (from {recipe['source']})")
 
 
-def render_inspect(report: dict[str, Any], unrecorded: dict[str, str] | None = None) -> None:
-    """The table of a model (a learngene's: `render_learngene`) and its load
-    line; `unrecorded`: fields (key: why) the file does not state, said so."""
-    unrecorded = unrecorded or {}
+def render_inspect(report: dict[str, Any]) -> None:
+    """The table of a model (a learngene's: `render_learngene`) and its load line."""
     if report["kind"] == "learngene":
         render_learngene(report)
         return
@@ -211,8 +187,7 @@ def render_inspect(report: dict[str, Any], unrecorded: dict[str, str] | None = N
           else ()),
         ("head dim", report["head_dim"]),
         ("mlp dim", report["mlp_dim"]),
-        *((label, report[key]) if key not in unrecorded else (label, f"{report[key]} ({unrecorded[key]})")
-          for key, label in report["family_fields"] if report[key] is not None),
+        *((label, report[key]) for key, label in report["family_fields"] if report[key] is not None),
         ("parameters", f"{params['total']:,} (blocks {params['blocks']:,}, embeddings "
                        f"{params['embeddings']:,}, norm {params['norm']:,}, head {params['head']:,})"),
         ("dtypes", ", ".join(f"{k} {v:,}" for k, v in report["dtypes"].items())),
