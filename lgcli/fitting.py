@@ -10,9 +10,11 @@ never imports it, it is handed the fitting in its `ExpandContext`
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .loading import load_model
+from .loading import build_model, load
+from .sizing import check_heads_known
 from .arch.base import IMAGE_CLASSIFICATION, TEXT_ENCODER
 from .data import builtin_names, load_data
 from .images import ImageData, check_channels
@@ -26,6 +28,19 @@ from .train import TrainConfig, train
 
 if TYPE_CHECKING:
     from .learngenes.generated import GeneratedModel
+
+
+def _teacher_model(path: str):
+    """The `teacher` option's model. One whose file records no heads is
+    refused (its logits depend on them), with the way to record them: lg
+    grow takes no flag for a teacher's heads."""
+    loaded = load(path)
+    where = loaded.checkpoint.label
+    check_heads_known(loaded.spec, because="the teacher's logits depend on them", where=where,
+                      remedy=f"record them first, with the teacher's own heads as N: lg grow {shlex.quote(where)} "
+                             f"--source-heads N --depth {loaded.spec.depth} --method clone -o TEACHER (its weights, "
+                             f"heads recorded), then give --teacher TEACHER")
+    return build_model(loaded.spec, loaded.stack)
 
 
 def fit_or_say_why_not(model: GeneratedModel, learngene: Learngene, options: Mapping[str, Any], what: str,
@@ -51,7 +66,7 @@ def fit_on_data(model: GeneratedModel, learngene: Learngene, options: Mapping[st
                     companions=checkpoint.companions if checkpoint is not None else {},
                     where=checkpoint.label if checkpoint is not None else "the learngene",
                     subset=options["subset"], seed=seed, fitting=what)
-    teacher = load_model(options["teacher"])[0] if options["teacher"] is not None else None
+    teacher = _teacher_model(options["teacher"]) if options["teacher"] is not None else None
     alpha = options["alpha"] if teacher is not None else 0.0
     device_note = auto_device_note(options["device"])
     if device_note:

@@ -154,3 +154,23 @@ def test_a_dry_run_refuses_the_fits_data_as_the_run_does(gene, tmp_path, lg, dat
         assert done.code == 1 and done.stderr.strip().splitlines()[-1].startswith(
             refusal if dry_run or data == "kjv-mini" else "lg: error: --data no-such-folder: no such"), done.stderr
         assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_a_teacher_whose_heads_are_not_recorded_is_refused_with_the_way_to_record_them(gene, tmp_path, lg):
+    """Its logits depend on its heads, which lg would assume: refused in one
+    line naming the grow that records them, which then makes it a teacher."""
+    from conftest import write_plain
+
+    torch.manual_seed(1)
+    plain = write_plain(timm.create_model("vit_base_patch16_224", **TEACHER).eval(), tmp_path / "plain.safetensors")
+    out = tmp_path / "out.safetensors"
+    fit = ["--depth", "4", "--data", "fashion-mnist-mini", "--batch-size", "16", "--subset", "64", "--steps", "2", "-o", out]
+    refused = lg("grow", gene, *fit, "--teacher", plain)
+    assert refused.code == 1 and refused.stderr.count("\n") == 1 and not out.exists(), refused.stderr
+    assert refused.stderr.endswith(f"record them first, with the teacher's own heads as N: lg grow {plain} "
+                                   f"--source-heads N --depth 3 --method clone -o TEACHER (its weights, heads "
+                                   f"recorded), then give --teacher TEACHER\n")
+    recorded = tmp_path / "teacher.safetensors"
+    assert lg("grow", plain, "--source-heads", "2", "--depth", "3", "--method", "clone", "-o", recorded).code == 0
+    done = lg("grow", gene, *fit, "--teacher", recorded)
+    assert done.code == 0, done.stderr
