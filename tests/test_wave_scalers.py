@@ -164,7 +164,8 @@ def test_a_teacher_whose_heads_are_not_recorded_is_refused_with_the_way_to_recor
     torch.manual_seed(1)
     plain = write_plain(timm.create_model("vit_base_patch16_224", **TEACHER).eval(), tmp_path / "plain.safetensors")
     out = tmp_path / "out.safetensors"
-    fit = ["--depth", "4", "--data", "fashion-mnist-mini", "--batch-size", "16", "--subset", "64", "--steps", "2", "-o", out]
+    fit = ["--depth", "4", "--data", "fashion-mnist-mini", "--batch-size", "16", "--subset", "64", "--steps", "2",
+           "-o", out]
     refused = lg("grow", gene, *fit, "--teacher", plain)
     assert refused.code == 1 and refused.stderr.count("\n") == 1 and not out.exists(), refused.stderr
     assert refused.stderr.endswith(f"record them first, with the teacher's own heads as N: lg grow {plain} "
