@@ -22,6 +22,7 @@ from .inspection import load_line
 from .learngene_files import is_learngene, load_learngene
 from .loading import Loaded, build_model, load
 from .outputs import CheckedOutput, checked_output, plan_output
+from .resize_record import calibration_record, recorded_options
 from .saving import save
 from .arch import get_adapter, with_layer_sources
 from .budget import budget_report, budget_shape, check_budget_request
@@ -191,21 +192,6 @@ def measured(loaded: Loaded, options: dict[str, Any], seed: int | None, device: 
     notify(f"calibrated on {statistics.samples} examples of {name} ({statistics.positions:,} tokens) "
                   f"in {statistics.seconds:.1f} s")
     return statistics
-
-
-def calibration_record(report: dict[str, Any]) -> dict[str, Any]:
-    """What a data-aware resize records in the file it writes: the
-    calibration and what the statistics chose, so that a reader can tell
-    which layers, heads and channels of the source it holds."""
-    details = report["details"]
-
-    def chosen(part: dict[str, Any]) -> dict[str, Any]:
-        return {key: value for key, value in part.items() if key.startswith(("kept_", "dropped_"))}
-
-    if "stages" in details:  # a Swin: one calibration pass, each stage's own choice
-        return {"calibration": details["stages"][0]["calibration"],
-                "chosen": {"stages": [chosen(stage) for stage in details["stages"]]}}
-    return {"calibration": details["calibration"], "chosen": chosen(details)}
 
 
 def on_device(stack: Stack, device: str) -> Stack:
@@ -432,15 +418,9 @@ def resize_file(source: Loaded | str | os.PathLike, output: str | os.PathLike, *
     if dry_run:
         return dry_run_plan(report, target, spec, stack, source=loaded, source_spec=loaded.spec,
                             shard_size=shard_size)
-    recorded = {"direction": direction, **report["options"]}
-    if report["seed"] is not None and report["method"] in ("heur-lg", "auto-lg"):
-        recorded["seed"] = report["seed"]
-    if get_method(report["method"]).calibrated:
-        recorded.update(calibration_record(report))
-    if "budget" in report:  # the shape was chosen for a budget: the file says which
-        recorded["memory" if report["budget"]["unit"] == "bytes" else "params"] = report["budget"]["budget"]
     report["heads_assumed"] = spec.heads_assumed
-    return _written(report, target, spec, stack, method=report["method"], options=recorded, source=loaded,
+    return _written(report, target, spec, stack, method=report["method"], options=recorded_options(report),
+                    source=loaded,
                     stdout=stdout, shard_size=shard_size, card=card)
 
 

@@ -52,7 +52,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("recipe",),                          # how a given model wants its images (reads checkpoints and models)
     ("fitting",),                         # training on data for what a learngene builds
     ("budget",),                          # lg shrink --params/--memory: the request checked, its shape
-    ("calibrated_shrink",),               # lg shrink --calibrate without --method: the data-aware steps
+    ("calibrated_shrink", "resize_record"),  # lg shrink --calibrate without --method: the data-aware steps; what
+                                             # a resize's output records of it
     ("stopping",),                        # --until: the held-out split and the rule that stops training
     ("resize", "condense", "evaluate"),   # the commands, as library functions
     ("held_out",),                        # lg distill's held-out figures: the teacher once, the student beside it
