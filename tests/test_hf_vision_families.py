@@ -382,7 +382,10 @@ def test_an_image_folder_is_numbered_as_the_classifier_names_its_classes(tmp_pat
         return report["rows"][0]["final"]
 
     named, ordered = scored("named"), scored("ordered")
-    assert named == ordered  # the same images, numbered the same way: the same loss and top-1, entry for entry
+    # The same images, numbered the same way: the same top-1 and loss, entry for entry (the loss to float32's
+    # rounding: the folders list their images in other orders, so the batch sums add in other orders).
+    assert named.keys() == ordered.keys() and all(
+        named[key] == pytest.approx(ordered[key], rel=1e-6, abs=0) for key in named)
     assert any("named's classes numbered as the model names them (id2label): 0 zebra, 1 Apple" in n for n in notes)
     notes.clear()
     scored("other")
