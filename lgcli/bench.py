@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 from .errors import LgError, UsageError, counted, notify_stderr, shown
 from .bench_settings import (BENCH_VERSION, CONDENSE_BATCH_FLAG, FIT, RANDOM, BenchSettings, Cell, all_methods,
                              check_ancestry, foreign_entry, parse_sizes, remove_if_empty, unmade_folders)
-from .bench_tables import plot_summary, row_costs, summarised
+from .bench_tables import plot_summary, row_costs, seed_mean_rows, summarised
 from .bench_rows import RESIZE_ROWS
 from .bench_plan import plan
 
@@ -177,8 +177,9 @@ def _run(ancestry, cells: list[Cell], methods: list[str], context: _Context,
         if rows:
             from .report import plot_curves
 
+            # One line and colour per method: several seeds' rows drawn as their mean (`seed_mean_rows`).
             plot_curves({"task": report["task"], "settings": report["settings"], "data": report["data"],
-                         "rows": rows},
+                         "rows": seed_mean_rows(rows)},
                         out / f"curves_{depth}x{width}.png", force=True)
     plot_summary(report, out / "summary.png")
     _write_json(out / "bench.json", report)
@@ -284,16 +285,14 @@ def _run_cell(cell: Cell, context: _Context) -> dict[str, Any]:
     if _reusable(saved, key, context):
         context.notify(f"bench: {cell.name}: done before, reused")
         return saved
-    started = time.perf_counter()
     try:
-        model, stores, details = _build(cell, context)
+        model, stores, details, build_seconds = _build(cell, context)
     except LgError as exc:  # the method cannot reach this size: the table says why
         result = {"key": key, "ancestry": context.ancestry, "method": cell.method, "size": cell.size,
                   "status": "n/a", "reason": str(exc)}
         if saved != result:
             _write_json(path, result)
         return result
-    build_seconds = time.perf_counter() - started
     from .evaluate import probe_row
 
     # A long scoring pass (a real model on a CPU) says how long, as in lg eval.
@@ -344,16 +343,18 @@ def _candidate(cell: Cell, model, context: _Context):
 
 def _build(cell: Cell, context: _Context):
     """The cell's model (a timm module), the parameters its method stores,
-    and what building it did."""
+    what building it did, and the seconds building it took at this size (a
+    learngene's: the grow and any fit, not its condense run)."""
     from .loading import build_model, create_model
     from .resize import expand
     from .sizing import target_spec
 
+    started = time.perf_counter()
     # A size no model has: n/a. The bench has no --heads to suggest.
     target = target_spec(context.loaded.spec, depth=cell.depth, width=cell.width, heads_flag=None)
     seed = context.settings.probe.seed
     if cell.method == RANDOM:
-        return create_model(target, seed=seed), 0, {"init": "timm"}
+        return create_model(target, seed=seed), 0, {"init": "timm"}, time.perf_counter() - started
     if cell.method in RESIZE_ROWS:
         spec, stack, details = RESIZE_ROWS[cell.method].build(
             context.loaded, depth=cell.depth, width=cell.width, seed=seed, data_name=context.data_name,
@@ -361,10 +362,13 @@ def _build(cell: Cell, context: _Context):
         model = build_model(spec, stack)
         if context.settings.budget:  # equal compute: the resize healed by distillation for the budget
             model, details["distill"] = _distilled(model, context)
-        return model, context.loaded.stack.num_parameters(), details
+        return model, context.loaded.stack.num_parameters(), details, time.perf_counter() - started
     kind = cell.method.removesuffix(FIT)
     _check_kind_reaches(cell, context)  # before the condense run is paid for
     learngene = _learngene(kind, context)
+    # The condense run (or loading its saved learngene) is the row's one cost shared by every size, which
+    # `row_costs` adds once: timed from here, a cell's build is its own grow and fit, as the table reads.
+    started = time.perf_counter()
     fitting = {}
     if cell.method.endswith(FIT):  # as `lg grow LG --data D --steps N`, on the bench's own train split
         fitting = {"data": context.data_name, "steps": context.settings.fit_steps,
@@ -377,7 +381,7 @@ def _build(cell: Cell, context: _Context):
                                                                               "loss_first", "loss_last")}
     # What the learngene stores, as its condense run counted it (PEG's record of
     # its draws, mix.*, is not a parameter), so every row of a kind agrees.
-    return build_model(spec, stack), context.condensed[kind]["parameters"], details
+    return build_model(spec, stack), context.condensed[kind]["parameters"], details, time.perf_counter() - started
 
 
 def _check_kind_reaches(cell: Cell, context: _Context) -> None:

@@ -198,14 +198,73 @@ def print_bench_table(report: dict[str, Any], console) -> None:
                 columns, table_rows(report), legend=legend)
 
 
+def summary_bars(report: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """What summary.png draws: {method: {size: {"height", "interval"}}}, a
+    size a method has no finished cell at left out (drawn as n/a).
+
+    The height is the mean of the finals bench.json's summary holds, over the
+    seeds, so the bar is the table's figure (several seeds: the summary's
+    mean; one: the cell's own final). With several seeds, "interval" is the
+    summary's 95 % t-interval (low, high), drawn as an error bar, else None
+    (one seed's bootstrap is in bench.json, not in the table either). A
+    report without a summary (older, or made by hand) is read from its cells.
+    """
+    key = _measure(report)[0]
+    summary = report.get("summary") or {}
+    several = len(report.get("seeds") or []) > 1
+    bars: dict[str, dict[str, dict[str, Any]]] = {}
+    for method in report["methods"]:
+        for size in report["sizes"]:
+            held = summary.get(method, {}).get(size)
+            finals = held["finals"] if held else [c["row"]["final"][key] for c in report["cells"]
+                                                  if (c["method"], c["size"]) == (method, size)
+                                                  and c.get("status") == "done"]
+            if not finals:
+                continue
+            interval = (held["low"], held["high"]) if several and held and held.get("kind") != "none" else None
+            bars.setdefault(method, {})[size] = {"height": sum(finals) / len(finals), "interval": interval}
+    return bars
+
+
+def seed_mean_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A size's probe rows as its curve figure draws them: one row per method
+    (rows are named by it), so each method has one colour and one legend
+    entry. A method run with several seeds becomes the pointwise mean of
+    their curves, at the steps they all have, with each seed's own curve
+    under "seed_curves" (drawn faint in the same colour, `report.curves_figure`)
+    and the rate each seed was reported at under "rates"."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row["name"], []).append(row)
+    drawn = []
+    for runs in groups.values():
+        if len(runs) == 1:
+            drawn.append(runs[0])
+            continue
+        by_step = [{point["step"]: point for point in run["curve"]} for run in runs]
+        steps = sorted(set.intersection(*(set(points) for points in by_step)))
+        curve = []
+        for step in steps:
+            points = [points[step] for points in by_step]
+            shared = [k for k, v in points[0].items() if k != "step" and isinstance(v, (int, float))
+                      and all(k in point for point in points)]
+            curve.append({"step": step, **{k: sum(point[k] for point in points) / len(points) for k in shared}})
+        rates = sorted({run["lr"] for run in runs if run.get("lr")})
+        drawn.append({"name": runs[0]["name"], "source": runs[0]["source"], "lr": None, "rates": rates,
+                      "curve": curve, "seed_curves": [run["curve"] for run in runs]})
+    return drawn
+
+
 def summary_figure(report: dict[str, Any]):
     """Final top-1 (on text: test loss) by method, a group of bars per size,
-    each method its own colour (`report.row_colours`).
+    each method its own colour (`report.row_colours`); with several seeds the
+    bar is the mean over them with its 95 % interval as an error bar
+    (`summary_bars`: the figures bench.json's summary and the table hold).
 
     The bars start at 0 (top-1 at 0 %), so that their lengths compare. A
     cell that does not apply (n/a) is written as "n/a" where its bar would
-    be, so that it cannot be read as 0 %, and random init's final figure is a
-    dashed line across each size's group: the bar every other method has to beat.
+    be, so that it cannot be read as 0 %, and random init's (mean) final figure
+    is a dashed line across each size's group: the bar every other method has to beat.
     """
     from .report import import_matplotlib, row_colours
 
@@ -214,27 +273,37 @@ def summary_figure(report: dict[str, Any]):
 
     sizes, methods = report["sizes"], report["methods"]
     key, name, _ = _measure(report)
-    by = {(c["method"], c["size"]): c for c in report["cells"] if c.get("status") == "done"}
+    bars = summary_bars(report)
+    several = len(report.get("seeds") or []) > 1
     # About a quarter inch per bar, within what a page or a screen shows.
     figure, axes = plt.subplots(figsize=(min(16.0, max(6.0, 2.0 + 0.22 * len(sizes) * len(methods))), 4.2))
     width = 0.8 / max(1, len(methods))
     for index, (method, colour) in enumerate(zip(methods, row_colours(len(methods)))):
         xs = [i + (index - (len(methods) - 1) / 2) * width for i in range(len(sizes))]
-        present = [(x, by[(method, s)]["row"]["final"][key]) for x, s in zip(xs, sizes) if (method, s) in by]
-        axes.bar([x for x, _ in present], [y for _, y in present], width=width, color=colour, label=method,
-                 hatch="//" if method == RANDOM else None)
+        present = [(x, bars[method][s]) for x, s in zip(xs, sizes) if s in bars.get(method, {})]
+        axes.bar([x for x, _ in present], [bar["height"] for _, bar in present], width=width, color=colour,
+                 label=method, hatch="//" if method == RANDOM else None)
+        spread = [(x, bar) for x, bar in present if bar["interval"]]
+        if spread:
+            axes.errorbar([x for x, _ in spread], [bar["height"] for _, bar in spread],
+                          yerr=[[bar["height"] - bar["interval"][0] for _, bar in spread],
+                                [bar["interval"][1] - bar["height"] for _, bar in spread]],
+                          fmt="none", ecolor="black", elinewidth=0.8, capsize=2, label="_nolegend_")
         for x, size in zip(xs, sizes):
-            if (method, size) not in by:
+            if size not in bars.get(method, {}):
                 axes.text(x, 0.5 if key == "top1" else 0.05, "n/a", rotation=90, ha="center", va="bottom",
                           fontsize=7, color=colour)
     for i, size in enumerate(sizes):
-        if (RANDOM, size) in by:
-            level = by[(RANDOM, size)]["row"]["final"][key]
-            axes.hlines(level, i - 0.45, i + 0.45, colors="black", linestyles="dashed", linewidth=0.8)
+        if size in bars.get(RANDOM, {}):
+            axes.hlines(bars[RANDOM][size]["height"], i - 0.45, i + 0.45, colors="black", linestyles="dashed",
+                        linewidth=0.8)
     axes.set_ylim(bottom=0.0)
     axes.set_xticks(range(len(sizes)), [s.replace("x", " x ") for s in sizes])
     axes.set_ylabel(f"{name}{' %' if key == 'top1' else ''} after {counted(report['settings']['steps'], 'step')}")
-    axes.set_title(f"lg bench on {report['data']['name']} (dashed: random init's final)")
+    # Several seeds: a second line says what the bars and error bars are, as the narrowest figure fits it.
+    what = f", {_seeds_text(report)}\n(error bars: 95 % interval; dashed: random init's mean final)" if several \
+        else " (dashed: random init's final)"
+    axes.set_title(f"lg bench on {report['data']['name']}{what}", fontsize=10 if several else None)
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     figure.tight_layout()
     return figure

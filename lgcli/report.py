@@ -241,7 +241,10 @@ def _matplotlib_config_writable() -> bool:
 def curves_figure(report: dict):
     """Test loss and top-1 against fine-tuning steps (language models: test
     loss and perplexity), a line per checkpoint, each its own colour
-    (`row_colours`); the random baseline dashed."""
+    (`row_colours`); the random baseline dashed. A row that stands for
+    several seeds (`bench_tables.seed_mean_rows`: its curve their mean) has
+    each seed's curve drawn faint in its colour, unlabelled, so that a
+    method keeps one colour and one legend entry however many seeds ran."""
     import_matplotlib()
     import matplotlib.pyplot as plt
 
@@ -252,9 +255,16 @@ def curves_figure(report: dict):
     rows = report["rows"]
     for index, (row, colour) in enumerate(zip(rows, row_colours(len(rows)))):
         steps = [point["step"] for point in row["curve"]]
-        label = row["name"] + (f" (lr {row['lr']:g})" if row.get("lr") else "")
-        style = dict(linestyle="--" if row["source"] == "random" else "-", color=colour,
-                     marker=row_marker(index, len(rows)), markersize=3, label=label)
+        seeds = row.get("seed_curves") or []
+        rates = row.get("rates") or ([row["lr"]] if row.get("lr") else [])
+        label = row["name"] + (f", mean of {len(seeds)} seeds" if seeds else "") \
+            + (f" (lr {', '.join(f'{rate:g}' for rate in rates)})" if rates else "")
+        dashes = "--" if row["source"] == "random" else "-"
+        for curve in seeds:  # behind the mean; "_"-labelled lines stay out of the legend
+            faint = dict(linestyle=dashes, color=colour, alpha=0.3, linewidth=0.8, label="_seed")
+            loss_axes.plot([p["step"] for p in curve], [p["loss"] for p in curve], **faint)
+            second_axes.plot([p["step"] for p in curve], [p[second] for p in curve], **faint)
+        style = dict(linestyle=dashes, color=colour, marker=row_marker(index, len(rows)), markersize=3, label=label)
         loss_axes.plot(steps, [point["loss"] for point in row["curve"]], **style)
         second_axes.plot(steps, [point[second] for point in row["curve"]], **style)
     data = report["data"]
