@@ -52,7 +52,9 @@ class BenchSettings:
     learngene_widths: bool = False
     learngene_depths: bool = False
     condense_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    fit_steps: int = 0  # > 0: add a KIND+fit row for every kind that fits a part per size
+    # > 0: a KIND+fit row for every kind that fits a part per size (with
+    # --methods, the +fit rows it names: it must name one); never with a budget.
+    fit_steps: int = 0
     subset: str | None = None
     test_subset: str | None = None
     seq_len: int | None = None  # a language model's window (None: lg eval's default, min(128, its positions))
@@ -90,14 +92,44 @@ class BenchSettings:
             check_whole(self.condense_steps, "--condense-steps", 1)
         check_whole(self.condense_batch_size, CONDENSE_BATCH_FLAG, 1)
         check_whole(self.seeds, "--seeds", 1)
-        self._check_condense_options()
         check_whole(self.fit_steps, "--fit-steps", 0)
+        self._check_methods()
+        self._check_condense_options()
         if self.budget is not None:
             check_whole(self.budget, "--budget", 0)
         if self.condense_until is not None:
             from .checks import check_real
 
             check_real(self.condense_until, "--condense-until", "a fraction in (0, 1]", lambda v: 0 < v <= 1)
+
+    def _check_methods(self) -> None:
+        """Refuse a --methods that names no method, one lg does not know or one
+        twice; a fit beside --budget; and --fit-steps where --methods names no
+        +fit row for it: said here, before the ancestry is read, so that no
+        request is dropped or bent in silence."""
+        fitted = [m for m in self.methods or [] if m.endswith(FIT)]
+        if self.methods is not None:
+            if not self.methods:  # not every method: an empty list is a mistake, never a request for all
+                raise UsageError("--methods: give at least one method, e.g. select,tleg (leave --methods out for "
+                                 "every method)")
+            known = all_methods()
+            unknown = next((m for m in self.methods if m not in known), None)
+            if unknown is not None:
+                raise UsageError(f"--methods: unknown {shown(unknown)} (known: {', '.join(known)})")
+            # A second copy would run each cell again and be summarised as another seed of the row.
+            twice = next((m for i, m in enumerate(self.methods) if m in self.methods[:i]), None)
+            if twice is not None:
+                raise UsageError(f"--methods names {shown(twice)} twice: give each method once")
+        if self.budget is not None and (self.fit_steps or fitted):
+            # The fit trains on top of the learngene's condense run, which the budget already is.
+            given = f"--fit-steps {self.fit_steps}" if self.fit_steps else f"--methods {fitted[0]}"
+            raise UsageError(f"{given} beside --budget {self.budget}: a +fit row's fit steps come on top of the "
+                             f"budget every path shares, so its compute would not be equal; give one of them")
+        if self.fit_steps and self.methods is not None and not fitted:
+            rows = [m for m in all_methods() if m.endswith(FIT)]
+            asked = [f"{m}{FIT}" for m in self.methods if f"{m}{FIT}" in rows] or rows
+            raise UsageError(f"--fit-steps {self.fit_steps} is for the +fit rows, and --methods names none: add "
+                             f"{' or '.join(asked)} to --methods")
 
     def _check_condense_options(self) -> None:
         """Refuse a kind the bench will not condense, an option the kind does
@@ -201,6 +233,8 @@ def parse_condense_steps(text: str) -> int | dict[str, int]:
         if not match or match[1] not in KINDS:
             raise UsageError(f"--condense-steps takes N, or KIND=N pairs comma-separated (kinds: "
                              f"{', '.join(KINDS)}), not {shown(repr(part.strip()))}")
+        if match[1] in steps:  # the later would replace the earlier in silence
+            raise UsageError(f"--condense-steps gives {match[1]} twice")
         steps[match[1]] = int(match[2])
     return steps
 

@@ -234,12 +234,15 @@ def bench_command(
     overrides = Overrides.parse(mean, std, interpolation)
     if lr is not None and lr_sweep:
         raise UsageError("give --lr or --lr-sweep, not both")
+    if as_json and markdown:  # each is the whole of stdout: one would be dropped in silence
+        raise UsageError("give --json or --markdown, not both")
     steps_per_kind = parse_condense_steps(condense_steps if condense_steps is not None else DEFAULT_CONDENSE_STEPS)
     _check_budget_and_condense_steps(budget, condense_steps, steps_per_kind)
     probe = ProbeSettings(steps=steps, lr=DEFAULT_LR if lr is None else lr, lr_sweep=_parse_rates(lr_sweep),
                           batch_size=batch_size, eval_every=eval_every, seed=seed, device=device)
     settings = BenchSettings(sizes=parse_sizes(sizes),
-                             methods=[m.strip() for m in methods.split(",") if m.strip()] if methods else None,
+                             # An empty --methods is refused by BenchSettings, not read as every method.
+                             methods=None if methods is None else [m.strip() for m in methods.split(",") if m.strip()],
                              probe=probe, condense_steps=steps_per_kind,
                              condense_batch_size=condense_batch_size,
                              condense_until=condense_until, learngene_widths=learngene_widths,
@@ -264,7 +267,7 @@ def bench_command(
         if "calibration" in report:  # the data-aware cells' passes: their time is in the estimate, said apart
             from ..pace import duration_text
 
-            count = len(report["calibration"]["cells"]) * report["seeds"]
+            count = report["calibration"]["cells_to_run"]  # every seed's, those saved before left out
             cells = f"its {counted(count, 'data-aware cell')} {'runs' if count == 1 else 'run'}"
             note(f"{calibration_plan_text(report['calibration'], cells)}; about "
                  f"{duration_text(report['estimated_seconds'])} in all")
