@@ -31,7 +31,7 @@ from typing import Any, Optional
 import typer
 
 from . import __version__
-from .commands.common import LgCommand, LgGroup, invocation, resume_hints
+from .commands.common import LgCommand, LgGroup, invocation, resume_hints, writes_parts
 from .commands.inspecting import inspect, methods_command, render_inspect
 from .commands.resizing import RESIZE_SUMMARIES, register_resize
 from .commands.scoring import bench_command, eval_command
@@ -101,6 +101,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = [a for a in args if a != "--debug"]
     invocation[:] = args
     resume_hints.clear()
+    writes_parts.clear()
     if debug:  # the library's own quieting (transformers' log) reads it
         os.environ["LG_DEBUG"] = "1"
     command = next((a for a in args or _completion_words() if not a.startswith("-")), None)
@@ -178,7 +179,7 @@ def interrupted_message() -> str:
     atomic = sys.modules.get("lgcli.checkpoint.atomic")  # not imported: nothing was written
     committed_outputs = atomic.committed_outputs if atomic is not None else []
     name = signal.Signals(_signalled[0]).name
-    if committed_outputs:  # the signal came after the output was renamed into place
+    if committed_outputs and not writes_parts:  # the signal came after the output was renamed into place
         return f"interrupted ({name}) after {shown(committed_outputs[-1])} was written in full"
     return f"interrupted ({name}); nothing written" + "".join(hint() for hint in resume_hints)
 

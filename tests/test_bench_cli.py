@@ -107,7 +107,38 @@ def test_an_interrupted_bench_says_its_finished_cells_are_kept(tmp_path):
     for name in ("select@3x64~seed0", "bot@3x64~seed0"):
         (out / "cells" / f"{name}.json").write_text("{}")
     assert _bench_resume_hint(str(out)) == (
-        f"; but 2 finished cells are saved in {out / 'cells'}: the same command continues from them")
+        f"; but 2 finished cells are saved in {out}: the same command continues from them")
+    (out / "learngenes").mkdir()
+    (out / "learngenes" / "tleg-seed0.lg.safetensors").write_bytes(b"")
+    assert _bench_resume_hint(str(out)) == (
+        f"; but 1 learngene and 2 finished cells are saved in {out}: the same command continues from them")
+
+
+def test_an_interrupt_after_a_bench_saved_a_learngene_says_what_is_kept_not_that_the_output_is_whole(tmp_path):
+    """A bench's learngene is a part of its output, written in full long
+    before the interrupt: the message is the bench's resume hint."""
+    from lgcli import cli
+    from lgcli.checkpoint import atomic
+    from lgcli.commands.common import resume_hints, writes_parts
+    from lgcli.commands.scoring import _bench_resume_hint
+
+    out = tmp_path / "bench"
+    (out / "learngenes").mkdir(parents=True)
+    (out / "learngenes" / "tleg-seed0.lg.safetensors").write_bytes(b"")
+    saved = list(atomic.committed_outputs), list(cli._signalled)
+    try:
+        atomic.committed_outputs[:] = [str(out / "learngenes" / "tleg-seed0.lg.safetensors")]
+        cli._signalled[:] = [2]
+        resume_hints[:], writes_parts[:] = [lambda: _bench_resume_hint(str(out))], [True]
+        assert cli.interrupted_message() == (f"interrupted (SIGINT); nothing written; but 1 learngene is saved in "
+                                             f"{out}: the same command continues from it")
+        writes_parts.clear()  # any other command: its one output was committed before the signal
+        assert cli.interrupted_message() == (f"interrupted (SIGINT) after "
+                                             f"{out / 'learngenes' / 'tleg-seed0.lg.safetensors'} was written in full")
+    finally:
+        atomic.committed_outputs[:], cli._signalled[:] = saved
+        resume_hints.clear()
+        writes_parts.clear()
 
 
 def test_seq_len_sets_a_language_models_windows_and_is_refused_for_images(lg):

@@ -27,6 +27,9 @@ MAX_SEED = 2**32 - 1
 # continuing it (lg condense: the training checkpoint and --resume).
 invocation: list[str] = []
 resume_hints: list[Callable[[], str]] = []
+# Set by a command whose finished files are parts of its output (lg bench: each learngene, each cell, as it
+# lands): an interrupt after one is not "after the output was written in full"; its resume hint says what is kept.
+writes_parts: list[bool] = []
 
 
 class _ArgumentByMetavar(TyperArgument):

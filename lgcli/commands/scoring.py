@@ -12,7 +12,7 @@ from ..bench_settings import CONDENSE_BATCH_FLAG
 from ..errors import UsageError, counted, shown
 from ..options import DEFAULT_CONDENSE_BATCH_SIZE, DEFAULT_CONDENSE_STEPS
 from .common import (DATA, LEARNGENES, OUTPUT, PROBE, MAX_SEED, HeadsOption, InterpolationOption,
-                     MeanOption, StdOption, calibration_plan_text, note, print_json, resume_hints,
+                     MeanOption, StdOption, calibration_plan_text, note, print_json, resume_hints, writes_parts,
                      show_training_plan, table_console, write_data)
 
 
@@ -116,13 +116,15 @@ def eval_command(
 # ---- lg bench ----
 
 def _bench_resume_hint(output: str) -> str:
-    """What an interrupted bench says of its finished cells: each is saved
-    as it lands, and the same command reuses them."""
+    """What an interrupted bench says of its finished cells and learngenes:
+    each is saved as it lands, and the same command reuses them."""
     cells = len(list(Path(output, "cells").glob("*.json")))
-    if not cells:
+    genes = len(list(Path(output, "learngenes").glob("*.lg.safetensors")))
+    if not cells and not genes:
         return ""
-    return (f"; but {counted(cells, 'finished cell')} {'is' if cells == 1 else 'are'} saved in "
-            f"{shown(str(Path(output, 'cells')))}: the same command continues from {'it' if cells == 1 else 'them'}")
+    kept = " and ".join(counted(n, what) for n, what in ((genes, "learngene"), (cells, "finished cell")) if n)
+    return (f"; but {kept} {'is' if cells + genes == 1 else 'are'} saved in {shown(output)}: the same command "
+            f"continues from {'it' if cells + genes == 1 else 'them'}")
 
 
 def _check_budget_and_condense_steps(budget: Optional[int], given: Optional[str],
@@ -253,6 +255,7 @@ def bench_command(
                              calibrate_samples=calibrate_samples, preprocessing=overrides)
     if output is not None and not dry_run:
         resume_hints.append(lambda: _bench_resume_hint(output))
+        writes_parts.append(True)
     report = bench(ancestry, data, output, settings, notify=note, dry_run=dry_run)
     if dry_run:
         # The batches the timings were taken at (each is its own flag's).
