@@ -10,17 +10,14 @@ import shutil
 import types
 
 import pytest
-import timm
-import torch
 
-import lgcli
+import test_bench
 from lgcli.bench import BenchSettings, bench, parse_sizes
 from lgcli.bench_tables import seed_mean_rows, summary_bars, summary_figure
 from lgcli.evaluate import ProbeSettings
 from lgcli.intervals import t_interval
 from lgcli.report import curves_figure
 
-ANCESTRY = dict(depth=2, embed_dim=32, num_heads=2, patch_size=7, img_size=28, in_chans=1, num_classes=10)
 CONDENSE_SECONDS = 1000.0  # what the fake clock says each condense run took: far above any real build here
 LOAD_SECONDS = 500.0  # and loading a saved learngene: a cost of the row, not of the cell that asked for it
 
@@ -150,13 +147,7 @@ def test_the_curve_figure_gives_each_method_one_colour_and_one_legend_entry():
         _closed(figure)
 
 
-@pytest.fixture(scope="module")
-def ancestry(tmp_path_factory):
-    torch.manual_seed(0)
-    model = timm.create_model("vit_base_patch16_224", **ANCESTRY)
-    path = tmp_path_factory.mktemp("ancestry") / "ancestry.safetensors"
-    lgcli.save_model(model.eval(), path)
-    return path
+ancestry = test_bench.ancestry  # the fixture: test_bench's two-block ViT ancestry
 
 
 def settings() -> BenchSettings:

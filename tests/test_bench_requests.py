@@ -13,6 +13,7 @@ import shutil
 import pytest
 
 import test_bench
+from test_bench_cli import asked  # noqa: F401  (the fixture: the settings lg bench hands on, nothing run)
 from lgcli.bench import BenchSettings, bench
 from lgcli.errors import UsageError
 from lgcli.evaluate import ProbeSettings
@@ -20,21 +21,6 @@ from lgcli.evaluate import ProbeSettings
 ancestry = test_bench.ancestry  # the fixture: test_bench's two-block ViT ancestry
 
 BENCH = ("--data", "fashion-mnist-mini", "--sizes", "1x32", "--steps", "1", "--subset", "64", "--test-subset", "16")
-
-
-@pytest.fixture
-def asked(monkeypatch):
-    """The settings `lg bench` hands to the bench (nothing is run)."""
-    import lgcli.bench
-
-    seen = []
-
-    def fake_bench(ancestry, data, out, settings, **kwargs):
-        seen.append(settings)
-        raise lgcli.errors.LgError("stopped by the test")
-
-    monkeypatch.setattr(lgcli.bench, "bench", fake_bench)
-    return seen
 
 
 @pytest.mark.parametrize("given, said", [
