@@ -87,6 +87,7 @@ from .options import (DEFAULT_DISTILL_ALPHA_IMAGES, DEFAULT_DISTILL_ALPHA_TEXT, 
 from .sizing import check_heads_known, spec_sizes
 from .stack import ArchSpec, Stack
 from .text import TextData, builtin_texts, check_data_source, text_data_for
+from .tokenizing import ANOTHER_TEACHER
 from .devices import auto_device_note, concrete_device
 from .heads import class_names, classes_of, model_input, model_preprocessing
 from .preprocessing import Overrides, Preprocessing, attach, preprocessing_of_spec, with_preprocessing
@@ -279,7 +280,7 @@ def read_data(student: Party, teacher: Party, data: Any, *, subset: Any = None, 
     return text_data_for([("the student", student.model, student.companions, student.where),
                           ("the teacher", teacher.model, teacher.companions, teacher.where)], student.task, data,
                          seq_len=seq_len, subset=subset, test_subset=test_subset, test_fraction=test_fraction,
-                         seed=seed, notify=notify)
+                         seed=seed, notify=notify, tokenizer_advice=ANOTHER_TEACHER)
 
 
 def default_alpha(data: ImageData | TextData) -> float:

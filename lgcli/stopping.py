@@ -75,7 +75,7 @@ class StoppingRule:
         """The auxiliary model's figure as a fraction of the teacher's."""
         if isinstance(self.held_out, TokenWindows):
             return self.teacher_figure / figure if figure > 0 else math.inf
-        return figure / self.teacher_figure if self.teacher_figure > 0 else math.inf
+        return figure / self.teacher_figure  # a teacher's 0 % is refused when the rule is made
 
     def check(self, step: int, model: torch.nn.Module) -> bool:
         ratio = self.ratio(self._figure(model))

@@ -55,7 +55,7 @@ from lgcli.data import parse_subset, subset_count
 from lgcli.errors import LgError, notify_stderr, one_line, os_reason, shown
 from lgcli.lazy import F, no_grad, torch
 from lgcli.pace import PassPace
-from lgcli.tokenizing import ByteTokenizer, Tokenizer, shared_tokenizer
+from lgcli.tokenizing import SEPARATELY, ByteTokenizer, Tokenizer, shared_tokenizer
 from lgcli.devices import autocast, distributed_setup, resolve_device
 from lgcli.losses import IGNORE
 
@@ -426,7 +426,7 @@ def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path
                   subset: int | float | str | None = None, test_subset: int | float | str | None = None,
                   test_fraction: float | None = None, seed: int = 0,
                   notify: Callable[[str], None] = notify_stderr, flag: str = "--data",
-                  seq_len_flag: str = "--seq-len") -> TextData:
+                  seq_len_flag: str = "--seq-len", tokenizer_advice: str = SEPARATELY) -> TextData:
     """Text for language models of `task` (one row each: name, live model,
     the files beside its weights, where they are): `data` as given, or
     read (default kjv-mini) and cut into windows of `seq_len` tokens
@@ -435,9 +435,10 @@ def text_data_for(models: Sequence[tuple[str, torch.nn.Module, Mapping[str, Path
     row's files None (a live model handed to the API, a resize the bench
     made) states no tokenizer: it takes the others' (bytes when none says).
     Errors about `data` name it by `flag`, and about `seq_len` by
-    `seq_len_flag`: the options the user gave them with."""
+    `seq_len_flag`: the options the user gave them with; tokenizers that
+    differ are refused saying `tokenizer_advice`."""
     stated = [(name, files, where) for name, _, files, where in models if files is not None]
-    tokenizer = shared_tokenizer(stated) if stated else ByteTokenizer()
+    tokenizer = shared_tokenizer(stated, tokenizer_advice) if stated else ByteTokenizer()
     needed = tokenizer.size(task)
     positions: list[tuple[int, str]] = []
     for name, model, _, _ in models:

@@ -36,10 +36,12 @@ MASK_TOKEN_NAMES = ("[MASK]", "<mask>")
 # no id.
 ID_PARTS = {"model": "model", "normalizer": "normalizer", "pre_tokenizer": "pre-tokenizer",
             "added_tokens": "added tokens"}
-# Row names `lgcli.distill` gives its two parties: their refusal advises on
-# the teacher, since a run compares the teacher's and student's distributions
-# over the same token ids (lg eval's rows are the checkpoints' own names).
-DISTILL_ROWS = {"the student", "the teacher"}
+# What a refusal of checkpoints that do not share a tokenizer advises
+# (`shared_tokenizer`'s `advice`): lg eval's, and lg distill's, whose loss
+# compares the teacher's and the student's distributions id by id.
+SEPARATELY = "a loss per token compares models only under one tokenizer: evaluate them separately"
+ANOTHER_TEACHER = ("distilling compares the two models' probabilities id by id: distil from a teacher with the "
+                   "student's tokenizer")
 
 
 # ---- tokenizers ----
@@ -179,10 +181,11 @@ def folder_tokenizer(folder: Path | None) -> Tokenizer:
     return model_tokenizer(folder_companions(folder), shown(folder))
 
 
-def shared_tokenizer(sources: Sequence[tuple[str, Mapping[str, Path | bytes], str]]) -> Tokenizer:
+def shared_tokenizer(sources: Sequence[tuple[str, Mapping[str, Path | bytes], str]],
+                     advice: str = SEPARATELY) -> Tokenizer:
     """The one tokenizer of (row name, companion files, where they are)
     triples; checkpoints with different tokenizers are refused (their
-    losses per token measure different things). Tokenizers are the same
+    losses per token measure different things), saying `advice`. Tokenizers are the same
     when they give the same ids (`FileTokenizer.identity`), whatever their
     files' bytes: another transformers version re-saves one differently."""
     found: dict[str, tuple[Tokenizer, list[str]]] = {}
@@ -199,10 +202,6 @@ def shared_tokenizer(sources: Sequence[tuple[str, Mapping[str, Path | bytes], st
         first = groups[0][0]
         described = "; ".join(f"{', '.join(names)}: {tokenizer.name}" + _differing(first, tokenizer, index)
                               for index, (tokenizer, names) in enumerate(groups))
-        rows = {name for _, names in groups for name in names}
-        advice = ("distilling compares the two models' probabilities id by id: distil from a teacher with the "
-                  "student's tokenizer" if rows == DISTILL_ROWS else
-                  "a loss per token compares models only under one tokenizer: evaluate them separately")
         raise LgError(f"the checkpoints do not share a tokenizer ({described}); {advice}")
     return next(iter(found.values()))[0]
 

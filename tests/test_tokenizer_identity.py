@@ -16,7 +16,7 @@ from lgcli.arch.base import CAUSAL_LM
 from lgcli.checkpoint.companions import folder_companions
 from lgcli.errors import LgError
 from lgcli.resize import resize_file
-from lgcli.tokenizing import folder_tokenizer, shared_tokenizer
+from lgcli.tokenizing import ANOTHER_TEACHER, folder_tokenizer, shared_tokenizer
 
 from conftest import run_lg_inproc
 from text_models import Sources
@@ -43,8 +43,11 @@ def folder_with(root: Path, name: str, tokenizer: dict | str, config: dict | Non
 
 
 def shared(*folders: Path, names: tuple[str, ...] | None = None):
+    """As lg eval reads them; as lg distill does (its advice) when the rows are its student and teacher."""
     names = names or tuple(folder.name for folder in folders)
-    return shared_tokenizer([(name, folder_companions(folder), folder.name) for name, folder in zip(names, folders)])
+    advice = {"advice": ANOTHER_TEACHER} if names == ("the student", "the teacher") else {}
+    return shared_tokenizer([(name, folder_companions(folder), folder.name) for name, folder in zip(names, folders)],
+                            **advice)
 
 
 def reversed_keys(value):

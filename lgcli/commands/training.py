@@ -170,9 +170,7 @@ def condense(
     else:
         until = (report.get("until") or {}).get("stopped")
         stopped = f" (--until: {until})" if until else ""
-        # A resumed run's losses are those of the steps it trained, not the run's first.
-        steps = (f"steps {report['resumed_from'] + 1}-{report['steps']} (resumed at step {report['resumed_from']})"
-                 if report.get("resumed_from") else f"{report['steps']} steps")
+        steps = _steps_run(report)  # a resumed run's losses are those of the steps it trained, not the run's first
         # A --resume of a finished (or --until-stopped) run trains no step: its learngene is the run's own.
         trained = (f"training loss {report['loss_first']:.3f} -> {report['loss_last']:.3f} in {steps}{stopped}"
                    if report.get("loss_first") is not None else
@@ -294,13 +292,19 @@ def distill_command(
     stopped = f" (--until: {report['until']['stopped']})" if report.get("until") else ""
     resumed, steps = report.get("resumed_from"), report["steps"]
     # A resumed run says so, as lg condense does: the steps this run trained, or none left.
-    trained = (f"in {steps} steps" if not resumed else
-               f"in steps {resumed + 1}-{steps} (resumed at step {resumed})" if steps > resumed else
+    trained = (f"in {_steps_run(report)}" if not resumed or steps > resumed else
                f"resumed at step {resumed} of {steps}: no step left to train")
     note(f"distilled {shape_text(report['student'])} from {shape_text(report['teacher'])} {trained}{stopped}, "
          f"{report['seconds']:.0f} s: held-out {_distill_figures(report['held_out'])}; wrote {report['output']}")
     if report.get("load_line"):
         note(f"load with: {report['load_line']}")
+
+
+def _steps_run(report: dict[str, Any]) -> str:
+    """The steps a training run trained, as lg condense and lg distill say
+    them: '300 steps', or 'steps 121-300 (resumed at step 120)'."""
+    resumed, steps = report.get("resumed_from"), report["steps"]
+    return f"steps {resumed + 1}-{steps} (resumed at step {resumed})" if resumed else f"{steps} steps"
 
 
 def _checkpoint_beside(output: str) -> str:
